@@ -1,0 +1,80 @@
+//! Every environment variable the crate reads or names, in one place.
+//!
+//! | variable | read by | meaning |
+//! |---|---|---|
+//! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`](crate::Error::WaitTimeout); default [`DEFAULT_WAIT_TIMEOUT`] |
+//! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
+//! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
+//! | [`OMPI_OSC`] `OMPI_MCA_osc` | [`Runtime::init`](crate::Runtime::init) with OSHMEM | must be `ucx`: with Open MPI's default one-sided component every OSHMEM program crashes in `shmem_finalize` |
+//!
+//! `scripts/pe-run` in the repository sets what the launcher needs (`OMPI_MCA_osc=ucx`, the
+//! root permissions, oversubscription).
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Seconds (a decimal number) a wait may take before it fails with a diagnosis.
+pub const WAIT_TIMEOUT: &str = "ONESIDED_WAIT_TIMEOUT";
+
+/// The wait timeout when [`WAIT_TIMEOUT`] is not set.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Symmetric heap size of Open MPI's OSHMEM.
+pub const OSHMEM_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_HEAP_SIZE";
+
+/// Symmetric heap size of Sandia OpenSHMEM.
+pub const SOS_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_SIZE";
+
+/// Open MPI's one-sided component, which must be `ucx` for OSHMEM programs.
+pub const OMPI_OSC: &str = "OMPI_MCA_osc";
+
+/// Reads [`WAIT_TIMEOUT`].
+pub(crate) fn wait_timeout() -> Result<Duration> {
+    let Ok(value) = std::env::var(WAIT_TIMEOUT) else {
+        return Ok(DEFAULT_WAIT_TIMEOUT);
+    };
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| Error::Environment {
+            variable: WAIT_TIMEOUT,
+            value,
+            problem: "expected a positive number of seconds, such as 60 or 0.5".to_string(),
+        })
+}
+
+/// The heap-size variable of the implementation in use and its current value for messages.
+pub(crate) fn heap_size_setting() -> (&'static str, String) {
+    let (variable, default) = if cfg!(shmem_sos) {
+        (SOS_HEAP_SIZE, "512M")
+    } else {
+        (OSHMEM_HEAP_SIZE, "256M")
+    };
+    let current = match std::env::var(variable) {
+        Ok(v) => v,
+        Err(_) => format!("unset, default {default}"),
+    };
+    (variable, current)
+}
+
+/// Checks that Open MPI will not crash in `shmem_finalize`.
+pub(crate) fn check_launch_environment() -> Result<()> {
+    if cfg!(shmem_oshmem) {
+        let value = std::env::var(OMPI_OSC).unwrap_or_default();
+        if value != "ucx" {
+            return Err(Error::Environment {
+                variable: OMPI_OSC,
+                value,
+                problem: "Open MPI's OSHMEM crashes in shmem_finalize unless the one-sided \
+                          component is ucx; launch with scripts/pe-run, or export \
+                          OMPI_MCA_osc=ucx (oshrun --mca osc ucx)"
+                    .to_string(),
+            });
+        }
+    }
+    Ok(())
+}

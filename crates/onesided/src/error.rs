@@ -1,0 +1,216 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What went wrong, with the context needed to act on it: which PE, which array, which
+/// environment variable to raise.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// [`Runtime::init`](crate::Runtime::init) was called while a runtime exists or after one
+    /// was finalised.
+    #[error(
+        "the onesided runtime was already initialised in this process; MPI and OpenSHMEM can be \
+         initialised only once, so create one Runtime and pass &Runtime to whatever needs it"
+    )]
+    AlreadyInitialized,
+
+    /// MPI was initialised by other code before the runtime.
+    #[error(
+        "MPI is already initialised by other code; let onesided::Runtime::init initialise MPI \
+         (it must come before OpenSHMEM and ask for full thread support)"
+    )]
+    MpiAlreadyInitialized,
+
+    /// The library does not provide the thread support the runtime needs.
+    #[error(
+        "{library} provides thread level {provided}, but onesided needs MULTIPLE so that worker \
+         threads of a PE may communicate; use a {library} build with thread support"
+    )]
+    ThreadSupport {
+        /// `"MPI"` or `"OpenSHMEM"`.
+        library: &'static str,
+        /// The level the library granted.
+        provided: String,
+    },
+
+    /// `shmem_init_thread` returned an error code.
+    #[error("shmem_init_thread failed with code {code}; check the launcher's messages above")]
+    InitFailed {
+        /// The return code.
+        code: i32,
+    },
+
+    /// An environment variable has a value the runtime cannot work with.
+    #[error("environment variable {variable}={value:?}: {problem}")]
+    Environment {
+        /// The variable.
+        variable: &'static str,
+        /// Its value (empty when unset).
+        value: String,
+        /// What is wrong and what to set instead.
+        problem: String,
+    },
+
+    /// A PE number outside `0..n_pes`.
+    #[error("PE {pe} does not exist: the job has {n_pes} PEs (0..{n_pes})")]
+    InvalidPe {
+        /// The PE asked for.
+        pe: usize,
+        /// The number of PEs.
+        n_pes: usize,
+    },
+
+    /// A remote access that would leave the symmetric array; nothing was transferred.
+    #[error(
+        "{op} of elements {offset}..{end} on PE {pe}'s '{array}' is out of bounds: the array \
+         has {len} elements; nothing was transferred",
+        end = offset.saturating_add(*count)
+    )]
+    OutOfBounds {
+        /// `"put"`, `"get"`, ...
+        op: &'static str,
+        /// The array's name.
+        array: String,
+        /// The target PE.
+        pe: usize,
+        /// The first element.
+        offset: usize,
+        /// The number of elements.
+        count: usize,
+        /// The array's length.
+        len: usize,
+    },
+
+    /// A symmetric allocation does not fit the symmetric heap.
+    #[error(
+        "symmetric heap exhausted: allocating {bytes} bytes for '{array}' failed on PE {pe}; \
+         raise {variable} (now {current}), for example {variable}=2G"
+    )]
+    HeapExhausted {
+        /// The array being allocated.
+        array: String,
+        /// The bytes asked for.
+        bytes: usize,
+        /// A PE on which the allocation failed.
+        pe: usize,
+        /// The variable that sizes the heap for the implementation in use.
+        variable: &'static str,
+        /// Its current value, or the default.
+        current: String,
+    },
+
+    /// An exact allocation asked for different sizes on different PEs (checked in debug
+    /// builds).
+    #[error(
+        "asymmetric allocation #{index} '{array}': PE 0 asked for {expected} but PE {pe} asked \
+         for {asked}; exact allocations need the same length and element size on every PE (use \
+         GlobalMaxArray when PEs need different sizes)"
+    )]
+    AsymmetricAllocation {
+        /// The allocation's sequence number in this run (0 is the first).
+        index: u64,
+        /// The array's name.
+        array: String,
+        /// The first PE that disagrees with PE 0.
+        pe: usize,
+        /// What PE 0 asked for, as "N elements of S bytes".
+        expected: String,
+        /// What `pe` asked for.
+        asked: String,
+    },
+
+    /// A grow-to-global-max array stopped growing and a later request exceeds it.
+    #[error(
+        "'{array}' on PE {pe} needs {needed} elements but its capacity was frozen at {capacity} \
+         after {stable_calls} calls without growth; allocate with a larger GrowthPolicy::freeze_after \
+         (or None, never freeze)"
+    )]
+    CapacityFrozen {
+        /// The array's name.
+        array: String,
+        /// The PE that needs more.
+        pe: usize,
+        /// Elements needed.
+        needed: usize,
+        /// The frozen capacity.
+        capacity: usize,
+        /// The stable calls after which it froze.
+        stable_calls: u32,
+    },
+
+    /// A length in elements overflows the address space.
+    #[error("'{array}': {len} elements of {elem_size} bytes overflow the address space")]
+    SizeOverflow {
+        /// The array's name.
+        array: String,
+        /// The length asked for.
+        len: usize,
+        /// The element size.
+        elem_size: usize,
+    },
+
+    /// A wait ran out of time: the diagnosis of what would otherwise be a hang.
+    #[error(
+        "PE {pe} waited {waited:.1?} for {what}{from} to reach {awaited}, but it is {seen}; a \
+         peer is late, stuck or not taking part (raise ONESIDED_WAIT_TIMEOUT, in seconds, if it \
+         is only slow)",
+        from = FromPe(*peer)
+    )]
+    WaitTimeout {
+        /// The waiting PE.
+        pe: usize,
+        /// What was awaited: the signal or counter and its array.
+        what: String,
+        /// The PE expected to update it, when known.
+        peer: Option<usize>,
+        /// The value awaited (`>=`).
+        awaited: u64,
+        /// The value seen when the time ran out.
+        seen: u64,
+        /// How long the PE waited.
+        waited: Duration,
+    },
+
+    /// A message does not fit the room the receiver announced; nothing was sent.
+    #[error(
+        "PE {pe} cannot send {count} elements to PE {to} through '{channel}': the receiver \
+         announced room for {room}; nothing was sent"
+    )]
+    MessageTooLarge {
+        /// The sending PE.
+        pe: usize,
+        /// The receiving PE.
+        to: usize,
+        /// The send-receive channel.
+        channel: String,
+        /// Elements to send.
+        count: usize,
+        /// Room announced by the receiver.
+        room: usize,
+    },
+
+    /// An argument that cannot be used, with what to pass instead.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// An MPI reference path reported a problem.
+    #[error("MPI: {0}")]
+    Mpi(String),
+}
+
+/// Formats the optional updating PE of a wait.
+struct FromPe(Option<usize>);
+
+impl fmt::Display for FromPe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(pe) => write!(f, " (updated by PE {pe})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

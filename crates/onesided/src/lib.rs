@@ -1,0 +1,54 @@
+//! Safe one-sided (PGAS) communication over OpenSHMEM, for molecular-dynamics codes.
+//!
+//! - [`Runtime`]: MPI and OpenSHMEM initialised together with full thread support; one per
+//!   process; PE number and count, barrier, fence, quiet, MPI's world communicator for
+//!   two-sided reference paths.
+//! - [`SymArray`]: typed symmetric arrays of plain-old-data elements, allocated collectively
+//!   ([`SymArray::collective_alloc`], exact; [`GlobalMaxArray`], grow to the global maximum),
+//!   with bounds-checked [`put`](SymArray::put) and [`get`](SymArray::get), non-blocking
+//!   transfers in a [scope](Runtime::nbi_scope), and [direct access](SymArray::direct) to PEs
+//!   on the same node.
+//! - [`AtomicArray`]: 64-bit remote atomics.
+//! - [`SignalArray`]: monotonic signals, [put-with-signal](SymArray::put_signal), waits that
+//!   time out with a diagnosis instead of hanging.
+//! - [`CallCounters`]: pairwise synchronisation without barriers.
+//! - Collectives: [`Runtime::max_u64`], [`Runtime::broadcast`], [`Runtime::barrier`].
+//!
+//! Operations that every PE must call are named `collective_*` or say so under
+//! **Collective** in their documentation.
+//!
+//! ```no_run
+//! use onesided::{Runtime, SignalArray, SymArray};
+//!
+//! fn main() -> onesided::Result<()> {
+//!     let rt = Runtime::init()?;
+//!     let (me, n) = (rt.my_pe(), rt.n_pes());
+//!     let inbox = SymArray::<u64>::collective_alloc(&rt, "inbox", 4)?;
+//!     let arrived = SignalArray::collective_alloc(&rt, "arrived", 1)?;
+//!     let right = (me + 1) % n;
+//!     let message = [me as u64; 4];
+//!     inbox.put_signal(right, 0, &message, &arrived, 0, 1)?;
+//!     arrived.wait_ge(0, 1)?;
+//!     println!("PE {me} received {:?}", inbox.to_vec_local());
+//!     Ok(())
+//! }
+//! ```
+#![deny(missing_docs)]
+
+mod atomic;
+mod collective;
+mod counter;
+pub mod env;
+mod error;
+mod heap;
+mod rma;
+mod runtime;
+mod signal;
+
+pub use atomic::{AtomicArray, AtomicInt};
+pub use counter::CallCounters;
+pub use error::{Error, Result};
+pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
+pub use rma::{DirectAccess, NbiScope};
+pub use runtime::{Implementation, Runtime};
+pub use signal::SignalArray;

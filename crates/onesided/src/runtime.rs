@@ -1,0 +1,276 @@
+//! The runtime handle: MPI and OpenSHMEM initialised together, finalised in the right order.
+
+use std::ffi::{c_int, c_long};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use mpi::environment::{Threading, Universe};
+use mpi::topology::SimpleCommunicator;
+
+use crate::collective::CollectiveScratch;
+use crate::env;
+use crate::error::{Error, Result};
+
+/// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+
+/// The OpenSHMEM implementation the crate was built against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Implementation {
+    /// Open MPI's OSHMEM.
+    Oshmem,
+    /// Sandia OpenSHMEM.
+    Sos,
+}
+
+/// Values of the installed header's macros, read once from the shim.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Constants {
+    pub cmp_ge: c_int,
+    pub sync_value: c_long,
+    pub psync_len: usize,
+    pub reduce_min_wrkdata: usize,
+    #[cfg_attr(not(shmem_spec_1_5), allow(dead_code))]
+    pub signal_set: c_int,
+}
+
+impl Constants {
+    fn read() -> Self {
+        // SAFETY: the shim's statics are constants initialised at load time and never written.
+        unsafe {
+            Constants {
+                cmp_ge: shmem_sys::shmem_sys_cmp_ge,
+                sync_value: shmem_sys::shmem_sys_sync_value,
+                // One pSync array serves reductions and broadcasts; Sandia OpenSHMEM defines
+                // some sync sizes as 0 on LP64 targets, hence the floor of 1.
+                psync_len: shmem_sys::shmem_sys_reduce_sync_size
+                    .max(shmem_sys::shmem_sys_bcast_sync_size)
+                    .max(shmem_sys::shmem_sys_barrier_sync_size)
+                    .max(1),
+                reduce_min_wrkdata: shmem_sys::shmem_sys_reduce_min_wrkdata_size.max(1),
+                #[cfg(shmem_spec_1_5)]
+                signal_set: shmem_sys::shmem_sys_signal_set,
+                #[cfg(not(shmem_spec_1_5))]
+                signal_set: 0,
+            }
+        }
+    }
+}
+
+/// The process's handle on MPI and OpenSHMEM. Exactly one exists per process.
+///
+/// It initialises MPI (with `MPI_THREAD_MULTIPLE`) and then OpenSHMEM (with
+/// `SHMEM_THREAD_MULTIPLE`), and on drop finalises OpenSHMEM and then MPI where the
+/// implementation has not already done so (Open MPI's `shmem_finalize` also finalises MPI;
+/// Sandia OpenSHMEM leaves MPI to the program).
+///
+/// Every symmetric object borrows the runtime, so none can outlive it.
+///
+/// # Threads
+/// `Runtime` is `Sync`: worker threads of a PE (rayon, scoped threads) may share `&Runtime`
+/// and issue puts, gets, atomics and waits concurrently, since both libraries were asked for
+/// full thread support and `init` fails if they do not provide it. It is not `Send`: MPI must
+/// be finalised by the thread that initialised it. Collective operations must be called by
+/// one thread of each PE at a time, in the same order on every PE.
+///
+/// # Panics and errors
+/// If a PE unwinds from a panic while holding the runtime, dropping it calls
+/// `shmem_global_exit(1)`, which ends the whole job instead of leaving the other PEs waiting.
+pub struct Runtime {
+    universe: ManuallyDrop<Universe>,
+    my_pe: usize,
+    n_pes: usize,
+    constants: Constants,
+    wait_timeout: Duration,
+    allocations: AtomicU64,
+    pub(crate) collectives: Mutex<CollectiveScratch>,
+    /// MPI must be finalised on the initialising thread.
+    _not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: every OpenSHMEM and MPI routine the runtime calls is thread-safe because `init`
+// obtained THREAD_MULTIPLE from both libraries (it fails otherwise); the mutable state is a
+// Mutex (collective scratch) and atomics. `Runtime` stays !Send through `_not_send`.
+unsafe impl Sync for Runtime {}
+
+impl Runtime {
+    /// Initialises MPI, then OpenSHMEM, both with full thread support.
+    ///
+    /// # Collective
+    /// Every PE of the job must call it.
+    ///
+    /// # Errors
+    /// - [`Error::AlreadyInitialized`] on a second call in the process;
+    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT` is malformed or, with Open MPI,
+    ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
+    /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
+    pub fn init() -> Result<Runtime> {
+        if INITIALISED.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
+        env::check_launch_environment()?;
+        let wait_timeout = env::wait_timeout()?;
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
+            .ok_or(Error::MpiAlreadyInitialized)?;
+        if threading != Threading::Multiple {
+            drop(universe);
+            return Err(Error::ThreadSupport {
+                library: "MPI",
+                provided: format!("{threading:?}"),
+            });
+        }
+        let mut provided: c_int = 0;
+        // SAFETY: MPI is initialised and OpenSHMEM is not (guarded by INITIALISED); `provided`
+        // is a valid out-pointer.
+        let code = unsafe {
+            shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided)
+        };
+        if code != 0 {
+            return Err(Error::InitFailed { code });
+        }
+        // SAFETY: reading a shim constant.
+        if provided < unsafe { shmem_sys::shmem_sys_thread_multiple } {
+            // SAFETY: OpenSHMEM is initialised; finalising it leaves MPI to the universe.
+            unsafe { shmem_sys::shmem_finalize() };
+            finalize_mpi(universe);
+            return Err(Error::ThreadSupport {
+                library: "OpenSHMEM",
+                provided: format!("{provided}"),
+            });
+        }
+        // SAFETY: OpenSHMEM is initialised.
+        let (my_pe, n_pes) = unsafe { (shmem_sys::shmem_my_pe(), shmem_sys::shmem_n_pes()) };
+        let constants = Constants::read();
+        let collectives = CollectiveScratch::collective_alloc(&constants)?;
+        Ok(Runtime {
+            universe: ManuallyDrop::new(universe),
+            my_pe: my_pe as usize,
+            n_pes: n_pes as usize,
+            constants,
+            wait_timeout,
+            allocations: AtomicU64::new(0),
+            collectives: Mutex::new(collectives),
+            _not_send: PhantomData,
+        })
+    }
+
+    /// This PE's number, `0..n_pes()`.
+    pub fn my_pe(&self) -> usize {
+        self.my_pe
+    }
+
+    /// The number of PEs in the job.
+    pub fn n_pes(&self) -> usize {
+        self.n_pes
+    }
+
+    /// The implementation the crate was built against.
+    pub fn implementation(&self) -> Implementation {
+        if cfg!(shmem_sos) {
+            Implementation::Sos
+        } else {
+            Implementation::Oshmem
+        }
+    }
+
+    /// The OpenSHMEM specification version `(major, minor)` of the header built against.
+    pub fn spec_version(&self) -> (u32, u32) {
+        shmem_sys::SPEC_VERSION
+    }
+
+    /// How long a wait may take before it returns [`Error::WaitTimeout`]
+    /// (`ONESIDED_WAIT_TIMEOUT`, default 60 s).
+    pub fn wait_timeout(&self) -> Duration {
+        self.wait_timeout
+    }
+
+    /// MPI's world communicator, for the two-sided reference paths. Its ranks equal the PE
+    /// numbers.
+    pub fn world(&self) -> SimpleCommunicator {
+        self.universe.world()
+    }
+
+    /// Waits until every PE has called `barrier`, after completing this PE's outstanding
+    /// puts (`shmem_barrier_all`).
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn barrier(&self) {
+        // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
+        unsafe { shmem_sys::shmem_barrier_all() }
+    }
+
+    /// Orders this PE's puts and atomics to each target: those issued before the fence are
+    /// delivered before those issued after it (`shmem_fence`).
+    pub fn fence(&self) {
+        // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
+        unsafe { shmem_sys::shmem_fence() }
+    }
+
+    /// Completes every put, non-blocking get and atomic this PE has issued (`shmem_quiet`).
+    pub fn quiet(&self) {
+        // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
+        unsafe { shmem_sys::shmem_quiet() }
+    }
+
+    /// Ends the whole job at once with `code` (`shmem_global_exit`): for errors only this PE
+    /// knows about, when the other PEs would otherwise wait for it.
+    pub fn abort(&self, code: i32) -> ! {
+        // SAFETY: OpenSHMEM is initialised; shmem_global_exit does not return.
+        unsafe { shmem_sys::shmem_global_exit(code) };
+        std::process::exit(code)
+    }
+
+    pub(crate) fn constants(&self) -> &Constants {
+        &self.constants
+    }
+
+    /// The sequence number of the next symmetric allocation, for diagnostics.
+    pub(crate) fn next_allocation_index(&self) -> u64 {
+        self.allocations.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Checks a PE number.
+    pub(crate) fn check_pe(&self, pe: usize) -> Result<()> {
+        if pe < self.n_pes {
+            Ok(())
+        } else {
+            Err(Error::InvalidPe {
+                pe,
+                n_pes: self.n_pes,
+            })
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The other PEs would wait for this one forever; end the job instead.
+            // SAFETY: OpenSHMEM is initialised; shmem_global_exit does not return.
+            unsafe { shmem_sys::shmem_global_exit(1) };
+        }
+        self.collectives
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .free();
+        // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
+        unsafe { shmem_sys::shmem_finalize() };
+        // SAFETY: the universe is taken exactly once, here.
+        let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
+        finalize_mpi(universe);
+    }
+}
+
+/// Finalises MPI unless OpenSHMEM already did (Open MPI's `shmem_finalize` does; rsmpi's
+/// `Universe` would then call `MPI_Finalize` a second time, which is an error).
+fn finalize_mpi(universe: Universe) {
+    if mpi::environment::is_finalized() {
+        std::mem::forget(universe);
+    } else {
+        drop(universe);
+    }
+}

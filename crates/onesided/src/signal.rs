@@ -1,0 +1,311 @@
+//! Signals: monotonic 64-bit words in symmetric memory, set by remote PEs (alone or with a
+//! put), awaited locally with `>=`.
+//!
+//! Values only grow (a step or call number), so a signal never needs resetting and a late
+//! waiter still sees that its value was reached. Waits spin briefly, then yield the core, and
+//! give up after the runtime's timeout with an error naming the PE, the signal, the value
+//! awaited and the value seen.
+
+use std::ffi::c_ulonglong;
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::heap::SymArray;
+use crate::rma::NbiScope;
+use crate::runtime::Runtime;
+
+/// Polls before a wait starts yielding its core to other processes.
+const SPIN_POLLS: u32 = 4096;
+/// Polls between two looks at the clock.
+const POLLS_PER_CLOCK: u32 = 64;
+
+/// Calls `ready` until it returns true or `timeout` has passed (then returns the time waited).
+/// Spins first, then yields, so PEs sharing a core (oversubscription) still progress.
+pub(crate) fn poll_until(
+    timeout: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), Duration> {
+    if ready() {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut polls: u32 = 0;
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        polls = polls.wrapping_add(1);
+        if polls < SPIN_POLLS {
+            spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        if polls.is_multiple_of(POLLS_PER_CLOCK) {
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(waited);
+            }
+        }
+    }
+}
+
+/// An array of signal words in symmetric memory, zero at allocation.
+pub struct SignalArray<'rt> {
+    words: SymArray<'rt, u64>,
+}
+
+impl<'rt> SignalArray<'rt> {
+    /// Allocates `len` signal words on every PE, all zero.
+    ///
+    /// # Collective
+    /// As [`SymArray::collective_alloc`].
+    pub fn collective_alloc(rt: &'rt Runtime, name: &str, len: usize) -> Result<Self> {
+        Ok(SignalArray {
+            words: SymArray::collective_alloc(rt, name, len)?,
+        })
+    }
+
+    /// The number of signal words.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// Whether there are no signal words.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The name given at allocation.
+    pub fn name(&self) -> &str {
+        self.words.name()
+    }
+
+    /// The runtime the signals belong to.
+    pub fn runtime(&self) -> &'rt Runtime {
+        self.words.runtime()
+    }
+
+    fn word(&self, index: usize) -> *mut c_ulonglong {
+        self.words.element_ptr(index).cast::<c_ulonglong>()
+    }
+
+    fn check_local(&self, index: usize) -> Result<()> {
+        self.words
+            .check("signal access", self.runtime().my_pe(), index, 1)
+    }
+
+    /// The current value of this PE's signal `index`.
+    pub fn value(&self, index: usize) -> Result<u64> {
+        self.check_local(index)?;
+        Ok(self.load(index))
+    }
+
+    fn load(&self, index: usize) -> u64 {
+        // SAFETY: index is in bounds; the word is 8-byte aligned (64-byte-aligned block) and
+        // only ever accessed atomically (remote atomics, local atomic loads).
+        unsafe { AtomicU64::from_ptr(self.words.element_ptr(index)) }.load(Ordering::Acquire)
+    }
+
+    /// Sets PE `pe`'s signal `index` to `value` (an atomic set, ordered after this PE's
+    /// earlier puts to `pe` only if a [`Runtime::fence`] separates them).
+    pub fn set(&self, pe: usize, index: usize, value: u64) -> Result<()> {
+        self.words.check("signal set", pe, index, 1)?;
+        // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
+        unsafe { shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32) };
+        Ok(())
+    }
+
+    /// Adds `delta` to PE `pe`'s signal `index` (an atomic add).
+    pub fn add(&self, pe: usize, index: usize, delta: u64) -> Result<()> {
+        self.words.check("signal add", pe, index, 1)?;
+        // SAFETY: as for set.
+        unsafe { shmem_sys::shmem_ulonglong_atomic_add(self.word(index), delta, pe as i32) };
+        Ok(())
+    }
+
+    /// Whether this PE's signal `index` has reached `value` (`>=`).
+    pub fn test_ge(&self, index: usize, value: u64) -> Result<bool> {
+        self.check_local(index)?;
+        Ok(self.test(index, value))
+    }
+
+    fn test(&self, index: usize, value: u64) -> bool {
+        let cmp_ge = self.runtime().constants().cmp_ge;
+        // SAFETY: index is in bounds (checked by callers); shmem_test reads the local word and
+        // drives the library's progress for transports that need it.
+        let reached =
+            unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
+        if reached {
+            // Data put before the signal must not be read before the signal was seen.
+            fence(Ordering::Acquire);
+        }
+        reached
+    }
+
+    /// Waits until this PE's signal `index` reaches `value` (`>=`) and returns the value seen,
+    /// or fails after the runtime's [wait timeout](Runtime::wait_timeout).
+    pub fn wait_ge(&self, index: usize, value: u64) -> Result<u64> {
+        self.wait_ge_for(index, value, self.runtime().wait_timeout())
+    }
+
+    /// [`wait_ge`](Self::wait_ge) with an explicit timeout.
+    pub fn wait_ge_for(&self, index: usize, value: u64, timeout: Duration) -> Result<u64> {
+        self.wait_ge_from(index, value, None, timeout)
+    }
+
+    /// Waits, naming the PE expected to update the signal in a timeout's diagnosis.
+    pub(crate) fn wait_ge_from(
+        &self,
+        index: usize,
+        value: u64,
+        peer: Option<usize>,
+        timeout: Duration,
+    ) -> Result<u64> {
+        self.check_local(index)?;
+        match poll_until(timeout, || self.test(index, value)) {
+            Ok(()) => Ok(self.load(index)),
+            Err(waited) => Err(Error::WaitTimeout {
+                pe: self.runtime().my_pe(),
+                what: format!("signal {index} of '{}'", self.name()),
+                peer,
+                awaited: value,
+                seen: self.load(index),
+                waited,
+            }),
+        }
+    }
+
+    /// Waits until any of `waits` (pairs of signal index and awaited value) is reached and
+    /// returns its position in `waits`. Polls them round-robin, so whichever peer is first is
+    /// served first.
+    pub fn wait_any_ge(&self, waits: &[(usize, u64)]) -> Result<usize> {
+        self.wait_any_ge_for(waits, self.runtime().wait_timeout())
+    }
+
+    /// [`wait_any_ge`](Self::wait_any_ge) with an explicit timeout.
+    pub fn wait_any_ge_for(&self, waits: &[(usize, u64)], timeout: Duration) -> Result<usize> {
+        if waits.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "wait_any_ge on '{}' needs at least one signal to wait for",
+                self.name()
+            )));
+        }
+        for &(index, _) in waits {
+            self.check_local(index)?;
+        }
+        let mut found = 0;
+        let outcome = poll_until(timeout, || {
+            match waits.iter().position(|&(i, v)| self.test(i, v)) {
+                Some(position) => {
+                    found = position;
+                    true
+                }
+                None => false,
+            }
+        });
+        match outcome {
+            Ok(()) => Ok(found),
+            Err(waited) => {
+                let pending: Vec<String> = waits
+                    .iter()
+                    .map(|&(i, v)| format!("{i}>={v} (is {})", self.load(i)))
+                    .collect();
+                Err(Error::WaitTimeout {
+                    pe: self.runtime().my_pe(),
+                    what: format!(
+                        "any of signals [{}] of '{}'",
+                        pending.join(", "),
+                        self.name()
+                    ),
+                    peer: None,
+                    awaited: waits[0].1,
+                    seen: self.load(waits[0].0),
+                    waited,
+                })
+            }
+        }
+    }
+}
+
+impl<T: Pod> SymArray<'_, T> {
+    /// Puts `src` into elements `offset..` of PE `pe`'s copy and then sets PE `pe`'s signal
+    /// `index` to `value`: when the target sees the signal, the data is there.
+    ///
+    /// `shmem_putmem_signal` where the library has it (OpenSHMEM 1.5); put, fence and atomic
+    /// set on 1.4.
+    pub fn put_signal(
+        &self,
+        pe: usize,
+        offset: usize,
+        src: &[T],
+        signals: &SignalArray<'_>,
+        index: usize,
+        value: u64,
+    ) -> Result<()> {
+        self.check("put with signal", pe, offset, src.len())?;
+        signals.words.check("signal set", pe, index, 1)?;
+        #[cfg(shmem_spec_1_5)]
+        // SAFETY: both ranges checked; src is valid for the blocking call.
+        unsafe {
+            shmem_sys::shmem_putmem_signal(
+                self.element_ptr(offset).cast::<std::ffi::c_void>(),
+                src.as_ptr().cast::<std::ffi::c_void>(),
+                std::mem::size_of_val(src),
+                signals.word(index).cast::<u64>(),
+                value,
+                self.runtime().constants().signal_set,
+                pe as i32,
+            )
+        };
+        #[cfg(not(shmem_spec_1_5))]
+        {
+            self.put(pe, offset, src)?;
+            self.runtime().fence();
+            signals.set(pe, index, value)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'env> NbiScope<'_, 'env> {
+    /// Starts a put of `src` followed by setting PE `pe`'s signal `index` to `value`
+    /// (`shmem_putmem_signal_nbi` on 1.5; non-blocking put, fence and atomic set on 1.4).
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_signal<T: Pod>(
+        &self,
+        array: &'env SymArray<'_, T>,
+        pe: usize,
+        offset: usize,
+        src: &'env [T],
+        signals: &'env SignalArray<'_>,
+        index: usize,
+        value: u64,
+    ) -> Result<()> {
+        array.check("non-blocking put with signal", pe, offset, src.len())?;
+        signals.words.check("signal set", pe, index, 1)?;
+        #[cfg(shmem_spec_1_5)]
+        // SAFETY: both ranges checked; src stays borrowed until the scope's quiet.
+        unsafe {
+            shmem_sys::shmem_putmem_signal_nbi(
+                array.element_ptr(offset).cast::<std::ffi::c_void>(),
+                src.as_ptr().cast::<std::ffi::c_void>(),
+                std::mem::size_of_val(src),
+                signals.word(index).cast::<u64>(),
+                value,
+                self.runtime().constants().signal_set,
+                pe as i32,
+            )
+        };
+        #[cfg(not(shmem_spec_1_5))]
+        {
+            self.put(array, pe, offset, src)?;
+            self.fence();
+            signals.set(pe, index, value)?;
+        }
+        Ok(())
+    }
+}
