@@ -1,0 +1,230 @@
+//! A harness for multi-PE integration tests that `cargo test` runs like any other test
+//! target (`harness = false`).
+//!
+//! Started by cargo, the binary is the *parent*: for every PE count its cases ask for, it
+//! launches itself through `scripts/pe-run -n N`, relays what PE 0 reports, enforces a time
+//! limit, and fails if any launch fails. Started under the launcher, the binary is a *PE*: it
+//! initialises the runtime and runs, in order, the cases that take the job's PE count.
+//!
+//! A case that fails on any PE (an error, or a panic such as a failed `assert!`) prints the
+//! PE, the case and the message, then ends the whole job at once, so no PE is left waiting
+//! for it.
+//!
+//! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
+//! flags cargo passes are accepted and ignored.
+//! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600).
+
+use std::io::{BufRead, BufReader, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use onesided::Runtime;
+
+use crate::launch;
+
+/// The PE counts of the acceptance runs.
+pub const TWO_THREE_FOUR: &[usize] = &[2, 3, 4];
+
+/// What a case returns: `?` works on the crate's errors and on strings.
+pub type CaseResult = Result<(), Box<dyn std::error::Error>>;
+
+/// One multi-PE test.
+pub struct Case {
+    /// Its name, for filters and reports.
+    pub name: &'static str,
+    /// The PE counts it runs with; a case that needs exactly N PEs lists only N.
+    pub pes: &'static [usize],
+    /// The test, run on every PE.
+    pub run: fn(&Runtime) -> CaseResult,
+}
+
+/// Fails a case with a message unless `cond` holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+const FILTER_VAR: &str = "ONESIDED_TEST_FILTER";
+const LAUNCH_TIMEOUT_VAR: &str = "ONESIDED_TEST_LAUNCH_TIMEOUT";
+
+/// The entry point of a multi-PE test binary.
+pub fn main(suite: &str, cases: &[Case]) {
+    if launch::under_launcher() {
+        run_as_pe(cases);
+    } else {
+        std::process::exit(run_as_parent(suite, cases));
+    }
+}
+
+fn run_as_parent(suite: &str, cases: &[Case]) -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filters: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f)))
+        .collect();
+    if args.iter().any(|a| a == "--list") {
+        for case in &selected {
+            println!("{}: test", case.name);
+        }
+        return 0;
+    }
+    let mut counts: Vec<usize> = selected
+        .iter()
+        .flat_map(|c| c.pes.iter().copied())
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let timeout = std::env::var(LAUNCH_TIMEOUT_VAR)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(Duration::from_secs(600), Duration::from_secs);
+    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+    let mut failed = Vec::new();
+    for &pes in &counts {
+        let n_cases = selected.iter().filter(|c| c.pes.contains(&pes)).count();
+        println!(
+            "{suite}: launching {n_cases} cases with {pes} PEs: {}",
+            launch::PE_RUN
+        );
+        let started = Instant::now();
+        match launch_once(pes, &names, timeout) {
+            Ok(()) => println!(
+                "{suite}: {pes} PEs ok ({:.1} s)",
+                started.elapsed().as_secs_f64()
+            ),
+            Err(why) => {
+                println!("{suite}: {pes} PEs FAILED: {why}");
+                failed.push(pes);
+            }
+        }
+    }
+    if failed.is_empty() {
+        println!(
+            "{suite}: all {} cases passed with {counts:?} PEs",
+            selected.len()
+        );
+        0
+    } else {
+        println!("{suite}: failures with {failed:?} PEs");
+        1
+    }
+}
+
+/// Runs one launch, relaying its output line by line, within `timeout`.
+fn launch_once(pes: usize, names: &[&str], timeout: Duration) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
+    let mut child = launch::command(pes, exe)
+        .env(FILTER_VAR, names.join(","))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", launch::PE_RUN))?;
+    let relay = |stream: Box<dyn std::io::Read + Send>, to_stderr: bool| {
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if to_stderr {
+                    eprintln!("    {line}");
+                } else {
+                    println!("    {line}");
+                }
+                seen.push(line);
+            }
+            seen
+        })
+    };
+    let out = relay(Box::new(child.stdout.take().expect("piped")), false);
+    let err = relay(Box::new(child.stderr.take().expect("piped")), true);
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > timeout => {
+                // SIGTERM lets the launcher take its PEs down with it.
+                let _ = std::process::Command::new("kill")
+                    .arg("-TERM")
+                    .arg(child.id().to_string())
+                    .status();
+                std::thread::sleep(Duration::from_secs(5));
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "no result after {} s; raise {LAUNCH_TIMEOUT_VAR} if the machine is only slow",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot wait for the launcher: {e}")),
+        }
+    };
+    let out = out.join().unwrap_or_default();
+    let _ = err.join();
+    if !status.success() {
+        return Err(format!("the launcher exited with {status}"));
+    }
+    if !out.iter().any(|l| l.starts_with("all ")) {
+        return Err("the PEs ended without reporting".to_string());
+    }
+    Ok(())
+}
+
+fn run_as_pe(cases: &[Case]) {
+    let names = std::env::var(FILTER_VAR).unwrap_or_default();
+    let rt = match Runtime::init() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot initialise the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let mut ran = 0;
+    for case in cases.iter().filter(|c| c.pes.contains(&n)) {
+        if !names.is_empty() && !names.split(',').any(|name| name == case.name) {
+            continue;
+        }
+        rt.barrier();
+        let started = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(|| (case.run)(&rt)));
+        let message = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(panic) => Some(
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panicked".to_string()),
+            ),
+        };
+        if let Some(message) = message {
+            println!("PE {me}/{n}: case {} FAILED: {message}", case.name);
+            let _ = std::io::stdout().flush();
+            rt.abort(1);
+        }
+        // Every PE has finished the case before PE 0 reports it.
+        rt.barrier();
+        if me == 0 {
+            println!(
+                "case {} ... ok ({} PEs, {:.0} ms)",
+                case.name,
+                n,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        ran += 1;
+    }
+    if me == 0 {
+        println!("all {ran} cases passed on {n} PEs");
+    }
+}
