@@ -52,16 +52,48 @@ macro_rules! ensure {
 const FILTER_VAR: &str = "ONESIDED_TEST_FILTER";
 const LAUNCH_TIMEOUT_VAR: &str = "ONESIDED_TEST_LAUNCH_TIMEOUT";
 
+/// A configuration the cases run under: a label and environment variables for the PEs.
+pub struct Variant {
+    /// Shown in reports.
+    pub label: &'static str,
+    /// Set in the PEs' environment.
+    pub env: &'static [(&'static str, &'static str)],
+}
+
+/// The default environment only.
+pub const DEFAULT: &[Variant] = &[Variant {
+    label: "default",
+    env: &[],
+}];
+
+/// Both transfer paths of the onesided core: through the shared-memory mapping of same-node
+/// PEs (the default) and through library calls only (`ONESIDED_DIRECT=0`).
+pub const DIRECT_AND_LIBRARY: &[Variant] = &[
+    Variant {
+        label: "direct",
+        env: &[],
+    },
+    Variant {
+        label: "library",
+        env: &[("ONESIDED_DIRECT", "0")],
+    },
+];
+
 /// The entry point of a multi-PE test binary.
 pub fn main(suite: &str, cases: &[Case]) {
+    main_with_variants(suite, cases, DEFAULT)
+}
+
+/// The entry point of a multi-PE test binary whose cases run under each of `variants`.
+pub fn main_with_variants(suite: &str, cases: &[Case], variants: &[Variant]) {
     if launch::under_launcher() {
         run_as_pe(cases);
     } else {
-        std::process::exit(run_as_parent(suite, cases));
+        std::process::exit(run_as_parent(suite, cases, variants));
     }
 }
 
-fn run_as_parent(suite: &str, cases: &[Case]) -> i32 {
+fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&str> = args
         .iter()
@@ -90,41 +122,52 @@ fn run_as_parent(suite: &str, cases: &[Case]) -> i32 {
         .map_or(Duration::from_secs(600), Duration::from_secs);
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     let mut failed = Vec::new();
-    for &pes in &counts {
-        let n_cases = selected.iter().filter(|c| c.pes.contains(&pes)).count();
-        println!(
-            "{suite}: launching {n_cases} cases with {pes} PEs: {}",
-            launch::PE_RUN
-        );
-        let started = Instant::now();
-        match launch_once(pes, &names, timeout) {
-            Ok(()) => println!(
-                "{suite}: {pes} PEs ok ({:.1} s)",
-                started.elapsed().as_secs_f64()
-            ),
-            Err(why) => {
-                println!("{suite}: {pes} PEs FAILED: {why}");
-                failed.push(pes);
+    for variant in variants {
+        let label = if variants.len() > 1 {
+            format!("{suite} [{}]", variant.label)
+        } else {
+            suite.to_string()
+        };
+        for &pes in &counts {
+            let n_cases = selected.iter().filter(|c| c.pes.contains(&pes)).count();
+            println!(
+                "{label}: launching {n_cases} cases with {pes} PEs: {}",
+                launch::PE_RUN
+            );
+            let started = Instant::now();
+            match launch_once(pes, &names, variant.env, timeout) {
+                Ok(()) => {
+                    let seconds = started.elapsed().as_secs_f64();
+                    println!("{label}: {pes} PEs ok ({seconds:.1} s)");
+                }
+                Err(why) => {
+                    println!("{label}: {pes} PEs FAILED: {why}");
+                    failed.push(format!("{pes} PEs ({})", variant.label));
+                }
             }
         }
     }
     if failed.is_empty() {
-        println!(
-            "{suite}: all {} cases passed with {counts:?} PEs",
-            selected.len()
-        );
+        let n = selected.len();
+        println!("{suite}: all {n} cases passed with {counts:?} PEs");
         0
     } else {
-        println!("{suite}: failures with {failed:?} PEs");
+        println!("{suite}: failures with {}", failed.join(", "));
         1
     }
 }
 
 /// Runs one launch, relaying its output line by line, within `timeout`.
-fn launch_once(pes: usize, names: &[&str], timeout: Duration) -> Result<(), String> {
+fn launch_once(
+    pes: usize,
+    names: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
     let mut child = launch::command(pes, exe)
         .env(FILTER_VAR, names.join(","))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -698,7 +698,7 @@ fn worker_threads_share_the_runtime(rt: &Runtime) -> CaseResult {
 }
 
 fn main() {
-    pe_test::main(
+    pe_test::main_with_variants(
         "core",
         &[
             Case {
@@ -777,5 +777,6 @@ fn main() {
                 run: worker_threads_share_the_runtime,
             },
         ],
+        pe_test::DIRECT_AND_LIBRARY,
     );
 }

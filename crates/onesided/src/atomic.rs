@@ -124,6 +124,12 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
         self.words.name()
     }
 
+    /// The local address of word 0 (its symmetric address on every PE), for calling the C
+    /// library directly.
+    pub fn as_ptr(&self) -> *mut A {
+        self.words.as_ptr()
+    }
+
     fn target(&self, op: &'static str, pe: usize, index: usize) -> Result<*mut A> {
         self.words.check(op, pe, index, 1)?;
         Ok(self.words.element_ptr(index))

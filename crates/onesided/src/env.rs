@@ -3,6 +3,7 @@
 //! | variable | read by | meaning |
 //! |---|---|---|
 //! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`](crate::Error::WaitTimeout); default [`DEFAULT_WAIT_TIMEOUT`] |
+//! | [`DIRECT`] `ONESIDED_DIRECT` | [`Runtime::init`](crate::Runtime::init) | `1` (default): puts, gets and signals to PEs whose memory the library maps into this process (`shmem_ptr`: same node, shared-memory transport) are plain copies and stores; `0`: always call the library |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
 //! | [`OMPI_OSC`] `OMPI_MCA_osc` | [`Runtime::init`](crate::Runtime::init) with OSHMEM | must be `ucx`: with Open MPI's default one-sided component every OSHMEM program crashes in `shmem_finalize` |
@@ -19,6 +20,9 @@ pub const WAIT_TIMEOUT: &str = "ONESIDED_WAIT_TIMEOUT";
 
 /// The wait timeout when [`WAIT_TIMEOUT`] is not set.
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `0` turns off transfers through the shared-memory mapping of same-node PEs.
+pub const DIRECT: &str = "ONESIDED_DIRECT";
 
 /// Symmetric heap size of Open MPI's OSHMEM.
 pub const OSHMEM_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_HEAP_SIZE";
@@ -45,6 +49,21 @@ pub(crate) fn wait_timeout() -> Result<Duration> {
             value,
             problem: "expected a positive number of seconds, such as 60 or 0.5".to_string(),
         })
+}
+
+/// Reads [`DIRECT`].
+pub(crate) fn direct() -> Result<bool> {
+    match std::env::var(DIRECT).as_deref() {
+        Err(_) | Ok("1") | Ok("on") | Ok("yes") | Ok("true") => Ok(true),
+        Ok("0") | Ok("off") | Ok("no") | Ok("false") => Ok(false),
+        Ok(other) => Err(Error::Environment {
+            variable: DIRECT,
+            value: other.to_string(),
+            problem: "expected 1 (use the shared-memory mapping of same-node PEs) or 0 (always \
+                      call the library)"
+                .to_string(),
+        }),
+    }
 }
 
 /// The heap-size variable of the implementation in use and its current value for messages.

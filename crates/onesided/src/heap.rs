@@ -69,6 +69,8 @@ pub struct SymArray<'rt, T: Pod> {
     rt: &'rt Runtime,
     raw: Option<RawSymmetric>,
     ptr: NonNull<T>,
+    /// Element 0 of each PE's copy where it is mapped into this process (`shmem_ptr`).
+    mapped: Box<[Option<NonNull<T>>]>,
     len: usize,
     name: String,
     _elements: PhantomData<T>,
@@ -142,9 +144,22 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
             });
         }
         let raw = raw.expect("the agreement says every PE allocated");
+        let ptr = NonNull::new(raw.as_ptr().cast::<T>()).expect("shmem_align returned non-null");
+        let mapped = (0..rt.n_pes())
+            .map(|pe| {
+                if !rt.direct_enabled() {
+                    return None;
+                }
+                // SAFETY: ptr is a symmetric address and pe exists.
+                let remote =
+                    unsafe { shmem_sys::shmem_ptr(ptr.as_ptr().cast::<c_void>(), pe as i32) };
+                NonNull::new(remote.cast::<T>())
+            })
+            .collect();
         Ok(SymArray {
             rt,
-            ptr: NonNull::new(raw.as_ptr().cast::<T>()).expect("shmem_align returned non-null"),
+            ptr,
+            mapped,
             raw: Some(raw),
             len,
             name: name.to_string(),
@@ -207,6 +222,12 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
                 len: self.len,
             }),
         }
+    }
+
+    /// Element 0 of PE `pe`'s copy, if it is mapped into this process and direct access is
+    /// enabled (see [`env::DIRECT`](crate::env::DIRECT)); `pe` must exist.
+    pub(crate) fn mapped(&self, pe: usize) -> Option<NonNull<T>> {
+        self.mapped[pe]
     }
 
     /// The symmetric address of element `offset` (valid for the array's length).

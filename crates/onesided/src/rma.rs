@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::atomic::{Ordering, fence};
 
 use bytemuck::Pod;
 
@@ -13,47 +14,100 @@ use crate::heap::SymArray;
 use crate::runtime::Runtime;
 
 impl<T: Pod> SymArray<'_, T> {
-    /// Copies `src` into elements `offset..offset + src.len()` of PE `pe`'s copy
-    /// (`shmem_putmem`).
+    /// Copies `src` into elements `offset..offset + src.len()` of PE `pe`'s copy.
     ///
-    /// Returns when `src` may be reused; the data is delivered at the latest by the next
-    /// [`Runtime::quiet`], barrier, or signal put after a fence. Bounds are checked before
-    /// anything is sent: an out-of-range put is an [`Error::OutOfBounds`](crate::Error) and
-    /// transfers nothing.
+    /// Returns when `src` may be reused. To a PE whose memory is mapped into this process the
+    /// copy goes through the mapping and is visible on return; otherwise it is
+    /// `shmem_putmem`, delivered at the latest by the next [`Runtime::quiet`], barrier, or
+    /// signal put after a fence. Bounds are checked before anything is sent: an out-of-range
+    /// put is an [`Error::OutOfBounds`](crate::Error) and transfers nothing.
     pub fn put(&self, pe: usize, offset: usize, src: &[T]) -> Result<()> {
         self.check("put", pe, offset, src.len())?;
-        if !src.is_empty() {
-            // SAFETY: the target range is inside the symmetric array (checked) and pe exists;
-            // src is a valid slice for the duration of the blocking call.
-            unsafe {
-                shmem_sys::shmem_putmem(
-                    self.element_ptr(offset).cast::<c_void>(),
-                    src.as_ptr().cast::<c_void>(),
-                    std::mem::size_of_val(src),
-                    pe as i32,
-                )
-            };
-        }
+        // SAFETY: the target range is inside the array on `pe` (checked, same length on every
+        // PE); src is a valid slice for the duration of the blocking call.
+        unsafe { self.put_unchecked(pe, offset, src, false) };
         Ok(())
     }
 
-    /// Copies elements `offset..offset + dst.len()` of PE `pe`'s copy into `dst`
-    /// (`shmem_getmem`); complete on return.
+    /// The put, after checks: through the mapping, or the blocking or non-blocking library
+    /// routine.
+    ///
+    /// # Safety
+    /// `offset..offset + src.len()` lies inside the array, `pe` exists, and for `nbi` the
+    /// source stays valid and unmodified until the next quiet.
+    pub(crate) unsafe fn put_unchecked(&self, pe: usize, offset: usize, src: &[T], nbi: bool) {
+        if src.is_empty() {
+            return;
+        }
+        if let Some(base) = self.mapped(pe) {
+            // SAFETY: the mapping covers the whole array (caller checked the range); no
+            // reference into the mapped memory is created. The release fence orders the copy
+            // before any later signal or counter store.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), base.as_ptr().add(offset), src.len())
+            };
+            fence(Ordering::Release);
+            return;
+        }
+        let (dst, src_ptr, bytes) = (
+            self.element_ptr(offset).cast::<c_void>(),
+            src.as_ptr().cast::<c_void>(),
+            std::mem::size_of_val(src),
+        );
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if nbi {
+                shmem_sys::shmem_putmem_nbi(dst, src_ptr, bytes, pe as i32)
+            } else {
+                shmem_sys::shmem_putmem(dst, src_ptr, bytes, pe as i32)
+            }
+        }
+    }
+
+    /// Copies elements `offset..offset + dst.len()` of PE `pe`'s copy into `dst`; complete on
+    /// return (through the mapping where there is one, `shmem_getmem` otherwise).
     pub fn get(&self, pe: usize, offset: usize, dst: &mut [T]) -> Result<()> {
         self.check("get", pe, offset, dst.len())?;
-        if !dst.is_empty() {
-            // SAFETY: the source range is inside the symmetric array (checked) and pe exists;
-            // dst is a valid, exclusively borrowed slice.
+        // SAFETY: the source range is inside the array on `pe` (checked); dst is a valid,
+        // exclusively borrowed slice.
+        unsafe { self.get_unchecked(pe, offset, dst, false) };
+        Ok(())
+    }
+
+    /// The get, after checks.
+    ///
+    /// # Safety
+    /// `offset..offset + dst.len()` lies inside the array, `pe` exists, and for `nbi` the
+    /// destination stays valid and untouched until the next quiet.
+    pub(crate) unsafe fn get_unchecked(&self, pe: usize, offset: usize, dst: &mut [T], nbi: bool) {
+        if dst.is_empty() {
+            return;
+        }
+        if let Some(base) = self.mapped(pe) {
+            fence(Ordering::Acquire);
+            // SAFETY: as in put_unchecked.
             unsafe {
-                shmem_sys::shmem_getmem(
-                    dst.as_mut_ptr().cast::<c_void>(),
-                    self.element_ptr(offset).cast::<c_void>(),
-                    std::mem::size_of_val(dst),
-                    pe as i32,
+                std::ptr::copy_nonoverlapping(
+                    base.as_ptr().add(offset),
+                    dst.as_mut_ptr(),
+                    dst.len(),
                 )
             };
+            return;
         }
-        Ok(())
+        let (dst_ptr, src, bytes) = (
+            dst.as_mut_ptr().cast::<c_void>(),
+            self.element_ptr(offset).cast::<c_void>(),
+            std::mem::size_of_val(dst),
+        );
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if nbi {
+                shmem_sys::shmem_getmem_nbi(dst_ptr, src, bytes, pe as i32)
+            } else {
+                shmem_sys::shmem_getmem(dst_ptr, src, bytes, pe as i32)
+            }
+        }
     }
 
     /// Writes one element of PE `pe`'s copy.
@@ -69,13 +123,12 @@ impl<T: Pod> SymArray<'_, T> {
     }
 
     /// Direct load/store access to PE `pe`'s copy when it is mapped into this process
-    /// (`shmem_ptr`: PEs on the same node with a shared-memory transport), or `None`, in which
-    /// case [`put`](Self::put) and [`get`](Self::get) are the way.
+    /// (`shmem_ptr`: PEs on the same node with a shared-memory transport, and direct access
+    /// not turned off with `ONESIDED_DIRECT=0`), or `None`, in which case
+    /// [`put`](Self::put) and [`get`](Self::get) call the library.
     pub fn direct(&self, pe: usize) -> Result<Option<DirectAccess<'_, T>>> {
         self.runtime().check_pe(pe)?;
-        // SAFETY: the address is symmetric and pe exists.
-        let remote = unsafe { shmem_sys::shmem_ptr(self.as_ptr().cast::<c_void>(), pe as i32) };
-        Ok(NonNull::new(remote.cast::<T>()).map(|ptr| DirectAccess {
+        Ok(self.mapped(pe).map(|ptr| DirectAccess {
             array: self,
             ptr,
             pe,
@@ -107,7 +160,7 @@ impl<T: Pod> DirectAccess<'_, T> {
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
         };
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        fence(Ordering::Release);
         Ok(())
     }
 
@@ -115,7 +168,7 @@ impl<T: Pod> DirectAccess<'_, T> {
     pub fn read(&self, offset: usize, dst: &mut [T]) -> Result<()> {
         self.array
             .check("direct read", self.pe, offset, dst.len())?;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        fence(Ordering::Acquire);
         // SAFETY: as for write.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -175,7 +228,8 @@ impl Runtime {
 }
 
 impl<'env> NbiScope<'_, 'env> {
-    /// Starts copying `src` into elements `offset..` of PE `pe`'s copy (`shmem_putmem_nbi`).
+    /// Starts copying `src` into elements `offset..` of PE `pe`'s copy (`shmem_putmem_nbi`,
+    /// or a copy through the mapping, complete at once).
     pub fn put<T: Pod>(
         &self,
         array: &'env SymArray<'_, T>,
@@ -184,22 +238,14 @@ impl<'env> NbiScope<'_, 'env> {
         src: &'env [T],
     ) -> Result<()> {
         array.check("non-blocking put", pe, offset, src.len())?;
-        if !src.is_empty() {
-            // SAFETY: range checked; src stays borrowed (and unmodified) until the scope's
-            // quiet completes the transfer; the array outlives the scope.
-            unsafe {
-                shmem_sys::shmem_putmem_nbi(
-                    array.element_ptr(offset).cast::<c_void>(),
-                    src.as_ptr().cast::<c_void>(),
-                    std::mem::size_of_val(src),
-                    pe as i32,
-                )
-            };
-        }
+        // SAFETY: range checked; src stays borrowed (and unmodified) until the scope's quiet
+        // completes the transfer; the array outlives the scope.
+        unsafe { array.put_unchecked(pe, offset, src, true) };
         Ok(())
     }
 
-    /// Starts copying elements `offset..` of PE `pe`'s copy into `dst` (`shmem_getmem_nbi`).
+    /// Starts copying elements `offset..` of PE `pe`'s copy into `dst` (`shmem_getmem_nbi`,
+    /// or a copy through the mapping, complete at once).
     pub fn get<T: Pod>(
         &self,
         array: &'env SymArray<'_, T>,
@@ -208,18 +254,9 @@ impl<'env> NbiScope<'_, 'env> {
         dst: &'env mut [T],
     ) -> Result<()> {
         array.check("non-blocking get", pe, offset, dst.len())?;
-        if !dst.is_empty() {
-            // SAFETY: range checked; dst stays exclusively borrowed until the scope's quiet
-            // completes the transfer; the array outlives the scope.
-            unsafe {
-                shmem_sys::shmem_getmem_nbi(
-                    dst.as_mut_ptr().cast::<c_void>(),
-                    array.element_ptr(offset).cast::<c_void>(),
-                    std::mem::size_of_val(dst),
-                    pe as i32,
-                )
-            };
-        }
+        // SAFETY: range checked; dst stays exclusively borrowed until the scope's quiet
+        // completes the transfer; the array outlives the scope.
+        unsafe { array.get_unchecked(pe, offset, dst, true) };
         Ok(())
     }
 

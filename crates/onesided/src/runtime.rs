@@ -85,6 +85,7 @@ pub struct Runtime {
     n_pes: usize,
     constants: Constants,
     wait_timeout: Duration,
+    direct: bool,
     allocations: AtomicU64,
     pub(crate) collectives: Mutex<CollectiveScratch>,
     /// MPI must be finalised on the initialising thread.
@@ -113,6 +114,7 @@ impl Runtime {
         }
         env::check_launch_environment()?;
         let wait_timeout = env::wait_timeout()?;
+        let direct = env::direct()?;
         let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
             .ok_or(Error::MpiAlreadyInitialized)?;
         if threading != Threading::Multiple {
@@ -151,6 +153,7 @@ impl Runtime {
             n_pes: n_pes as usize,
             constants,
             wait_timeout,
+            direct,
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
             _not_send: PhantomData,
@@ -185,6 +188,13 @@ impl Runtime {
     /// (`ONESIDED_WAIT_TIMEOUT`, default 60 s).
     pub fn wait_timeout(&self) -> Duration {
         self.wait_timeout
+    }
+
+    /// Whether transfers to PEs whose memory is mapped into this process (same node,
+    /// shared-memory transport) are plain copies through the mapping rather than library
+    /// calls (`ONESIDED_DIRECT`, default on).
+    pub fn direct_enabled(&self) -> bool {
+        self.direct
     }
 
     /// MPI's world communicator, for the two-sided reference paths. Its ranks equal the PE

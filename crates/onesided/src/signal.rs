@@ -22,6 +22,8 @@ use crate::runtime::Runtime;
 const SPIN_POLLS: u32 = 4096;
 /// Polls between two looks at the clock.
 const POLLS_PER_CLOCK: u32 = 64;
+/// Polls between two calls into the library for progress.
+const POLLS_PER_PROGRESS: u32 = 16;
 
 /// Calls `ready` until it returns true or `timeout` has passed (then returns the time waited).
 /// Spins first, then yields, so PEs sharing a core (oversubscription) still progress.
@@ -89,6 +91,12 @@ impl<'rt> SignalArray<'rt> {
         self.words.runtime()
     }
 
+    /// The local address of signal word 0 (its symmetric address on every PE), for calling
+    /// the C library directly.
+    pub fn as_ptr(&self) -> *mut u64 {
+        self.words.as_ptr()
+    }
+
     fn word(&self, index: usize) -> *mut c_ulonglong {
         self.words.element_ptr(index).cast::<c_ulonglong>()
     }
@@ -112,17 +120,38 @@ impl<'rt> SignalArray<'rt> {
 
     /// Sets PE `pe`'s signal `index` to `value` (an atomic set, ordered after this PE's
     /// earlier puts to `pe` only if a [`Runtime::fence`] separates them).
+    ///
+    /// Each signal word must have one writer at a time: a release store through the mapping
+    /// where `pe`'s memory is mapped into this process, the library's atomic set otherwise.
     pub fn set(&self, pe: usize, index: usize, value: u64) -> Result<()> {
         self.words.check("signal set", pe, index, 1)?;
-        // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
-        unsafe { shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32) };
+        // SAFETY: index in bounds and pe exists (checked).
+        unsafe { self.set_unchecked(pe, index, value) };
         Ok(())
     }
 
-    /// Adds `delta` to PE `pe`'s signal `index` (an atomic add).
+    /// # Safety
+    /// `index` is in bounds and `pe` exists.
+    unsafe fn set_unchecked(&self, pe: usize, index: usize, value: u64) {
+        match self.words.mapped(pe) {
+            // SAFETY: the mapped word is 8-byte aligned and only accessed atomically; the
+            // release store orders this PE's earlier stores through the mapping before it.
+            Some(base) => unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) }
+                .store(value, Ordering::Release),
+            // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
+            None => unsafe {
+                shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32)
+            },
+        }
+    }
+
+    /// Adds `delta` to PE `pe`'s signal `index` (the library's atomic add, so that adds from
+    /// any number of PEs, on this node or not, stay atomic with respect to each other).
     pub fn add(&self, pe: usize, index: usize, delta: u64) -> Result<()> {
         self.words.check("signal add", pe, index, 1)?;
-        // SAFETY: as for set.
+        // Stores through the mapping must be visible before the add is.
+        fence(Ordering::Release);
+        // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
         unsafe { shmem_sys::shmem_ulonglong_atomic_add(self.word(index), delta, pe as i32) };
         Ok(())
     }
@@ -133,10 +162,11 @@ impl<'rt> SignalArray<'rt> {
         Ok(self.test(index, value))
     }
 
+    /// `shmem_test`: reads the word and drives the library's progress, which transports that
+    /// emulate remote writes with messages need.
     fn test(&self, index: usize, value: u64) -> bool {
         let cmp_ge = self.runtime().constants().cmp_ge;
-        // SAFETY: index is in bounds (checked by callers); shmem_test reads the local word and
-        // drives the library's progress for transports that need it.
+        // SAFETY: index is in bounds (checked by callers).
         let reached =
             unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
         if reached {
@@ -144,6 +174,17 @@ impl<'rt> SignalArray<'rt> {
             fence(Ordering::Acquire);
         }
         reached
+    }
+
+    /// The check a wait makes on each poll: an acquire load (a cache-line read, far cheaper
+    /// than a library call), with a library test every [`POLLS_PER_PROGRESS`] polls.
+    fn poll(&self, index: usize, value: u64, polls: &mut u32) -> bool {
+        *polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(POLLS_PER_PROGRESS) {
+            self.test(index, value)
+        } else {
+            self.load(index) >= value
+        }
     }
 
     /// Waits until this PE's signal `index` reaches `value` (`>=`) and returns the value seen,
@@ -166,7 +207,8 @@ impl<'rt> SignalArray<'rt> {
         timeout: Duration,
     ) -> Result<u64> {
         self.check_local(index)?;
-        match poll_until(timeout, || self.test(index, value)) {
+        let mut polls = 0;
+        match poll_until(timeout, || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
             Err(waited) => Err(Error::WaitTimeout {
                 pe: self.runtime().my_pe(),
@@ -248,6 +290,15 @@ impl<T: Pod> SymArray<'_, T> {
     ) -> Result<()> {
         self.check("put with signal", pe, offset, src.len())?;
         signals.words.check("signal set", pe, index, 1)?;
+        if self.mapped(pe).is_some() {
+            // SAFETY: both ranges checked; the copy ends with a release fence and the signal
+            // is a release store, so the data is visible first.
+            unsafe {
+                self.put_unchecked(pe, offset, src, false);
+                signals.set_unchecked(pe, index, value);
+            }
+            return Ok(());
+        }
         #[cfg(shmem_spec_1_5)]
         // SAFETY: both ranges checked; src is valid for the blocking call.
         unsafe {
@@ -287,6 +338,14 @@ impl<'env> NbiScope<'_, 'env> {
     ) -> Result<()> {
         array.check("non-blocking put with signal", pe, offset, src.len())?;
         signals.words.check("signal set", pe, index, 1)?;
+        if array.mapped(pe).is_some() {
+            // SAFETY: as in SymArray::put_signal; through the mapping the put completes at once.
+            unsafe {
+                array.put_unchecked(pe, offset, src, true);
+                signals.set_unchecked(pe, index, value);
+            }
+            return Ok(());
+        }
         #[cfg(shmem_spec_1_5)]
         // SAFETY: both ranges checked; src stays borrowed until the scope's quiet.
         unsafe {

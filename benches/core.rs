@@ -1,0 +1,200 @@
+//! Latency of the onesided core against MPI two-sided and against the C library called
+//! directly, in the same run, between PE 0 and PE 1:
+//!
+//! - `pingpong/onesided/B`: put-with-signal, the partner answers in kind; one round trip per
+//!   iteration. `pingpong/raw/B`: the same through the C library directly (put, fence,
+//!   atomic set, `shmem_test` loop). `pingpong/mpi/B`: `MPI_Send` / `MPI_Recv`.
+//! - `put/onesided/B`: a safe put followed by quiet; `put/raw/B`: `shmem_putmem` +
+//!   `shmem_quiet` through the raw bindings, the C library's own latency.
+//! - `get/onesided/B`, `get/raw/B`: blocking get.
+//! - `atomic/onesided/8`, `atomic/raw/8`: remote fetch-and-add.
+//!
+//! `cargo bench --bench core` launches 2 PEs through scripts/pe-run; extra PEs idle.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use mpi::traits::{Communicator, Destination, Source};
+use onesided::{AtomicArray, Runtime, SignalArray, SymArray};
+use onesided_suite::bench::{self, Bench, SIZES};
+
+const LEADER: usize = 0;
+const PARTNER: usize = 1;
+
+fn main() {
+    let rt = bench::start(2);
+    if rt.n_pes() < 2 {
+        eprintln!("the core benchmarks need at least 2 PEs");
+        std::process::exit(2);
+    }
+    if let Err(e) = run(&rt) {
+        eprintln!("PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+fn run(rt: &Runtime) -> onesided::Result<()> {
+    let me = rt.my_pe();
+    let max = *SIZES.last().expect("sizes");
+    let data = SymArray::<u8>::collective_alloc(rt, "bench data", max)?;
+    let signals = SignalArray::collective_alloc(rt, "bench signal", 1)?;
+    let words = AtomicArray::<u64>::collective_alloc(rt, "bench atomics", 1)?;
+    let source: Vec<u8> = (0..max).map(|i| (i * 7 + me) as u8).collect();
+    let world = rt.world();
+    // Signal values only grow, across all ping-pong benchmarks.
+    let step = Cell::new(0u64);
+    // SAFETY: reading a constant of the shim.
+    let cmp_ge = unsafe { shmem_sys::shmem_sys_cmp_ge };
+
+    let mut benches = Vec::new();
+    for &bytes in SIZES {
+        let (data, signals, source, step) = (&data, &signals, &source, &step);
+        benches.push(Bench::new("pingpong", "onesided", bytes, move |iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let s = step.get() + 1;
+                step.set(s);
+                match me {
+                    LEADER => {
+                        data.put_signal(PARTNER, 0, &source[..bytes], signals, 0, s)?;
+                        signals.wait_ge(0, s)?;
+                    }
+                    PARTNER => {
+                        signals.wait_ge(0, s)?;
+                        data.put_signal(LEADER, 0, &source[..bytes], signals, 0, s)?;
+                    }
+                    _ => {}
+                }
+            }
+            Ok(start.elapsed())
+        }));
+        benches.push(Bench::new("pingpong", "raw", bytes, move |iters| {
+            let start = Instant::now();
+            if me == LEADER || me == PARTNER {
+                let other = 1 - me;
+                for _ in 0..iters {
+                    let s = step.get() + 1;
+                    step.set(s);
+                    // SAFETY: symmetric addresses in bounds; the partner exists. The C
+                    // library's own put-with-signal of spec 1.4: put, fence, atomic set, and
+                    // a shmem_test loop on the local signal.
+                    unsafe {
+                        let signal = signals.as_ptr();
+                        if me == PARTNER {
+                            while shmem_sys::shmem_ulonglong_test(signal, cmp_ge, s) == 0 {}
+                        }
+                        shmem_sys::shmem_putmem(
+                            data.as_ptr().cast::<c_void>(),
+                            source.as_ptr().cast::<c_void>(),
+                            bytes,
+                            other as i32,
+                        );
+                        shmem_sys::shmem_fence();
+                        shmem_sys::shmem_ulonglong_atomic_set(signal, s, other as i32);
+                        if me == LEADER {
+                            while shmem_sys::shmem_ulonglong_test(signal, cmp_ge, s) == 0 {}
+                        }
+                    }
+                }
+            }
+            Ok(start.elapsed())
+        }));
+        let world = &world;
+        let mut buffer = vec![0u8; bytes];
+        benches.push(Bench::new("pingpong", "mpi", bytes, move |iters| {
+            let start = Instant::now();
+            match me {
+                LEADER => {
+                    let partner = world.process_at_rank(PARTNER as i32);
+                    for _ in 0..iters {
+                        partner.send(&source[..bytes]);
+                        partner.receive_into(&mut buffer[..]);
+                    }
+                }
+                PARTNER => {
+                    let leader = world.process_at_rank(LEADER as i32);
+                    for _ in 0..iters {
+                        leader.receive_into(&mut buffer[..]);
+                        leader.send(&source[..bytes]);
+                    }
+                }
+                _ => {}
+            }
+            Ok(start.elapsed())
+        }));
+    }
+    for &bytes in SIZES {
+        let (data, source) = (&data, &source);
+        benches.push(Bench::new("put", "onesided", bytes, move |iters| {
+            leader_only(me, iters, || {
+                data.put(PARTNER, 0, &source[..bytes])?;
+                rt.quiet();
+                Ok(())
+            })
+        }));
+        benches.push(Bench::new("put", "raw", bytes, move |iters| {
+            leader_only(me, iters, || {
+                // SAFETY: data is symmetric and holds at least `bytes` bytes; PE 1 exists.
+                unsafe {
+                    shmem_sys::shmem_putmem(
+                        data.as_ptr().cast::<c_void>(),
+                        source.as_ptr().cast::<c_void>(),
+                        bytes,
+                        PARTNER as i32,
+                    );
+                    shmem_sys::shmem_quiet();
+                }
+                Ok(())
+            })
+        }));
+        let mut sink = vec![0u8; bytes];
+        benches.push(Bench::new("get", "onesided", bytes, move |iters| {
+            leader_only(me, iters, || data.get(PARTNER, 0, &mut sink))
+        }));
+        let mut sink = vec![0u8; bytes];
+        benches.push(Bench::new("get", "raw", bytes, move |iters| {
+            leader_only(me, iters, || {
+                // SAFETY: as for the raw put; sink holds `bytes` bytes.
+                unsafe {
+                    shmem_sys::shmem_getmem(
+                        sink.as_mut_ptr().cast::<c_void>(),
+                        data.as_ptr().cast::<c_void>(),
+                        bytes,
+                        PARTNER as i32,
+                    )
+                };
+                Ok(())
+            })
+        }));
+    }
+    let words = &words;
+    benches.push(Bench::new("atomic", "onesided", 8, move |iters| {
+        leader_only(me, iters, || words.fetch_add(PARTNER, 0, 1).map(drop))
+    }));
+    benches.push(Bench::new("atomic", "raw", 8, move |iters| {
+        leader_only(me, iters, || {
+            // SAFETY: the word is symmetric and 8 bytes; PE 1 exists.
+            unsafe {
+                shmem_sys::shmem_ulonglong_atomic_fetch_add(words.as_ptr(), 1, PARTNER as i32)
+            };
+            Ok(())
+        })
+    }));
+    bench::run(rt, benches)
+}
+
+/// Runs `op` `iters` times on the leader; the other PEs return at once.
+fn leader_only(
+    me: usize,
+    iters: u64,
+    mut op: impl FnMut() -> onesided::Result<()>,
+) -> onesided::Result<Duration> {
+    let start = Instant::now();
+    if me == LEADER {
+        for _ in 0..iters {
+            op()?;
+        }
+    }
+    Ok(start.elapsed())
+}
