@@ -12,7 +12,8 @@
 //!
 //! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
 //! flags cargo passes are accepted and ignored.
-//! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600).
+//! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600); the PEs'
+//! `ONESIDED_WAIT_TIMEOUT` defaults to 30 s unless set.
 
 use std::io::{BufRead, BufReader, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -39,6 +40,15 @@ pub struct Case {
     pub run: fn(&Runtime) -> CaseResult,
 }
 
+/// Cases named after their functions, all with the same PE counts:
+/// `cases![TWO_THREE_FOUR => put_get, atomics]`.
+#[macro_export]
+macro_rules! cases {
+    ($pes:expr => $($run:ident),+ $(,)?) => {
+        [$($crate::pe_test::Case { name: stringify!($run), pes: $pes, run: $run }),+]
+    };
+}
+
 /// Fails a case with a message unless `cond` holds.
 #[macro_export]
 macro_rules! ensure {
@@ -51,6 +61,7 @@ macro_rules! ensure {
 
 const FILTER_VAR: &str = "ONESIDED_TEST_FILTER";
 const LAUNCH_TIMEOUT_VAR: &str = "ONESIDED_TEST_LAUNCH_TIMEOUT";
+const WAIT_TIMEOUT_VAR: &str = onesided::env::WAIT_TIMEOUT;
 
 /// A configuration the cases run under: a label and environment variables for the PEs.
 pub struct Variant {
@@ -116,10 +127,16 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
         .collect();
     counts.sort_unstable();
     counts.dedup();
-    let timeout = std::env::var(LAUNCH_TIMEOUT_VAR)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Duration::from_secs(600), Duration::from_secs);
+    let timeout = match std::env::var(LAUNCH_TIMEOUT_VAR) {
+        Err(_) => Duration::from_secs(600),
+        Ok(v) => match v.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+            _ => {
+                println!("{suite}: {LAUNCH_TIMEOUT_VAR}={v:?} is not a positive number of seconds");
+                return 1;
+            }
+        },
+    };
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     let mut failed = Vec::new();
     for variant in variants {
@@ -167,6 +184,12 @@ fn launch_once(
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
     let mut child = launch::command(pes, exe)
         .env(FILTER_VAR, names.join(","))
+        // A case that fails on one PE leaves the others waiting; let them give up sooner
+        // than the library's default.
+        .env(
+            WAIT_TIMEOUT_VAR,
+            std::env::var(WAIT_TIMEOUT_VAR).unwrap_or_else(|_| "30".to_string()),
+        )
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

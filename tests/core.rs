@@ -10,7 +10,7 @@ use onesided::{
     SymArray,
 };
 use onesided_suite::ensure;
-use onesided_suite::pe_test::{self, Case, CaseResult, TWO_THREE_FOUR};
+use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
 /// The value PE `pe` writes at element `i` of message `tag`.
 fn stamp(pe: usize, tag: u64, i: usize) -> u64 {
@@ -158,10 +158,17 @@ fn out_of_bounds_is_rejected_before_sending(rt: &Runtime) -> CaseResult {
         ),
         "get past the end"
     );
-    ensure!(
-        matches!(array.put(n, 0, &[1]), Err(Error::InvalidPe { pe, n_pes }) if pe == n && n_pes == n),
-        "PE n"
-    );
+    match array.put(n, 0, &[1]) {
+        Err(e @ Error::InvalidPe { pe, n_pes, .. }) if pe == n && n_pes == n => {
+            let message = e.to_string();
+            let named = message.contains("put on 'bounded'");
+            ensure!(
+                named && message.contains(&format!("PE {n} does not exist")),
+                "{message}"
+            );
+        }
+        other => return Err(format!("a put to PE n gave {other:?}").into()),
+    }
     rt.barrier();
     ensure!(
         array.to_vec_local() == vec![7; 8],
@@ -569,12 +576,6 @@ fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
 }
 
 fn asymmetric_exact_allocation_is_caught(rt: &Runtime) -> CaseResult {
-    if !cfg!(debug_assertions) {
-        if rt.my_pe() == 0 {
-            println!("(the symmetry check exists in debug builds only; skipped)");
-        }
-        return Ok(());
-    }
     match SymArray::<u32>::collective_alloc(rt, "lopsided", 100 + rt.my_pe()) {
         Err(e @ Error::AsymmetricAllocation { pe: 1, .. }) => {
             let message = e.to_string();
@@ -587,6 +588,122 @@ fn asymmetric_exact_allocation_is_caught(rt: &Runtime) -> CaseResult {
         }
         other => return Err(format!("asymmetric allocation gave {other:?}").into()),
     }
+    // Different element types of the same length are caught too.
+    let outcome = if rt.my_pe() == 0 {
+        SymArray::<u64>::collective_alloc(rt, "mixed", 10).map(drop)
+    } else {
+        SymArray::<u32>::collective_alloc(rt, "mixed", 10).map(drop)
+    };
+    ensure!(
+        matches!(outcome, Err(Error::AsymmetricAllocation { pe: 1, .. })),
+        "element size mismatch: {outcome:?}"
+    );
+    // The heap is still symmetric and usable afterwards.
+    let after = SymArray::<u64>::collective_alloc(rt, "after asymmetry", 4)?;
+    after.put_value((rt.my_pe() + 1) % rt.n_pes(), 0, 9)?;
+    Ok(())
+}
+
+/// A panic caught on one PE leaks that PE's array (a free is collective): the next allocation
+/// sees the heaps differ and fails on every PE instead of handing out mismatched addresses.
+fn diverged_heap_is_detected(rt: &Runtime) -> CaseResult {
+    // The panic is deliberate: keep the default hook from printing it.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let array =
+            SymArray::<u64>::collective_alloc(rt, "leaked on PE 0", 1000).expect("allocation");
+        if rt.my_pe() == 0 {
+            panic!("deliberate panic on PE 0 with 'leaked on PE 0' alive");
+        }
+        drop(array);
+    }));
+    std::panic::set_hook(hook);
+    if rt.my_pe() == 0 {
+        ensure!(outcome.is_err(), "the deliberate panic was not caught");
+        // The other PEs' shmem_free ends in a barrier; meet them there.
+        rt.barrier();
+    }
+    match SymArray::<u64>::collective_alloc(rt, "after the leak", 16) {
+        Err(e @ Error::HeapDiverged { pe: 1, .. }) => {
+            let message = e.to_string();
+            ensure!(
+                message.contains("'after the leak'") && message.contains("different heap offsets"),
+                "{message}"
+            );
+        }
+        other => return Err(format!("allocation on a diverged heap gave {other:?}").into()),
+    }
+    Ok(())
+}
+
+fn mismatched_collective_arguments_fail_everywhere(rt: &Runtime) -> CaseResult {
+    let me = rt.my_pe();
+    let mut values = vec![1u64; if me == 0 { 2 } else { 1 }];
+    ensure!(
+        matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))),
+        "length mismatch"
+    );
+    let mut values = [if me == 1 { u64::MAX } else { 5 }];
+    ensure!(
+        matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))),
+        "oversized value on PE 1"
+    );
+    let policy = GrowthPolicy {
+        over_allocation: if me == 1 { f64::NAN } else { 1.5 },
+        freeze_after: None,
+    };
+    let outcome =
+        GlobalMaxArray::<u32>::collective_alloc(rt, "bad policy on PE 1", 10, policy).map(drop);
+    ensure!(
+        matches!(outcome, Err(Error::InvalidArgument(_))),
+        "policy invalid on PE 1 only: {outcome:?}"
+    );
+    ensure!(
+        rt.max_u64_one(me as u64)? == rt.n_pes() as u64 - 1,
+        "collectives still in step"
+    );
+    Ok(())
+}
+
+fn sizes_and_alignment(rt: &Runtime) -> CaseResult {
+    #[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+    #[repr(C, align(256))]
+    struct Wide {
+        words: [u64; 32],
+    }
+    let wide = SymArray::<Wide>::collective_alloc(rt, "wide", 3)?;
+    ensure!(
+        (wide.as_ptr() as usize).is_multiple_of(256),
+        "over-aligned element type misaligned"
+    );
+    let right = (rt.my_pe() + 1) % rt.n_pes();
+    wide.put_value(
+        right,
+        2,
+        Wide {
+            words: [rt.my_pe() as u64; 32],
+        },
+    )?;
+    let outcome = SymArray::<u64>::collective_alloc(rt, "too long", usize::MAX / 4).map(drop);
+    ensure!(
+        matches!(outcome, Err(Error::SizeOverflow { .. })),
+        "overflowing length: {outcome:?}"
+    );
+    let outcome = SymArray::<u8>::collective_alloc(rt, "longest", usize::MAX).map(drop);
+    ensure!(
+        matches!(outcome, Err(Error::SizeOverflow { .. })),
+        "usize::MAX bytes: {outcome:?}"
+    );
+    let empty = SymArray::<u64>::collective_alloc(rt, "empty", 0)?;
+    ensure!(
+        empty.is_empty() && empty.put(right, 0, &[]).is_ok(),
+        "empty array"
+    );
+    ensure!(
+        matches!(empty.put(right, 0, &[1]), Err(Error::OutOfBounds { .. })),
+        "put into an empty array"
+    );
     Ok(())
 }
 
@@ -698,85 +815,26 @@ fn worker_threads_share_the_runtime(rt: &Runtime) -> CaseResult {
 }
 
 fn main() {
-    pe_test::main_with_variants(
-        "core",
-        &[
-            Case {
-                name: "runtime_basics",
-                pes: TWO_THREE_FOUR,
-                run: runtime_basics,
-            },
-            Case {
-                name: "put_get_blocks",
-                pes: TWO_THREE_FOUR,
-                run: put_get_blocks,
-            },
-            Case {
-                name: "out_of_bounds_is_rejected_before_sending",
-                pes: TWO_THREE_FOUR,
-                run: out_of_bounds_is_rejected_before_sending,
-            },
-            Case {
-                name: "nonblocking_scope",
-                pes: TWO_THREE_FOUR,
-                run: nonblocking_scope,
-            },
-            Case {
-                name: "direct_access_on_the_node",
-                pes: TWO_THREE_FOUR,
-                run: direct_access_on_the_node,
-            },
-            Case {
-                name: "atomics",
-                pes: TWO_THREE_FOUR,
-                run: atomics,
-            },
-            Case {
-                name: "put_signal_ring",
-                pes: TWO_THREE_FOUR,
-                run: put_signal_ring,
-            },
-            Case {
-                name: "wait_any_serves_every_sender",
-                pes: TWO_THREE_FOUR,
-                run: wait_any_serves_every_sender,
-            },
-            Case {
-                name: "call_counters_with_random_delays",
-                pes: TWO_THREE_FOUR,
-                run: call_counters_with_random_delays,
-            },
-            Case {
-                name: "collectives",
-                pes: TWO_THREE_FOUR,
-                run: collectives,
-            },
-            Case {
-                name: "global_max_growth_and_freeze",
-                pes: TWO_THREE_FOUR,
-                run: global_max_growth_and_freeze,
-            },
-            Case {
-                name: "heap_exhaustion_names_the_variable",
-                pes: TWO_THREE_FOUR,
-                run: heap_exhaustion_names_the_variable,
-            },
-            Case {
-                name: "asymmetric_exact_allocation_is_caught",
-                pes: TWO_THREE_FOUR,
-                run: asymmetric_exact_allocation_is_caught,
-            },
-            Case {
-                name: "unanswered_waits_time_out_with_a_diagnosis",
-                pes: TWO_THREE_FOUR,
-                run: unanswered_waits_time_out_with_a_diagnosis,
-            },
-            Case {
-                name: "worker_threads_share_the_runtime",
-                pes: TWO_THREE_FOUR,
-                run: worker_threads_share_the_runtime,
-            },
-        ],
-        pe_test::DIRECT_AND_LIBRARY,
-    );
+    let cases = onesided_suite::cases![TWO_THREE_FOUR =>
+        runtime_basics,
+        put_get_blocks,
+        out_of_bounds_is_rejected_before_sending,
+        nonblocking_scope,
+        direct_access_on_the_node,
+        atomics,
+        put_signal_ring,
+        wait_any_serves_every_sender,
+        call_counters_with_random_delays,
+        collectives,
+        global_max_growth_and_freeze,
+        heap_exhaustion_names_the_variable,
+        asymmetric_exact_allocation_is_caught,
+        mismatched_collective_arguments_fail_everywhere,
+        sizes_and_alignment,
+        unanswered_waits_time_out_with_a_diagnosis,
+        worker_threads_share_the_runtime,
+        // Last: it leaves the heap diverged on purpose.
+        diverged_heap_is_detected,
+    ];
+    pe_test::main_with_variants("core", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

@@ -4,6 +4,7 @@
 //! (open-mpi/ompi#11257), and 64 bits is what counters and offsets need.
 
 use std::ffi::{c_longlong, c_ulonglong};
+use std::sync::atomic::{Ordering, fence};
 
 use bytemuck::Pod;
 
@@ -130,16 +131,28 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
         self.words.as_ptr()
     }
 
+    /// Checks the word and issues a release fence, so that this PE's earlier copies through
+    /// the shared-memory mapping are visible before the atomic is.
     fn target(&self, op: &'static str, pe: usize, index: usize) -> Result<*mut A> {
         self.words.check(op, pe, index, 1)?;
+        fence(Ordering::Release);
         Ok(self.words.element_ptr(index))
+    }
+
+    /// An acquire fence after a fetching atomic, so that data the value vouches for is read
+    /// after it.
+    fn acquired(value: A) -> A {
+        fence(Ordering::Acquire);
+        value
     }
 
     /// Adds `value` to word `index` of PE `pe` and returns the previous value.
     pub fn fetch_add(&self, pe: usize, index: usize, value: A) -> Result<A> {
         let target = self.target("atomic fetch_add", pe, index)?;
         // SAFETY: target is a checked symmetric word, pe exists.
-        Ok(unsafe { A::fetch_add(target, value, pe as i32) })
+        Ok(Self::acquired(unsafe {
+            A::fetch_add(target, value, pe as i32)
+        }))
     }
 
     /// Adds `value` to word `index` of PE `pe`.
@@ -154,7 +167,7 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn fetch(&self, pe: usize, index: usize) -> Result<A> {
         let target = self.target("atomic fetch", pe, index)?;
         // SAFETY: as above.
-        Ok(unsafe { A::fetch(target, pe as i32) })
+        Ok(Self::acquired(unsafe { A::fetch(target, pe as i32) }))
     }
 
     /// Writes word `index` of PE `pe` atomically.
@@ -169,7 +182,7 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn swap(&self, pe: usize, index: usize, value: A) -> Result<A> {
         let target = self.target("atomic swap", pe, index)?;
         // SAFETY: as above.
-        Ok(unsafe { A::swap(target, value, pe as i32) })
+        Ok(Self::acquired(unsafe { A::swap(target, value, pe as i32) }))
     }
 
     /// Replaces word `index` of PE `pe` with `value` if it equals `cond`; returns the
@@ -177,7 +190,9 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn compare_swap(&self, pe: usize, index: usize, cond: A, value: A) -> Result<A> {
         let target = self.target("atomic compare_swap", pe, index)?;
         // SAFETY: as above.
-        Ok(unsafe { A::compare_swap(target, cond, value, pe as i32) })
+        Ok(Self::acquired(unsafe {
+            A::compare_swap(target, cond, value, pe as i32)
+        }))
     }
 
     /// Reads this PE's word `index` atomically.

@@ -20,6 +20,9 @@ use crate::runtime::{Constants, Runtime};
 
 /// Elements reduced per library call.
 const REDUCE_CHUNK: usize = 64;
+/// Elements of the first call of [`Runtime::max_u64`]: a header of three and up to five
+/// values, padded, so that the call has the same size on every PE.
+const FIRST_CHUNK: usize = 8;
 /// Bytes broadcast per library call.
 const BCAST_CHUNK: usize = 4096;
 
@@ -64,7 +67,7 @@ impl CollectiveScratch {
             src: base + psync_bytes + pwrk_bytes,
             dst: base + psync_bytes + pwrk_bytes + data,
         };
-        let Some(block) = RawSymmetric::collective_alloc(2 * set_bytes) else {
+        let Some(block) = RawSymmetric::collective_alloc(2 * set_bytes, SYMMETRIC_ALIGN) else {
             let (variable, current) = crate::env::heap_size_setting();
             // SAFETY: OpenSHMEM is initialised.
             let pe = unsafe { shmem_sys::shmem_my_pe() } as usize;
@@ -120,34 +123,35 @@ impl CollectiveScratch {
     }
 }
 
-impl Runtime {
-    /// Element-wise maximum over all PEs, in place: afterwards every PE holds the same values.
+impl CollectiveScratch {
+    /// The heap address every symmetric allocation's offset is measured from.
+    pub(crate) fn heap_base(&self) -> usize {
+        self.block.as_ref().map_or(0, |b| b.as_ptr() as usize)
+    }
+
+    /// Whether the library maps every PE's heap into this process.
+    pub(crate) fn all_pes_mapped(&self, n_pes: usize) -> bool {
+        let base = self.heap_base() as *const std::ffi::c_void;
+        // SAFETY: base is a symmetric address and every pe exists.
+        (0..n_pes).all(|pe| !unsafe { shmem_sys::shmem_ptr(base, pe as i32) }.is_null())
+    }
+
+    /// Element-wise maximum over all PEs, in place.
     ///
     /// # Collective
-    /// Every PE must call it with a slice of the same length.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for values above `i64::MAX` (the library reduces signed
-    /// 64-bit integers).
-    pub fn max_u64(&self, values: &mut [u64]) -> Result<()> {
-        if let Some(v) = values.iter().find(|&&v| v > i64::MAX as u64) {
-            return Err(Error::InvalidArgument(format!(
-                "max_u64 reduces values up to i64::MAX, got {v}"
-            )));
-        }
-        let mut scratch = self.collectives.lock().unwrap_or_else(|p| p.into_inner());
+    /// Every PE must call it with a slice of the same length, holding the runtime's
+    /// collective lock (`self` is that lock's content).
+    pub(crate) fn reduce_max(&mut self, n_pes: usize, values: &mut [i64]) {
         for chunk in values.chunks_mut(REDUCE_CHUNK) {
-            let set = scratch.next_set();
-            let src = scratch.ptr::<i64>(set, |s| s.src);
-            let dst = scratch.ptr::<i64>(set, |s| s.dst);
-            let pwrk = scratch.ptr::<i64>(set, |s| s.pwrk);
-            let psync = scratch.ptr::<c_long>(set, |s| s.psync);
-            debug_assert!(scratch.pwrk_len > chunk.len() / 2 && scratch.psync_len >= 1);
-            for (i, v) in chunk.iter().enumerate() {
-                // SAFETY: chunk.len() <= REDUCE_CHUNK fits the src region; no other PE writes
-                // this PE's src (reductions only read it, and only during the call).
-                unsafe { src.add(i).write(*v as i64) };
-            }
+            let set = self.next_set();
+            let src = self.ptr::<i64>(set, |s| s.src);
+            let dst = self.ptr::<i64>(set, |s| s.dst);
+            let pwrk = self.ptr::<i64>(set, |s| s.pwrk);
+            let psync = self.ptr::<c_long>(set, |s| s.psync);
+            debug_assert!(self.pwrk_len > chunk.len() / 2 && self.psync_len >= 1);
+            // SAFETY: chunk.len() <= REDUCE_CHUNK fits the src region; no other PE writes this
+            // PE's src (reductions only read it, and only during the call).
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), src, chunk.len()) };
             // SAFETY: src, dst, pwrk and psync are symmetric, sized for REDUCE_CHUNK elements,
             // and this set's previous call has ended on every PE (module docs).
             unsafe {
@@ -157,15 +161,62 @@ impl Runtime {
                     chunk.len() as i32,
                     0,
                     0,
-                    self.n_pes() as i32,
+                    n_pes as i32,
                     pwrk,
                     psync,
                 )
             };
-            for (i, v) in chunk.iter_mut().enumerate() {
-                // SAFETY: the reduction has completed into dst; inside the region.
-                *v = unsafe { dst.add(i).read() } as u64;
-            }
+            // SAFETY: the reduction has completed into dst; inside the region.
+            unsafe { std::ptr::copy_nonoverlapping(dst, chunk.as_mut_ptr(), chunk.len()) };
+        }
+    }
+}
+
+impl Runtime {
+    /// Element-wise maximum over all PEs, in place: afterwards every PE holds the same values.
+    ///
+    /// # Collective
+    /// Every PE must call it with a slice of the same length.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::InvalidArgument`] when the PEs passed slices of different
+    /// lengths or when any PE passed a value above `i64::MAX` (the library reduces signed
+    /// 64-bit integers).
+    pub fn max_u64(&self, values: &mut [u64]) -> Result<()> {
+        const LIMIT: u64 = i64::MAX as u64;
+        // A header travels in the first chunk, so every PE learns of a length mismatch or an
+        // oversized value after the same library call, and they all stop there together.
+        let len = values.len() as u64;
+        let too_big = values.iter().filter(|&&v| v > LIMIT).count() as i64;
+        let mut stream: Vec<i64> = [
+            len.min(LIMIT) as i64,
+            (LIMIT - len.min(LIMIT)) as i64,
+            too_big,
+        ]
+        .into_iter()
+        .chain(values.iter().map(|&v| v.min(LIMIT) as i64))
+        .collect();
+        // The first call reduces a fixed number of elements whatever the PEs passed, so that
+        // it matches across PEs even when the lengths do not.
+        stream.resize(stream.len().max(FIRST_CHUNK), 0);
+        let mut scratch = self.lock_collectives();
+        scratch.reduce_max(self.n_pes(), &mut stream[..FIRST_CHUNK]);
+        let (max_len, min_len) = (stream[0] as u64, LIMIT - stream[1] as u64);
+        if max_len != min_len {
+            return Err(Error::InvalidArgument(format!(
+                "max_u64: the PEs passed slices of different lengths ({min_len} to {max_len}); \
+                 every PE must reduce the same number of values"
+            )));
+        }
+        if stream[2] > 0 {
+            return Err(Error::InvalidArgument(
+                "max_u64 reduces values up to i64::MAX, and some PE passed a larger one"
+                    .to_string(),
+            ));
+        }
+        scratch.reduce_max(self.n_pes(), &mut stream[FIRST_CHUNK..]);
+        for (v, r) in values.iter_mut().zip(&stream[3..]) {
+            *v = *r as u64;
         }
         Ok(())
     }
@@ -183,14 +234,16 @@ impl Runtime {
     /// Copies `data` of PE `root` into `data` of every other PE.
     ///
     /// # Collective
-    /// Every PE must call it with the same `root` and a slice of the same length.
+    /// Every PE must call it with the same `root` and a slice of the same length (unlike
+    /// [`max_u64`](Self::max_u64), lengths are not checked: the broadcast is the way the
+    /// length itself is shared).
     pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
-        self.check_pe(root)?;
+        self.check_pe(root, || "broadcast".to_string())?;
         if self.n_pes() == 1 {
             return Ok(());
         }
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
-        let mut scratch = self.collectives.lock().unwrap_or_else(|p| p.into_inner());
+        let mut scratch = self.lock_collectives();
         for chunk in bytes.chunks_mut(BCAST_CHUNK) {
             let set = scratch.next_set();
             let src = scratch.ptr::<u8>(set, |s| s.src);

@@ -39,13 +39,19 @@ impl<'rt> CallCounters<'rt> {
 
     /// The count this PE has reached with `peer`.
     pub fn calls(&self, peer: usize) -> Result<u64> {
-        self.runtime().check_pe(peer)?;
+        self.check_peer(peer)?;
         Ok(self.calls[peer])
     }
 
     /// The count `peer` has announced to this PE so far.
     pub fn peer_calls(&self, peer: usize) -> Result<u64> {
+        self.check_peer(peer)?;
         self.arrived.value(peer)
+    }
+
+    fn check_peer(&self, peer: usize) -> Result<()> {
+        self.runtime()
+            .check_pe(peer, || format!("call counter '{}'", self.arrived.name()))
     }
 
     /// Starts the next paired operation with `peer` and tells `peer` so; returns the new count.
@@ -54,7 +60,7 @@ impl<'rt> CallCounters<'rt> {
     /// before `peer` can see the new count.
     pub fn arrive(&mut self, peer: usize) -> Result<u64> {
         let rt = self.runtime();
-        rt.check_pe(peer)?;
+        self.check_peer(peer)?;
         self.calls[peer] += 1;
         rt.fence();
         self.arrived.set(peer, rt.my_pe(), self.calls[peer])?;
@@ -69,7 +75,7 @@ impl<'rt> CallCounters<'rt> {
 
     /// [`wait`](Self::wait) with an explicit timeout.
     pub fn wait_for(&self, peer: usize, timeout: Duration) -> Result<()> {
-        self.runtime().check_pe(peer)?;
+        self.check_peer(peer)?;
         self.arrived
             .wait_ge_from(peer, self.calls[peer], Some(peer), timeout)
             .map(|_| ())
@@ -95,7 +101,7 @@ impl<'rt> CallCounters<'rt> {
 
     /// Whether `peer` has arrived at least as far as this PE.
     pub fn test(&self, peer: usize) -> Result<bool> {
-        self.runtime().check_pe(peer)?;
+        self.check_peer(peer)?;
         self.arrived.test_ge(peer, self.calls[peer])
     }
 

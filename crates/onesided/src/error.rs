@@ -54,8 +54,10 @@ pub enum Error {
     },
 
     /// A PE number outside `0..n_pes`.
-    #[error("PE {pe} does not exist: the job has {n_pes} PEs (0..{n_pes})")]
+    #[error("{what}: PE {pe} does not exist, the job has {n_pes} PEs (0..{n_pes})")]
     InvalidPe {
+        /// The operation and the object it was called on.
+        what: String,
         /// The PE asked for.
         pe: usize,
         /// The number of PEs.
@@ -101,8 +103,25 @@ pub enum Error {
         current: String,
     },
 
-    /// An exact allocation asked for different sizes on different PEs (checked in debug
-    /// builds).
+    /// The symmetric heap no longer has the same layout on every PE: an allocation landed at
+    /// different offsets (an earlier allocation or free happened on some PEs only: collectives
+    /// issued from several threads, a panic caught on one PE, raw `shmem-sys` allocations).
+    /// Nothing was allocated.
+    #[error(
+        "allocation #{index} '{array}' landed at different heap offsets on different PEs (PE {pe} \
+         differs from PE 0): some earlier allocation or free happened on some PEs only; issue \
+         collectives from one thread per PE, in the same order everywhere"
+    )]
+    HeapDiverged {
+        /// The allocation's sequence number in this run (0 is the first).
+        index: u64,
+        /// The array's name.
+        array: String,
+        /// A PE whose offset differs from PE 0's.
+        pe: usize,
+    },
+
+    /// An exact allocation asked for different sizes on different PEs; nothing was allocated.
     #[error(
         "asymmetric allocation #{index} '{array}': PE 0 asked for {expected} but PE {pe} asked \
          for {asked}; exact allocations need the same length and element size on every PE (use \
@@ -194,10 +213,6 @@ pub enum Error {
     /// An argument that cannot be used, with what to pass instead.
     #[error("{0}")]
     InvalidArgument(String),
-
-    /// An MPI reference path reported a problem.
-    #[error("MPI: {0}")]
-    Mpi(String),
 }
 
 /// Formats the optional updating PE of a wait.

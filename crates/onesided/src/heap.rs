@@ -9,7 +9,7 @@
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 use std::ptr::NonNull;
 
 use bytemuck::Pod;
@@ -35,11 +35,23 @@ impl RawSymmetric {
     ///
     /// # Collective
     /// `shmem_align` ends with a barrier.
-    pub(crate) fn collective_alloc(bytes: usize) -> Option<RawSymmetric> {
-        let bytes = bytes.max(1).div_ceil(SYMMETRIC_ALIGN) * SYMMETRIC_ALIGN;
+    ///
+    /// `bytes` must leave room for rounding up to `align` below `isize::MAX`; `align` is a
+    /// power of two.
+    pub(crate) fn collective_alloc(bytes: usize, align: usize) -> Option<RawSymmetric> {
+        debug_assert!(align.is_power_of_two() && bytes <= isize::MAX as usize - align);
+        let bytes = bytes.max(1).div_ceil(align) * align;
         // SAFETY: OpenSHMEM is initialised (callers hold a Runtime or are creating one).
-        let ptr = unsafe { shmem_sys::shmem_align(SYMMETRIC_ALIGN, bytes) };
-        NonNull::new(ptr.cast::<u8>()).map(|ptr| RawSymmetric { ptr, bytes })
+        let ptr = unsafe { shmem_sys::shmem_align(align, bytes) };
+        let raw = NonNull::new(ptr.cast::<u8>()).map(|ptr| RawSymmetric { ptr, bytes });
+        // Open MPI's shmem_align returns NULL before its closing barrier, which the PEs that
+        // succeeded are waiting in; join it so that every PE reaches the caller's agreement.
+        #[cfg(shmem_oshmem)]
+        if raw.is_none() {
+            // SAFETY: OpenSHMEM is initialised.
+            unsafe { shmem_sys::shmem_barrier_all() };
+        }
+        raw
     }
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
@@ -76,22 +88,27 @@ pub struct SymArray<'rt, T: Pod> {
     _elements: PhantomData<T>,
 }
 
-// SAFETY: the array is a handle on symmetric memory; every safe access is a copy or a library
-// call, which OpenSHMEM with THREAD_MULTIPLE allows from any thread. T: Pod is Send + Sync.
-unsafe impl<T: Pod> Send for SymArray<'_, T> {}
-// SAFETY: as above; `&SymArray` gives no reference into the memory without `unsafe`.
+// SAFETY: `&SymArray` gives no reference into the memory without `unsafe`: every safe access
+// is a copy through raw pointers or a library call, which OpenSHMEM with THREAD_MULTIPLE
+// allows from any thread; T: Pod is Sync. The array is deliberately not Send: dropping it is
+// collective, and must happen on the thread that issues the PE's collectives.
 unsafe impl<T: Pod> Sync for SymArray<'_, T> {}
 
 impl<'rt, T: Pod> SymArray<'rt, T> {
     /// Allocates `len` elements on every PE, zeroed.
     ///
     /// # Collective
-    /// Every PE must call it with the same `len` and `T`, in the same order relative to other
-    /// collectives. Debug builds check this and return [`Error::AsymmetricAllocation`] on every
-    /// PE, naming the first PE that differs; release builds skip the check.
+    /// Every PE must call it with the same `len` and `T`, from one thread per PE, in the same
+    /// order relative to other collectives. Both are checked, in debug and release builds, by
+    /// reductions that every allocation needs anyway.
     ///
     /// # Errors
-    /// [`Error::HeapExhausted`] (on every PE) names the variable that sizes the heap.
+    /// On every PE alike, so no PE is left waiting:
+    /// - [`Error::AsymmetricAllocation`] names the first PE whose request differs from PE 0's;
+    /// - [`Error::HeapExhausted`] names the variable that sizes the heap;
+    /// - [`Error::HeapDiverged`] when the block lands at different heap offsets (an earlier
+    ///   collective ran on some PEs only);
+    /// - [`Error::SizeOverflow`].
     pub fn collective_alloc(rt: &'rt Runtime, name: &str, len: usize) -> Result<Self> {
         Self::collective_alloc_with(rt, name, len, |_| {})
     }
@@ -104,43 +121,80 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         len: usize,
         init: impl FnOnce(&mut [T]),
     ) -> Result<Self> {
+        const LIMIT: u64 = i64::MAX as u64;
         let index = rt.next_allocation_index();
-        if cfg!(debug_assertions) {
-            check_symmetric(rt, index, name, len, size_of::<T>())?;
+        let elem_size = size_of::<T>();
+        let align = SYMMETRIC_ALIGN.max(align_of::<T>());
+        // The whole sequence holds the collective lock, so allocations from several threads of
+        // one PE cannot interleave.
+        let mut collectives = rt.lock_collectives();
+
+        // 1. Every PE asks for the same size: maxima of the values and of their complements.
+        let len64 = (len as u64).min(LIMIT);
+        let mut sizes = [
+            len64,
+            LIMIT - len64,
+            elem_size as u64,
+            LIMIT - elem_size as u64,
+        ]
+        .map(|v| v as i64);
+        collectives.reduce_max(rt.n_pes(), &mut sizes);
+        if sizes[0] != i64::MAX - sizes[1] || sizes[2] != i64::MAX - sizes[3] {
+            drop(collectives);
+            return Err(asymmetry(rt, index, name, len, elem_size));
         }
+
+        // 2. The same size on every PE, so the same outcome everywhere.
         let bytes = len
-            .checked_mul(size_of::<T>())
+            .checked_mul(elem_size)
+            .filter(|&b| b <= isize::MAX as usize - align)
             .ok_or_else(|| Error::SizeOverflow {
                 array: name.to_string(),
                 len,
-                elem_size: size_of::<T>(),
+                elem_size,
             })?;
-        let raw = RawSymmetric::collective_alloc(bytes);
+        let raw = RawSymmetric::collective_alloc(bytes, align);
         if let Some(raw) = &raw {
-            // SAFETY: the block is fresh, at least `bytes` long and aligned to 64 >= align_of T;
-            // no PE can write it before the agreement below; zeroed memory is a valid T (Pod).
+            // SAFETY: the block is fresh, at least `len * size_of::<T>()` bytes long and aligned
+            // to `align >= align_of::<T>()`; no PE can write it before the agreement below
+            // (their allocation has not returned); zeroed memory is a valid T (Pod).
             let slice = unsafe {
                 std::ptr::write_bytes(raw.as_ptr(), 0, raw.bytes());
                 std::slice::from_raw_parts_mut(raw.as_ptr().cast::<T>(), len)
             };
             init(slice);
         }
-        // The agreement is also the barrier that publishes the zeroed, initialised memory.
-        let failed_on = rt.max_u64_one(if raw.is_some() {
+
+        // 3. Agree on success and on the block's offset in the heap. The agreement is also the
+        // barrier that publishes the zeroed, initialised memory.
+        let offset = raw.as_ref().map_or(0, |r| {
+            heap_offset(r.as_ptr() as usize, collectives.heap_base())
+        });
+        let failed = if raw.is_some() {
             0
         } else {
-            rt.my_pe() as u64 + 1
-        })?;
-        if failed_on > 0 {
-            // A block that succeeded here is left unfreed (RawSymmetric frees only
-            // explicitly): shmem_free is collective and the PEs that failed will not call it.
+            rt.my_pe() as i64 + 1
+        };
+        let mut agreement = [failed, offset, i64::MAX - offset];
+        collectives.reduce_max(rt.n_pes(), &mut agreement);
+        drop(collectives);
+        // A block that succeeded here is left unfreed on failure (RawSymmetric frees only
+        // explicitly): shmem_free is collective and the other PEs will not call it.
+        if agreement[0] > 0 {
             let (variable, current) = crate::env::heap_size_setting();
             return Err(Error::HeapExhausted {
                 array: name.to_string(),
                 bytes,
-                pe: failed_on as usize - 1,
+                pe: agreement[0] as usize - 1,
                 variable,
                 current,
+            });
+        }
+        if agreement[1] != i64::MAX - agreement[2] {
+            return Err(Error::HeapDiverged {
+                index,
+                array: name.to_string(),
+                pe: first_differing_pe(rt, offset),
             });
         }
         let raw = raw.expect("the agreement says every PE allocated");
@@ -210,7 +264,8 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         offset: usize,
         count: usize,
     ) -> Result<()> {
-        self.rt.check_pe(pe)?;
+        self.rt
+            .check_pe(pe, || format!("{op} on '{}'", self.name))?;
         match offset.checked_add(count) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(Error::OutOfBounds {
@@ -322,30 +377,39 @@ impl<T: Pod> std::fmt::Debug for SymArray<'_, T> {
     }
 }
 
-/// In debug builds: every PE asked for the same length and element size.
-fn check_symmetric(
-    rt: &Runtime,
-    index: u64,
-    name: &str,
-    len: usize,
-    elem_size: usize,
-) -> Result<()> {
+/// The offset of a block from the heap base, biased to be positive and below `i64::MAX`.
+fn heap_offset(address: usize, base: usize) -> i64 {
+    const BIAS: i128 = 1 << 62;
+    (address as i128 - base as i128 + BIAS).clamp(0, i64::MAX as i128) as i64
+}
+
+/// After a size mismatch, which every PE saw: gathers every PE's request (through MPI) to
+/// name the first PE that differs from PE 0.
+fn asymmetry(rt: &Runtime, index: u64, name: &str, len: usize, elem_size: usize) -> Error {
+    let all = all_gather(rt, [len as u64, elem_size as u64]);
+    let describe = |pair: &[u64; 2]| format!("{} elements of {} bytes", pair[0], pair[1]);
+    let pe = all.iter().position(|pair| pair != &all[0]).unwrap_or(0);
+    Error::AsymmetricAllocation {
+        index,
+        array: name.to_string(),
+        pe,
+        expected: describe(&all[0]),
+        asked: describe(&all[pe]),
+    }
+}
+
+/// After an offset mismatch, which every PE saw: the first PE whose offset differs from PE 0's.
+fn first_differing_pe(rt: &Runtime, offset: i64) -> usize {
+    let all = all_gather(rt, [offset as u64, 0]);
+    all.iter().position(|pair| pair != &all[0]).unwrap_or(0)
+}
+
+/// Every PE's pair of values, through MPI (only on error paths, which every PE takes).
+fn all_gather(rt: &Runtime, mine: [u64; 2]) -> Vec<[u64; 2]> {
     use mpi::traits::CommunicatorCollectives;
-    let mine = [len as u64, elem_size as u64];
     let mut all = vec![0u64; 2 * rt.n_pes()];
     rt.world().all_gather_into(&mine[..], &mut all[..]);
-    let describe = |pair: &[u64]| format!("{} elements of {} bytes", pair[0], pair[1]);
-    let first = &all[0..2];
-    match all.chunks(2).position(|pair| pair != first) {
-        None => Ok(()),
-        Some(pe) => Err(Error::AsymmetricAllocation {
-            index,
-            array: name.to_string(),
-            pe,
-            expected: describe(first),
-            asked: describe(&all[2 * pe..2 * pe + 2]),
-        }),
-    }
+    all.chunks(2).map(|c| [c[0], c[1]]).collect()
 }
 
 /// How a [`GlobalMaxArray`] grows.
@@ -429,9 +493,17 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         need: usize,
         policy: GrowthPolicy,
     ) -> Result<Self> {
+        // An invalid policy on any PE fails on every PE, after the same reduction.
+        let mut request = [need as u64, u64::from(policy.validate().is_err())];
+        rt.max_u64(&mut request)?;
         policy.validate()?;
-        let global = rt.max_u64_one(need as u64)? as usize;
-        let array = SymArray::collective_alloc(rt, name, policy.capacity_for(global))?;
+        if request[1] > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "'{name}': another PE passed an invalid GrowthPolicy (over_allocation must be a \
+                 finite number >= 1.0)"
+            )));
+        }
+        let array = SymArray::collective_alloc(rt, name, policy.capacity_for(request[0] as usize))?;
         Ok(GlobalMaxArray {
             array,
             policy,
@@ -469,7 +541,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         let global = rt.max_u64_one(need as u64)? as usize;
         let from = self.array.len();
         if global <= from {
-            self.stable_calls += 1;
+            self.stable_calls = self.stable_calls.saturating_add(1);
             if self
                 .policy
                 .freeze_after
@@ -482,13 +554,17 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         let to = self.policy.capacity_for(global);
         let old = &self.array;
         let grown = SymArray::collective_alloc_with(rt, &old.name, to, |new| {
-            // SAFETY: this PE's copy of the old array is quiescent: every PE is inside this
-            // collective call, and the barrier ending shmem_align completed their earlier puts.
-            new[..from].copy_from_slice(unsafe { old.local_slice() });
+            old.read_local(0, &mut new[..from])
+                .expect("the old capacity fits the new one");
         })?;
         self.array = grown;
         self.stable_calls = 0;
         Ok(Growth::Grown { from, to })
+    }
+
+    /// The name given at allocation.
+    pub fn name(&self) -> &str {
+        self.array.name()
     }
 
     /// The array at its current capacity.

@@ -15,7 +15,16 @@
 //! - Collectives: [`Runtime::max_u64`], [`Runtime::broadcast`], [`Runtime::barrier`].
 //!
 //! Operations that every PE must call are named `collective_*` or say so under
-//! **Collective** in their documentation.
+//! **Collective** in their documentation. Dropping a symmetric object frees it and is
+//! collective too: every PE drops its copy, from the thread that issues its collectives
+//! (symmetric objects are `Sync` but not `Send`). Allocation checks that every PE asked for
+//! the same size and that the heap has the same layout everywhere, and fails on every PE
+//! alike when not, so a mistake becomes an error rather than a hang or a stray write.
+//!
+//! # When one PE fails
+//! An error that only this PE sees (a wait that timed out, a frozen capacity exceeded)
+//! leaves the others waiting for it. End the job with [`Runtime::abort`] rather than
+//! returning: the examples do so. A PE that panics ends the job by itself.
 //!
 //! ```no_run
 //! use onesided::{Runtime, SignalArray, SymArray};

@@ -18,9 +18,11 @@ impl<T: Pod> SymArray<'_, T> {
     ///
     /// Returns when `src` may be reused. To a PE whose memory is mapped into this process the
     /// copy goes through the mapping and is visible on return; otherwise it is
-    /// `shmem_putmem`, delivered at the latest by the next [`Runtime::quiet`], barrier, or
-    /// signal put after a fence. Bounds are checked before anything is sent: an out-of-range
-    /// put is an [`Error::OutOfBounds`](crate::Error) and transfers nothing.
+    /// `shmem_putmem`, complete at the latest at the next [`Runtime::quiet`] or barrier, and
+    /// ordered before later puts and signals to the same PE by a [`Runtime::fence`] (which a
+    /// [put with signal](SymArray::put_signal) includes). Bounds are checked before anything
+    /// is sent: an out-of-range put is an [`Error::OutOfBounds`](crate::Error) and transfers
+    /// nothing.
     pub fn put(&self, pe: usize, offset: usize, src: &[T]) -> Result<()> {
         self.check("put", pe, offset, src.len())?;
         // SAFETY: the target range is inside the array on `pe` (checked, same length on every
@@ -127,7 +129,8 @@ impl<T: Pod> SymArray<'_, T> {
     /// not turned off with `ONESIDED_DIRECT=0`), or `None`, in which case
     /// [`put`](Self::put) and [`get`](Self::get) call the library.
     pub fn direct(&self, pe: usize) -> Result<Option<DirectAccess<'_, T>>> {
-        self.runtime().check_pe(pe)?;
+        self.runtime()
+            .check_pe(pe, || format!("direct access to '{}'", self.name()))?;
         Ok(self.mapped(pe).map(|ptr| DirectAccess {
             array: self,
             ptr,

@@ -4,7 +4,7 @@ use std::ffi::{c_int, c_long};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::Duration;
 
 use mpi::environment::{Threading, Universe};
@@ -86,8 +86,11 @@ pub struct Runtime {
     constants: Constants,
     wait_timeout: Duration,
     direct: bool,
+    /// Every PE's heap is mapped into this process and direct access is on: every signal is
+    /// written with release stores, so an acquire load alone completes a wait.
+    all_mapped: bool,
     allocations: AtomicU64,
-    pub(crate) collectives: Mutex<CollectiveScratch>,
+    collectives: Mutex<CollectiveScratch>,
     /// MPI must be finalised on the initialising thread.
     _not_send: PhantomData<*const ()>,
 }
@@ -109,12 +112,14 @@ impl Runtime {
     ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
     /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
     pub fn init() -> Result<Runtime> {
-        if INITIALISED.swap(true, Ordering::SeqCst) {
-            return Err(Error::AlreadyInitialized);
-        }
+        // Checks that leave the libraries untouched come first, so that a corrected retry is
+        // possible.
         env::check_launch_environment()?;
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
+        if INITIALISED.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
         let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
             .ok_or(Error::MpiAlreadyInitialized)?;
         if threading != Threading::Multiple {
@@ -140,13 +145,22 @@ impl Runtime {
             finalize_mpi(universe);
             return Err(Error::ThreadSupport {
                 library: "OpenSHMEM",
-                provided: format!("{provided}"),
+                provided: shmem_thread_level_name(provided),
             });
         }
         // SAFETY: OpenSHMEM is initialised.
         let (my_pe, n_pes) = unsafe { (shmem_sys::shmem_my_pe(), shmem_sys::shmem_n_pes()) };
         let constants = Constants::read();
-        let collectives = CollectiveScratch::collective_alloc(&constants)?;
+        let collectives = match CollectiveScratch::collective_alloc(&constants) {
+            Ok(scratch) => scratch,
+            Err(e) => {
+                // SAFETY: OpenSHMEM is initialised and nothing is allocated.
+                unsafe { shmem_sys::shmem_finalize() };
+                finalize_mpi(universe);
+                return Err(e);
+            }
+        };
+        let all_mapped = direct && collectives.all_pes_mapped(n_pes as usize);
         Ok(Runtime {
             universe: ManuallyDrop::new(universe),
             my_pe: my_pe as usize,
@@ -154,6 +168,7 @@ impl Runtime {
             constants,
             wait_timeout,
             direct,
+            all_mapped,
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
             _not_send: PhantomData,
@@ -214,14 +229,18 @@ impl Runtime {
     }
 
     /// Orders this PE's puts and atomics to each target: those issued before the fence are
-    /// delivered before those issued after it (`shmem_fence`).
+    /// delivered before those issued after it (`shmem_fence`, and a memory fence for copies
+    /// through the shared-memory mapping, made by any thread of this PE).
     pub fn fence(&self) {
+        fence(Ordering::SeqCst);
         // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
         unsafe { shmem_sys::shmem_fence() }
     }
 
-    /// Completes every put, non-blocking get and atomic this PE has issued (`shmem_quiet`).
+    /// Completes every put, non-blocking get and atomic this PE has issued (`shmem_quiet`,
+    /// and a memory fence for copies through the shared-memory mapping).
     pub fn quiet(&self) {
+        fence(Ordering::SeqCst);
         // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
         unsafe { shmem_sys::shmem_quiet() }
     }
@@ -234,6 +253,13 @@ impl Runtime {
         std::process::exit(code)
     }
 
+    /// The collective scratch, locked: collectives of one PE's threads never interleave.
+    pub(crate) fn lock_collectives(&self) -> std::sync::MutexGuard<'_, CollectiveScratch> {
+        self.collectives
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     pub(crate) fn constants(&self) -> &Constants {
         &self.constants
     }
@@ -243,12 +269,19 @@ impl Runtime {
         self.allocations.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Checks a PE number.
-    pub(crate) fn check_pe(&self, pe: usize) -> Result<()> {
+    /// Whether an acquire load of a signal word is enough to complete a wait (see
+    /// `all_mapped`).
+    pub(crate) fn all_pes_mapped(&self) -> bool {
+        self.all_mapped
+    }
+
+    /// Checks a PE number; `what` names the operation and its object for the error.
+    pub(crate) fn check_pe(&self, pe: usize, what: impl FnOnce() -> String) -> Result<()> {
         if pe < self.n_pes {
             Ok(())
         } else {
             Err(Error::InvalidPe {
+                what: what(),
                 pe,
                 n_pes: self.n_pes,
             })
@@ -273,6 +306,23 @@ impl Drop for Runtime {
         let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
         finalize_mpi(universe);
     }
+}
+
+/// The name of an OpenSHMEM thread level, for messages.
+fn shmem_thread_level_name(level: c_int) -> String {
+    // SAFETY: reading shim constants.
+    let names = unsafe {
+        [
+            (shmem_sys::shmem_sys_thread_single, "SINGLE"),
+            (shmem_sys::shmem_sys_thread_funneled, "FUNNELED"),
+            (shmem_sys::shmem_sys_thread_serialized, "SERIALIZED"),
+            (shmem_sys::shmem_sys_thread_multiple, "MULTIPLE"),
+        ]
+    };
+    names.iter().find(|(value, _)| *value == level).map_or_else(
+        || format!("{level} (unknown)"),
+        |(_, name)| name.to_string(),
+    )
 }
 
 /// Finalises MPI unless OpenSHMEM already did (Open MPI's `shmem_finalize` does; rsmpi's

@@ -147,6 +147,9 @@ impl<'rt> SignalArray<'rt> {
 
     /// Adds `delta` to PE `pe`'s signal `index` (the library's atomic add, so that adds from
     /// any number of PEs, on this node or not, stay atomic with respect to each other).
+    ///
+    /// A signal word is either set (by one writer at a time) or added to, never both: a set
+    /// through the mapping is a plain store, not atomic with respect to a library add.
     pub fn add(&self, pe: usize, index: usize, delta: u64) -> Result<()> {
         self.words.check("signal add", pe, index, 1)?;
         // Stores through the mapping must be visible before the add is.
@@ -177,13 +180,18 @@ impl<'rt> SignalArray<'rt> {
     }
 
     /// The check a wait makes on each poll: an acquire load (a cache-line read, far cheaper
-    /// than a library call), with a library test every [`POLLS_PER_PROGRESS`] polls.
+    /// than a library call), with a library test every [`POLLS_PER_PROGRESS`] polls. When some
+    /// PE may write through the library rather than the mapping, a value seen by the load is
+    /// confirmed by a library test before the wait ends: OpenSHMEM 1.4 promises the data of a
+    /// put-fence-set sequence only to a PE that saw the flag through its test or wait.
     fn poll(&self, index: usize, value: u64, polls: &mut u32) -> bool {
         *polls = polls.wrapping_add(1);
         if polls.is_multiple_of(POLLS_PER_PROGRESS) {
             self.test(index, value)
+        } else if self.load(index) >= value {
+            self.runtime().all_pes_mapped() || self.test(index, value)
         } else {
-            self.load(index) >= value
+            false
         }
     }
 
@@ -222,8 +230,8 @@ impl<'rt> SignalArray<'rt> {
     }
 
     /// Waits until any of `waits` (pairs of signal index and awaited value) is reached and
-    /// returns its position in `waits`. Polls them round-robin, so whichever peer is first is
-    /// served first.
+    /// returns its position in `waits`. Each poll starts one entry further along, so no entry
+    /// is starved by those before it, and whichever peer is first is served first.
     pub fn wait_any_ge(&self, waits: &[(usize, u64)]) -> Result<usize> {
         self.wait_any_ge_for(waits, self.runtime().wait_timeout())
     }
