@@ -6,3 +6,4 @@
 pub mod bench;
 pub mod launch;
 pub mod pe_test;
+pub mod report;

@@ -1,0 +1,383 @@
+//! The benchmark report: reads criterion's results, prints a Markdown table of each group
+//! with the ratio of every variant to the group's reference (MPI where the group has it,
+//! otherwise the C library called directly), and draws time against message size as SVG.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One measured point: the median time of a benchmark id `group/variant/bytes`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// The criterion group.
+    pub group: String,
+    /// The variant (criterion's function id).
+    pub variant: String,
+    /// The message size in bytes (criterion's parameter).
+    pub bytes: u64,
+    /// The median time per iteration, in nanoseconds.
+    pub median_ns: f64,
+}
+
+/// Reads every `<id>/new/benchmark.json` with its `estimates.json` under `criterion_dir`.
+/// Ids whose parameter is not a byte count are skipped.
+pub fn read_criterion(criterion_dir: &Path) -> Result<Vec<Point>, String> {
+    let mut points = Vec::new();
+    let mut stack = vec![criterion_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "new") {
+                    if let Some(point) = read_point(&path)? {
+                        points.push(point);
+                    }
+                } else {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    points.sort_by(|a, b| (&a.group, a.bytes, &a.variant).cmp(&(&b.group, b.bytes, &b.variant)));
+    Ok(points)
+}
+
+fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
+    let read = |name: &str| -> Result<Option<serde_json::Value>, String> {
+        let path = new_dir.join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("{} is not criterion JSON: {e}", path.display())),
+            Err(_) => Ok(None),
+        }
+    };
+    let (Some(benchmark), Some(estimates)) = (read("benchmark.json")?, read("estimates.json")?)
+    else {
+        return Ok(None);
+    };
+    let text = |key: &str| {
+        benchmark
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let (Some(group), Some(variant), Some(bytes)) =
+        (text("group_id"), text("function_id"), text("value_str"))
+    else {
+        return Ok(None);
+    };
+    let Ok(bytes) = bytes.parse::<u64>() else {
+        return Ok(None);
+    };
+    let median_ns = estimates
+        .pointer("/median/point_estimate")
+        .and_then(|v| v.as_f64())
+        .ok_or_else(|| format!("{} has no median", new_dir.display()))?;
+    Ok(Some(Point {
+        group,
+        variant,
+        bytes,
+        median_ns,
+    }))
+}
+
+/// The points of one group: variant -> bytes -> median ns.
+type Table = BTreeMap<String, BTreeMap<u64, f64>>;
+
+fn by_group(points: &[Point]) -> BTreeMap<String, Table> {
+    let mut groups: BTreeMap<String, Table> = BTreeMap::new();
+    for p in points {
+        groups
+            .entry(p.group.clone())
+            .or_default()
+            .entry(p.variant.clone())
+            .or_default()
+            .insert(p.bytes, p.median_ns);
+    }
+    groups
+}
+
+/// The variant a group's ratios are taken against: `mpi`, else `raw`, else none.
+pub fn reference(variants: &[&str]) -> Option<&'static str> {
+    ["mpi", "raw"].into_iter().find(|r| variants.contains(r))
+}
+
+/// A time in nanoseconds, readable: `86 ns`, `1.36 µs`, `201 µs`, `1.20 ms`.
+pub fn format_time(ns: f64) -> String {
+    let (value, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if value >= 100.0 {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
+/// A byte count: `8 B`, `4 KiB`, `4 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The Markdown report: one table per group, medians and ratios to the reference variant
+/// (below 1 means faster than the reference).
+pub fn markdown(points: &[Point]) -> String {
+    let mut out = String::new();
+    for (group, table) in by_group(points) {
+        let variants: Vec<&str> = table.keys().map(String::as_str).collect();
+        let reference = reference(&variants);
+        let others: Vec<&str> = variants
+            .iter()
+            .copied()
+            .filter(|v| Some(*v) != reference)
+            .collect();
+        let _ = writeln!(out, "### {group}\n");
+        let mut header = String::from("| size |");
+        let mut rule = String::from("|---:|");
+        for v in others.iter().chain(reference.as_slice()) {
+            let _ = write!(header, " {v} |");
+            rule.push_str("---:|");
+        }
+        if let Some(r) = reference {
+            for v in &others {
+                let _ = write!(header, " {v} / {r} |");
+                rule.push_str("---:|");
+            }
+        }
+        let _ = writeln!(out, "{header}\n{rule}");
+        let mut sizes: Vec<u64> = table.values().flat_map(|m| m.keys().copied()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for bytes in sizes {
+            let mut row = format!("| {} |", format_bytes(bytes));
+            for v in others.iter().chain(reference.as_slice()) {
+                match table[*v].get(&bytes) {
+                    Some(&ns) => {
+                        let _ = write!(row, " {} |", format_time(ns));
+                    }
+                    None => row.push_str(" – |"),
+                }
+            }
+            if let Some(r) = reference {
+                for v in &others {
+                    match (table[*v].get(&bytes), table[r].get(&bytes)) {
+                        (Some(a), Some(b)) if *b > 0.0 => {
+                            let _ = write!(row, " {:.2}x |", a / b);
+                        }
+                        _ => row.push_str(" – |"),
+                    }
+                }
+            }
+            let _ = writeln!(out, "{row}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+const COLOURS: &[&str] = &[
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+];
+
+/// An SVG plot of time against message size, both logarithmic, one line per variant.
+pub fn svg(group: &str, points: &[Point]) -> Option<String> {
+    let table = by_group(points).remove(group)?;
+    let all: Vec<(u64, f64)> = table
+        .values()
+        .flat_map(|m| m.iter().map(|(b, t)| (*b, *t)))
+        .collect();
+    let (w, h, left, right, top, bottom) = (720.0, 440.0, 80.0, 170.0, 40.0, 60.0);
+    let x_min = all
+        .iter()
+        .map(|p| (p.0.max(1) as f64).log2())
+        .fold(f64::INFINITY, f64::min);
+    let x_max = all
+        .iter()
+        .map(|p| (p.0.max(1) as f64).log2())
+        .fold(f64::NEG_INFINITY, f64::max);
+    let y_min = all
+        .iter()
+        .map(|p| p.1.max(1e-3).log10())
+        .fold(f64::INFINITY, f64::min)
+        .floor();
+    let y_max = all
+        .iter()
+        .map(|p| p.1.max(1e-3).log10())
+        .fold(f64::NEG_INFINITY, f64::max)
+        .ceil();
+    let x_span = (x_max - x_min).max(1.0);
+    let y_span = (y_max - y_min).max(1.0);
+    let px =
+        |bytes: u64| left + ((bytes.max(1) as f64).log2() - x_min) / x_span * (w - left - right);
+    let py = |ns: f64| top + (y_max - ns.max(1e-3).log10()) / y_span * (h - top - bottom);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{group}: median time per operation</text>"#,
+        (left + w - right) / 2.0
+    );
+    for decade in (y_min as i32)..=(y_max as i32) {
+        let y = py(10f64.powi(decade));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            w - right,
+            left - 6.0,
+            y + 4.0,
+            format_time(10f64.powi(decade))
+                .replace(".00", "")
+                .replace(".0", "")
+        );
+    }
+    let mut sizes: Vec<u64> = all.iter().map(|p| p.0).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for bytes in &sizes {
+        let x = px(*bytes);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            h - bottom,
+            h - bottom + 18.0,
+            format_bytes(*bytes)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">message size</text>"#,
+        (left + w - right) / 2.0,
+        h - 14.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{left}" y="{top}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
+        w - left - right,
+        h - top - bottom
+    );
+    for (i, (variant, series)) in table.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let path: Vec<String> = series
+            .iter()
+            .map(|(b, t)| format!("{:.1},{:.1}", px(*b), py(*t)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        for (b, t) in series {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
+                px(*b),
+                py(*t)
+            );
+        }
+        let ly = top + 10.0 + 20.0 * i as f64;
+        let lx = w - right + 15.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx}" y1="{ly}" x2="{:.1}" y2="{ly}" stroke="{colour}" stroke-width="2"/><text x="{:.1}" y="{:.1}">{variant}</text>"#,
+            lx + 24.0,
+            lx + 30.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>\n");
+    Some(s)
+}
+
+/// The groups present in `points`, in order.
+pub fn groups(points: &[Point]) -> Vec<String> {
+    by_group(points).into_keys().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(group: &str, variant: &str, bytes: u64, ns: f64) -> Point {
+        Point {
+            group: group.into(),
+            variant: variant.into(),
+            bytes,
+            median_ns: ns,
+        }
+    }
+
+    #[test]
+    fn ratios_are_taken_against_mpi_then_raw() {
+        let points = vec![
+            point("pingpong", "onesided", 8, 86.0),
+            point("pingpong", "mpi", 8, 361.0),
+            point("pingpong", "onesided", 4096, 622.0),
+            point("put", "onesided", 8, 41.0),
+            point("put", "raw", 8, 40.0),
+        ];
+        let report = markdown(&points);
+        assert!(
+            report.contains("| size | onesided | mpi | onesided / mpi |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 8 B | 86.0 ns | 361 ns | 0.24x |"),
+            "{report}"
+        );
+        assert!(report.contains("| 4 KiB | 622 ns | – | – |"), "{report}");
+        assert!(
+            report.contains("| size | onesided | raw | onesided / raw |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 8 B | 41.0 ns | 40.0 ns | 1.02x |"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(format_time(86.04), "86.0 ns");
+        assert_eq!(format_time(1360.0), "1.36 µs");
+        assert_eq!(format_time(201_365.0), "201 µs");
+        assert_eq!(format_bytes(4 << 20), "4 MiB");
+        assert_eq!(format_bytes(65536), "64 KiB");
+        assert_eq!(format_bytes(8), "8 B");
+    }
+
+    #[test]
+    fn svg_has_a_line_per_variant() {
+        let points = vec![
+            point("sendrecv", "onesided-put", 8, 90.0),
+            point("sendrecv", "onesided-put", 4096, 600.0),
+            point("sendrecv", "mpi", 8, 400.0),
+            point("sendrecv", "mpi", 4096, 7000.0),
+        ];
+        let plot = svg("sendrecv", &points).expect("the group exists");
+        assert_eq!(plot.matches("<polyline").count(), 2);
+        assert!(plot.contains(">onesided-put</text>") && plot.contains(">mpi</text>"));
+        assert!(plot.starts_with("<svg") && plot.ends_with("</svg>\n"));
+        assert!(svg("absent", &points).is_none());
+    }
+}
