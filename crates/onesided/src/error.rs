@@ -192,10 +192,13 @@ pub enum Error {
         waited: Duration,
     },
 
-    /// A message does not fit the room the receiver announced; nothing was sent.
+    /// A message does not fit the room its receiver gave; it was rejected (on the one-sided
+    /// put path before anything was written). Reported by both the sender and the receiver
+    /// where the path lets both know.
     #[error(
-        "PE {pe} cannot send {count} elements to PE {to} through '{channel}': the receiver \
-         announced room for {room}; nothing was sent"
+        "the message from PE {pe} to PE {to} through '{channel}' ({size}) does not fit the room \
+         of {room} elements the receiver gave; it was rejected",
+        size = MessageSize(*count)
     )]
     MessageTooLarge {
         /// The sending PE.
@@ -204,10 +207,19 @@ pub enum Error {
         to: usize,
         /// The send-receive channel.
         channel: String,
-        /// Elements to send.
-        count: usize,
-        /// Room announced by the receiver.
+        /// Elements in the message, when the path tells.
+        count: Option<usize>,
+        /// Room the receiver gave.
         room: usize,
+    },
+
+    /// An MPI call of a reference path returned an error code.
+    #[error("{call} failed with MPI error code {code}")]
+    Mpi {
+        /// The MPI routine.
+        call: &'static str,
+        /// Its return code.
+        code: i32,
     },
 
     /// An argument that cannot be used, with what to pass instead.
@@ -223,6 +235,18 @@ impl fmt::Display for FromPe {
         match self.0 {
             Some(pe) => write!(f, " (updated by PE {pe})"),
             None => Ok(()),
+        }
+    }
+}
+
+/// Formats a message size that may be unknown.
+struct MessageSize(Option<usize>);
+
+impl fmt::Display for MessageSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(count) => write!(f, "{count} elements"),
+            None => f.write_str("more elements"),
         }
     }
 }

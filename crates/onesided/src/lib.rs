@@ -50,8 +50,10 @@ mod counter;
 pub mod env;
 mod error;
 mod heap;
+mod mpi_path;
 mod rma;
 mod runtime;
+mod sendrecv;
 mod signal;
 
 pub use atomic::{AtomicArray, AtomicInt};
@@ -60,4 +62,5 @@ pub use error::{Error, Result};
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
+pub use sendrecv::{Exchange, Incoming, Outgoing, Path};
 pub use signal::SignalArray;

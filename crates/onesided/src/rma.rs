@@ -82,25 +82,38 @@ impl<T: Pod> SymArray<'_, T> {
     /// `offset..offset + dst.len()` lies inside the array, `pe` exists, and for `nbi` the
     /// destination stays valid and untouched until the next quiet.
     pub(crate) unsafe fn get_unchecked(&self, pe: usize, offset: usize, dst: &mut [T], nbi: bool) {
-        if dst.is_empty() {
+        // SAFETY: forwarded; a slice is valid for writes of its length.
+        unsafe { self.get_raw(pe, offset, dst.as_mut_ptr(), dst.len(), nbi) }
+    }
+
+    /// Copies `count` elements from PE `pe`'s copy at `offset` to `dst`, which may be local
+    /// symmetric memory (no reference to it is created).
+    ///
+    /// # Safety
+    /// `offset..offset + count` lies inside the array, `pe` exists, `dst` is valid for
+    /// `count` writes and does not overlap the source, and for `nbi` it stays valid and
+    /// unread until the next quiet.
+    pub(crate) unsafe fn get_raw(
+        &self,
+        pe: usize,
+        offset: usize,
+        dst: *mut T,
+        count: usize,
+        nbi: bool,
+    ) {
+        if count == 0 {
             return;
         }
         if let Some(base) = self.mapped(pe) {
             fence(Ordering::Acquire);
-            // SAFETY: as in put_unchecked.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.as_ptr().add(offset),
-                    dst.as_mut_ptr(),
-                    dst.len(),
-                )
-            };
+            // SAFETY: the mapping covers the checked range; dst is valid for count writes.
+            unsafe { std::ptr::copy_nonoverlapping(base.as_ptr().add(offset), dst, count) };
             return;
         }
         let (dst_ptr, src, bytes) = (
-            dst.as_mut_ptr().cast::<c_void>(),
+            dst.cast::<c_void>(),
             self.element_ptr(offset).cast::<c_void>(),
-            std::mem::size_of_val(dst),
+            count * std::mem::size_of::<T>(),
         );
         // SAFETY: forwarded from the caller.
         unsafe {

@@ -145,6 +145,15 @@ impl<'rt> SignalArray<'rt> {
         }
     }
 
+    /// Stores `value` into this PE's own signal `index`: for protocols that hand a word back
+    /// and forth (a flag that the owner resets before the other side may set it again).
+    pub(crate) fn store_local(&self, index: usize, value: u64) {
+        // SAFETY: callers pass an index in bounds; the word is 8-byte aligned and accessed
+        // atomically.
+        unsafe { AtomicU64::from_ptr(self.words.element_ptr(index)) }
+            .store(value, Ordering::Release)
+    }
+
     /// Adds `delta` to PE `pe`'s signal `index` (the library's atomic add, so that adds from
     /// any number of PEs, on this node or not, stay atomic with respect to each other).
     ///

@@ -1,0 +1,208 @@
+//! The MPI two-sided reference path of [`Exchange`](crate::Exchange): `MPI_Sendrecv` for one
+//! message each way, `MPI_Irecv` / `MPI_Isend` / `MPI_Waitall` otherwise, on a duplicate of the
+//! world communicator whose error handler returns codes, so that a message larger than the
+//! posted room is an error rather than the end of the job.
+//!
+//! Messages travel as bytes (`MPI_UINT8_T`), so any `Pod` element type works without an MPI
+//! datatype of its own, and receives land straight in the final place in symmetric memory
+//! through raw pointers.
+
+use std::ffi::c_int;
+use std::mem::{MaybeUninit, size_of};
+
+use bytemuck::Pod;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator, SimpleCommunicator};
+
+use crate::error::{Error, Result};
+use crate::heap::SymArray;
+use crate::runtime::Runtime;
+use crate::sendrecv::{Incoming, Outgoing};
+
+/// A communicator of the same members as the world, private to one exchange.
+pub(crate) struct MpiChannel {
+    comm: SimpleCommunicator,
+}
+
+/// Why an MPI exchange failed.
+pub(crate) enum MpiFailure {
+    /// A message from `from` did not fit `room` elements.
+    Truncated { from: usize, room: usize },
+    /// Another MPI error.
+    Other(Error),
+}
+
+fn mpi_error(call: &'static str, code: c_int) -> MpiFailure {
+    MpiFailure::Other(Error::Mpi { call, code })
+}
+
+/// `elements` of `size` bytes as an MPI count of bytes.
+fn bytes_of(elements: usize, size: usize, what: &str) -> std::result::Result<c_int, MpiFailure> {
+    elements
+        .checked_mul(size)
+        .and_then(|bytes| c_int::try_from(bytes).ok())
+        .ok_or_else(|| {
+            MpiFailure::Other(Error::InvalidArgument(format!(
+                "{what} of {elements} elements of {size} bytes exceeds what one MPI message can \
+                 count (i32::MAX bytes)"
+            )))
+        })
+}
+
+impl MpiChannel {
+    /// # Collective
+    /// `MPI_Comm_dup` over the world.
+    pub(crate) fn collective_new(rt: &Runtime) -> Result<Self> {
+        let comm = rt.world().duplicate();
+        // SAFETY: the communicator is valid; MPI_ERRORS_RETURN is a predefined handler.
+        let code = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
+        if code != 0 {
+            return Err(Error::Mpi {
+                call: "MPI_Comm_set_errhandler",
+                code,
+            });
+        }
+        debug_assert_eq!(comm.size() as usize, rt.n_pes());
+        Ok(MpiChannel { comm })
+    }
+
+    /// Sends and receives; `received[i]` gets the element count of `incoming[i]`.
+    pub(crate) fn exchange<T: Pod>(
+        &self,
+        buffers: &[&SymArray<'_, T>],
+        outgoing: &[Outgoing<'_, T>],
+        incoming: &[Incoming],
+        received: &mut [usize],
+    ) -> std::result::Result<(), MpiFailure> {
+        let size = size_of::<T>();
+        let comm = self.comm.as_raw();
+        // SAFETY: reading a constant of rsmpi's shim.
+        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let recv_ptr = |inc: &Incoming| {
+            buffers[inc.buffer]
+                .element_ptr(inc.offset)
+                .cast::<std::ffi::c_void>()
+        };
+        if let ([out], [inc]) = (outgoing, incoming) {
+            let send_bytes = bytes_of(out.data.len(), size, "a message")?;
+            let room_bytes = bytes_of(inc.room, size, "a receive room")?;
+            let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+            // SAFETY: the send buffer is a live slice of send_bytes bytes; the receive range
+            // lies inside this PE's buffer (checked by the caller: offset + room <= len) and no
+            // reference to it exists; ranks exist; status is a valid out-pointer.
+            let code = unsafe {
+                ffi::MPI_Sendrecv(
+                    out.data.as_ptr().cast(),
+                    send_bytes,
+                    bytes_type,
+                    out.to as c_int,
+                    0,
+                    recv_ptr(inc),
+                    room_bytes,
+                    bytes_type,
+                    inc.from as c_int,
+                    0,
+                    comm,
+                    status.as_mut_ptr(),
+                )
+            };
+            check(code, "MPI_Sendrecv", inc)?;
+            // SAFETY: MPI_Sendrecv succeeded and filled the status.
+            received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
+            return Ok(());
+        }
+        // SAFETY: reading a constant of rsmpi's shim.
+        let mut requests =
+            vec![unsafe { ffi::RSMPI_REQUEST_NULL }; incoming.len() + outgoing.len()];
+        for (inc, request) in incoming.iter().zip(requests.iter_mut()) {
+            let room_bytes = bytes_of(inc.room, size, "a receive room")?;
+            // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
+            let code = unsafe {
+                ffi::MPI_Irecv(
+                    recv_ptr(inc),
+                    room_bytes,
+                    bytes_type,
+                    inc.from as c_int,
+                    0,
+                    comm,
+                    request,
+                )
+            };
+            if code != 0 {
+                return Err(mpi_error("MPI_Irecv", code));
+            }
+        }
+        for (out, request) in outgoing.iter().zip(requests[incoming.len()..].iter_mut()) {
+            let send_bytes = bytes_of(out.data.len(), size, "a message")?;
+            // SAFETY: the send slice outlives MPI_Waitall below.
+            let code = unsafe {
+                ffi::MPI_Isend(
+                    out.data.as_ptr().cast(),
+                    send_bytes,
+                    bytes_type,
+                    out.to as c_int,
+                    0,
+                    comm,
+                    request,
+                )
+            };
+            if code != 0 {
+                return Err(mpi_error("MPI_Isend", code));
+            }
+        }
+        let mut statuses = vec![MaybeUninit::<ffi::MPI_Status>::uninit(); requests.len()];
+        // SAFETY: every request was started above; statuses has one slot per request.
+        let code = unsafe {
+            ffi::MPI_Waitall(
+                requests.len() as c_int,
+                requests.as_mut_ptr(),
+                statuses.as_mut_ptr().cast(),
+            )
+        };
+        for (i, inc) in incoming.iter().enumerate() {
+            // SAFETY: with MPI_ERR_IN_STATUS, each status holds its request's error; without
+            // an error every status is filled.
+            let status = unsafe { statuses[i].assume_init_ref() };
+            if code != 0 {
+                check(status.MPI_ERROR, "MPI_Waitall", inc)?;
+            }
+            received[i] = count(status, bytes_type)? / size.max(1);
+        }
+        if code != 0 {
+            return Err(mpi_error("MPI_Waitall", code));
+        }
+        Ok(())
+    }
+}
+
+/// Maps a return code, recognising truncation (a message larger than the room).
+fn check(code: c_int, call: &'static str, inc: &Incoming) -> std::result::Result<(), MpiFailure> {
+    if code == 0 {
+        return Ok(());
+    }
+    let mut class = 0;
+    // SAFETY: a valid out-pointer.
+    unsafe { ffi::MPI_Error_class(code, &mut class) };
+    if class as u32 == ffi::MPI_ERR_TRUNCATE {
+        Err(MpiFailure::Truncated {
+            from: inc.from,
+            room: inc.room,
+        })
+    } else {
+        Err(mpi_error(call, code))
+    }
+}
+
+fn count(
+    status: &ffi::MPI_Status,
+    bytes_type: ffi::MPI_Datatype,
+) -> std::result::Result<usize, MpiFailure> {
+    let mut bytes = 0;
+    // SAFETY: status comes from a completed receive; bytes is a valid out-pointer.
+    let code = unsafe { ffi::MPI_Get_count(status, bytes_type, &mut bytes) };
+    if code != 0 {
+        return Err(mpi_error("MPI_Get_count", code));
+    }
+    Ok(bytes as usize)
+}

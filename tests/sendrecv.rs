@@ -1,0 +1,403 @@
+//! Send-receive on every path (one-sided put and get, buffered, MPI) under the launcher with
+//! 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
+//! random per-PE delays, both directions at once, oversized messages rejected, and every
+//! path giving the same bytes in the same places.
+
+use std::time::Duration;
+
+use onesided::{Error, Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
+use onesided_suite::ensure;
+use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
+
+/// The value PE `pe` sends as element `i` of its message in call `call`.
+fn stamp(pe: usize, call: u64, i: usize) -> u64 {
+    (pe as u64) << 48 | call << 24 | i as u64
+}
+
+/// A message length that differs per PE and per call, zero for some.
+fn length(pe: usize, call: u64) -> usize {
+    if (pe as u64 + call).is_multiple_of(5) {
+        0
+    } else {
+        (pe * 37 + call as usize * 13) % 200 + 1
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn delay(&mut self, max_us: u64) {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        let us = self.0 % (max_us + 1);
+        if us > 0 {
+            std::thread::sleep(Duration::from_micros(us));
+        }
+    }
+}
+
+const ROOM: usize = 256;
+
+/// Sends to the right, receives from the left at an offset that moves with the call, and
+/// returns every received buffer's contents after the last call.
+fn ring(
+    rt: &Runtime,
+    path: Path,
+    calls: u64,
+    delays: bool,
+) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let mut exchange = Exchange::<u64>::collective_new(rt, &format!("ring {path}"), path)?;
+    exchange.collective_reserve(ROOM)?;
+    let target = SymArray::<u64>::collective_alloc(rt, "ring target", 2 * ROOM)?;
+    let mut rng = Rng::new(me as u64 * 7 + 1);
+    for call in 1..=calls {
+        if delays && call % 50 == 0 {
+            rng.delay(500);
+        }
+        let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
+        let offset = (call as usize * 3) % ROOM;
+        let received = exchange.sendrecv(
+            &[&target],
+            Outgoing {
+                to: right,
+                data: &message,
+            },
+            Incoming {
+                from: left,
+                buffer: 0,
+                offset,
+                room: ROOM,
+            },
+        )?;
+        let expected = length(left, call);
+        ensure!(
+            received == expected,
+            "{path} call {call}: {received} elements from PE {left}, expected {expected}"
+        );
+        let mut got = vec![0u64; received];
+        target.read_local(offset, &mut got)?;
+        for (i, &v) in got.iter().enumerate() {
+            ensure!(
+                v == stamp(left, call, i),
+                "{path} call {call} element {i}: {v:#x}"
+            );
+        }
+    }
+    Ok(target.to_vec_local())
+}
+
+fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
+    let mut results = Vec::new();
+    for path in Path::ALL {
+        let calls = if path == Path::Put { 3000 } else { 1000 };
+        results.push((path, ring(rt, path, calls, false)?));
+    }
+    // Put ran more calls; compare the other paths with each other and put with a fresh run.
+    let put_short = ring(rt, Path::Put, 1000, false)?;
+    for (path, contents) in &results[1..] {
+        ensure!(
+            *contents == put_short,
+            "{path} left different bytes than onesided-put"
+        );
+    }
+    Ok(())
+}
+
+fn random_delays_do_not_matter(rt: &Runtime) -> CaseResult {
+    let reference = ring(rt, Path::Mpi, 300, true)?;
+    for path in [Path::Put, Path::Get, Path::Buffered] {
+        ensure!(
+            ring(rt, path, 300, true)? == reference,
+            "{path} with delays differs from MPI"
+        );
+    }
+    Ok(())
+}
+
+/// Both directions at once: to the left into the in-place buffer, to the right into scratch.
+fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    if n < 3 {
+        // With two PEs left and right are the same PE, which one call cannot receive from
+        // twice; the ring case covers two PEs.
+        return Ok(());
+    }
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let mut contents = Vec::new();
+    for path in Path::ALL {
+        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("two-way {path}"), path)?;
+        exchange.collective_reserve(ROOM)?;
+        let in_place = SymArray::<u64>::collective_alloc(rt, "coordinates", 1000 + ROOM)?;
+        let scratch = SymArray::<u64>::collective_alloc(rt, "scratch", ROOM)?;
+        let home: Vec<u64> = (0..1000).map(|i| stamp(me, 0, i)).collect();
+        in_place.write_local(0, &home)?;
+        rt.barrier();
+        for call in 1..=500u64 {
+            let forward: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
+            let backward: Vec<u64> = (0..length(me, call + 1))
+                .map(|i| !stamp(me, call, i))
+                .collect();
+            let mut received = [0; 2];
+            exchange.exchange(
+                &[&in_place, &scratch],
+                &[
+                    Outgoing {
+                        to: right,
+                        data: &forward,
+                    },
+                    Outgoing {
+                        to: left,
+                        data: &backward,
+                    },
+                ],
+                &[
+                    Incoming {
+                        from: left,
+                        buffer: 0,
+                        offset: 1000,
+                        room: ROOM,
+                    },
+                    Incoming {
+                        from: right,
+                        buffer: 1,
+                        offset: 0,
+                        room: ROOM,
+                    },
+                ],
+                &mut received,
+            )?;
+            ensure!(
+                received == [length(left, call), length(right, call + 1)],
+                "{path} call {call}: {received:?}"
+            );
+            let mut got = vec![0u64; received[0]];
+            in_place.read_local(1000, &mut got)?;
+            ensure!(
+                got.iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == stamp(left, call, i)),
+                "{path} forward call {call}"
+            );
+            let mut got = vec![0u64; received[1]];
+            scratch.read_local(0, &mut got)?;
+            ensure!(
+                got.iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == !stamp(right, call, i)),
+                "{path} backward call {call}"
+            );
+        }
+        let mut kept = vec![0u64; 1000];
+        in_place.read_local(0, &mut kept)?;
+        ensure!(
+            kept == home,
+            "{path}: the home part of the in-place buffer was overwritten"
+        );
+        contents.push(in_place.to_vec_local());
+    }
+    ensure!(
+        contents.windows(2).all(|w| w[0] == w[1]),
+        "paths left different bytes"
+    );
+    Ok(())
+}
+
+fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in Path::ALL {
+        let mut exchange = Exchange::<u32>::collective_new(rt, &format!("bounded {path}"), path)?;
+        exchange.collective_reserve(16)?;
+        let target = SymArray::<u32>::collective_alloc(rt, "bounded target", 32)?;
+        target.fill_local(7);
+        rt.barrier();
+        // PE 0 sends 9 elements where its right neighbour gave room for 8.
+        let message = vec![me as u32; if me == 0 { 9 } else { 8 }];
+        let outcome = exchange.sendrecv(
+            &[&target],
+            Outgoing {
+                to: right,
+                data: &message,
+            },
+            Incoming {
+                from: left,
+                buffer: 0,
+                offset: 4,
+                room: 8,
+            },
+        );
+        // The receiver always learns of it; on the put path the sender, which checks the
+        // announced room, does too.
+        let victim = 1 % n;
+        let told = me == victim || (me == 0 && path == Path::Put);
+        match outcome {
+            Err(Error::MessageTooLarge {
+                pe: 0,
+                to,
+                room: 8,
+                count,
+                ..
+            }) if to == victim => {
+                ensure!(told, "{path}: PE {me} got the rejection");
+                ensure!(count.is_none_or(|c| c == 9), "{path}: count {count:?}");
+            }
+            Ok(8) => ensure!(!told, "{path}: PE {me} missed the rejection"),
+            other => return Err(format!("{path}: PE {me} got {other:?}").into()),
+        }
+        if me == victim && path == Path::Put {
+            let mut untouched = vec![0u32; 32];
+            target.read_local(0, &mut untouched)?;
+            ensure!(
+                untouched == vec![7; 32],
+                "{path}: a rejected message was written"
+            );
+        }
+        // The channel is usable afterwards.
+        let message = vec![me as u32 + 100; 3];
+        let received = exchange.sendrecv(
+            &[&target],
+            Outgoing {
+                to: right,
+                data: &message,
+            },
+            Incoming {
+                from: left,
+                buffer: 0,
+                offset: 0,
+                room: 8,
+            },
+        )?;
+        ensure!(
+            received == 3 && target.get_value(me, 2)? == left as u32 + 100,
+            "{path}: after a rejection"
+        );
+    }
+    Ok(())
+}
+
+fn bad_arguments(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let right = (me + 1) % n;
+    let mut exchange = Exchange::<u8>::collective_new(rt, "arguments", Path::Put)?;
+    let target = SymArray::<u8>::collective_alloc(rt, "small", 8)?;
+    let outcome = exchange.sendrecv(
+        &[&target],
+        Outgoing {
+            to: right,
+            data: &[1],
+        },
+        Incoming {
+            from: right,
+            buffer: 1,
+            offset: 0,
+            room: 1,
+        },
+    );
+    ensure!(
+        matches!(outcome, Err(Error::InvalidArgument(_))),
+        "buffer index: {outcome:?}"
+    );
+    let outcome = exchange.sendrecv(
+        &[&target],
+        Outgoing {
+            to: right,
+            data: &[1],
+        },
+        Incoming {
+            from: right,
+            buffer: 0,
+            offset: 4,
+            room: 5,
+        },
+    );
+    ensure!(
+        matches!(outcome, Err(Error::OutOfBounds { .. })),
+        "room past the buffer: {outcome:?}"
+    );
+    let outcome = exchange.sendrecv(
+        &[&target],
+        Outgoing { to: n, data: &[1] },
+        Incoming {
+            from: right,
+            buffer: 0,
+            offset: 0,
+            room: 1,
+        },
+    );
+    ensure!(
+        matches!(outcome, Err(Error::InvalidPe { .. })),
+        "PE n: {outcome:?}"
+    );
+    let mut get = Exchange::<u8>::collective_new(rt, "unreserved", Path::Get)?;
+    let outcome = get.sendrecv(
+        &[&target],
+        Outgoing {
+            to: right,
+            data: &[1],
+        },
+        Incoming {
+            from: right,
+            buffer: 0,
+            offset: 0,
+            room: 1,
+        },
+    );
+    ensure!(
+        matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("collective_reserve")),
+        "{outcome:?}"
+    );
+    ensure!(
+        "onesided-get".parse::<Path>()? == Path::Get && "nonsense".parse::<Path>().is_err(),
+        "path names"
+    );
+    Ok(())
+}
+
+fn sending_to_oneself(rt: &Runtime) -> CaseResult {
+    let me = rt.my_pe();
+    for path in Path::ALL {
+        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("self {path}"), path)?;
+        exchange.collective_reserve(64)?;
+        let target = SymArray::<u64>::collective_alloc(rt, "self target", 64)?;
+        for call in 1..=20u64 {
+            let message: Vec<u64> = (0..call as usize).map(|i| stamp(me, call, i)).collect();
+            let received = exchange.sendrecv(
+                &[&target],
+                Outgoing {
+                    to: me,
+                    data: &message,
+                },
+                Incoming {
+                    from: me,
+                    buffer: 0,
+                    offset: 1,
+                    room: 63,
+                },
+            )?;
+            ensure!(received == call as usize, "{path}: {received} to oneself");
+            ensure!(
+                target.get_value(me, call as usize)? == stamp(me, call, call as usize - 1),
+                "{path} self data"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let cases = onesided_suite::cases![TWO_THREE_FOUR =>
+        every_path_many_calls_unequal_sizes,
+        random_delays_do_not_matter,
+        two_way_into_two_buffers,
+        oversized_messages_are_rejected,
+        bad_arguments,
+        sending_to_oneself,
+    ];
+    pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
+}
