@@ -44,11 +44,13 @@
 //! ```
 #![deny(missing_docs)]
 
+mod alltoall;
 mod atomic;
 mod collective;
 mod counter;
 pub mod env;
 mod error;
+mod group;
 mod heap;
 mod mpi_path;
 mod rma;
@@ -56,9 +58,11 @@ mod runtime;
 mod sendrecv;
 mod signal;
 
+pub use alltoall::{Alltoall, AlltoallPath};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
 pub use error::{Error, Result};
+pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};

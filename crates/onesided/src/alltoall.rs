@@ -1,0 +1,440 @@
+//! All-to-all within a PE group: every member sends one block to every member.
+//!
+//! Five paths give the same bytes:
+//! - **ordered one-sided**, Kutzner et al.'s ordered all-to-all: in phase `i` a member sends
+//!   to rank `(me + i) mod n` and receives from rank `(me - i) mod n`, and phases are
+//!   separated by pairwise call counters (each member tells its source it is ready, waits for
+//!   its destination to be ready, puts, and waits for its source's data) instead of barriers;
+//! - **node-aware one-sided**: the same with the phases looping over nodes first and then over
+//!   the members of a node, so a node's members talk to one other node at a time (with
+//!   unequal node sizes it falls back to the plain order);
+//! - **ordered MPI**: the same phases as `MPI_Sendrecv`;
+//! - **MPI**: `MPI_Alltoall` on the group's communicator;
+//! - **shmem**: `shmem_alltoall64` (or `32`) on the group as an active set, after a barrier
+//!   that keeps a fast member from writing into a slow one's result while it is still read.
+//!
+//! Each member packs its outgoing blocks into [`Alltoall::send_buffer`] (block `r` goes to
+//! rank `r`) and reads the result, block `r` from rank `r`, from what
+//! [`Alltoall::collective_run`] returns. Both are symmetric arrays, so no path copies more
+//! than it must.
+
+use std::ffi::{c_int, c_long};
+use std::fmt;
+use std::mem::{MaybeUninit, size_of};
+use std::str::FromStr;
+
+use bytemuck::Pod;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::CommunicatorCollectives;
+
+use crate::error::{Error, Result};
+use crate::group::PeGroup;
+use crate::heap::SymArray;
+use crate::signal::SignalArray;
+
+/// Which algorithm an [`Alltoall`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AlltoallPath {
+    /// Ordered phases, one-sided puts, pairwise call counters.
+    OrderedOneSided,
+    /// Ordered over nodes, then over the members of a node; one-sided.
+    NodeAwareOneSided,
+    /// Ordered phases of `MPI_Sendrecv`.
+    OrderedMpi,
+    /// `MPI_Alltoall`.
+    Mpi,
+    /// `shmem_alltoall64` / `shmem_alltoall32` on the group as an active set.
+    Shmem,
+}
+
+impl AlltoallPath {
+    /// Every path, in the order reports list them.
+    pub const ALL: [AlltoallPath; 5] = [
+        AlltoallPath::OrderedOneSided,
+        AlltoallPath::NodeAwareOneSided,
+        AlltoallPath::OrderedMpi,
+        AlltoallPath::Mpi,
+        AlltoallPath::Shmem,
+    ];
+
+    /// The name used on command lines and in benchmark ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlltoallPath::OrderedOneSided => "ordered-onesided",
+            AlltoallPath::NodeAwareOneSided => "node-aware-onesided",
+            AlltoallPath::OrderedMpi => "ordered-mpi",
+            AlltoallPath::Mpi => "mpi",
+            AlltoallPath::Shmem => "shmem",
+        }
+    }
+}
+
+impl fmt::Display for AlltoallPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AlltoallPath {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<AlltoallPath> {
+        AlltoallPath::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = AlltoallPath::ALL.iter().map(|p| p.name()).collect();
+                Error::InvalidArgument(format!(
+                    "unknown all-to-all path {s:?}: expected one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// An all-to-all of `block` elements per pair of members of a [`PeGroup`].
+pub struct Alltoall<'g, 'rt, T: Pod> {
+    group: &'g PeGroup<'rt>,
+    name: String,
+    path: AlltoallPath,
+    block: usize,
+    send: SymArray<'rt, T>,
+    recv: SymArray<'rt, T>,
+    /// Signal `r`: rank `r` is ready for this member's block of the current call.
+    ready: SignalArray<'rt>,
+    /// Signal `r`: rank `r`'s block of the current call is in place.
+    arrived: SignalArray<'rt>,
+    /// (destination rank, source rank) per phase, for this member.
+    phases: Vec<(usize, usize)>,
+    calls: u64,
+    /// Shmem path: two alternating (barrier, all-to-all) pSync pairs.
+    psync: Option<SymArray<'rt, c_long>>,
+    psync_len: usize,
+    parity: usize,
+}
+
+impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
+    /// Creates the all-to-all with symmetric send and receive buffers of `block` elements per
+    /// member.
+    ///
+    /// # Collective
+    /// Every PE of the job (members or not) must call it with the same arguments.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on the shmem path when the group is not an active set or a
+    /// block is not a whole number of 32-bit words.
+    pub fn collective_new(
+        group: &'g PeGroup<'rt>,
+        name: &str,
+        block: usize,
+        path: AlltoallPath,
+    ) -> Result<Self> {
+        let rt = group.runtime();
+        let n = group.len();
+        let len = n.checked_mul(block).ok_or_else(|| Error::SizeOverflow {
+            array: format!("{name}: buffers"),
+            len: block,
+            elem_size: size_of::<T>(),
+        })?;
+        if path == AlltoallPath::Shmem {
+            if group.active_set().is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "all-to-all '{name}': the shmem path needs the group to be an active set \
+                     (ascending PEs with a power-of-two stride); group '{}' is {:?}",
+                    group.name(),
+                    group.members()
+                )));
+            }
+            if !(block * size_of::<T>()).is_multiple_of(4) {
+                return Err(Error::InvalidArgument(format!(
+                    "all-to-all '{name}': shmem_alltoall moves whole 32-bit words, and a block of \
+                     {block} elements of {} bytes is not",
+                    size_of::<T>()
+                )));
+            }
+        }
+        let psync_len = {
+            // SAFETY: reading shim constants.
+            let (alltoall, barrier) = unsafe {
+                (
+                    shmem_sys::shmem_sys_alltoall_sync_size,
+                    shmem_sys::shmem_sys_barrier_sync_size,
+                )
+            };
+            alltoall.max(barrier).max(1)
+        };
+        let psync = if path == AlltoallPath::Shmem {
+            let sync_value = rt.constants().sync_value;
+            Some(SymArray::collective_alloc_with(
+                rt,
+                &format!("{name}: pSync"),
+                4 * psync_len,
+                |p| p.fill(sync_value),
+            )?)
+        } else {
+            None
+        };
+        let phases = match (group.my_rank(), path) {
+            (Some(me), AlltoallPath::NodeAwareOneSided) => node_aware_phases(group, me)?,
+            (Some(me), _) => (0..n).map(|i| ((me + i) % n, (me + n - i) % n)).collect(),
+            (None, _) => Vec::new(),
+        };
+        Ok(Alltoall {
+            group,
+            name: name.to_string(),
+            path,
+            block,
+            send: SymArray::collective_alloc(rt, &format!("{name}: send"), len)?,
+            recv: SymArray::collective_alloc(rt, &format!("{name}: receive"), len)?,
+            ready: SignalArray::collective_alloc(rt, &format!("{name}: ready"), n)?,
+            arrived: SignalArray::collective_alloc(rt, &format!("{name}: arrived"), n)?,
+            phases,
+            calls: 0,
+            psync,
+            psync_len,
+            parity: 0,
+        })
+    }
+
+    /// The path.
+    pub fn path(&self) -> AlltoallPath {
+        self.path
+    }
+
+    /// Elements per block.
+    pub fn block(&self) -> usize {
+        self.block
+    }
+
+    /// The order in which this member meets the others: (destination rank, source rank) per
+    /// phase (empty on non-members).
+    pub fn phases(&self) -> &[(usize, usize)] {
+        &self.phases
+    }
+
+    /// The outgoing blocks, block `r` for rank `r`, to fill before each call.
+    pub fn send_buffer(&mut self) -> &mut [T] {
+        // SAFETY: no PE writes this member's send array, and no PE reads it outside a call
+        // (puts and sends read it locally; shmem_alltoall has copied it out when the call
+        // returns); `&mut self` excludes a call while the slice lives.
+        unsafe { self.send.local_slice_mut() }
+    }
+
+    /// Runs the all-to-all and returns the incoming blocks, block `r` from rank `r`, valid
+    /// until the next call.
+    ///
+    /// # Collective
+    /// Every member of the group must call it; other PEs must not.
+    pub fn collective_run(&mut self) -> Result<&[T]> {
+        let Some(me) = self.group.my_rank() else {
+            return Err(Error::InvalidArgument(format!(
+                "all-to-all '{}': PE {} is not a member of group '{}'",
+                self.name,
+                self.group.runtime().my_pe(),
+                self.group.name()
+            )));
+        };
+        self.calls += 1;
+        match self.path {
+            AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided => {
+                self.run_one_sided(me)?
+            }
+            AlltoallPath::OrderedMpi => self.run_ordered_mpi()?,
+            AlltoallPath::Mpi => self.run_mpi()?,
+            AlltoallPath::Shmem => self.run_shmem(),
+        }
+        // SAFETY: after the call, no PE writes this member's receive array until this member
+        // enters the next call: one-sided writers wait for its ready signal of that call, MPI
+        // receives are local, and the shmem path starts with a barrier. `&self` borrowed by
+        // the result excludes that next call while the slice lives.
+        Ok(unsafe { self.recv.local_slice() })
+    }
+
+    fn run_one_sided(&mut self, me: usize) -> Result<()> {
+        let k = self.calls;
+        let timeout = self.group.runtime().wait_timeout();
+        for &(dest, src) in &self.phases {
+            let (dest_pe, src_pe) = (self.group.pe_of(dest)?, self.group.pe_of(src)?);
+            self.ready.set(src_pe, me, k)?;
+            self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
+            // SAFETY: no PE writes this member's send array (see send_buffer), and the slice
+            // ends before this call returns.
+            let outgoing =
+                unsafe { &self.send.local_slice()[dest * self.block..(dest + 1) * self.block] };
+            self.recv
+                .put_signal(dest_pe, me * self.block, outgoing, &self.arrived, me, k)?;
+            self.arrived.wait_ge_from(src, k, Some(src_pe), timeout)?;
+        }
+        Ok(())
+    }
+
+    fn communicator(&self) -> &SimpleCommunicator {
+        self.group
+            .communicator()
+            .expect("members have the group's communicator")
+    }
+
+    fn run_ordered_mpi(&mut self) -> Result<()> {
+        let bytes = self.block_bytes()?;
+        let comm = self.communicator().as_raw();
+        // SAFETY: reading a constant of rsmpi's shim.
+        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        for &(dest, src) in &self.phases {
+            // SAFETY: both blocks lie inside the symmetric buffers (rank < n); the receive
+            // block is written only by this call; no reference to either exists.
+            let code = unsafe {
+                ffi::MPI_Sendrecv(
+                    self.send.element_ptr(dest * self.block).cast(),
+                    bytes,
+                    bytes_type,
+                    dest as c_int,
+                    0,
+                    self.recv.element_ptr(src * self.block).cast(),
+                    bytes,
+                    bytes_type,
+                    src as c_int,
+                    0,
+                    comm,
+                    MaybeUninit::<ffi::MPI_Status>::uninit().as_mut_ptr(),
+                )
+            };
+            if code != 0 {
+                return Err(Error::Mpi {
+                    call: "MPI_Sendrecv",
+                    code,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn run_mpi(&mut self) -> Result<()> {
+        let bytes = self.block_bytes()?;
+        let comm = self.communicator();
+        debug_assert_eq!(comm.size() as usize, self.group.len());
+        // SAFETY: reading a constant of rsmpi's shim.
+        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        // SAFETY: send and receive buffers hold n blocks of `bytes` bytes each; no reference
+        // to the receive buffer exists during the call.
+        let code = unsafe {
+            ffi::MPI_Alltoall(
+                self.send.as_ptr().cast(),
+                bytes,
+                bytes_type,
+                self.recv.as_ptr().cast(),
+                bytes,
+                bytes_type,
+                comm.as_raw(),
+            )
+        };
+        if code != 0 {
+            return Err(Error::Mpi {
+                call: "MPI_Alltoall",
+                code,
+            });
+        }
+        Ok(())
+    }
+
+    fn run_shmem(&mut self) {
+        let (start, log_stride, size) = self.group.active_set().expect("checked at creation");
+        let psync = self.psync.as_ref().expect("the shmem path has its pSync");
+        let set = self.parity;
+        self.parity ^= 1;
+        let barrier_sync = psync.element_ptr(2 * set * self.psync_len);
+        let alltoall_sync = psync.element_ptr((2 * set + 1) * self.psync_len);
+        let bytes = self.block * size_of::<T>();
+        // SAFETY: the pSync arrays are symmetric, initialised to SHMEM_SYNC_VALUE, and this
+        // set's previous use ended on every member (the barrier of the call in between); the
+        // buffers are symmetric with `size` blocks of `bytes` bytes; every member calls this.
+        unsafe {
+            shmem_sys::shmem_barrier(start as i32, log_stride as i32, size as i32, barrier_sync);
+            let (dest, src) = (self.recv.as_ptr().cast(), self.send.as_ptr().cast());
+            if bytes.is_multiple_of(8) {
+                shmem_sys::shmem_alltoall64(
+                    dest,
+                    src,
+                    bytes / 8,
+                    start as i32,
+                    log_stride as i32,
+                    size as i32,
+                    alltoall_sync,
+                );
+            } else {
+                shmem_sys::shmem_alltoall32(
+                    dest,
+                    src,
+                    bytes / 4,
+                    start as i32,
+                    log_stride as i32,
+                    size as i32,
+                    alltoall_sync,
+                );
+            }
+        }
+    }
+
+    fn block_bytes(&self) -> Result<c_int> {
+        self.block
+            .checked_mul(size_of::<T>())
+            .and_then(|b| c_int::try_from(b).ok())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "all-to-all '{}': a block of {} elements exceeds what one MPI message can count",
+                    self.name, self.block
+                ))
+            })
+    }
+}
+
+/// Phases that visit the nodes in order and, within each, its members in order: member `l`
+/// of node `j` meets member `(l + b) mod m` of node `(j + a) mod nodes` in phase `(a, b)`.
+/// Falls back to the plain order when nodes have different member counts.
+fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize)>> {
+    let n = group.len();
+    let comm = group
+        .communicator()
+        .expect("members have the group's communicator");
+    // Each member learns the lowest group rank on its node: that is the node's name.
+    let node_comm = comm.split_shared(me as c_int);
+    let mut leader = [me as u64];
+    let local: Vec<u64> = {
+        let mut all = vec![0u64; node_comm.size() as usize];
+        node_comm.all_gather_into(&leader[..], &mut all[..]);
+        all
+    };
+    leader[0] = *local.iter().min().expect("a node has this member");
+    let mut leaders = vec![0u64; n];
+    comm.all_gather_into(&leader[..], &mut leaders[..]);
+    let mut nodes: Vec<Vec<usize>> = Vec::new();
+    let mut names: Vec<u64> = leaders.clone();
+    names.sort_unstable();
+    names.dedup();
+    for name in &names {
+        nodes.push((0..n).filter(|&r| leaders[r] == *name).collect());
+    }
+    let per_node = nodes[0].len();
+    if nodes.iter().any(|node| node.len() != per_node) {
+        return Ok((0..n).map(|i| ((me + i) % n, (me + n - i) % n)).collect());
+    }
+    let my_node = names
+        .iter()
+        .position(|&name| name == leaders[me])
+        .expect("own node");
+    let my_local = nodes[my_node]
+        .iter()
+        .position(|&r| r == me)
+        .expect("own rank");
+    let count = nodes.len();
+    let mut phases = Vec::with_capacity(n);
+    for a in 0..count {
+        for b in 0..per_node {
+            let dest = nodes[(my_node + a) % count][(my_local + b) % per_node];
+            let src = nodes[(my_node + count - a) % count][(my_local + per_node - b) % per_node];
+            phases.push((dest, src));
+        }
+    }
+    Ok(phases)
+}
