@@ -11,6 +11,12 @@ fn the_sandia_openshmem_1_5_paths_type_check() {
         .expect("run scripts/check-sandia-api");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "check-sandia-api failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("type-check as Sandia OpenSHMEM 1.5"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "check-sandia-api failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("type-check as Sandia OpenSHMEM 1.5"),
+        "{stdout}"
+    );
 }

@@ -72,7 +72,9 @@ impl MpiChannel {
         &self,
         buffers: &[&SymArray<'_, T>],
         outgoing: &[Outgoing<'_, T>],
+        out_tags: &[c_int],
         incoming: &[Incoming],
+        in_tags: &[c_int],
         received: &mut [usize],
     ) -> std::result::Result<(), MpiFailure> {
         let size = size_of::<T>();
@@ -97,12 +99,12 @@ impl MpiChannel {
                     send_bytes,
                     bytes_type,
                     out.to as c_int,
-                    0,
+                    out_tags[0],
                     recv_ptr(inc),
                     room_bytes,
                     bytes_type,
                     inc.from as c_int,
-                    0,
+                    in_tags[0],
                     comm,
                     status.as_mut_ptr(),
                 )
@@ -115,7 +117,7 @@ impl MpiChannel {
         // SAFETY: reading a constant of rsmpi's shim.
         let mut requests =
             vec![unsafe { ffi::RSMPI_REQUEST_NULL }; incoming.len() + outgoing.len()];
-        for (inc, request) in incoming.iter().zip(requests.iter_mut()) {
+        for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
             let room_bytes = bytes_of(inc.room, size, "a receive room")?;
             // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
             let code = unsafe {
@@ -124,7 +126,7 @@ impl MpiChannel {
                     room_bytes,
                     bytes_type,
                     inc.from as c_int,
-                    0,
+                    *tag,
                     comm,
                     request,
                 )
@@ -133,7 +135,11 @@ impl MpiChannel {
                 return Err(mpi_error("MPI_Irecv", code));
             }
         }
-        for (out, request) in outgoing.iter().zip(requests[incoming.len()..].iter_mut()) {
+        for ((out, tag), request) in outgoing
+            .iter()
+            .zip(out_tags)
+            .zip(requests[incoming.len()..].iter_mut())
+        {
             let send_bytes = bytes_of(out.data.len(), size, "a message")?;
             // SAFETY: the send slice outlives MPI_Waitall below.
             let code = unsafe {
@@ -142,7 +148,7 @@ impl MpiChannel {
                     send_bytes,
                     bytes_type,
                     out.to as c_int,
-                    0,
+                    *tag,
                     comm,
                     request,
                 )

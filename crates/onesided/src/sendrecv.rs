@@ -138,38 +138,70 @@ struct Offer {
 /// Marks a count as rejected: the message did not fit the announced room.
 const REJECTED: u64 = 1 << 63;
 
+/// Messages one PE may send to the same PE in one exchange: forward and backward of a
+/// two-way exchange between two PEs that are each other's neighbour on both sides.
+pub const LANES: usize = 2;
+
+/// Where one message of an exchange meets its partner: the key of the pair and lane in this
+/// PE's arrays, and in the partner's.
+#[derive(Clone, Copy, Debug)]
+struct Lane {
+    /// The partner PE.
+    peer: usize,
+    /// `peer * LANES + lane`: this PE's slot and signal for the partner's side of it.
+    local: usize,
+    /// `me * LANES + lane`: the partner's slot and signal for this PE's side of it.
+    remote: usize,
+}
+
+/// Lanes of a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
+fn lanes(me: usize, peers: impl Iterator<Item = usize>) -> Vec<Lane> {
+    let mut lanes: Vec<Lane> = Vec::new();
+    for peer in peers {
+        let lane = lanes.iter().filter(|l| l.peer == peer).count();
+        lanes.push(Lane {
+            peer,
+            local: peer * LANES + lane,
+            remote: me * LANES + lane,
+        });
+    }
+    lanes
+}
+
 /// A send-receive channel for elements of type `T`, on one of the [`Path`]s.
 ///
 /// Exchanges are pairwise: only the PEs that exchange messages take part, and they need not
 /// arrive together. Per pair and direction, the `k`-th send of one PE meets the `k`-th
-/// receive of the other.
+/// receive of the other; within one call, the `l`-th message one PE sends another meets the
+/// `l`-th message the other receives from it (at most [`LANES`] per pair and call).
 pub struct Exchange<'rt, T: Pod> {
     rt: &'rt Runtime,
     name: String,
     path: Path,
     /// The MPI path's private communicator.
     mpi: Option<MpiChannel>,
-    /// Slot `p`: written by receiver `p` (announcements, put path).
+    /// Slot `p * LANES + l`: written by receiver `p` (announcements, put path).
     announcements: SymArray<'rt, Announcement>,
-    /// Slot `p`: written by sender `p` (offers, get path).
+    /// Slot `p * LANES + l`: written by sender `p` (offers, get path).
     offers: SymArray<'rt, Offer>,
-    /// Slot `p`: written by sender `p` (counts, put and buffered paths).
+    /// Slot `p * LANES + l`: written by sender `p` (counts, put and buffered paths).
     counts: SymArray<'rt, u64>,
-    /// Signal `p`: raised by receiver `p` (announced, taken, consumed).
+    /// Signal `p * LANES + l`: raised by receiver `p` (announced, taken, consumed).
     from_receivers: SignalArray<'rt>,
-    /// Signal `p`: raised by sender `p` (delivered, offered, posted).
+    /// Signal `p * LANES + l`: raised by sender `p` (delivered, offered, posted).
     from_senders: SignalArray<'rt>,
-    /// Get path: this PE's outgoing messages; buffered path: one scratch slot per sender.
+    /// Get path: this PE's outgoing messages; buffered path: one scratch slot per sender and
+    /// lane.
     staging: Option<GlobalMaxArray<'rt, T>>,
     /// Elements per message the staging buffer was reserved for.
     reserved: usize,
-    /// Calls this PE has made sending to each PE.
+    /// Calls this PE has made sending to each PE and lane.
     sends: Vec<u64>,
-    /// Calls this PE has made receiving from each PE.
+    /// Calls this PE has made receiving from each PE and lane.
     recvs: Vec<u64>,
     /// Get path: the receivers of the previous call, whose gets must end before the staging
     /// buffer is overwritten.
-    pending_takers: Vec<usize>,
+    pending_takers: Vec<Lane>,
 }
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
@@ -183,14 +215,15 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 "exchange '{name}': elements of zero size carry nothing to exchange"
             )));
         }
-        let n = rt.n_pes();
+        let slots = rt.n_pes() * LANES;
         let from_receivers =
-            SignalArray::collective_alloc(rt, &format!("{name}: from receivers"), n)?;
-        let from_senders = SignalArray::collective_alloc(rt, &format!("{name}: from senders"), n)?;
+            SignalArray::collective_alloc(rt, &format!("{name}: from receivers"), slots)?;
+        let from_senders =
+            SignalArray::collective_alloc(rt, &format!("{name}: from senders"), slots)?;
         if path == Path::Buffered {
             // Every scratch slot starts consumed, so the first message may be posted.
-            for p in 0..n {
-                from_receivers.store_local(p, 1);
+            for slot in 0..slots {
+                from_receivers.store_local(slot, 1);
             }
             rt.barrier();
         }
@@ -203,15 +236,19 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             } else {
                 None
             },
-            announcements: SymArray::collective_alloc(rt, &format!("{name}: announcements"), n)?,
-            offers: SymArray::collective_alloc(rt, &format!("{name}: offers"), n)?,
-            counts: SymArray::collective_alloc(rt, &format!("{name}: counts"), n)?,
+            announcements: SymArray::collective_alloc(
+                rt,
+                &format!("{name}: announcements"),
+                slots,
+            )?,
+            offers: SymArray::collective_alloc(rt, &format!("{name}: offers"), slots)?,
+            counts: SymArray::collective_alloc(rt, &format!("{name}: counts"), slots)?,
             from_receivers,
             from_senders,
             staging: None,
             reserved: 0,
-            sends: vec![0; n],
-            recvs: vec![0; n],
+            sends: vec![0; slots],
+            recvs: vec![0; slots],
             pending_takers: Vec::new(),
         })
     }
@@ -231,51 +268,40 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.rt
     }
 
-    /// Makes room for messages of up to `max_message` elements per peer on the get and
-    /// buffered paths (a symmetric buffer grown to the global maximum). The put and MPI paths
-    /// need none; for them this only checks that every PE calls it.
+    /// Makes room for messages of up to `max_message` elements each on the get and buffered
+    /// paths (a symmetric buffer grown to the global maximum). The put and MPI paths need
+    /// none; for them this only checks that every PE calls it.
     ///
     /// # Collective
     /// Every PE must call it, each with its own `max_message`.
     pub fn collective_reserve(&mut self, max_message: usize) -> Result<()> {
-        let slots = match self.path {
-            Path::Get => 1,
-            Path::Buffered => self.rt.n_pes(),
-            Path::Put | Path::Mpi => {
-                self.rt.max_u64_one(max_message as u64)?;
-                return Ok(());
-            }
-        };
         let global = self.rt.max_u64_one(max_message as u64)? as usize;
+        let slots = match self.path {
+            // One message per receiver and lane shares this PE's staging buffer.
+            Path::Get => self.rt.n_pes() * LANES,
+            Path::Buffered => self.rt.n_pes() * LANES,
+            Path::Put | Path::Mpi => return Ok(()),
+        };
         if global <= self.reserved && self.staging.is_some() {
             return Ok(());
         }
-        // On the get path one message per receiver shares the buffer; reserve for the
-        // largest fan-out an exchange uses (both directions of a two-way exchange).
-        let per_slot = if self.path == Path::Get {
-            2 * global
-        } else {
-            global
-        };
-        let len = per_slot
+        let len = global
             .checked_mul(slots)
             .ok_or_else(|| Error::SizeOverflow {
                 array: format!("{}: staging", self.name),
-                len: per_slot,
+                len: global,
                 elem_size: std::mem::size_of::<T>(),
             })?;
+        // Messages in flight from the previous call must be done before the buffer moves.
+        self.settle()?;
+        self.staging = None;
         let policy = GrowthPolicy {
             over_allocation: 1.0,
             freeze_after: None,
         };
-        // Messages in flight from the previous call must be done before the buffer moves.
-        self.settle()?;
-        self.staging = None;
+        let name = format!("{}: staging", self.name);
         self.staging = Some(GlobalMaxArray::collective_alloc(
-            self.rt,
-            &format!("{}: staging", self.name),
-            len,
-            policy,
+            self.rt, &name, len, policy,
         )?);
         self.reserved = global;
         Ok(())
@@ -283,12 +309,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
 
     /// Waits until the receivers of this PE's last get-path messages have taken them.
     fn settle(&mut self) -> Result<()> {
-        for to in std::mem::take(&mut self.pending_takers) {
+        for lane in std::mem::take(&mut self.pending_takers) {
+            let timeout = self.rt.wait_timeout();
             self.from_receivers.wait_ge_from(
-                to,
-                self.sends[to],
-                Some(to),
-                self.rt.wait_timeout(),
+                lane.local,
+                self.sends[lane.local],
+                Some(lane.peer),
+                timeout,
             )?;
         }
         Ok(())
@@ -311,10 +338,11 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// receives is in place and every message it sends may be overwritten at the source.
     ///
     /// # Errors
-    /// - [`Error::MessageTooLarge`] on both the sender and the receiver when a message exceeds
-    ///   the announced room; nothing of it is written;
-    /// - [`Error::InvalidArgument`] for two messages to the same PE (or from the same PE) in
-    ///   one call, a buffer index out of range, or `received` of the wrong length;
+    /// - [`Error::MessageTooLarge`] when a message exceeds the room its receiver gave: on the
+    ///   receiver, and on the put path also on the sender, which checks before writing
+    ///   anything; the other messages of the call are still delivered;
+    /// - [`Error::InvalidArgument`] for more than [`LANES`] messages between one pair of PEs
+    ///   in one call, a buffer index out of range, or `received` of the wrong length;
     /// - [`Error::OutOfBounds`] when `offset + room` exceeds the receiving buffer;
     /// - [`Error::WaitTimeout`] when a partner does not take part.
     pub fn exchange(
@@ -325,11 +353,22 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         received: &mut [usize],
     ) -> Result<()> {
         self.validate(buffers, outgoing, incoming, received)?;
+        let me = self.rt.my_pe();
+        let out_lanes = lanes(me, outgoing.iter().map(|o| o.to));
+        let in_lanes = lanes(me, incoming.iter().map(|i| i.from));
         match self.path {
-            Path::Put => self.exchange_put(buffers, outgoing, incoming, received),
-            Path::Get => self.exchange_get(buffers, outgoing, incoming, received),
-            Path::Buffered => self.exchange_buffered(buffers, outgoing, incoming, received),
-            Path::Mpi => self.exchange_mpi(buffers, outgoing, incoming, received),
+            Path::Put => {
+                self.exchange_put(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
+            }
+            Path::Get => {
+                self.exchange_get(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
+            }
+            Path::Buffered => {
+                self.exchange_buffered(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
+            }
+            Path::Mpi => {
+                self.exchange_mpi(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
+            }
         }
     }
 
@@ -356,16 +395,22 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         for (i, out) in outgoing.iter().enumerate() {
             self.rt
                 .check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
-            if outgoing[..i].iter().any(|o| o.to == out.to) {
-                return invalid(format!("two messages to PE {} in one call", out.to));
+            if outgoing[..i].iter().filter(|o| o.to == out.to).count() >= LANES {
+                return invalid(format!(
+                    "more than {LANES} messages to PE {} in one call",
+                    out.to
+                ));
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
             self.rt.check_pe(inc.from, || {
                 format!("exchange '{}': message from", self.name)
             })?;
-            if incoming[..i].iter().any(|m| m.from == inc.from) {
-                return invalid(format!("two messages from PE {} in one call", inc.from));
+            if incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
+                return invalid(format!(
+                    "more than {LANES} messages from PE {} in one call",
+                    inc.from
+                ));
             }
             let Some(buffer) = buffers.get(inc.buffer) else {
                 return invalid(format!(
@@ -378,14 +423,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room)?;
         }
         if self.path.needs_reserve() {
-            let largest = outgoing
-                .iter()
-                .map(|o| o.data.len())
-                .chain(incoming.iter().map(|i| i.room.min(self.reserved)));
-            if let Some(needed) = largest.max().filter(|&n| n > self.reserved) {
+            let largest = outgoing.iter().map(|o| o.data.len()).max().unwrap_or(0);
+            if largest > self.reserved
+                || (self.staging.is_none() && !(outgoing.is_empty() && incoming.is_empty()))
+            {
                 return invalid(format!(
-                    "a message of {needed} elements exceeds the {} reserved per message on the {} path; \
-                     call collective_reserve with the largest message first",
+                    "a message of {largest} elements exceeds the {} reserved per message on the {} \
+                     path; call collective_reserve with the largest message first",
                     self.reserved, self.path
                 ));
             }
@@ -409,100 +453,90 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         }
     }
 
-    /// Reads this PE's slot `p` of a small symmetric array written by PE `p`.
-    fn slot<S: Pod>(array: &SymArray<'_, S>, p: usize) -> S {
+    /// Reads this PE's slot of a small symmetric array written by a partner.
+    fn slot<S: Pod>(array: &SymArray<'_, S>, slot: usize) -> S {
         let mut value = [S::zeroed()];
-        array.read_local(p, &mut value).expect("one slot per PE");
+        array
+            .read_local(slot, &mut value)
+            .expect("one slot per PE and lane");
         value[0]
     }
 
-    /// Receives: waits for the signal of each incoming message in whichever order they come.
-    fn await_senders(
+    /// Waits on `signals` for `(lane, value)` pairs in whichever order they are reached and
+    /// calls `reached` for each.
+    fn await_each(
         &mut self,
-        incoming: &[Incoming],
-        mut arrived: impl FnMut(&mut Self, usize) -> Result<()>,
+        from_senders: bool,
+        lanes: &[Lane],
+        value: impl Fn(&Self, &Lane) -> u64,
+        mut reached: impl FnMut(&mut Self, usize) -> Result<()>,
     ) -> Result<()> {
-        let mut pending: Vec<usize> = (0..incoming.len()).collect();
+        let mut pending: Vec<usize> = (0..lanes.len()).collect();
         while !pending.is_empty() {
+            let signals = if from_senders {
+                &self.from_senders
+            } else {
+                &self.from_receivers
+            };
             let waits: Vec<(usize, u64)> = pending
                 .iter()
-                .map(|&i| (incoming[i].from, self.recvs[incoming[i].from]))
+                .map(|&i| (lanes[i].local, value(self, &lanes[i])))
                 .collect();
-            let position = self.wait_any(&self.from_senders, &waits, incoming[pending[0]].from)?;
+            let position = if let [(index, awaited)] = waits[..] {
+                signals.wait_ge_from(
+                    index,
+                    awaited,
+                    Some(lanes[pending[0]].peer),
+                    self.rt.wait_timeout(),
+                )?;
+                0
+            } else {
+                signals.wait_any_ge(&waits)?
+            };
             let i = pending.swap_remove(position);
-            arrived(self, i)?;
+            reached(self, i)?;
         }
         Ok(())
     }
 
-    /// Sends: waits for the signal of each receiver in whichever order they come.
-    fn await_receivers(
-        &mut self,
-        outgoing: &[Outgoing<'_, T>],
-        value_for: impl Fn(&Self, usize) -> u64,
-        mut ready: impl FnMut(&mut Self, usize) -> Result<()>,
-    ) -> Result<()> {
-        let mut pending: Vec<usize> = (0..outgoing.len()).collect();
-        while !pending.is_empty() {
-            let waits: Vec<(usize, u64)> = pending
-                .iter()
-                .map(|&i| (outgoing[i].to, value_for(self, outgoing[i].to)))
-                .collect();
-            let position = self.wait_any(&self.from_receivers, &waits, outgoing[pending[0]].to)?;
-            let i = pending.swap_remove(position);
-            ready(self, i)?;
-        }
-        Ok(())
-    }
-
-    /// One signal: a plain wait, which names its peer in a timeout; several: round-robin.
-    fn wait_any(
-        &self,
-        signals: &SignalArray<'_>,
-        waits: &[(usize, u64)],
-        first_peer: usize,
-    ) -> Result<usize> {
-        if let [(index, value)] = waits {
-            signals.wait_ge_from(*index, *value, Some(first_peer), self.rt.wait_timeout())?;
-            Ok(0)
-        } else {
-            signals.wait_any_ge(waits)
-        }
-    }
-
+    #[allow(clippy::too_many_arguments)]
     fn exchange_put(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
+        out_lanes: &[Lane],
         incoming: &[Incoming],
+        in_lanes: &[Lane],
         received: &mut [usize],
     ) -> Result<()> {
-        let me = self.rt.my_pe();
-        for inc in incoming {
-            self.recvs[inc.from] += 1;
+        for (inc, lane) in incoming.iter().zip(in_lanes) {
+            self.recvs[lane.local] += 1;
             let announcement = Announcement {
                 buffer: inc.buffer as u64,
                 offset: inc.offset as u64,
                 room: inc.room as u64,
             };
+            let call = self.recvs[lane.local];
             self.announcements.put_signal(
-                inc.from,
-                me,
+                lane.peer,
+                lane.remote,
                 &[announcement],
                 &self.from_receivers,
-                me,
-                self.recvs[inc.from],
+                lane.remote,
+                call,
             )?;
         }
-        let mut rejected = None;
-        self.await_receivers(
-            outgoing,
-            |ex, to| ex.sends[to] + 1,
+        let me = self.rt.my_pe();
+        let mut refused = None;
+        self.await_each(
+            false,
+            out_lanes,
+            |ex, lane| ex.sends[lane.local] + 1,
             |ex, i| {
-                let out = &outgoing[i];
-                ex.sends[out.to] += 1;
-                let call = ex.sends[out.to];
-                let a: Announcement = Self::slot(&ex.announcements, out.to);
+                let (out, lane) = (&outgoing[i], out_lanes[i]);
+                ex.sends[lane.local] += 1;
+                let call = ex.sends[lane.local];
+                let a: Announcement = Self::slot(&ex.announcements, lane.local);
                 let buffer = buffers.get(a.buffer as usize).copied();
                 let fits = out.data.len() as u64 <= a.room
                     && buffer.is_some_and(|b| {
@@ -510,11 +544,12 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                             .is_ok()
                     });
                 let count = if fits {
-                    let buffer = buffer.expect("checked");
-                    buffer.put(out.to, a.offset as usize, out.data)?;
+                    buffer
+                        .expect("checked")
+                        .put(out.to, a.offset as usize, out.data)?;
                     out.data.len() as u64
                 } else {
-                    rejected.get_or_insert(ex.too_large(
+                    refused.get_or_insert(ex.too_large(
                         me,
                         out.to,
                         Some(out.data.len()),
@@ -522,23 +557,33 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                     ));
                     out.data.len() as u64 | REJECTED
                 };
-                ex.counts
-                    .put_signal(out.to, me, &[count], &ex.from_senders, me, call)
+                ex.counts.put_signal(
+                    out.to,
+                    lane.remote,
+                    &[count],
+                    &ex.from_senders,
+                    lane.remote,
+                    call,
+                )
             },
         )?;
-        self.await_senders(incoming, |ex, i| {
-            let inc = incoming[i];
-            let count: u64 = Self::slot(&ex.counts, inc.from);
-            // A refused message does not stop the others from being received.
-            match ex.received_count(inc, count) {
-                Ok(count) => received[i] = count,
-                Err(e) => {
-                    rejected.get_or_insert(e);
+        self.await_each(
+            true,
+            in_lanes,
+            |ex, lane| ex.recvs[lane.local],
+            |ex, i| {
+                let count: u64 = Self::slot(&ex.counts, in_lanes[i].local);
+                // A refused message does not stop the others from being received.
+                match ex.received_count(incoming[i], count) {
+                    Ok(count) => received[i] = count,
+                    Err(e) => {
+                        refused.get_or_insert(e);
+                    }
                 }
-            }
-            Ok(())
-        })?;
-        rejected.map_or(Ok(()), Err)
+                Ok(())
+            },
+        )?;
+        refused.map_or(Ok(()), Err)
     }
 
     /// A count as delivered by a sender, checked against the room.
@@ -550,153 +595,177 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         Ok(elements)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exchange_get(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
+        out_lanes: &[Lane],
         incoming: &[Incoming],
+        in_lanes: &[Lane],
         received: &mut [usize],
     ) -> Result<()> {
-        let me = self.rt.my_pe();
         // The staging buffer is reused: the previous call's receivers must be done with it.
         self.settle()?;
-        let mut offset = 0;
-        for out in outgoing {
-            let staging = self
-                .staging
+        for (out, lane) in outgoing.iter().zip(out_lanes) {
+            // Each receiver and lane has its own region, so a slow receiver of one message
+            // never sees the next call's data for another.
+            let offset = lane.local * self.reserved;
+            self.staging
                 .as_ref()
                 .expect("validate checked the reservation")
-                .array();
-            staging.write_local(offset, out.data)?;
-            self.sends[out.to] += 1;
+                .array()
+                .write_local(offset, out.data)?;
+            self.sends[lane.local] += 1;
             let offer = Offer {
                 offset: offset as u64,
                 count: out.data.len() as u64,
             };
+            let call = self.sends[lane.local];
             self.offers.put_signal(
                 out.to,
-                me,
+                lane.remote,
                 &[offer],
                 &self.from_senders,
-                me,
-                self.sends[out.to],
+                lane.remote,
+                call,
             )?;
-            self.pending_takers.push(out.to);
-            offset += out.data.len();
+            self.pending_takers.push(*lane);
         }
-        for inc in incoming {
-            self.recvs[inc.from] += 1;
+        for lane in in_lanes {
+            self.recvs[lane.local] += 1;
         }
         let mut refused = None;
-        self.await_senders(incoming, |ex, i| {
-            let inc = incoming[i];
-            let offer: Offer = Self::slot(&ex.offers, inc.from);
-            if offer.count as usize > inc.room {
-                // The receiver refuses the message and releases the sender's buffer; only
-                // the receiver learns of it on this path, since the sender never sees the room.
-                refused.get_or_insert(ex.too_large(
-                    inc.from,
-                    me,
-                    Some(offer.count as usize),
-                    inc.room,
-                ));
-                return ex.from_receivers.set(inc.from, me, ex.recvs[inc.from]);
-            }
-            let staging = ex
-                .staging
-                .as_ref()
-                .expect("validate checked the reservation")
-                .array();
-            let target = buffers[inc.buffer];
-            staging.check("get", inc.from, offer.offset as usize, offer.count as usize)?;
-            // SAFETY: the source range is checked on the sender's staging buffer (same length
-            // everywhere); the target range lies inside this PE's buffer (validate checked
-            // offset + room, and count <= room); no reference to either is created.
-            unsafe {
-                staging.get_raw(
-                    inc.from,
-                    offer.offset as usize,
-                    target.element_ptr(inc.offset),
-                    offer.count as usize,
-                    false,
-                )
-            };
-            received[i] = offer.count as usize;
-            ex.from_receivers.set(inc.from, me, ex.recvs[inc.from])
-        })?;
+        self.await_each(
+            true,
+            in_lanes,
+            |ex, lane| ex.recvs[lane.local],
+            |ex, i| {
+                let (inc, lane) = (incoming[i], in_lanes[i]);
+                let offer: Offer = Self::slot(&ex.offers, lane.local);
+                let call = ex.recvs[lane.local];
+                if offer.count as usize > inc.room {
+                    // The receiver refuses the message and releases the sender's buffer; only the
+                    // receiver learns of it on this path, since the sender never sees the room.
+                    refused.get_or_insert(ex.too_large(
+                        inc.from,
+                        ex.rt.my_pe(),
+                        Some(offer.count as usize),
+                        inc.room,
+                    ));
+                    return ex.from_receivers.set(inc.from, lane.remote, call);
+                }
+                let staging = ex
+                    .staging
+                    .as_ref()
+                    .expect("validate checked the reservation")
+                    .array();
+                staging.check("get", inc.from, offer.offset as usize, offer.count as usize)?;
+                let target = buffers[inc.buffer];
+                // SAFETY: the source range is checked on the sender's staging buffer (same length
+                // everywhere); the target range lies inside this PE's buffer (validate checked
+                // offset + room, and count <= room); no reference to either is created.
+                unsafe {
+                    staging.get_raw(
+                        inc.from,
+                        offer.offset as usize,
+                        target.element_ptr(inc.offset),
+                        offer.count as usize,
+                        false,
+                    )
+                };
+                received[i] = offer.count as usize;
+                ex.from_receivers.set(inc.from, lane.remote, call)
+            },
+        )?;
         refused.map_or(Ok(()), Err)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exchange_buffered(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
+        out_lanes: &[Lane],
         incoming: &[Incoming],
+        in_lanes: &[Lane],
         received: &mut [usize],
     ) -> Result<()> {
-        let me = self.rt.my_pe();
         let slot = self.reserved;
         // Sender: wait for the receiver's scratch slot to be free, reset the flag, post.
-        self.await_receivers(
-            outgoing,
+        self.await_each(
+            false,
+            out_lanes,
             |_, _| 1,
             |ex, i| {
-                let out = &outgoing[i];
-                ex.from_receivers.store_local(out.to, 0);
+                let (out, lane) = (&outgoing[i], out_lanes[i]);
+                ex.from_receivers.store_local(lane.local, 0);
                 let scratch = ex
                     .staging
                     .as_ref()
                     .expect("validate checked the reservation")
                     .array();
-                scratch.put(out.to, me * slot, out.data)?;
-                ex.counts.put_value(out.to, me, out.data.len() as u64)?;
+                scratch.put(out.to, lane.remote * slot, out.data)?;
+                ex.counts
+                    .put_value(out.to, lane.remote, out.data.len() as u64)?;
                 ex.rt.fence();
-                ex.from_senders.set(out.to, me, 1)
+                ex.from_senders.set(out.to, lane.remote, 1)
             },
         )?;
         // Receiver: wait for the post, copy from scratch to the final place, reset, release.
         let mut refused = None;
-        let mut pending: Vec<usize> = (0..incoming.len()).collect();
-        while !pending.is_empty() {
-            let waits: Vec<(usize, u64)> = pending.iter().map(|&i| (incoming[i].from, 1)).collect();
-            let position = self.wait_any(&self.from_senders, &waits, incoming[pending[0]].from)?;
-            let i = pending.swap_remove(position);
-            let inc = incoming[i];
-            self.from_senders.store_local(inc.from, 0);
-            let count = self.received_count(inc, Self::slot(&self.counts, inc.from));
-            if let Ok(count) = count {
-                let scratch = self
-                    .staging
-                    .as_ref()
-                    .expect("validate checked the reservation")
-                    .array();
-                let mut message = vec![T::zeroed(); count];
-                scratch.read_local(inc.from * slot, &mut message)?;
-                buffers[inc.buffer].write_local(inc.offset, &message)?;
-                received[i] = count;
-            }
-            // The scratch slot is free again, even when its message was refused.
-            self.from_receivers.set(inc.from, me, 1)?;
-            if let Err(e) = count {
-                refused.get_or_insert(e);
-            }
-        }
+        self.await_each(
+            true,
+            in_lanes,
+            |_, _| 1,
+            |ex, i| {
+                let (inc, lane) = (incoming[i], in_lanes[i]);
+                ex.from_senders.store_local(lane.local, 0);
+                let count = ex.received_count(inc, Self::slot(&ex.counts, lane.local));
+                if let Ok(count) = count {
+                    let scratch = ex
+                        .staging
+                        .as_ref()
+                        .expect("validate checked the reservation")
+                        .array();
+                    let mut message = vec![T::zeroed(); count];
+                    scratch.read_local(lane.local * slot, &mut message)?;
+                    buffers[inc.buffer].write_local(inc.offset, &message)?;
+                    received[i] = count;
+                }
+                // The scratch slot is free again, even when its message was refused.
+                ex.from_receivers.set(inc.from, lane.remote, 1)?;
+                if let Err(e) = count {
+                    refused.get_or_insert(e);
+                }
+                Ok(())
+            },
+        )?;
         refused.map_or(Ok(()), Err)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exchange_mpi(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
+        out_lanes: &[Lane],
         incoming: &[Incoming],
+        in_lanes: &[Lane],
         received: &mut [usize],
     ) -> Result<()> {
         let channel = self
             .mpi
             .as_ref()
             .expect("the MPI path has its communicator");
+        // The lane is the tag, so the forward and backward messages of a pair stay apart.
+        let out_tags: Vec<i32> = out_lanes
+            .iter()
+            .map(|l| (l.remote % LANES) as i32)
+            .collect();
+        let in_tags: Vec<i32> = in_lanes.iter().map(|l| (l.local % LANES) as i32).collect();
         channel
-            .exchange(buffers, outgoing, incoming, received)
+            .exchange(buffers, outgoing, &out_tags, incoming, &in_tags, received)
             .map_err(|failure| match failure {
                 MpiFailure::Truncated { from, room } => {
                     self.too_large(from, self.rt.my_pe(), None, room)
