@@ -175,9 +175,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
     benches.push(Bench::new("atomic", "raw", 8, move |iters| {
         leader_only(me, iters, || {
             // SAFETY: the word is symmetric and 8 bytes; PE 1 exists.
-            unsafe {
-                shmem_sys::shmem_ulonglong_atomic_fetch_add(words.as_ptr(), 1, PARTNER as i32)
-            };
+            unsafe { shmem_sys::shmem_ulonglong_atomic_fetch_add(words.as_ptr(), 1, PARTNER as i32) };
             Ok(())
         })
     }));

@@ -57,10 +57,7 @@ fn run(rt: &Runtime) -> onesided::Result<bool> {
     delivered.wait_ge(0, 1)?;
     let received = inbox.to_vec_local();
     let left = (me + n - 1) % n;
-    let intact = received
-        .iter()
-        .enumerate()
-        .all(|(i, &v)| v == left as u64 * 100 + i as u64);
+    let intact = received.iter().enumerate().all(|(i, &v)| v == left as u64 * 100 + i as u64);
     // Print in PE order.
     for pe in 0..n {
         if pe == me {

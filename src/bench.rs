@@ -40,12 +40,7 @@ impl<'a> Bench<'a> {
         bytes: usize,
         body: impl FnMut(u64) -> onesided::Result<Duration> + 'a,
     ) -> Self {
-        Bench {
-            group,
-            variant,
-            bytes,
-            body: Box::new(body),
-        }
+        Bench { group, variant, bytes, body: Box::new(body) }
     }
 }
 
@@ -80,6 +75,7 @@ pub fn criterion() -> Criterion {
 pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
     if rt.my_pe() == 0 {
         let mut criterion = criterion();
+        let mut ran = vec![false; benches.len()];
         let mut index = 0;
         while index < benches.len() {
             let group_name = benches[index].group;
@@ -90,19 +86,20 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
                 let id = BenchmarkId::new(bench.variant, bench.bytes);
                 group.bench_function(id, |b| {
                     b.iter_custom(|iters| {
-                        let mut command = [index as u64, iters];
-                        let outcome = rt
-                            .broadcast(0, &mut command)
-                            .and_then(|()| (bench.body)(iters));
-                        outcome.unwrap_or_else(|e| fail(rt, bench.group, bench.variant, e))
+                        ran[index] = true;
+                        lead_batch(rt, bench, index, iters)
                     })
                 });
                 index += 1;
             }
             group.finish();
         }
+        let paired = paired_ratios(rt, &mut benches, &ran);
         rt.broadcast(0, &mut [STOP, 0])?;
         criterion.final_summary();
+        if !paired.is_empty() {
+            record_paired(&paired);
+        }
     } else {
         loop {
             let mut command = [0u64; 2];
@@ -119,13 +116,119 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
     Ok(())
 }
 
+/// On the leader: tells the followers to run `iters` iterations of benchmark `index`, runs
+/// them too, and returns the leader's time.
+fn lead_batch(rt: &Runtime, bench: &mut Bench<'_>, index: usize, iters: u64) -> Duration {
+    let mut command = [index as u64, iters];
+    let outcome = rt.broadcast(0, &mut command).and_then(|()| (bench.body)(iters));
+    outcome.unwrap_or_else(|e| fail(rt, bench.group, bench.variant, e))
+}
+
+/// Rounds of the paired comparison.
+const PAIRED_ROUNDS: usize = 15;
+/// Target duration of one batch of the paired comparison.
+const PAIRED_BATCH: Duration = Duration::from_millis(3);
+
+/// A variant's time relative to its group's reference, measured interleaved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairedRatio {
+    /// The group.
+    pub group: String,
+    /// The variant.
+    pub variant: String,
+    /// The reference variant (`mpi`, else `raw`).
+    pub reference: String,
+    /// Message size.
+    pub bytes: usize,
+    /// The median over rounds of (variant time / reference time).
+    pub median: f64,
+}
+
+/// Criterion measures one benchmark after another, and on a virtual machine whose cores the
+/// host moves about, the speed of a cache-line transfer can change by a factor of three
+/// between two benchmarks. A ratio of two such medians is then mostly noise. Here each
+/// variant and its reference run in alternating batches of equal iteration counts (ABBA
+/// order) and the ratio is taken per round, then its median: drifts cancel.
+fn paired_ratios(rt: &Runtime, benches: &mut [Bench<'_>], ran: &[bool]) -> Vec<PairedRatio> {
+    let mut out = Vec::new();
+    for i in 0..benches.len() {
+        let (group, variant, bytes) = (benches[i].group, benches[i].variant, benches[i].bytes);
+        let variants: Vec<&str> = benches.iter().filter(|b| b.group == group).map(|b| b.variant).collect();
+        let Some(reference) = crate::report::reference_of(variant, &variants) else {
+            continue;
+        };
+        let partner =
+            benches.iter().position(|b| b.group == group && b.variant == reference && b.bytes == bytes);
+        let Some(j) = partner.filter(|&j| j != i && ran[i] && ran[j]) else {
+            continue;
+        };
+        // Calibrate on the slower of the two, so that a batch lasts about PAIRED_BATCH.
+        let probe = lead_batch(rt, &mut benches[i], i, 20).max(lead_batch(rt, &mut benches[j], j, 20));
+        let per_iter = probe.as_secs_f64() / 20.0;
+        let iters = ((PAIRED_BATCH.as_secs_f64() / per_iter.max(1e-9)) as u64).clamp(1, 1_000_000);
+        let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
+        for round in 0..PAIRED_ROUNDS {
+            let (variant_time, reference_time) = if round % 2 == 0 {
+                let a = lead_batch(rt, &mut benches[i], i, iters);
+                (a, lead_batch(rt, &mut benches[j], j, iters))
+            } else {
+                let b = lead_batch(rt, &mut benches[j], j, iters);
+                (lead_batch(rt, &mut benches[i], i, iters), b)
+            };
+            ratios.push(variant_time.as_secs_f64() / reference_time.as_secs_f64().max(1e-12));
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[PAIRED_ROUNDS / 2];
+        println!(
+            "paired {group}/{variant}/{bytes}: {median:.3}x {reference} (median of {PAIRED_ROUNDS} interleaved rounds)"
+        );
+        out.push(PairedRatio {
+            group: group.to_string(),
+            variant: variant.to_string(),
+            reference: reference.to_string(),
+            bytes,
+            median,
+        });
+    }
+    out
+}
+
+/// Where paired ratios are kept, beside criterion's results.
+pub fn paired_path() -> std::path::PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
+    target.join("criterion").join("paired-ratios.json")
+}
+
+/// Merges `paired` into the paired-ratio file (entries of other benchmarks are kept).
+fn record_paired(paired: &[PairedRatio]) {
+    let path = paired_path();
+    let mut all = crate::report::read_paired(&path).unwrap_or_default();
+    for p in paired {
+        all.retain(|q| !(q.group == p.group && q.variant == p.variant && q.bytes == p.bytes));
+        all.push(p.clone());
+    }
+    let json: Vec<serde_json::Value> = all
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "group": p.group, "variant": p.variant, "reference": p.reference,
+                "bytes": p.bytes, "median": p.median,
+            })
+        })
+        .collect();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap_or_default()) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
+}
+
 /// A benchmark body failed on this PE: its partners would wait for it forever, so the job
 /// ends here.
 fn fail(rt: &Runtime, group: &str, variant: &str, e: onesided::Error) -> ! {
-    eprintln!(
-        "benchmark {group}/{variant} failed on PE {}: {e}",
-        rt.my_pe()
-    );
+    eprintln!("benchmark {group}/{variant} failed on PE {}: {e}", rt.my_pe());
     rt.abort(1)
 }
 

@@ -10,14 +10,9 @@ pub const PE_RUN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pe-run");
 /// Whether this process is a PE started by a launcher (`scripts/pe-run`, or `oshrun` /
 /// `mpirun` directly: Open MPI and Hydra set their own variables).
 pub fn under_launcher() -> bool {
-    [
-        "ONESIDED_PE_RUN",
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
+    ["ONESIDED_PE_RUN", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
 }
 
 /// `scripts/pe-run -n <pes> <program>`; add arguments and environment before running it.

@@ -72,23 +72,12 @@ pub struct Variant {
 }
 
 /// The default environment only.
-pub const DEFAULT: &[Variant] = &[Variant {
-    label: "default",
-    env: &[],
-}];
+pub const DEFAULT: &[Variant] = &[Variant { label: "default", env: &[] }];
 
 /// Both transfer paths of the onesided core: through the shared-memory mapping of same-node
 /// PEs (the default) and through library calls only (`ONESIDED_DIRECT=0`).
-pub const DIRECT_AND_LIBRARY: &[Variant] = &[
-    Variant {
-        label: "direct",
-        env: &[],
-    },
-    Variant {
-        label: "library",
-        env: &[("ONESIDED_DIRECT", "0")],
-    },
-];
+pub const DIRECT_AND_LIBRARY: &[Variant] =
+    &[Variant { label: "direct", env: &[] }, Variant { label: "library", env: &[("ONESIDED_DIRECT", "0")] }];
 
 /// The entry point of a multi-PE test binary.
 pub fn main(suite: &str, cases: &[Case]) {
@@ -106,25 +95,16 @@ pub fn main_with_variants(suite: &str, cases: &[Case], variants: &[Variant]) {
 
 fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .map(String::as_str)
-        .collect();
-    let selected: Vec<&Case> = cases
-        .iter()
-        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f)))
-        .collect();
+    let filters: Vec<&str> = args.iter().filter(|a| !a.starts_with('-')).map(String::as_str).collect();
+    let selected: Vec<&Case> =
+        cases.iter().filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f))).collect();
     if args.iter().any(|a| a == "--list") {
         for case in &selected {
             println!("{}: test", case.name);
         }
         return 0;
     }
-    let mut counts: Vec<usize> = selected
-        .iter()
-        .flat_map(|c| c.pes.iter().copied())
-        .collect();
+    let mut counts: Vec<usize> = selected.iter().flat_map(|c| c.pes.iter().copied()).collect();
     counts.sort_unstable();
     counts.dedup();
     let timeout = match std::env::var(LAUNCH_TIMEOUT_VAR) {
@@ -140,17 +120,11 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     let mut failed = Vec::new();
     for variant in variants {
-        let label = if variants.len() > 1 {
-            format!("{suite} [{}]", variant.label)
-        } else {
-            suite.to_string()
-        };
+        let label =
+            if variants.len() > 1 { format!("{suite} [{}]", variant.label) } else { suite.to_string() };
         for &pes in &counts {
             let n_cases = selected.iter().filter(|c| c.pes.contains(&pes)).count();
-            println!(
-                "{label}: launching {n_cases} cases with {pes} PEs: {}",
-                launch::PE_RUN
-            );
+            println!("{label}: launching {n_cases} cases with {pes} PEs: {}", launch::PE_RUN);
             let started = Instant::now();
             match launch_once(pes, &names, variant.env, timeout) {
                 Ok(()) => {
@@ -175,21 +149,13 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
 }
 
 /// Runs one launch, relaying its output line by line, within `timeout`.
-fn launch_once(
-    pes: usize,
-    names: &[&str],
-    env: &[(&str, &str)],
-    timeout: Duration,
-) -> Result<(), String> {
+fn launch_once(pes: usize, names: &[&str], env: &[(&str, &str)], timeout: Duration) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
     let mut child = launch::command(pes, exe)
         .env(FILTER_VAR, names.join(","))
         // A case that fails on one PE leaves the others waiting; let them give up sooner
         // than the library's default.
-        .env(
-            WAIT_TIMEOUT_VAR,
-            std::env::var(WAIT_TIMEOUT_VAR).unwrap_or_else(|_| "30".to_string()),
-        )
+        .env(WAIT_TIMEOUT_VAR, std::env::var(WAIT_TIMEOUT_VAR).unwrap_or_else(|_| "30".to_string()))
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -217,10 +183,7 @@ fn launch_once(
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() > timeout => {
                 // SIGTERM lets the launcher take its PEs down with it.
-                let _ = std::process::Command::new("kill")
-                    .arg("-TERM")
-                    .arg(child.id().to_string())
-                    .status();
+                let _ = std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
                 std::thread::sleep(Duration::from_secs(5));
                 let _ = child.kill();
                 let _ = child.wait();

@@ -25,8 +25,7 @@ pub fn read_criterion(criterion_dir: &Path) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
     let mut stack = vec![criterion_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
@@ -54,16 +53,10 @@ fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
             Err(_) => Ok(None),
         }
     };
-    let (Some(benchmark), Some(estimates)) = (read("benchmark.json")?, read("estimates.json")?)
-    else {
+    let (Some(benchmark), Some(estimates)) = (read("benchmark.json")?, read("estimates.json")?) else {
         return Ok(None);
     };
-    let text = |key: &str| {
-        benchmark
-            .get(key)
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
+    let text = |key: &str| benchmark.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let (Some(group), Some(variant), Some(bytes)) =
         (text("group_id"), text("function_id"), text("value_str"))
     else {
@@ -76,12 +69,26 @@ fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
         .pointer("/median/point_estimate")
         .and_then(|v| v.as_f64())
         .ok_or_else(|| format!("{} has no median", new_dir.display()))?;
-    Ok(Some(Point {
-        group,
-        variant,
-        bytes,
-        median_ns,
-    }))
+    Ok(Some(Point { group, variant, bytes, median_ns }))
+}
+
+/// Reads the paired ratios the benchmarks recorded (see [`crate::bench::paired_path`]).
+pub fn read_paired(path: &Path) -> Result<Vec<crate::bench::PairedRatio>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let values: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a list of ratios: {e}", path.display()))?;
+    Ok(values
+        .iter()
+        .filter_map(|v| {
+            Some(crate::bench::PairedRatio {
+                group: v.get("group")?.as_str()?.to_string(),
+                variant: v.get("variant")?.as_str()?.to_string(),
+                reference: v.get("reference")?.as_str()?.to_string(),
+                bytes: v.get("bytes")?.as_u64()? as usize,
+                median: v.get("median")?.as_f64()?,
+            })
+        })
+        .collect())
 }
 
 /// The points of one group: variant -> bytes -> median ns.
@@ -103,6 +110,15 @@ fn by_group(points: &[Point]) -> BTreeMap<String, Table> {
 /// The variant a group's ratios are taken against: `mpi`, else `raw`, else none.
 pub fn reference(variants: &[&str]) -> Option<&'static str> {
     ["mpi", "raw"].into_iter().find(|r| variants.contains(r))
+}
+
+/// The reference of one variant: two-way variants (`…-2way`) are compared with `mpi-2way`
+/// where the group has it, the others with the group's [`reference`].
+pub fn reference_of(variant: &str, variants: &[&str]) -> Option<&'static str> {
+    if variant.ends_with("-2way") && variant != "mpi-2way" && variants.contains(&"mpi-2way") {
+        return Some("mpi-2way");
+    }
+    reference(variants).filter(|r| *r != variant)
 }
 
 /// A time in nanoseconds, readable: `86 ns`, `1.36 µs`, `201 µs`, `1.20 ms`.
@@ -136,30 +152,30 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
-/// The Markdown report: one table per group, medians and ratios to the reference variant
-/// (below 1 means faster than the reference).
-pub fn markdown(points: &[Point]) -> String {
+/// The Markdown report: one table per group, criterion's medians and the ratio of each
+/// variant to the group's reference (below 1 means faster). Where a paired ratio was measured
+/// (variant and reference interleaved, see the bench module) it is shown; otherwise the
+/// ratio of the two medians, marked with `~`.
+pub fn markdown(points: &[Point], paired: &[crate::bench::PairedRatio]) -> String {
     let mut out = String::new();
     for (group, table) in by_group(points) {
         let variants: Vec<&str> = table.keys().map(String::as_str).collect();
-        let reference = reference(&variants);
-        let others: Vec<&str> = variants
-            .iter()
-            .copied()
-            .filter(|v| Some(*v) != reference)
-            .collect();
+        // Variants first, the references they are compared with last.
+        let is_reference = |v: &str| variants.iter().any(|o| reference_of(o, &variants) == Some(v));
+        let mut columns: Vec<&str> = variants.iter().copied().filter(|v| !is_reference(v)).collect();
+        columns.extend(variants.iter().copied().filter(|v| is_reference(v)));
+        let ratios: Vec<(&str, &str)> =
+            columns.iter().filter_map(|v| reference_of(v, &variants).map(|r| (*v, r))).collect();
         let _ = writeln!(out, "### {group}\n");
         let mut header = String::from("| size |");
         let mut rule = String::from("|---:|");
-        for v in others.iter().chain(reference.as_slice()) {
+        for v in &columns {
             let _ = write!(header, " {v} |");
             rule.push_str("---:|");
         }
-        if let Some(r) = reference {
-            for v in &others {
-                let _ = write!(header, " {v} / {r} |");
-                rule.push_str("---:|");
-            }
+        for (v, r) in &ratios {
+            let _ = write!(header, " {v} / {r} |");
+            rule.push_str("---:|");
         }
         let _ = writeln!(out, "{header}\n{rule}");
         let mut sizes: Vec<u64> = table.values().flat_map(|m| m.keys().copied()).collect();
@@ -167,7 +183,7 @@ pub fn markdown(points: &[Point]) -> String {
         sizes.dedup();
         for bytes in sizes {
             let mut row = format!("| {} |", format_bytes(bytes));
-            for v in others.iter().chain(reference.as_slice()) {
+            for v in &columns {
                 match table[*v].get(&bytes) {
                     Some(&ns) => {
                         let _ = write!(row, " {} |", format_time(ns));
@@ -175,14 +191,18 @@ pub fn markdown(points: &[Point]) -> String {
                     None => row.push_str(" – |"),
                 }
             }
-            if let Some(r) = reference {
-                for v in &others {
-                    match (table[*v].get(&bytes), table[r].get(&bytes)) {
-                        (Some(a), Some(b)) if *b > 0.0 => {
-                            let _ = write!(row, " {:.2}x |", a / b);
-                        }
-                        _ => row.push_str(" – |"),
+            for (v, r) in &ratios {
+                let measured = paired.iter().find(|p| {
+                    p.group == group && p.variant == *v && p.reference == *r && p.bytes as u64 == bytes
+                });
+                match (measured, table[*v].get(&bytes), table[*r].get(&bytes)) {
+                    (Some(p), _, _) => {
+                        let _ = write!(row, " {:.2}x |", p.median);
                     }
+                    (None, Some(a), Some(b)) if *b > 0.0 => {
+                        let _ = write!(row, " ~{:.2}x |", a / b);
+                    }
+                    _ => row.push_str(" – |"),
                 }
             }
             let _ = writeln!(out, "{row}");
@@ -192,40 +212,20 @@ pub fn markdown(points: &[Point]) -> String {
     out
 }
 
-const COLOURS: &[&str] = &[
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-];
+const COLOURS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"];
 
 /// An SVG plot of time against message size, both logarithmic, one line per variant.
 pub fn svg(group: &str, points: &[Point]) -> Option<String> {
     let table = by_group(points).remove(group)?;
-    let all: Vec<(u64, f64)> = table
-        .values()
-        .flat_map(|m| m.iter().map(|(b, t)| (*b, *t)))
-        .collect();
+    let all: Vec<(u64, f64)> = table.values().flat_map(|m| m.iter().map(|(b, t)| (*b, *t))).collect();
     let (w, h, left, right, top, bottom) = (720.0, 440.0, 80.0, 170.0, 40.0, 60.0);
-    let x_min = all
-        .iter()
-        .map(|p| (p.0.max(1) as f64).log2())
-        .fold(f64::INFINITY, f64::min);
-    let x_max = all
-        .iter()
-        .map(|p| (p.0.max(1) as f64).log2())
-        .fold(f64::NEG_INFINITY, f64::max);
-    let y_min = all
-        .iter()
-        .map(|p| p.1.max(1e-3).log10())
-        .fold(f64::INFINITY, f64::min)
-        .floor();
-    let y_max = all
-        .iter()
-        .map(|p| p.1.max(1e-3).log10())
-        .fold(f64::NEG_INFINITY, f64::max)
-        .ceil();
+    let x_min = all.iter().map(|p| (p.0.max(1) as f64).log2()).fold(f64::INFINITY, f64::min);
+    let x_max = all.iter().map(|p| (p.0.max(1) as f64).log2()).fold(f64::NEG_INFINITY, f64::max);
+    let y_min = all.iter().map(|p| p.1.max(1e-3).log10()).fold(f64::INFINITY, f64::min).floor();
+    let y_max = all.iter().map(|p| p.1.max(1e-3).log10()).fold(f64::NEG_INFINITY, f64::max).ceil();
     let x_span = (x_max - x_min).max(1.0);
     let y_span = (y_max - y_min).max(1.0);
-    let px =
-        |bytes: u64| left + ((bytes.max(1) as f64).log2() - x_min) / x_span * (w - left - right);
+    let px = |bytes: u64| left + ((bytes.max(1) as f64).log2() - x_min) / x_span * (w - left - right);
     let py = |ns: f64| top + (y_max - ns.max(1e-3).log10()) / y_span * (h - top - bottom);
     let mut s = String::new();
     let _ = writeln!(
@@ -246,9 +246,7 @@ pub fn svg(group: &str, points: &[Point]) -> Option<String> {
             w - right,
             left - 6.0,
             y + 4.0,
-            format_time(10f64.powi(decade))
-                .replace(".00", "")
-                .replace(".0", "")
+            format_time(10f64.powi(decade)).replace(".00", "").replace(".0", "")
         );
     }
     let mut sizes: Vec<u64> = all.iter().map(|p| p.0).collect();
@@ -278,22 +276,14 @@ pub fn svg(group: &str, points: &[Point]) -> Option<String> {
     );
     for (i, (variant, series)) in table.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let path: Vec<String> = series
-            .iter()
-            .map(|(b, t)| format!("{:.1},{:.1}", px(*b), py(*t)))
-            .collect();
+        let path: Vec<String> = series.iter().map(|(b, t)| format!("{:.1},{:.1}", px(*b), py(*t))).collect();
         let _ = writeln!(
             s,
             r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
             path.join(" ")
         );
         for (b, t) in series {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
-                px(*b),
-                py(*t)
-            );
+            let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#, px(*b), py(*t));
         }
         let ly = top + 10.0 + 20.0 * i as f64;
         let lx = w - right + 15.0;
@@ -319,12 +309,7 @@ mod tests {
     use super::*;
 
     fn point(group: &str, variant: &str, bytes: u64, ns: f64) -> Point {
-        Point {
-            group: group.into(),
-            variant: variant.into(),
-            bytes,
-            median_ns: ns,
-        }
+        Point { group: group.into(), variant: variant.into(), bytes, median_ns: ns }
     }
 
     #[test]
@@ -336,24 +321,22 @@ mod tests {
             point("put", "onesided", 8, 41.0),
             point("put", "raw", 8, 40.0),
         ];
-        let report = markdown(&points);
-        assert!(
-            report.contains("| size | onesided | mpi | onesided / mpi |"),
-            "{report}"
-        );
-        assert!(
-            report.contains("| 8 B | 86.0 ns | 361 ns | 0.24x |"),
-            "{report}"
-        );
-        assert!(report.contains("| 4 KiB | 622 ns | – | – |"), "{report}");
-        assert!(
-            report.contains("| size | onesided | raw | onesided / raw |"),
-            "{report}"
-        );
-        assert!(
-            report.contains("| 8 B | 41.0 ns | 40.0 ns | 1.02x |"),
-            "{report}"
-        );
+        let paired = vec![crate::bench::PairedRatio {
+            group: "pingpong".into(),
+            variant: "onesided".into(),
+            reference: "mpi".into(),
+            bytes: 8,
+            median: 0.31,
+        }];
+        let report = markdown(&points, &paired);
+        let has = |line: &str| assert!(report.contains(line), "{line:?} missing from\n{report}");
+        has("| size | onesided | mpi | onesided / mpi |");
+        // The paired ratio wins over the ratio of medians (0.24x here).
+        has("| 8 B | 86.0 ns | 361 ns | 0.31x |");
+        has("| 4 KiB | 622 ns | – | – |");
+        has("| size | onesided | raw | onesided / raw |");
+        // Without a paired measurement, the ratio of medians, marked.
+        has("| 8 B | 41.0 ns | 40.0 ns | ~1.02x |");
     }
 
     #[test]

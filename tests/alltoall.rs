@@ -20,76 +20,36 @@ fn groups_translate_ranks(rt: &Runtime) -> CaseResult {
     // Members in reverse order: rank r is PE n-1-r.
     let reversed: Vec<usize> = (0..n).rev().collect();
     let group = PeGroup::collective_new(rt, "reversed", &reversed)?;
-    ensure!(
-        group.len() == n && group.my_rank() == Some(n - 1 - me),
-        "my rank {:?}",
-        group.my_rank()
-    );
+    ensure!(group.len() == n && group.my_rank() == Some(n - 1 - me), "my rank {:?}", group.my_rank());
     for rank in 0..n {
         ensure!(group.pe_of(rank)? == n - 1 - rank, "pe_of({rank})");
         ensure!(group.rank_of(n - 1 - rank) == Some(rank), "rank_of");
     }
-    ensure!(
-        group.pe_of(n).is_err() && group.rank_of(n).is_none(),
-        "out of range"
-    );
-    let comm = group
-        .communicator()
-        .ok_or("a member without a communicator")?;
-    ensure!(
-        comm.rank() as usize == n - 1 - me && comm.size() as usize == n,
-        "communicator ranks"
-    );
-    ensure!(
-        n == 1 || group.active_set().is_none(),
-        "a reversed list is no active set"
-    );
+    ensure!(group.pe_of(n).is_err() && group.rank_of(n).is_none(), "out of range");
+    let comm = group.communicator().ok_or("a member without a communicator")?;
+    ensure!(comm.rank() as usize == n - 1 - me && comm.size() as usize == n, "communicator ranks");
+    ensure!(n == 1 || group.active_set().is_none(), "a reversed list is no active set");
 
     // The PEs after PE 0: an active set of stride 1; PE 0 is outside.
     let tail: Vec<usize> = (1..n).collect();
     let tail = PeGroup::collective_new(rt, "tail", &tail)?;
-    ensure!(
-        tail.contains(me) == (me > 0) && tail.my_rank() == me.checked_sub(1),
-        "tail membership"
-    );
-    ensure!(
-        tail.communicator().is_some() == (me > 0),
-        "communicator on members only"
-    );
-    ensure!(
-        tail.active_set() == Some((1, 0, n - 1)),
-        "active set {:?}",
-        tail.active_set()
-    );
+    ensure!(tail.contains(me) == (me > 0) && tail.my_rank() == me.checked_sub(1), "tail membership");
+    ensure!(tail.communicator().is_some() == (me > 0), "communicator on members only");
+    ensure!(tail.active_set() == Some((1, 0, n - 1)), "active set {:?}", tail.active_set());
 
     // Even PEs: stride 2.
     let evens: Vec<usize> = (0..n).step_by(2).collect();
     let evens = PeGroup::collective_new(rt, "evens", &evens)?;
-    let expected = if evens.len() > 1 {
-        Some((0, 1, evens.len()))
-    } else {
-        Some((0, 0, 1))
-    };
-    ensure!(
-        evens.active_set() == expected,
-        "evens {:?}",
-        evens.active_set()
-    );
+    let expected = if evens.len() > 1 { Some((0, 1, evens.len())) } else { Some((0, 0, 1)) };
+    ensure!(evens.active_set() == expected, "evens {:?}", evens.active_set());
     Ok(())
 }
 
 fn bad_groups_fail_on_every_pe(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    for (what, members) in [
-        ("empty", vec![]),
-        ("repeated", vec![0, 0]),
-        ("out of range", vec![0, n]),
-    ] {
+    for (what, members) in [("empty", vec![]), ("repeated", vec![0, 0]), ("out of range", vec![0, n])] {
         let outcome = PeGroup::collective_new(rt, what, &members).map(drop);
-        ensure!(
-            matches!(outcome, Err(Error::InvalidArgument(_))),
-            "{what}: {outcome:?}"
-        );
+        ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "{what}: {outcome:?}");
     }
     // Only PE 1 passes a wrong list: every PE must fail, none may hang.
     let members: Vec<usize> = if me == 1 { vec![1, 0] } else { vec![0, 1] };
@@ -100,10 +60,7 @@ fn bad_groups_fail_on_every_pe(rt: &Runtime) -> CaseResult {
     );
     let members: Vec<usize> = if me == 1 { vec![n] } else { vec![0] };
     let outcome = PeGroup::collective_new(rt, "invalid on PE 1", &members).map(drop);
-    ensure!(
-        matches!(outcome, Err(Error::InvalidArgument(_))),
-        "{outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "{outcome:?}");
     Ok(())
 }
 
@@ -118,21 +75,16 @@ fn run_all_paths(
     let mut results = Vec::new();
     for path in AlltoallPath::ALL {
         if path == AlltoallPath::Shmem && group.active_set().is_none() {
-            let outcome =
-                Alltoall::<u32>::collective_new(group, "not an active set", block, path).map(drop);
+            let outcome = Alltoall::<u32>::collective_new(group, "not an active set", block, path).map(drop);
             ensure!(
                 matches!(outcome, Err(Error::InvalidArgument(_))),
                 "shmem on a non-active set: {outcome:?}"
             );
             continue;
         }
-        let mut alltoall =
-            Alltoall::<u32>::collective_new(group, &format!("a2a {path}"), block, path)?;
+        let mut alltoall = Alltoall::<u32>::collective_new(group, &format!("a2a {path}"), block, path)?;
         let Some(me) = group.my_rank() else {
-            ensure!(
-                alltoall.collective_run().is_err(),
-                "a non-member ran the all-to-all"
-            );
+            ensure!(alltoall.collective_run().is_err(), "a non-member ran the all-to-all");
             continue;
         };
         let n = group.len();
@@ -142,16 +94,11 @@ fn run_all_paths(
         dests.sort_unstable();
         srcs.sort_unstable();
         let all: Vec<usize> = (0..n).collect();
-        ensure!(
-            dests == all && srcs == all,
-            "{path}: phases {phases:?} are not permutations"
-        );
+        ensure!(dests == all && srcs == all, "{path}: phases {phases:?} are not permutations");
         let mut last = Vec::new();
         for call in 1..=calls {
             if call % 37 == 0 {
-                std::thread::sleep(Duration::from_micros(
-                    (rt.my_pe() as u64 * 131 + call) % 400,
-                ));
+                std::thread::sleep(Duration::from_micros((rt.my_pe() as u64 * 131 + call) % 400));
             }
             let send = alltoall.send_buffer();
             for to in 0..n {
@@ -180,10 +127,7 @@ fn every_path_gives_the_same_bytes(rt: &Runtime) -> CaseResult {
     let world = PeGroup::collective_world(rt)?;
     for block in [1usize, 2, 5, 1000] {
         let results = run_all_paths(rt, &world, block, if block > 100 { 20 } else { 200 })?;
-        ensure!(
-            results.windows(2).all(|w| w[0] == w[1]),
-            "paths differ for blocks of {block}"
-        );
+        ensure!(results.windows(2).all(|w| w[0] == w[1]), "paths differ for blocks of {block}");
     }
     Ok(())
 }
@@ -203,10 +147,7 @@ fn path_names(_rt: &Runtime) -> CaseResult {
     for path in AlltoallPath::ALL {
         ensure!(path.name().parse::<AlltoallPath>()? == path, "{path}");
     }
-    ensure!(
-        "sideways".parse::<AlltoallPath>().is_err(),
-        "unknown name accepted"
-    );
+    ensure!("sideways".parse::<AlltoallPath>().is_err(), "unknown name accepted");
     Ok(())
 }
 

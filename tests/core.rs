@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use onesided::{
-    AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Runtime, SignalArray,
-    SymArray,
+    AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Runtime, SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -40,25 +39,10 @@ impl Rng {
 
 fn runtime_basics(rt: &Runtime) -> CaseResult {
     use mpi::traits::Communicator;
-    ensure!(
-        rt.my_pe() < rt.n_pes(),
-        "my_pe {} out of 0..{}",
-        rt.my_pe(),
-        rt.n_pes()
-    );
+    ensure!(rt.my_pe() < rt.n_pes(), "my_pe {} out of 0..{}", rt.my_pe(), rt.n_pes());
     let world = rt.world();
-    ensure!(
-        world.rank() as usize == rt.my_pe(),
-        "MPI rank {} != PE {}",
-        world.rank(),
-        rt.my_pe()
-    );
-    ensure!(
-        world.size() as usize == rt.n_pes(),
-        "MPI size {} != n_pes {}",
-        world.size(),
-        rt.n_pes()
-    );
+    ensure!(world.rank() as usize == rt.my_pe(), "MPI rank {} != PE {}", world.rank(), rt.my_pe());
+    ensure!(world.size() as usize == rt.n_pes(), "MPI size {} != n_pes {}", world.size(), rt.n_pes());
     match Runtime::init() {
         Err(Error::AlreadyInitialized) => {}
         Err(other) => return Err(format!("second init gave {other}").into()),
@@ -72,10 +56,7 @@ fn put_get_blocks(rt: &Runtime) -> CaseResult {
     const LEN: usize = 1000;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let inbox = SymArray::<u64>::collective_alloc(rt, "inbox", n * LEN)?;
-    ensure!(
-        (inbox.as_ptr() as usize).is_multiple_of(onesided::SYMMETRIC_ALIGN),
-        "base not 64-byte aligned"
-    );
+    ensure!((inbox.as_ptr() as usize).is_multiple_of(onesided::SYMMETRIC_ALIGN), "base not 64-byte aligned");
     let outgoing: Vec<u64> = (0..LEN).map(|i| stamp(me, 1, i)).collect();
     for pe in 0..n {
         inbox.put(pe, me * LEN, &outgoing)?;
@@ -85,19 +66,13 @@ fn put_get_blocks(rt: &Runtime) -> CaseResult {
     for sender in 0..n {
         for i in 0..LEN {
             let got = local[sender * LEN + i];
-            ensure!(
-                got == stamp(sender, 1, i),
-                "PE {me}: block of PE {sender} element {i} is {got:#x}"
-            );
+            ensure!(got == stamp(sender, 1, i), "PE {me}: block of PE {sender} element {i} is {got:#x}");
         }
     }
     let right = (me + 1) % n;
     let mut back = vec![0u64; LEN];
     inbox.get(right, me * LEN, &mut back)?;
-    ensure!(
-        back == outgoing,
-        "PE {me}: what PE {right} holds from me differs"
-    );
+    ensure!(back == outgoing, "PE {me}: what PE {right} holds from me differs");
     let single = inbox.get_value(right, right * LEN + 7)?;
     ensure!(single == stamp(right, 1, 7), "get_value gave {single:#x}");
     rt.barrier();
@@ -106,11 +81,7 @@ fn put_get_blocks(rt: &Runtime) -> CaseResult {
     let left = (me + n - 1) % n;
     let mut one = [0u64];
     inbox.read_local(left * LEN + 3, &mut one)?;
-    ensure!(
-        one[0] == stamp(left, 2, 3),
-        "put_value from PE {left} gave {:#x}",
-        one[0]
-    );
+    ensure!(one[0] == stamp(left, 2, 3), "put_value from PE {left} gave {:#x}", one[0]);
     // Zero-length transfers are valid anywhere in bounds, including the end.
     inbox.put(right, n * LEN, &[])?;
     inbox.get(right, n * LEN, &mut [])?;
@@ -124,18 +95,8 @@ fn out_of_bounds_is_rejected_before_sending(rt: &Runtime) -> CaseResult {
     rt.barrier();
     let right = (me + 1) % n;
     match array.put(right, 7, &[1, 2]) {
-        Err(Error::OutOfBounds {
-            op,
-            array: name,
-            pe,
-            offset,
-            count,
-            len,
-        }) => {
-            ensure!(
-                op == "put" && name == "bounded",
-                "wrong context {op} {name}"
-            );
+        Err(Error::OutOfBounds { op, array: name, pe, offset, count, len }) => {
+            ensure!(op == "put" && name == "bounded", "wrong context {op} {name}");
             ensure!(
                 (pe, offset, count, len) == (right, 7, 2, 8),
                 "wrong numbers {pe} {offset} {count} {len}"
@@ -143,37 +104,19 @@ fn out_of_bounds_is_rejected_before_sending(rt: &Runtime) -> CaseResult {
         }
         other => return Err(format!("out-of-bounds put gave {other:?}").into()),
     }
-    let message = array
-        .put(right, usize::MAX, &[1])
-        .expect_err("offset overflow")
-        .to_string();
-    ensure!(
-        message.contains("'bounded'") && message.contains("nothing was transferred"),
-        "{message}"
-    );
-    ensure!(
-        matches!(
-            array.get(right, 5, &mut [0; 4]),
-            Err(Error::OutOfBounds { .. })
-        ),
-        "get past the end"
-    );
+    let message = array.put(right, usize::MAX, &[1]).expect_err("offset overflow").to_string();
+    ensure!(message.contains("'bounded'") && message.contains("nothing was transferred"), "{message}");
+    ensure!(matches!(array.get(right, 5, &mut [0; 4]), Err(Error::OutOfBounds { .. })), "get past the end");
     match array.put(n, 0, &[1]) {
         Err(e @ Error::InvalidPe { pe, n_pes, .. }) if pe == n && n_pes == n => {
             let message = e.to_string();
             let named = message.contains("put on 'bounded'");
-            ensure!(
-                named && message.contains(&format!("PE {n} does not exist")),
-                "{message}"
-            );
+            ensure!(named && message.contains(&format!("PE {n} does not exist")), "{message}");
         }
         other => return Err(format!("a put to PE n gave {other:?}").into()),
     }
     rt.barrier();
-    ensure!(
-        array.to_vec_local() == vec![7; 8],
-        "PE {me}: a rejected put changed memory"
-    );
+    ensure!(array.to_vec_local() == vec![7; 8], "PE {me}: a rejected put changed memory");
     Ok(())
 }
 
@@ -192,20 +135,14 @@ fn nonblocking_scope(rt: &Runtime) -> CaseResult {
         s.get(&array, left, LEN, &mut pulled)
     })?;
     ensure!(
-        pulled
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == stamp(left, 3, i)),
+        pulled.iter().enumerate().all(|(i, &v)| v == stamp(left, 3, i)),
         "PE {me}: non-blocking get from PE {left}"
     );
     rt.barrier();
     let mut received = vec![0u64; LEN];
     array.read_local(0, &mut received)?;
     ensure!(
-        received
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == stamp(left, 4, i)),
+        received.iter().enumerate().all(|(i, &v)| v == stamp(left, 4, i)),
         "PE {me}: non-blocking put from PE {left}"
     );
     Ok(())
@@ -220,10 +157,7 @@ fn direct_access_on_the_node(rt: &Runtime) -> CaseResult {
         Some(direct) => {
             ensure!(direct.pe() == right, "direct access to the wrong PE");
             direct.write(0, &data)?;
-            ensure!(
-                matches!(direct.write(60, &data[..8]), Err(Error::OutOfBounds { .. })),
-                "direct bounds"
-            );
+            ensure!(matches!(direct.write(60, &data[..8]), Err(Error::OutOfBounds { .. })), "direct bounds");
         }
         None => array.put(right, 0, &data)?,
     }
@@ -238,12 +172,7 @@ fn direct_access_on_the_node(rt: &Runtime) -> CaseResult {
         let mut mine = vec![0u64; 64];
         direct.read(0, &mut mine)?;
         let left2 = (left + n - 1) % n;
-        ensure!(
-            mine.iter()
-                .enumerate()
-                .all(|(i, &v)| v == stamp(left2, 5, i)),
-            "direct read"
-        );
+        ensure!(mine.iter().enumerate().all(|(i, &v)| v == stamp(left2, 5, i)), "direct read");
     }
     Ok(())
 }
@@ -259,18 +188,11 @@ fn atomics(rt: &Runtime) -> CaseResult {
     for _ in 0..ADDS {
         seen.push(counters.fetch_add(0, 0, 1)?);
     }
-    ensure!(
-        seen.windows(2).all(|w| w[0] < w[1]),
-        "fetch_add values not increasing on PE {me}"
-    );
+    ensure!(seen.windows(2).all(|w| w[0] < w[1]), "fetch_add values not increasing on PE {me}");
     counters.add(0, 1, me as u64 + 1)?;
     rt.barrier();
     let total = counters.fetch(0, 0)?;
-    ensure!(
-        total == ADDS * n as u64,
-        "PE {me}: fetch_add total {total}, expected {}",
-        ADDS * n as u64
-    );
+    ensure!(total == ADDS * n as u64, "PE {me}: fetch_add total {total}, expected {}", ADDS * n as u64);
     let sum = counters.fetch(0, 1)?;
     ensure!(sum == (n * (n + 1) / 2) as u64, "add total {sum}");
     // Set, fetch and swap on signed words, one word per PE, written by the left neighbour.
@@ -278,10 +200,7 @@ fn atomics(rt: &Runtime) -> CaseResult {
     signed.set(right, me, -(stamp(me, 6, 0) as i64))?;
     rt.barrier();
     let left = (me + n - 1) % n;
-    ensure!(
-        signed.load(left)? == -(stamp(left, 6, 0) as i64),
-        "set from PE {left}"
-    );
+    ensure!(signed.load(left)? == -(stamp(left, 6, 0) as i64), "set from PE {left}");
     rt.barrier();
     let old = signed.swap(right, me, 42)?;
     ensure!(old == -(stamp(me, 6, 0) as i64), "swap returned {old}");
@@ -296,10 +215,7 @@ fn atomics(rt: &Runtime) -> CaseResult {
     let winner = counters.fetch(n - 1, 2)?;
     ensure!(winners == 1, "{winners} PEs won the compare_swap");
     ensure!((1..=n as u64).contains(&winner), "winner value {winner}");
-    ensure!(
-        matches!(counters.fetch(0, 4), Err(Error::OutOfBounds { .. })),
-        "atomic bounds"
-    );
+    ensure!(matches!(counters.fetch(0, 4), Err(Error::OutOfBounds { .. })), "atomic bounds");
     Ok(())
 }
 
@@ -325,24 +241,15 @@ fn put_signal_ring(rt: &Runtime) -> CaseResult {
         }
         rng.delay(50);
         let seen = signals.wait_ge(DATA, step)?;
-        ensure!(
-            seen == step,
-            "PE {me}: signal jumped to {seen} at step {step}"
-        );
+        ensure!(seen == step, "PE {me}: signal jumped to {seen} at step {step}");
         inbox.read_local(0, &mut received)?;
         for (i, &v) in received.iter().enumerate() {
-            ensure!(
-                v == stamp(left, step, i),
-                "PE {me} step {step} element {i}: {v:#x}"
-            );
+            ensure!(v == stamp(left, step, i), "PE {me} step {step} element {i}: {v:#x}");
         }
         signals.set(left, CONSUMED, step)?;
     }
     ensure!(signals.test_ge(DATA, STEPS)?, "test_ge after the last step");
-    ensure!(
-        !signals.test_ge(DATA, STEPS + 1)?,
-        "test_ge beyond the last step"
-    );
+    ensure!(!signals.test_ge(DATA, STEPS + 1)?, "test_ge beyond the last step");
     signals.wait_ge(CONSUMED, STEPS)?;
     Ok(())
 }
@@ -355,15 +262,9 @@ fn wait_any_serves_every_sender(rt: &Runtime) -> CaseResult {
         while !waits.is_empty() {
             let position = signals.wait_any_ge(&waits)?;
             let (pe, value) = waits.remove(position);
-            ensure!(
-                signals.value(pe)? >= value,
-                "wait_any returned signal {pe} below {value}"
-            );
+            ensure!(signals.value(pe)? >= value, "wait_any returned signal {pe} below {value}");
         }
-        ensure!(
-            matches!(signals.wait_any_ge(&[]), Err(Error::InvalidArgument(_))),
-            "empty wait_any"
-        );
+        ensure!(matches!(signals.wait_any_ge(&[]), Err(Error::InvalidArgument(_))), "empty wait_any");
     } else {
         Rng::new(me as u64).delay(2000);
         signals.set(0, me, me as u64 * 10)?;
@@ -380,11 +281,7 @@ fn call_counters_with_random_delays(rt: &Runtime) -> CaseResult {
     let mut rng = Rng::new(me as u64 * 31 + 7);
     // A ring: arrive at both neighbours first, then wait for both (waiting for one before
     // arriving at the other would deadlock around the ring).
-    let neighbours: Vec<usize> = if right == left {
-        vec![right]
-    } else {
-        vec![right, left]
-    };
+    let neighbours: Vec<usize> = if right == left { vec![right] } else { vec![right, left] };
     let sync = |counters: &mut CallCounters<'_>| -> onesided::Result<()> {
         for &peer in &neighbours {
             counters.arrive(peer)?;
@@ -406,25 +303,11 @@ fn call_counters_with_random_delays(rt: &Runtime) -> CaseResult {
         sync(&mut counters)?;
         let from_left = slots.get_value(me, 0)?;
         let from_right = slots.get_value(me, 1)?;
-        ensure!(
-            from_left == stamp(left, round, 0),
-            "round {round}: slot 0 {from_left:#x}"
-        );
-        ensure!(
-            from_right == stamp(right, round, 1),
-            "round {round}: slot 1 {from_right:#x}"
-        );
+        ensure!(from_left == stamp(left, round, 0), "round {round}: slot 0 {from_left:#x}");
+        ensure!(from_right == stamp(right, round, 1), "round {round}: slot 1 {from_right:#x}");
     }
-    ensure!(
-        counters.calls(right)? == 2 * ROUNDS,
-        "calls with right: {}",
-        counters.calls(right)?
-    );
-    ensure!(
-        counters.peer_calls(left)? >= 2 * ROUNDS,
-        "left's count {}",
-        counters.peer_calls(left)?
-    );
+    ensure!(counters.calls(right)? == 2 * ROUNDS, "calls with right: {}", counters.calls(right)?);
+    ensure!(counters.peer_calls(left)? >= 2 * ROUNDS, "left's count {}", counters.peer_calls(left)?);
     Ok(())
 }
 
@@ -433,26 +316,15 @@ fn collectives(rt: &Runtime) -> CaseResult {
     // Many consecutive reductions with no other synchronisation, some longer than a chunk.
     for call in 0..200u64 {
         let len = 1 + (call as usize * 7) % 150;
-        let mut values: Vec<u64> = (0..len)
-            .map(|i| ((me + i) % n) as u64 * 1000 + call)
-            .collect();
+        let mut values: Vec<u64> = (0..len).map(|i| ((me + i) % n) as u64 * 1000 + call).collect();
         rt.max_u64(&mut values)?;
         for (i, &v) in values.iter().enumerate() {
             let expected = (n as u64 - 1) * 1000 + call;
-            ensure!(
-                v == expected,
-                "call {call} element {i}: {v} != {expected} (i={i})"
-            );
+            ensure!(v == expected, "call {call} element {i}: {v} != {expected} (i={i})");
         }
     }
-    ensure!(
-        rt.max_u64_one(me as u64 * 3)? == (n as u64 - 1) * 3,
-        "max_u64_one"
-    );
-    ensure!(
-        matches!(rt.max_u64(&mut [u64::MAX]), Err(Error::InvalidArgument(_))),
-        "value above i64::MAX"
-    );
+    ensure!(rt.max_u64_one(me as u64 * 3)? == (n as u64 - 1) * 3, "max_u64_one");
+    ensure!(matches!(rt.max_u64(&mut [u64::MAX]), Err(Error::InvalidArgument(_))), "value above i64::MAX");
     for root in 0..n {
         for len in [1usize, 3, 511, 4096, 10_000] {
             let mut data: Vec<u32> = if me == root {
@@ -462,9 +334,7 @@ fn collectives(rt: &Runtime) -> CaseResult {
             };
             rt.broadcast(root, &mut data)?;
             ensure!(
-                data.iter()
-                    .enumerate()
-                    .all(|(i, &v)| v == (root * 100_000 + i) as u32),
+                data.iter().enumerate().all(|(i, &v)| v == (root * 100_000 + i) as u32),
                 "broadcast of {len} from {root}"
             );
             let _ = rt.max_u64_one(len as u64)?;
@@ -475,74 +345,37 @@ fn collectives(rt: &Runtime) -> CaseResult {
 
 fn global_max_growth_and_freeze(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let policy = GrowthPolicy {
-        over_allocation: 1.5,
-        freeze_after: Some(3),
-    };
-    let mut array =
-        GlobalMaxArray::<u64>::collective_alloc(rt, "halo buffer", 10 * (me + 1), policy)?;
+    let policy = GrowthPolicy { over_allocation: 1.5, freeze_after: Some(3) };
+    let mut array = GlobalMaxArray::<u64>::collective_alloc(rt, "halo buffer", 10 * (me + 1), policy)?;
     let expected = (10 * n * 3).div_ceil(2);
-    ensure!(
-        array.capacity() == expected,
-        "capacity {} != {expected}",
-        array.capacity()
-    );
+    ensure!(array.capacity() == expected, "capacity {} != {expected}", array.capacity());
     let own: Vec<u64> = (0..10).map(|i| stamp(me, 7, i)).collect();
     array.array().write_local(0, &own)?;
     // One PE needs far more: everyone grows, and this PE's elements survive.
     let need = if me == n - 1 { 1000 } else { 5 };
     let growth = array.collective_ensure(need)?;
-    ensure!(
-        growth
-            == Growth::Grown {
-                from: expected,
-                to: 1500
-            },
-        "growth {growth:?}"
-    );
+    ensure!(growth == Growth::Grown { from: expected, to: 1500 }, "growth {growth:?}");
     let mut kept = vec![0u64; 10];
     array.array().read_local(0, &mut kept)?;
     ensure!(kept == own, "PE {me}: contents lost in growth");
     // The new capacity is symmetric: the last element of every PE is reachable.
-    array
-        .array()
-        .put_value((me + 1) % n, 1499, stamp(me, 8, 1499))?;
+    array.array().put_value((me + 1) % n, 1499, stamp(me, 8, 1499))?;
     rt.barrier();
-    ensure!(
-        array.array().get_value(me, 1499)? == stamp((me + n - 1) % n, 8, 1499),
-        "grown tail"
-    );
+    ensure!(array.array().get_value(me, 1499)? == stamp((me + n - 1) % n, 8, 1499), "grown tail");
     for call in 1..=3 {
-        ensure!(
-            array.collective_ensure(100)? == Growth::Unchanged,
-            "stable call {call}"
-        );
+        ensure!(array.collective_ensure(100)? == Growth::Unchanged, "stable call {call}");
     }
     ensure!(array.is_frozen(), "not frozen after 3 stable calls");
-    ensure!(
-        array.collective_ensure(1500)? == Growth::Frozen,
-        "a fitting request once frozen"
-    );
+    ensure!(array.collective_ensure(1500)? == Growth::Frozen, "a fitting request once frozen");
     if me == 0 {
         match array.collective_ensure(1501) {
-            Err(Error::CapacityFrozen {
-                needed: 1501,
-                capacity: 1500,
-                stable_calls: 3,
-                ..
-            }) => {}
+            Err(Error::CapacityFrozen { needed: 1501, capacity: 1500, stable_calls: 3, .. }) => {}
             other => return Err(format!("frozen overflow gave {other:?}").into()),
         }
     }
-    let bad = GrowthPolicy {
-        over_allocation: 0.5,
-        freeze_after: None,
-    };
+    let bad = GrowthPolicy { over_allocation: 0.5, freeze_after: None };
     ensure!(
-        matches!(
-            GlobalMaxArray::<u8>::collective_alloc(rt, "bad", 1, bad),
-            Err(Error::InvalidArgument(_))
-        ),
+        matches!(GlobalMaxArray::<u8>::collective_alloc(rt, "bad", 1, bad), Err(Error::InvalidArgument(_))),
         "over_allocation below 1"
     );
     Ok(())
@@ -557,10 +390,7 @@ fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
                 onesided::Implementation::Oshmem => "SHMEM_SYMMETRIC_HEAP_SIZE",
                 onesided::Implementation::Sos => "SHMEM_SYMMETRIC_SIZE",
             };
-            ensure!(
-                message.contains(variable) && message.contains("'enormous'"),
-                "{message}"
-            );
+            ensure!(message.contains(variable) && message.contains("'enormous'"), "{message}");
         }
         other => return Err(format!("a 1 TiB allocation gave {other:?}").into()),
     }
@@ -568,10 +398,7 @@ fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
     let after = SymArray::<u64>::collective_alloc(rt, "after", 16)?;
     after.put_value((rt.my_pe() + 1) % rt.n_pes(), 0, 1)?;
     rt.barrier();
-    ensure!(
-        after.get_value(rt.my_pe(), 0)? == 1,
-        "allocation after exhaustion"
-    );
+    ensure!(after.get_value(rt.my_pe(), 0)? == 1, "allocation after exhaustion");
     Ok(())
 }
 
@@ -611,8 +438,7 @@ fn diverged_heap_is_detected(rt: &Runtime) -> CaseResult {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let array =
-            SymArray::<u64>::collective_alloc(rt, "leaked on PE 0", 1000).expect("allocation");
+        let array = SymArray::<u64>::collective_alloc(rt, "leaked on PE 0", 1000).expect("allocation");
         if rt.my_pe() == 0 {
             panic!("deliberate panic on PE 0 with 'leaked on PE 0' alive");
         }
@@ -640,29 +466,13 @@ fn diverged_heap_is_detected(rt: &Runtime) -> CaseResult {
 fn mismatched_collective_arguments_fail_everywhere(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
     let mut values = vec![1u64; if me == 0 { 2 } else { 1 }];
-    ensure!(
-        matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))),
-        "length mismatch"
-    );
+    ensure!(matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))), "length mismatch");
     let mut values = [if me == 1 { u64::MAX } else { 5 }];
-    ensure!(
-        matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))),
-        "oversized value on PE 1"
-    );
-    let policy = GrowthPolicy {
-        over_allocation: if me == 1 { f64::NAN } else { 1.5 },
-        freeze_after: None,
-    };
-    let outcome =
-        GlobalMaxArray::<u32>::collective_alloc(rt, "bad policy on PE 1", 10, policy).map(drop);
-    ensure!(
-        matches!(outcome, Err(Error::InvalidArgument(_))),
-        "policy invalid on PE 1 only: {outcome:?}"
-    );
-    ensure!(
-        rt.max_u64_one(me as u64)? == rt.n_pes() as u64 - 1,
-        "collectives still in step"
-    );
+    ensure!(matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))), "oversized value on PE 1");
+    let policy = GrowthPolicy { over_allocation: if me == 1 { f64::NAN } else { 1.5 }, freeze_after: None };
+    let outcome = GlobalMaxArray::<u32>::collective_alloc(rt, "bad policy on PE 1", 10, policy).map(drop);
+    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "policy invalid on PE 1 only: {outcome:?}");
+    ensure!(rt.max_u64_one(me as u64)? == rt.n_pes() as u64 - 1, "collectives still in step");
     Ok(())
 }
 
@@ -673,37 +483,16 @@ fn sizes_and_alignment(rt: &Runtime) -> CaseResult {
         words: [u64; 32],
     }
     let wide = SymArray::<Wide>::collective_alloc(rt, "wide", 3)?;
-    ensure!(
-        (wide.as_ptr() as usize).is_multiple_of(256),
-        "over-aligned element type misaligned"
-    );
+    ensure!((wide.as_ptr() as usize).is_multiple_of(256), "over-aligned element type misaligned");
     let right = (rt.my_pe() + 1) % rt.n_pes();
-    wide.put_value(
-        right,
-        2,
-        Wide {
-            words: [rt.my_pe() as u64; 32],
-        },
-    )?;
+    wide.put_value(right, 2, Wide { words: [rt.my_pe() as u64; 32] })?;
     let outcome = SymArray::<u64>::collective_alloc(rt, "too long", usize::MAX / 4).map(drop);
-    ensure!(
-        matches!(outcome, Err(Error::SizeOverflow { .. })),
-        "overflowing length: {outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::SizeOverflow { .. })), "overflowing length: {outcome:?}");
     let outcome = SymArray::<u8>::collective_alloc(rt, "longest", usize::MAX).map(drop);
-    ensure!(
-        matches!(outcome, Err(Error::SizeOverflow { .. })),
-        "usize::MAX bytes: {outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::SizeOverflow { .. })), "usize::MAX bytes: {outcome:?}");
     let empty = SymArray::<u64>::collective_alloc(rt, "empty", 0)?;
-    ensure!(
-        empty.is_empty() && empty.put(right, 0, &[]).is_ok(),
-        "empty array"
-    );
-    ensure!(
-        matches!(empty.put(right, 0, &[1]), Err(Error::OutOfBounds { .. })),
-        "put into an empty array"
-    );
+    ensure!(empty.is_empty() && empty.put(right, 0, &[]).is_ok(), "empty array");
+    ensure!(matches!(empty.put(right, 0, &[1]), Err(Error::OutOfBounds { .. })), "put into an empty array");
     Ok(())
 }
 
@@ -712,23 +501,11 @@ fn unanswered_waits_time_out_with_a_diagnosis(rt: &Runtime) -> CaseResult {
     let signals = SignalArray::collective_alloc(rt, "never set", 1)?;
     let timeout = Duration::from_millis(300);
     match signals.wait_ge_for(0, 5, timeout) {
-        Err(
-            e @ Error::WaitTimeout {
-                pe,
-                awaited: 5,
-                seen: 0,
-                waited,
-                ..
-            },
-        ) => {
-            ensure!(
-                pe == me && waited >= timeout,
-                "timeout context {pe} {waited:?}"
-            );
+        Err(e @ Error::WaitTimeout { pe, awaited: 5, seen: 0, waited, .. }) => {
+            ensure!(pe == me && waited >= timeout, "timeout context {pe} {waited:?}");
             let message = e.to_string();
             ensure!(
-                message.contains(&format!("PE {me} waited"))
-                    && message.contains("signal 0 of 'never set'"),
+                message.contains(&format!("PE {me} waited")) && message.contains("signal 0 of 'never set'"),
                 "{message}"
             );
             ensure!(message.contains("ONESIDED_WAIT_TIMEOUT"), "{message}");
@@ -737,11 +514,7 @@ fn unanswered_waits_time_out_with_a_diagnosis(rt: &Runtime) -> CaseResult {
     }
     let mut counters = CallCounters::collective_alloc(rt, "lonely counter")?;
     let (peer, left) = ((me + 1) % n, (me + n - 1) % n);
-    for neighbour in if peer == left {
-        vec![peer]
-    } else {
-        vec![peer, left]
-    } {
+    for neighbour in if peer == left { vec![peer] } else { vec![peer, left] } {
         counters.arrive(neighbour)?;
         counters.arrive(neighbour)?;
     }
@@ -751,17 +524,10 @@ fn unanswered_waits_time_out_with_a_diagnosis(rt: &Runtime) -> CaseResult {
     if me == 0 {
         counters.arrive(1)?;
         match counters.wait_for(1, timeout) {
-            Err(
-                e @ Error::WaitTimeout {
-                    awaited: 3,
-                    seen: 2,
-                    ..
-                },
-            ) => {
+            Err(e @ Error::WaitTimeout { awaited: 3, seen: 2, .. }) => {
                 let message = e.to_string();
                 ensure!(
-                    message.contains("call counter 'lonely counter'")
-                        && message.contains("updated by PE 1"),
+                    message.contains("call counter 'lonely counter'") && message.contains("updated by PE 1"),
                     "{message}"
                 );
             }
@@ -791,26 +557,17 @@ fn worker_threads_share_the_runtime(rt: &Runtime) -> CaseResult {
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().expect("worker thread panicked"))
+        workers.into_iter().try_for_each(|w| w.join().expect("worker thread panicked"))
     })?;
     rt.barrier();
     let left = (me + n - 1) % n;
     let got = array.to_vec_local();
     for t in 0..THREADS {
         for i in 0..LEN {
-            ensure!(
-                got[t * LEN + i] == stamp(left, t as u64, i),
-                "thread {t} element {i}"
-            );
+            ensure!(got[t * LEN + i] == stamp(left, t as u64, i), "thread {t} element {i}");
         }
     }
-    ensure!(
-        counter.load(0)? == THREADS as u64,
-        "thread atomics: {}",
-        counter.load(0)?
-    );
+    ensure!(counter.load(0)? == THREADS as u64, "thread atomics: {}", counter.load(0)?);
     Ok(())
 }
 

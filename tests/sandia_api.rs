@@ -6,17 +6,9 @@
 #[test]
 fn the_sandia_openshmem_1_5_paths_type_check() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-sandia-api");
-    let output = std::process::Command::new(script)
-        .output()
-        .expect("run scripts/check-sandia-api");
+    let output = std::process::Command::new(script).output().expect("run scripts/check-sandia-api");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "check-sandia-api failed:\n{stdout}\n{stderr}"
-    );
-    assert!(
-        stdout.contains("type-check as Sandia OpenSHMEM 1.5"),
-        "{stdout}"
-    );
+    assert!(output.status.success(), "check-sandia-api failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("type-check as Sandia OpenSHMEM 1.5"), "{stdout}");
 }

@@ -16,11 +16,7 @@ fn stamp(pe: usize, call: u64, i: usize) -> u64 {
 
 /// A message length that differs per PE and per call, zero for some.
 fn length(pe: usize, call: u64) -> usize {
-    if (pe as u64 + call).is_multiple_of(5) {
-        0
-    } else {
-        (pe * 37 + call as usize * 13) % 200 + 1
-    }
+    if (pe as u64 + call).is_multiple_of(5) { 0 } else { (pe * 37 + call as usize * 13) % 200 + 1 }
 }
 
 struct Rng(u64);
@@ -44,12 +40,7 @@ const ROOM: usize = 256;
 
 /// Sends to the right, receives from the left at an offset that moves with the call, and
 /// returns every received buffer's contents after the last call.
-fn ring(
-    rt: &Runtime,
-    path: Path,
-    calls: u64,
-    delays: bool,
-) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+fn ring(rt: &Runtime, path: Path, calls: u64, delays: bool) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     let mut exchange = Exchange::<u64>::collective_new(rt, &format!("ring {path}"), path)?;
@@ -64,16 +55,8 @@ fn ring(
         let offset = (call as usize * 3) % ROOM;
         let received = exchange.sendrecv(
             &[&target],
-            Outgoing {
-                to: right,
-                data: &message,
-            },
-            Incoming {
-                from: left,
-                buffer: 0,
-                offset,
-                room: ROOM,
-            },
+            Outgoing { to: right, data: &message },
+            Incoming { from: left, buffer: 0, offset, room: ROOM },
         )?;
         let expected = length(left, call);
         ensure!(
@@ -83,10 +66,7 @@ fn ring(
         let mut got = vec![0u64; received];
         target.read_local(offset, &mut got)?;
         for (i, &v) in got.iter().enumerate() {
-            ensure!(
-                v == stamp(left, call, i),
-                "{path} call {call} element {i}: {v:#x}"
-            );
+            ensure!(v == stamp(left, call, i), "{path} call {call} element {i}: {v:#x}");
         }
     }
     Ok(target.to_vec_local())
@@ -101,10 +81,7 @@ fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
     // Put ran more calls; compare the other paths with each other and put with a fresh run.
     let put_short = ring(rt, Path::Put, 1000, false)?;
     for (path, contents) in &results[1..] {
-        ensure!(
-            *contents == put_short,
-            "{path} left different bytes than onesided-put"
-        );
+        ensure!(*contents == put_short, "{path} left different bytes than onesided-put");
     }
     Ok(())
 }
@@ -112,10 +89,7 @@ fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
 fn random_delays_do_not_matter(rt: &Runtime) -> CaseResult {
     let reference = ring(rt, Path::Mpi, 300, true)?;
     for path in [Path::Put, Path::Get, Path::Buffered] {
-        ensure!(
-            ring(rt, path, 300, true)? == reference,
-            "{path} with delays differs from MPI"
-        );
+        ensure!(ring(rt, path, 300, true)? == reference, "{path} with delays differs from MPI");
     }
     Ok(())
 }
@@ -137,35 +111,14 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
         rt.barrier();
         for call in 1..=500u64 {
             let forward: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
-            let backward: Vec<u64> = (0..length(me, call + 1))
-                .map(|i| !stamp(me, call, i))
-                .collect();
+            let backward: Vec<u64> = (0..length(me, call + 1)).map(|i| !stamp(me, call, i)).collect();
             let mut received = [0; 2];
             exchange.exchange(
                 &[&in_place, &scratch],
+                &[Outgoing { to: right, data: &forward }, Outgoing { to: left, data: &backward }],
                 &[
-                    Outgoing {
-                        to: right,
-                        data: &forward,
-                    },
-                    Outgoing {
-                        to: left,
-                        data: &backward,
-                    },
-                ],
-                &[
-                    Incoming {
-                        from: left,
-                        buffer: 0,
-                        offset: 1000,
-                        room: ROOM,
-                    },
-                    Incoming {
-                        from: right,
-                        buffer: 1,
-                        offset: 0,
-                        room: ROOM,
-                    },
+                    Incoming { from: left, buffer: 0, offset: 1000, room: ROOM },
+                    Incoming { from: right, buffer: 1, offset: 0, room: ROOM },
                 ],
                 &mut received,
             )?;
@@ -176,32 +129,22 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
             let mut got = vec![0u64; received[0]];
             in_place.read_local(1000, &mut got)?;
             ensure!(
-                got.iter()
-                    .enumerate()
-                    .all(|(i, &v)| v == stamp(left, call, i)),
+                got.iter().enumerate().all(|(i, &v)| v == stamp(left, call, i)),
                 "{path} forward call {call}"
             );
             let mut got = vec![0u64; received[1]];
             scratch.read_local(0, &mut got)?;
             ensure!(
-                got.iter()
-                    .enumerate()
-                    .all(|(i, &v)| v == !stamp(right, call, i)),
+                got.iter().enumerate().all(|(i, &v)| v == !stamp(right, call, i)),
                 "{path} backward call {call}"
             );
         }
         let mut kept = vec![0u64; 1000];
         in_place.read_local(0, &mut kept)?;
-        ensure!(
-            kept == home,
-            "{path}: the home part of the in-place buffer was overwritten"
-        );
+        ensure!(kept == home, "{path}: the home part of the in-place buffer was overwritten");
         contents.push(in_place.to_vec_local());
     }
-    ensure!(
-        contents.windows(2).all(|w| w[0] == w[1]),
-        "paths left different bytes"
-    );
+    ensure!(contents.windows(2).all(|w| w[0] == w[1]), "paths left different bytes");
     Ok(())
 }
 
@@ -218,29 +161,15 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         let message = vec![me as u32; if me == 0 { 9 } else { 8 }];
         let outcome = exchange.sendrecv(
             &[&target],
-            Outgoing {
-                to: right,
-                data: &message,
-            },
-            Incoming {
-                from: left,
-                buffer: 0,
-                offset: 4,
-                room: 8,
-            },
+            Outgoing { to: right, data: &message },
+            Incoming { from: left, buffer: 0, offset: 4, room: 8 },
         );
         // The receiver always learns of it; on the put path the sender, which checks the
         // announced room, does too.
         let victim = 1 % n;
         let told = me == victim || (me == 0 && path == Path::Put);
         match outcome {
-            Err(Error::MessageTooLarge {
-                pe: 0,
-                to,
-                room: 8,
-                count,
-                ..
-            }) if to == victim => {
+            Err(Error::MessageTooLarge { pe: 0, to, room: 8, count, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
                 ensure!(count.is_none_or(|c| c == 9), "{path}: count {count:?}");
             }
@@ -250,30 +179,16 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         if me == victim && path == Path::Put {
             let mut untouched = vec![0u32; 32];
             target.read_local(0, &mut untouched)?;
-            ensure!(
-                untouched == vec![7; 32],
-                "{path}: a rejected message was written"
-            );
+            ensure!(untouched == vec![7; 32], "{path}: a rejected message was written");
         }
         // The channel is usable afterwards.
         let message = vec![me as u32 + 100; 3];
         let received = exchange.sendrecv(
             &[&target],
-            Outgoing {
-                to: right,
-                data: &message,
-            },
-            Incoming {
-                from: left,
-                buffer: 0,
-                offset: 0,
-                room: 8,
-            },
+            Outgoing { to: right, data: &message },
+            Incoming { from: left, buffer: 0, offset: 0, room: 8 },
         )?;
-        ensure!(
-            received == 3 && target.get_value(me, 2)? == left as u32 + 100,
-            "{path}: after a rejection"
-        );
+        ensure!(received == 3 && target.get_value(me, 2)? == left as u32 + 100, "{path}: after a rejection");
     }
     Ok(())
 }
@@ -285,65 +200,27 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
     let target = SymArray::<u8>::collective_alloc(rt, "small", 8)?;
     let outcome = exchange.sendrecv(
         &[&target],
-        Outgoing {
-            to: right,
-            data: &[1],
-        },
-        Incoming {
-            from: right,
-            buffer: 1,
-            offset: 0,
-            room: 1,
-        },
+        Outgoing { to: right, data: &[1] },
+        Incoming { from: right, buffer: 1, offset: 0, room: 1 },
     );
-    ensure!(
-        matches!(outcome, Err(Error::InvalidArgument(_))),
-        "buffer index: {outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "buffer index: {outcome:?}");
     let outcome = exchange.sendrecv(
         &[&target],
-        Outgoing {
-            to: right,
-            data: &[1],
-        },
-        Incoming {
-            from: right,
-            buffer: 0,
-            offset: 4,
-            room: 5,
-        },
+        Outgoing { to: right, data: &[1] },
+        Incoming { from: right, buffer: 0, offset: 4, room: 5 },
     );
-    ensure!(
-        matches!(outcome, Err(Error::OutOfBounds { .. })),
-        "room past the buffer: {outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::OutOfBounds { .. })), "room past the buffer: {outcome:?}");
     let outcome = exchange.sendrecv(
         &[&target],
         Outgoing { to: n, data: &[1] },
-        Incoming {
-            from: right,
-            buffer: 0,
-            offset: 0,
-            room: 1,
-        },
+        Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
-    ensure!(
-        matches!(outcome, Err(Error::InvalidPe { .. })),
-        "PE n: {outcome:?}"
-    );
+    ensure!(matches!(outcome, Err(Error::InvalidPe { .. })), "PE n: {outcome:?}");
     let mut get = Exchange::<u8>::collective_new(rt, "unreserved", Path::Get)?;
     let outcome = get.sendrecv(
         &[&target],
-        Outgoing {
-            to: right,
-            data: &[1],
-        },
-        Incoming {
-            from: right,
-            buffer: 0,
-            offset: 0,
-            room: 1,
-        },
+        Outgoing { to: right, data: &[1] },
+        Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(
         matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("collective_reserve")),
@@ -366,16 +243,8 @@ fn sending_to_oneself(rt: &Runtime) -> CaseResult {
             let message: Vec<u64> = (0..call as usize).map(|i| stamp(me, call, i)).collect();
             let received = exchange.sendrecv(
                 &[&target],
-                Outgoing {
-                    to: me,
-                    data: &message,
-                },
-                Incoming {
-                    from: me,
-                    buffer: 0,
-                    offset: 1,
-                    room: 63,
-                },
+                Outgoing { to: me, data: &message },
+                Incoming { from: me, buffer: 0, offset: 1, room: 63 },
             )?;
             ensure!(received == call as usize, "{path}: {received} to oneself");
             ensure!(
@@ -383,6 +252,51 @@ fn sending_to_oneself(rt: &Runtime) -> CaseResult {
                 "{path} self data"
             );
         }
+    }
+    Ok(())
+}
+
+/// Receives announced ahead of time: the sender finds the announcement in place; a posted
+/// receive must be consumed exactly as posted.
+fn posted_receives(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in Path::ALL {
+        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("posted {path}"), path)?;
+        exchange.collective_reserve(ROOM)?;
+        let target = SymArray::<u64>::collective_alloc(rt, "posted target", ROOM)?;
+        let incoming = Incoming { from: left, buffer: 0, offset: 0, room: ROOM };
+        let mut rng = Rng::new(me as u64 + 3);
+        for call in 1..=400u64 {
+            let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
+            let received = exchange.sendrecv(&[&target], Outgoing { to: right, data: &message }, incoming)?;
+            ensure!(received == length(left, call), "{path} call {call}: {received}");
+            let mut got = vec![0u64; received];
+            target.read_local(0, &mut got)?;
+            ensure!(
+                got.iter().enumerate().all(|(i, &v)| v == stamp(left, call, i)),
+                "{path} call {call} data"
+            );
+            // The data has been used: the next receive may be announced now, and the work in
+            // between (a delay here) overlaps the neighbour's wait.
+            exchange.post_receives(&[&target], &[incoming])?;
+            if call % 40 == 0 {
+                rng.delay(300);
+            }
+        }
+        let again = exchange.post_receives(&[&target], &[incoming]);
+        ensure!(
+            matches!(again, Err(Error::InvalidArgument(ref m)) if m.contains("already posted")),
+            "{again:?}"
+        );
+        let other = Incoming { from: left, buffer: 0, offset: 1, room: ROOM - 1 };
+        let outcome = exchange.sendrecv(&[&target], Outgoing { to: right, data: &[] }, other);
+        ensure!(
+            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("was posted")),
+            "{outcome:?}"
+        );
+        // Consume the posted receive as posted, so that every PE ends in step.
+        exchange.sendrecv(&[&target], Outgoing { to: right, data: &[] }, incoming)?;
     }
     Ok(())
 }
@@ -395,6 +309,7 @@ fn main() {
         oversized_messages_are_rejected,
         bad_arguments,
         sending_to_oneself,
+        posted_receives,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

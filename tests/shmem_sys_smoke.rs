@@ -33,33 +33,16 @@ fn main() {
 
         // Value = sender PE * 1000 + index, so a misplaced element is caught.
         let outgoing: Vec<u64> = (0..LEN as u64).map(|i| me as u64 * 1000 + i).collect();
-        shmem_sys::shmem_putmem(
-            inbox.cast::<c_void>(),
-            outgoing.as_ptr().cast(),
-            LEN * 8,
-            other,
-        );
+        shmem_sys::shmem_putmem(inbox.cast::<c_void>(), outgoing.as_ptr().cast(), LEN * 8, other);
         shmem_sys::shmem_barrier_all();
         for i in 0..LEN {
-            assert_eq!(
-                inbox.add(i).read(),
-                other as u64 * 1000 + i as u64,
-                "PE {me} element {i}"
-            );
+            assert_eq!(inbox.add(i).read(), other as u64 * 1000 + i as u64, "PE {me} element {i}");
         }
 
         let mut fetched = vec![0u64; LEN];
-        shmem_sys::shmem_getmem(
-            fetched.as_mut_ptr().cast(),
-            inbox.cast::<c_void>(),
-            LEN * 8,
-            other,
-        );
+        shmem_sys::shmem_getmem(fetched.as_mut_ptr().cast(), inbox.cast::<c_void>(), LEN * 8, other);
         let expected: Vec<u64> = (0..LEN as u64).map(|i| me as u64 * 1000 + i).collect();
-        assert_eq!(
-            fetched, expected,
-            "PE {me} got back what it put into PE {other}"
-        );
+        assert_eq!(fetched, expected, "PE {me} got back what it put into PE {other}");
 
         shmem_sys::shmem_barrier_all();
         shmem_sys::shmem_free(inbox.cast());

@@ -39,14 +39,17 @@ fn run() -> Result<(), String> {
         points.retain(|p| only.contains(&p.group));
     }
     if points.is_empty() {
-        return Err(format!(
-            "no results under {}; run `cargo bench` first",
-            criterion.display()
-        ));
+        return Err(format!("no results under {}; run `cargo bench` first", criterion.display()));
     }
-    print!("{}", report::markdown(&points));
-    std::fs::create_dir_all(&plots)
-        .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
+    let paired = report::read_paired(&criterion.join("paired-ratios.json")).unwrap_or_default();
+    print!("{}", report::markdown(&points, &paired));
+    println!(
+        "Times are criterion's medians. Ratios are medians of {} rounds in which the variant and \
+         its reference ran alternately (`~`: ratio of the two medians, where no paired \
+         measurement exists).",
+        15
+    );
+    std::fs::create_dir_all(&plots).map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
     for group in report::groups(&points) {
         let svg = report::svg(&group, &points).expect("the group has points");
         let path = plots.join(format!("{group}.svg"));

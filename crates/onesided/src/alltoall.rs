@@ -81,16 +81,13 @@ impl FromStr for AlltoallPath {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<AlltoallPath> {
-        AlltoallPath::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = AlltoallPath::ALL.iter().map(|p| p.name()).collect();
-                Error::InvalidArgument(format!(
-                    "unknown all-to-all path {s:?}: expected one of {}",
-                    names.join(", ")
-                ))
-            })
+        AlltoallPath::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = AlltoallPath::ALL.iter().map(|p| p.name()).collect();
+            Error::InvalidArgument(format!(
+                "unknown all-to-all path {s:?}: expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -157,22 +154,15 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         }
         let psync_len = {
             // SAFETY: reading shim constants.
-            let (alltoall, barrier) = unsafe {
-                (
-                    shmem_sys::shmem_sys_alltoall_sync_size,
-                    shmem_sys::shmem_sys_barrier_sync_size,
-                )
-            };
+            let (alltoall, barrier) =
+                unsafe { (shmem_sys::shmem_sys_alltoall_sync_size, shmem_sys::shmem_sys_barrier_sync_size) };
             alltoall.max(barrier).max(1)
         };
         let psync = if path == AlltoallPath::Shmem {
             let sync_value = rt.constants().sync_value;
-            Some(SymArray::collective_alloc_with(
-                rt,
-                &format!("{name}: pSync"),
-                4 * psync_len,
-                |p| p.fill(sync_value),
-            )?)
+            Some(SymArray::collective_alloc_with(rt, &format!("{name}: pSync"), 4 * psync_len, |p| {
+                p.fill(sync_value)
+            })?)
         } else {
             None
         };
@@ -238,9 +228,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         };
         self.calls += 1;
         match self.path {
-            AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided => {
-                self.run_one_sided(me)?
-            }
+            AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided => self.run_one_sided(me)?,
             AlltoallPath::OrderedMpi => self.run_ordered_mpi()?,
             AlltoallPath::Mpi => self.run_mpi()?,
             AlltoallPath::Shmem => self.run_shmem(),
@@ -261,19 +249,15 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
             // SAFETY: no PE writes this member's send array (see send_buffer), and the slice
             // ends before this call returns.
-            let outgoing =
-                unsafe { &self.send.local_slice()[dest * self.block..(dest + 1) * self.block] };
-            self.recv
-                .put_signal(dest_pe, me * self.block, outgoing, &self.arrived, me, k)?;
+            let outgoing = unsafe { &self.send.local_slice()[dest * self.block..(dest + 1) * self.block] };
+            self.recv.put_signal(dest_pe, me * self.block, outgoing, &self.arrived, me, k)?;
             self.arrived.wait_ge_from(src, k, Some(src_pe), timeout)?;
         }
         Ok(())
     }
 
     fn communicator(&self) -> &SimpleCommunicator {
-        self.group
-            .communicator()
-            .expect("members have the group's communicator")
+        self.group.communicator().expect("members have the group's communicator")
     }
 
     fn run_ordered_mpi(&mut self) -> Result<()> {
@@ -301,10 +285,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                 )
             };
             if code != 0 {
-                return Err(Error::Mpi {
-                    call: "MPI_Sendrecv",
-                    code,
-                });
+                return Err(Error::Mpi { call: "MPI_Sendrecv", code });
             }
         }
         Ok(())
@@ -330,10 +311,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             )
         };
         if code != 0 {
-            return Err(Error::Mpi {
-                call: "MPI_Alltoall",
-                code,
-            });
+            return Err(Error::Mpi { call: "MPI_Alltoall", code });
         }
         Ok(())
     }
@@ -377,15 +355,12 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
     }
 
     fn block_bytes(&self) -> Result<c_int> {
-        self.block
-            .checked_mul(size_of::<T>())
-            .and_then(|b| c_int::try_from(b).ok())
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "all-to-all '{}': a block of {} elements exceeds what one MPI message can count",
-                    self.name, self.block
-                ))
-            })
+        self.block.checked_mul(size_of::<T>()).and_then(|b| c_int::try_from(b).ok()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "all-to-all '{}': a block of {} elements exceeds what one MPI message can count",
+                self.name, self.block
+            ))
+        })
     }
 }
 
@@ -394,9 +369,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
 /// Falls back to the plain order when nodes have different member counts.
 fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize)>> {
     let n = group.len();
-    let comm = group
-        .communicator()
-        .expect("members have the group's communicator");
+    let comm = group.communicator().expect("members have the group's communicator");
     // Each member learns the lowest group rank on its node: that is the node's name.
     let node_comm = comm.split_shared(me as c_int);
     let mut leader = [me as u64];
@@ -419,14 +392,8 @@ fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize
     if nodes.iter().any(|node| node.len() != per_node) {
         return Ok((0..n).map(|i| ((me + i) % n, (me + n - i) % n)).collect());
     }
-    let my_node = names
-        .iter()
-        .position(|&name| name == leaders[me])
-        .expect("own node");
-    let my_local = nodes[my_node]
-        .iter()
-        .position(|&r| r == me)
-        .expect("own rank");
+    let my_node = names.iter().position(|&name| name == leaders[me]).expect("own node");
+    let my_local = nodes[my_node].iter().position(|&r| r == me).expect("own rank");
     let count = nodes.len();
     let mut phases = Vec::with_capacity(n);
     for a in 0..count {

@@ -105,9 +105,7 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// # Collective
     /// As [`SymArray::collective_alloc`].
     pub fn collective_alloc(rt: &'rt Runtime, name: &str, len: usize) -> Result<Self> {
-        Ok(AtomicArray {
-            words: SymArray::collective_alloc(rt, name, len)?,
-        })
+        Ok(AtomicArray { words: SymArray::collective_alloc(rt, name, len)? })
     }
 
     /// The number of words.
@@ -150,9 +148,7 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn fetch_add(&self, pe: usize, index: usize, value: A) -> Result<A> {
         let target = self.target("atomic fetch_add", pe, index)?;
         // SAFETY: target is a checked symmetric word, pe exists.
-        Ok(Self::acquired(unsafe {
-            A::fetch_add(target, value, pe as i32)
-        }))
+        Ok(Self::acquired(unsafe { A::fetch_add(target, value, pe as i32) }))
     }
 
     /// Adds `value` to word `index` of PE `pe`.
@@ -190,9 +186,7 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn compare_swap(&self, pe: usize, index: usize, cond: A, value: A) -> Result<A> {
         let target = self.target("atomic compare_swap", pe, index)?;
         // SAFETY: as above.
-        Ok(Self::acquired(unsafe {
-            A::compare_swap(target, cond, value, pe as i32)
-        }))
+        Ok(Self::acquired(unsafe { A::compare_swap(target, cond, value, pe as i32) }))
     }
 
     /// Reads this PE's word `index` atomically.

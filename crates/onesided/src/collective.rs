@@ -99,10 +99,7 @@ impl CollectiveScratch {
     }
 
     fn ptr<T>(&self, set: usize, region: impl Fn(&SetLayout) -> usize) -> *mut T {
-        let block = self
-            .block
-            .as_ref()
-            .expect("scratch is freed only when the runtime drops");
+        let block = self.block.as_ref().expect("scratch is freed only when the runtime drops");
         // SAFETY: the region offsets lie inside the block by construction.
         unsafe { block.as_ptr().add(region(&self.sets[set])).cast::<T>() }
     }
@@ -188,14 +185,10 @@ impl Runtime {
         // oversized value after the same library call, and they all stop there together.
         let len = values.len() as u64;
         let too_big = values.iter().filter(|&&v| v > LIMIT).count() as i64;
-        let mut stream: Vec<i64> = [
-            len.min(LIMIT) as i64,
-            (LIMIT - len.min(LIMIT)) as i64,
-            too_big,
-        ]
-        .into_iter()
-        .chain(values.iter().map(|&v| v.min(LIMIT) as i64))
-        .collect();
+        let mut stream: Vec<i64> = [len.min(LIMIT) as i64, (LIMIT - len.min(LIMIT)) as i64, too_big]
+            .into_iter()
+            .chain(values.iter().map(|&v| v.min(LIMIT) as i64))
+            .collect();
         // The first call reduces a fixed number of elements whatever the PEs passed, so that
         // it matches across PEs even when the lengths do not.
         stream.resize(stream.len().max(FIRST_CHUNK), 0);
@@ -210,8 +203,7 @@ impl Runtime {
         }
         if stream[2] > 0 {
             return Err(Error::InvalidArgument(
-                "max_u64 reduces values up to i64::MAX, and some PE passed a larger one"
-                    .to_string(),
+                "max_u64 reduces values up to i64::MAX, and some PE passed a larger one".to_string(),
             ));
         }
         scratch.reduce_max(self.n_pes(), &mut stream[FIRST_CHUNK..]);

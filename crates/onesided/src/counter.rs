@@ -50,8 +50,7 @@ impl<'rt> CallCounters<'rt> {
     }
 
     fn check_peer(&self, peer: usize) -> Result<()> {
-        self.runtime()
-            .check_pe(peer, || format!("call counter '{}'", self.arrived.name()))
+        self.runtime().check_pe(peer, || format!("call counter '{}'", self.arrived.name()))
     }
 
     /// Starts the next paired operation with `peer` and tells `peer` so; returns the new count.
@@ -76,18 +75,9 @@ impl<'rt> CallCounters<'rt> {
     /// [`wait`](Self::wait) with an explicit timeout.
     pub fn wait_for(&self, peer: usize, timeout: Duration) -> Result<()> {
         self.check_peer(peer)?;
-        self.arrived
-            .wait_ge_from(peer, self.calls[peer], Some(peer), timeout)
-            .map(|_| ())
-            .map_err(|e| match e {
-                Error::WaitTimeout {
-                    pe,
-                    peer,
-                    awaited,
-                    seen,
-                    waited,
-                    ..
-                } => Error::WaitTimeout {
+        self.arrived.wait_ge_from(peer, self.calls[peer], Some(peer), timeout).map(|_| ()).map_err(
+            |e| match e {
+                Error::WaitTimeout { pe, peer, awaited, seen, waited, .. } => Error::WaitTimeout {
                     pe,
                     what: format!("the call counter '{}'", self.arrived.name()),
                     peer,
@@ -96,7 +86,8 @@ impl<'rt> CallCounters<'rt> {
                     waited,
                 },
                 other => other,
-            })
+            },
+        )
     }
 
     /// Whether `peer` has arrived at least as far as this PE.

@@ -68,11 +68,8 @@ pub(crate) fn direct() -> Result<bool> {
 
 /// The heap-size variable of the implementation in use and its current value for messages.
 pub(crate) fn heap_size_setting() -> (&'static str, String) {
-    let (variable, default) = if cfg!(shmem_sos) {
-        (SOS_HEAP_SIZE, "512M")
-    } else {
-        (OSHMEM_HEAP_SIZE, "256M")
-    };
+    let (variable, default) =
+        if cfg!(shmem_sos) { (SOS_HEAP_SIZE, "512M") } else { (OSHMEM_HEAP_SIZE, "256M") };
     let current = match std::env::var(variable) {
         Ok(v) => v,
         Err(_) => format!("unset, default {default}"),

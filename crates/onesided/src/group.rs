@@ -47,14 +47,10 @@ impl<'rt> PeGroup<'rt> {
         for (rank, &pe) in members.iter().enumerate() {
             match ranks.get_mut(pe) {
                 None => {
-                    problem.get_or_insert(format!(
-                        "member PE {pe} does not exist (the job has {n} PEs)"
-                    ));
+                    problem.get_or_insert(format!("member PE {pe} does not exist (the job has {n} PEs)"));
                 }
                 Some(Some(first)) => {
-                    problem.get_or_insert(format!(
-                        "PE {pe} is listed twice (ranks {first} and {rank})"
-                    ));
+                    problem.get_or_insert(format!("PE {pe} is listed twice (ranks {first} and {rank})"));
                 }
                 Some(slot) => *slot = Some(rank),
             }
@@ -63,16 +59,10 @@ impl<'rt> PeGroup<'rt> {
         let digest = members.iter().fold(members.len() as u64, |h, &pe| {
             (h ^ pe as u64).wrapping_mul(0x100_0000_01b3) & (i64::MAX as u64)
         });
-        let mut agreement = [
-            digest,
-            i64::MAX as u64 - digest,
-            u64::from(problem.is_some()),
-        ];
+        let mut agreement = [digest, i64::MAX as u64 - digest, u64::from(problem.is_some())];
         rt.max_u64(&mut agreement)?;
         if let Some(problem) = problem {
-            return Err(Error::InvalidArgument(format!(
-                "PE group '{name}': {problem}"
-            )));
+            return Err(Error::InvalidArgument(format!("PE group '{name}': {problem}")));
         }
         if agreement[2] > 0 {
             return Err(Error::InvalidArgument(format!(
@@ -102,12 +92,7 @@ impl<'rt> PeGroup<'rt> {
             #[cfg(shmem_spec_1_5)]
             team,
         };
-        debug_assert!(
-            group
-                .comm
-                .as_ref()
-                .is_none_or(|c| c.size() as usize == group.members.len())
-        );
+        debug_assert!(group.comm.as_ref().is_none_or(|c| c.size() as usize == group.members.len()));
         Ok(group)
     }
 
@@ -197,16 +182,8 @@ impl<'rt> PeGroup<'rt> {
     pub fn active_set(&self) -> Option<(usize, u32, usize)> {
         let start = self.members[0];
         let size = self.members.len();
-        let stride = if size > 1 {
-            self.members[1].checked_sub(start)?
-        } else {
-            1
-        };
-        let strided = self
-            .members
-            .iter()
-            .enumerate()
-            .all(|(i, &pe)| pe == start + i * stride);
+        let stride = if size > 1 { self.members[1].checked_sub(start)? } else { 1 };
+        let strided = self.members.iter().enumerate().all(|(i, &pe)| pe == start + i * stride);
         (strided && stride.is_power_of_two()).then(|| (start, stride.trailing_zeros(), size))
     }
 }
@@ -230,11 +207,7 @@ mod team {
         /// Every PE of the world team calls it with the same members.
         pub(super) fn collective_split(members: &[usize]) -> Result<Option<Team>> {
             let start = members[0];
-            let stride = if members.len() > 1 {
-                members[1] as isize - start as isize
-            } else {
-                1
-            };
+            let stride = if members.len() > 1 { members[1] as isize - start as isize } else { 1 };
             let strided = stride > 0
                 && members
                     .iter()
@@ -244,12 +217,8 @@ mod team {
                 return Ok(None);
             }
             // SAFETY: reading shim accessors of the library's predefined teams.
-            let (world, invalid) = unsafe {
-                (
-                    shmem_sys::shmem_sys_team_world(),
-                    shmem_sys::shmem_sys_team_invalid(),
-                )
-            };
+            let (world, invalid) =
+                unsafe { (shmem_sys::shmem_sys_team_world(), shmem_sys::shmem_sys_team_invalid()) };
             let mut team = invalid;
             // SAFETY: every PE of the world team calls this with the same arguments; a null
             // configuration with mask 0 asks for the defaults.
@@ -276,11 +245,7 @@ mod team {
         pub(super) fn rank_of(&self, pe: usize) -> Option<usize> {
             // SAFETY: the team is valid; translating from the world team is always allowed.
             let rank = unsafe {
-                shmem_sys::shmem_team_translate_pe(
-                    shmem_sys::shmem_sys_team_world(),
-                    pe as i32,
-                    self.team,
-                )
+                shmem_sys::shmem_team_translate_pe(shmem_sys::shmem_sys_team_world(), pe as i32, self.team)
             };
             usize::try_from(rank).ok()
         }
@@ -288,11 +253,7 @@ mod team {
         pub(super) fn pe_of(&self, rank: usize) -> usize {
             // SAFETY: the team is valid and rank is below its size (checked by the caller).
             let pe = unsafe {
-                shmem_sys::shmem_team_translate_pe(
-                    self.team,
-                    rank as i32,
-                    shmem_sys::shmem_sys_team_world(),
-                )
+                shmem_sys::shmem_team_translate_pe(self.team, rank as i32, shmem_sys::shmem_sys_team_world())
             };
             pe as usize
         }

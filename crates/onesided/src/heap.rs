@@ -131,13 +131,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
 
         // 1. Every PE asks for the same size: maxima of the values and of their complements.
         let len64 = (len as u64).min(LIMIT);
-        let mut sizes = [
-            len64,
-            LIMIT - len64,
-            elem_size as u64,
-            LIMIT - elem_size as u64,
-        ]
-        .map(|v| v as i64);
+        let mut sizes = [len64, LIMIT - len64, elem_size as u64, LIMIT - elem_size as u64].map(|v| v as i64);
         collectives.reduce_max(rt.n_pes(), &mut sizes);
         if sizes[0] != i64::MAX - sizes[1] || sizes[2] != i64::MAX - sizes[3] {
             drop(collectives);
@@ -148,11 +142,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         let bytes = len
             .checked_mul(elem_size)
             .filter(|&b| b <= isize::MAX as usize - align)
-            .ok_or_else(|| Error::SizeOverflow {
-                array: name.to_string(),
-                len,
-                elem_size,
-            })?;
+            .ok_or_else(|| Error::SizeOverflow { array: name.to_string(), len, elem_size })?;
         let raw = RawSymmetric::collective_alloc(bytes, align);
         if let Some(raw) = &raw {
             // SAFETY: the block is fresh, at least `len * size_of::<T>()` bytes long and aligned
@@ -167,14 +157,8 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
 
         // 3. Agree on success and on the block's offset in the heap. The agreement is also the
         // barrier that publishes the zeroed, initialised memory.
-        let offset = raw.as_ref().map_or(0, |r| {
-            heap_offset(r.as_ptr() as usize, collectives.heap_base())
-        });
-        let failed = if raw.is_some() {
-            0
-        } else {
-            rt.my_pe() as i64 + 1
-        };
+        let offset = raw.as_ref().map_or(0, |r| heap_offset(r.as_ptr() as usize, collectives.heap_base()));
+        let failed = if raw.is_some() { 0 } else { rt.my_pe() as i64 + 1 };
         let mut agreement = [failed, offset, i64::MAX - offset];
         collectives.reduce_max(rt.n_pes(), &mut agreement);
         drop(collectives);
@@ -205,20 +189,11 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
                     return None;
                 }
                 // SAFETY: ptr is a symmetric address and pe exists.
-                let remote =
-                    unsafe { shmem_sys::shmem_ptr(ptr.as_ptr().cast::<c_void>(), pe as i32) };
+                let remote = unsafe { shmem_sys::shmem_ptr(ptr.as_ptr().cast::<c_void>(), pe as i32) };
                 NonNull::new(remote.cast::<T>())
             })
             .collect();
-        Ok(SymArray {
-            rt,
-            ptr,
-            mapped,
-            raw: Some(raw),
-            len,
-            name: name.to_string(),
-            _elements: PhantomData,
-        })
+        Ok(SymArray { rt, ptr, mapped, raw: Some(raw), len, name: name.to_string(), _elements: PhantomData })
     }
 
     /// Frees the array; the same as dropping it, spelled out.
@@ -257,25 +232,11 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     }
 
     /// Checks that `count` elements from `offset` lie inside the array and `pe` exists.
-    pub(crate) fn check(
-        &self,
-        op: &'static str,
-        pe: usize,
-        offset: usize,
-        count: usize,
-    ) -> Result<()> {
-        self.rt
-            .check_pe(pe, || format!("{op} on '{}'", self.name))?;
+    pub(crate) fn check(&self, op: &'static str, pe: usize, offset: usize, count: usize) -> Result<()> {
+        self.rt.check_pe(pe, || format!("{op} on '{}'", self.name))?;
         match offset.checked_add(count) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OutOfBounds {
-                op,
-                array: self.name.clone(),
-                pe,
-                offset,
-                count,
-                len: self.len,
-            }),
+            _ => Err(Error::OutOfBounds { op, array: self.name.clone(), pe, offset, count, len: self.len }),
         }
     }
 
@@ -300,9 +261,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         self.check("local read", self.rt.my_pe(), offset, dst.len())?;
         // SAFETY: the range is inside the array (checked); dst is a distinct Rust slice; no
         // reference to symmetric memory is created.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.element_ptr(offset), dst.as_mut_ptr(), dst.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.element_ptr(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
@@ -312,6 +271,24 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         // SAFETY: the range is inside the array (checked); src is a distinct Rust slice; no
         // reference to symmetric memory is created.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.element_ptr(offset), src.len()) };
+        Ok(())
+    }
+
+    /// Copies `count` elements of this PE's copy of `source` from `source_offset` into this
+    /// PE's copy of `self` at `offset` (a local copy between symmetric arrays, which may be
+    /// the same array).
+    pub(crate) fn copy_local_from(
+        &self,
+        offset: usize,
+        source: &SymArray<'_, T>,
+        source_offset: usize,
+        count: usize,
+    ) -> Result<()> {
+        self.check("local copy", self.rt.my_pe(), offset, count)?;
+        source.check("local copy", self.rt.my_pe(), source_offset, count)?;
+        // SAFETY: both ranges are inside their arrays (checked); `ptr::copy` allows overlap;
+        // no reference to symmetric memory is created.
+        unsafe { std::ptr::copy(source.element_ptr(source_offset), self.element_ptr(offset), count) };
         Ok(())
     }
 
@@ -326,8 +303,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     /// This PE's copy as a vector.
     pub fn to_vec_local(&self) -> Vec<T> {
         let mut out = vec![T::zeroed(); self.len];
-        self.read_local(0, &mut out)
-            .expect("the whole array is in bounds");
+        self.read_local(0, &mut out).expect("the whole array is in bounds");
         out
     }
 
@@ -426,21 +402,14 @@ pub struct GrowthPolicy {
 impl Default for GrowthPolicy {
     /// 20 % over-allocation, never frozen.
     fn default() -> Self {
-        GrowthPolicy {
-            over_allocation: 1.2,
-            freeze_after: None,
-        }
+        GrowthPolicy { over_allocation: 1.2, freeze_after: None }
     }
 }
 
 impl GrowthPolicy {
     fn capacity_for(&self, global_max: usize) -> usize {
         let grown = (global_max as f64 * self.over_allocation).ceil();
-        if grown >= usize::MAX as f64 {
-            usize::MAX
-        } else {
-            (grown as usize).max(global_max)
-        }
+        if grown >= usize::MAX as f64 { usize::MAX } else { (grown as usize).max(global_max) }
     }
 
     fn validate(&self) -> Result<()> {
@@ -487,12 +456,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
     /// # Collective
     /// Every PE must call it (with its own `need`) in the same order relative to other
     /// collectives.
-    pub fn collective_alloc(
-        rt: &'rt Runtime,
-        name: &str,
-        need: usize,
-        policy: GrowthPolicy,
-    ) -> Result<Self> {
+    pub fn collective_alloc(rt: &'rt Runtime, name: &str, need: usize, policy: GrowthPolicy) -> Result<Self> {
         // An invalid policy on any PE fails on every PE, after the same reduction.
         let mut request = [need as u64, u64::from(policy.validate().is_err())];
         rt.max_u64(&mut request)?;
@@ -504,12 +468,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
             )));
         }
         let array = SymArray::collective_alloc(rt, name, policy.capacity_for(request[0] as usize))?;
-        Ok(GlobalMaxArray {
-            array,
-            policy,
-            stable_calls: 0,
-            frozen: false,
-        })
+        Ok(GlobalMaxArray { array, policy, stable_calls: 0, frozen: false })
     }
 
     /// Makes the capacity at least every PE's `need`. Growth keeps this PE's elements
@@ -542,11 +501,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         let from = self.array.len();
         if global <= from {
             self.stable_calls = self.stable_calls.saturating_add(1);
-            if self
-                .policy
-                .freeze_after
-                .is_some_and(|n| self.stable_calls >= n)
-            {
+            if self.policy.freeze_after.is_some_and(|n| self.stable_calls >= n) {
                 self.frozen = true;
             }
             return Ok(Growth::Unchanged);
@@ -554,8 +509,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         let to = self.policy.capacity_for(global);
         let old = &self.array;
         let grown = SymArray::collective_alloc_with(rt, &old.name, to, |new| {
-            old.read_local(0, &mut new[..from])
-                .expect("the old capacity fits the new one");
+            old.read_local(0, &mut new[..from]).expect("the old capacity fits the new one");
         })?;
         self.array = grown;
         self.stable_calls = 0;

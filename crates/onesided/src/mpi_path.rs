@@ -23,6 +23,9 @@ use crate::sendrecv::{Incoming, Outgoing};
 /// A communicator of the same members as the world, private to one exchange.
 pub(crate) struct MpiChannel {
     comm: SimpleCommunicator,
+    /// Requests and statuses of the last exchange, kept so that an exchange allocates nothing.
+    requests: Vec<ffi::MPI_Request>,
+    statuses: Vec<MaybeUninit<ffi::MPI_Status>>,
 }
 
 /// Why an MPI exchange failed.
@@ -39,15 +42,12 @@ fn mpi_error(call: &'static str, code: c_int) -> MpiFailure {
 
 /// `elements` of `size` bytes as an MPI count of bytes.
 fn bytes_of(elements: usize, size: usize, what: &str) -> std::result::Result<c_int, MpiFailure> {
-    elements
-        .checked_mul(size)
-        .and_then(|bytes| c_int::try_from(bytes).ok())
-        .ok_or_else(|| {
-            MpiFailure::Other(Error::InvalidArgument(format!(
-                "{what} of {elements} elements of {size} bytes exceeds what one MPI message can \
+    elements.checked_mul(size).and_then(|bytes| c_int::try_from(bytes).ok()).ok_or_else(|| {
+        MpiFailure::Other(Error::InvalidArgument(format!(
+            "{what} of {elements} elements of {size} bytes exceeds what one MPI message can \
                  count (i32::MAX bytes)"
-            )))
-        })
+        )))
+    })
 }
 
 impl MpiChannel {
@@ -58,18 +58,15 @@ impl MpiChannel {
         // SAFETY: the communicator is valid; MPI_ERRORS_RETURN is a predefined handler.
         let code = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
         if code != 0 {
-            return Err(Error::Mpi {
-                call: "MPI_Comm_set_errhandler",
-                code,
-            });
+            return Err(Error::Mpi { call: "MPI_Comm_set_errhandler", code });
         }
         debug_assert_eq!(comm.size() as usize, rt.n_pes());
-        Ok(MpiChannel { comm })
+        Ok(MpiChannel { comm, requests: Vec::new(), statuses: Vec::new() })
     }
 
     /// Sends and receives; `received[i]` gets the element count of `incoming[i]`.
     pub(crate) fn exchange<T: Pod>(
-        &self,
+        &mut self,
         buffers: &[&SymArray<'_, T>],
         outgoing: &[Outgoing<'_, T>],
         out_tags: &[c_int],
@@ -81,11 +78,8 @@ impl MpiChannel {
         let comm = self.comm.as_raw();
         // SAFETY: reading a constant of rsmpi's shim.
         let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
-        let recv_ptr = |inc: &Incoming| {
-            buffers[inc.buffer]
-                .element_ptr(inc.offset)
-                .cast::<std::ffi::c_void>()
-        };
+        let recv_ptr =
+            |inc: &Incoming| buffers[inc.buffer].element_ptr(inc.offset).cast::<std::ffi::c_void>();
         if let ([out], [inc]) = (outgoing, incoming) {
             let send_bytes = bytes_of(out.data.len(), size, "a message")?;
             let room_bytes = bytes_of(inc.room, size, "a receive room")?;
@@ -114,31 +108,21 @@ impl MpiChannel {
             received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
             return Ok(());
         }
+        let requests = &mut self.requests;
+        requests.clear();
         // SAFETY: reading a constant of rsmpi's shim.
-        let mut requests =
-            vec![unsafe { ffi::RSMPI_REQUEST_NULL }; incoming.len() + outgoing.len()];
+        requests.resize(incoming.len() + outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
         for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
             let room_bytes = bytes_of(inc.room, size, "a receive room")?;
             // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
             let code = unsafe {
-                ffi::MPI_Irecv(
-                    recv_ptr(inc),
-                    room_bytes,
-                    bytes_type,
-                    inc.from as c_int,
-                    *tag,
-                    comm,
-                    request,
-                )
+                ffi::MPI_Irecv(recv_ptr(inc), room_bytes, bytes_type, inc.from as c_int, *tag, comm, request)
             };
             if code != 0 {
                 return Err(mpi_error("MPI_Irecv", code));
             }
         }
-        for ((out, tag), request) in outgoing
-            .iter()
-            .zip(out_tags)
-            .zip(requests[incoming.len()..].iter_mut())
+        for ((out, tag), request) in outgoing.iter().zip(out_tags).zip(requests[incoming.len()..].iter_mut())
         {
             let send_bytes = bytes_of(out.data.len(), size, "a message")?;
             // SAFETY: the send slice outlives MPI_Waitall below.
@@ -157,14 +141,12 @@ impl MpiChannel {
                 return Err(mpi_error("MPI_Isend", code));
             }
         }
-        let mut statuses = vec![MaybeUninit::<ffi::MPI_Status>::uninit(); requests.len()];
+        let statuses = &mut self.statuses;
+        statuses.clear();
+        statuses.resize(requests.len(), MaybeUninit::uninit());
         // SAFETY: every request was started above; statuses has one slot per request.
         let code = unsafe {
-            ffi::MPI_Waitall(
-                requests.len() as c_int,
-                requests.as_mut_ptr(),
-                statuses.as_mut_ptr().cast(),
-            )
+            ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses.as_mut_ptr().cast())
         };
         for (i, inc) in incoming.iter().enumerate() {
             // SAFETY: with MPI_ERR_IN_STATUS, each status holds its request's error; without
@@ -191,19 +173,13 @@ fn check(code: c_int, call: &'static str, inc: &Incoming) -> std::result::Result
     // SAFETY: a valid out-pointer.
     unsafe { ffi::MPI_Error_class(code, &mut class) };
     if class as u32 == ffi::MPI_ERR_TRUNCATE {
-        Err(MpiFailure::Truncated {
-            from: inc.from,
-            room: inc.room,
-        })
+        Err(MpiFailure::Truncated { from: inc.from, room: inc.room })
     } else {
         Err(mpi_error(call, code))
     }
 }
 
-fn count(
-    status: &ffi::MPI_Status,
-    bytes_type: ffi::MPI_Datatype,
-) -> std::result::Result<usize, MpiFailure> {
+fn count(status: &ffi::MPI_Status, bytes_type: ffi::MPI_Datatype) -> std::result::Result<usize, MpiFailure> {
     let mut bytes = 0;
     // SAFETY: status comes from a completed receive; bytes is a valid out-pointer.
     let code = unsafe { ffi::MPI_Get_count(status, bytes_type, &mut bytes) };

@@ -45,9 +45,7 @@ impl<T: Pod> SymArray<'_, T> {
             // SAFETY: the mapping covers the whole array (caller checked the range); no
             // reference into the mapped memory is created. The release fence orders the copy
             // before any later signal or counter store.
-            unsafe {
-                std::ptr::copy_nonoverlapping(src.as_ptr(), base.as_ptr().add(offset), src.len())
-            };
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), base.as_ptr().add(offset), src.len()) };
             fence(Ordering::Release);
             return;
         }
@@ -93,14 +91,7 @@ impl<T: Pod> SymArray<'_, T> {
     /// `offset..offset + count` lies inside the array, `pe` exists, `dst` is valid for
     /// `count` writes and does not overlap the source, and for `nbi` it stays valid and
     /// unread until the next quiet.
-    pub(crate) unsafe fn get_raw(
-        &self,
-        pe: usize,
-        offset: usize,
-        dst: *mut T,
-        count: usize,
-        nbi: bool,
-    ) {
+    pub(crate) unsafe fn get_raw(&self, pe: usize, offset: usize, dst: *mut T, count: usize, nbi: bool) {
         if count == 0 {
             return;
         }
@@ -142,13 +133,8 @@ impl<T: Pod> SymArray<'_, T> {
     /// not turned off with `ONESIDED_DIRECT=0`), or `None`, in which case
     /// [`put`](Self::put) and [`get`](Self::get) call the library.
     pub fn direct(&self, pe: usize) -> Result<Option<DirectAccess<'_, T>>> {
-        self.runtime()
-            .check_pe(pe, || format!("direct access to '{}'", self.name()))?;
-        Ok(self.mapped(pe).map(|ptr| DirectAccess {
-            array: self,
-            ptr,
-            pe,
-        }))
+        self.runtime().check_pe(pe, || format!("direct access to '{}'", self.name()))?;
+        Ok(self.mapped(pe).map(|ptr| DirectAccess { array: self, ptr, pe }))
     }
 }
 
@@ -169,30 +155,20 @@ impl<T: Pod> DirectAccess<'_, T> {
 
     /// Copies `src` into elements `offset..offset + src.len()` of the mapped copy.
     pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
-        self.array
-            .check("direct write", self.pe, offset, src.len())?;
+        self.array.check("direct write", self.pe, offset, src.len())?;
         // SAFETY: the mapping covers the whole array and the range is checked; no reference
         // into the other process's memory is created.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len()) };
         fence(Ordering::Release);
         Ok(())
     }
 
     /// Copies elements `offset..offset + dst.len()` of the mapped copy into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [T]) -> Result<()> {
-        self.array
-            .check("direct read", self.pe, offset, dst.len())?;
+        self.array.check("direct read", self.pe, offset, dst.len())?;
         fence(Ordering::Acquire);
         // SAFETY: as for write.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 }
@@ -233,11 +209,7 @@ impl Runtime {
                 self.0.quiet();
             }
         }
-        let scope = NbiScope {
-            rt: self,
-            _scope: PhantomData,
-            _env: PhantomData,
-        };
+        let scope = NbiScope { rt: self, _scope: PhantomData, _env: PhantomData };
         let _complete = QuietOnExit(self);
         f(&scope)
     }

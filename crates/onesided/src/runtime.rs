@@ -120,21 +120,17 @@ impl Runtime {
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
-        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
-            .ok_or(Error::MpiAlreadyInitialized)?;
+        let (universe, threading) =
+            mpi::initialize_with_threading(Threading::Multiple).ok_or(Error::MpiAlreadyInitialized)?;
         if threading != Threading::Multiple {
             drop(universe);
-            return Err(Error::ThreadSupport {
-                library: "MPI",
-                provided: format!("{threading:?}"),
-            });
+            return Err(Error::ThreadSupport { library: "MPI", provided: format!("{threading:?}") });
         }
         let mut provided: c_int = 0;
         // SAFETY: MPI is initialised and OpenSHMEM is not (guarded by INITIALISED); `provided`
         // is a valid out-pointer.
-        let code = unsafe {
-            shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided)
-        };
+        let code =
+            unsafe { shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided) };
         if code != 0 {
             return Err(Error::InitFailed { code });
         }
@@ -187,11 +183,7 @@ impl Runtime {
 
     /// The implementation the crate was built against.
     pub fn implementation(&self) -> Implementation {
-        if cfg!(shmem_sos) {
-            Implementation::Sos
-        } else {
-            Implementation::Oshmem
-        }
+        if cfg!(shmem_sos) { Implementation::Sos } else { Implementation::Oshmem }
     }
 
     /// The OpenSHMEM specification version `(major, minor)` of the header built against.
@@ -255,9 +247,7 @@ impl Runtime {
 
     /// The collective scratch, locked: collectives of one PE's threads never interleave.
     pub(crate) fn lock_collectives(&self) -> std::sync::MutexGuard<'_, CollectiveScratch> {
-        self.collectives
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.collectives.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn constants(&self) -> &Constants {
@@ -277,15 +267,7 @@ impl Runtime {
 
     /// Checks a PE number; `what` names the operation and its object for the error.
     pub(crate) fn check_pe(&self, pe: usize, what: impl FnOnce() -> String) -> Result<()> {
-        if pe < self.n_pes {
-            Ok(())
-        } else {
-            Err(Error::InvalidPe {
-                what: what(),
-                pe,
-                n_pes: self.n_pes,
-            })
-        }
+        if pe < self.n_pes { Ok(()) } else { Err(Error::InvalidPe { what: what(), pe, n_pes: self.n_pes }) }
     }
 }
 
@@ -296,10 +278,7 @@ impl Drop for Runtime {
             // SAFETY: OpenSHMEM is initialised; shmem_global_exit does not return.
             unsafe { shmem_sys::shmem_global_exit(1) };
         }
-        self.collectives
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .free();
+        self.collectives.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).free();
         // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
         unsafe { shmem_sys::shmem_finalize() };
         // SAFETY: the universe is taken exactly once, here.
@@ -319,10 +298,10 @@ fn shmem_thread_level_name(level: c_int) -> String {
             (shmem_sys::shmem_sys_thread_multiple, "MULTIPLE"),
         ]
     };
-    names.iter().find(|(value, _)| *value == level).map_or_else(
-        || format!("{level} (unknown)"),
-        |(_, name)| name.to_string(),
-    )
+    names
+        .iter()
+        .find(|(value, _)| *value == level)
+        .map_or_else(|| format!("{level} (unknown)"), |(_, name)| name.to_string())
 }
 
 /// Finalises MPI unless OpenSHMEM already did (Open MPI's `shmem_finalize` does; rsmpi's

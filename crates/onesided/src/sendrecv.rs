@@ -31,7 +31,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
@@ -118,25 +118,23 @@ pub struct Incoming {
     pub room: usize,
 }
 
-/// Where a receiver wants its next message (put path), in the sender's slot for it.
-#[derive(Clone, Copy, Debug, Zeroable, Pod)]
-#[repr(C)]
-struct Announcement {
-    buffer: u64,
-    offset: u64,
-    room: u64,
-}
-
-/// What a sender offers a receiver (get path), in the receiver's slot for it.
-#[derive(Clone, Copy, Debug, Zeroable, Pod)]
-#[repr(C)]
-struct Offer {
-    offset: u64,
-    count: u64,
-}
-
 /// Marks a count as rejected: the message did not fit the announced room.
 const REJECTED: u64 = 1 << 63;
+
+/// Words per slot of the exchange's small symmetric arrays: one 64-byte cache line each, so
+/// that partners writing different slots never share a line.
+const STRIDE: usize = 8;
+
+/// Bits of a delivery signal that carry the message's element count; the call number sits
+/// above them, so delivery signals still grow with every call and are awaited with `>=`. A
+/// count that does not fit (or a rejection) is marked [`COUNT_ELSEWHERE`] and written to the
+/// sender's count slot first. Carrying the count in the signal saves the receiver a cache
+/// miss per message.
+const COUNT_BITS: u32 = 24;
+/// The inline count that says "read the count slot".
+const COUNT_ELSEWHERE: u64 = (1 << COUNT_BITS) - 1;
+/// Call numbers must stay below this for the delivery encoding (about 10^12 calls).
+const MAX_CALLS: u64 = 1 << (64 - COUNT_BITS);
 
 /// Messages one PE may send to the same PE in one exchange: forward and backward of a
 /// two-way exchange between two PEs that are each other's neighbour on both sides.
@@ -154,18 +152,27 @@ struct Lane {
     remote: usize,
 }
 
-/// Lanes of a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
-fn lanes(me: usize, peers: impl Iterator<Item = usize>) -> Vec<Lane> {
-    let mut lanes: Vec<Lane> = Vec::new();
+/// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
+fn assign_lanes(lanes: &mut Vec<Lane>, me: usize, peers: impl Iterator<Item = usize>) {
+    lanes.clear();
     for peer in peers {
         let lane = lanes.iter().filter(|l| l.peer == peer).count();
-        lanes.push(Lane {
-            peer,
-            local: peer * LANES + lane,
-            remote: me * LANES + lane,
-        });
+        lanes.push(Lane { peer, local: peer * LANES + lane, remote: me * LANES + lane });
     }
-    lanes
+}
+
+/// Per-call bookkeeping, kept between calls so that an exchange allocates nothing.
+#[derive(Default)]
+struct Work {
+    out_lanes: Vec<Lane>,
+    in_lanes: Vec<Lane>,
+    /// Which messages `await_each` has served.
+    served: Vec<bool>,
+    /// (signal, awaited value) of the pending messages.
+    waits: Vec<(usize, u64)>,
+    /// MPI path: the tags of the messages.
+    out_tags: Vec<i32>,
+    in_tags: Vec<i32>,
 }
 
 /// A send-receive channel for elements of type `T`, on one of the [`Path`]s.
@@ -180,16 +187,22 @@ pub struct Exchange<'rt, T: Pod> {
     path: Path,
     /// The MPI path's private communicator.
     mpi: Option<MpiChannel>,
-    /// Slot `p * LANES + l`: written by receiver `p` (announcements, put path).
-    announcements: SymArray<'rt, Announcement>,
-    /// Slot `p * LANES + l`: written by sender `p` (offers, get path).
-    offers: SymArray<'rt, Offer>,
-    /// Slot `p * LANES + l`: written by sender `p` (counts, put and buffered paths).
-    counts: SymArray<'rt, u64>,
-    /// Signal `p * LANES + l`: raised by receiver `p` (announced, taken, consumed).
+    /// Signal `(p * LANES + l) * STRIDE`, raised by receiver `p`: announced (put path),
+    /// taken (get path), consumed (buffered path, a 0/1 flag).
     from_receivers: SignalArray<'rt>,
-    /// Signal `p * LANES + l`: raised by sender `p` (delivered, offered, posted).
+    /// Signal `(p * LANES + l) * STRIDE`, raised by sender `p`: delivered or offered, as
+    /// `call << COUNT_BITS | count` (put and get paths); posted (buffered path, 0/1).
     from_senders: SignalArray<'rt>,
+    /// Slot `p * LANES + l`, written by receiver `p` on the put path: (buffer, offset, room),
+    /// rewritten only when it changes, so that a sender's read of an unchanged announcement
+    /// stays in its cache.
+    announcements: SymArray<'rt, [u64; STRIDE]>,
+    /// What this PE last announced per slot.
+    announced: Vec<Option<[u64; 3]>>,
+    /// Receives announced ahead of their exchange by [`Exchange::post_receives`], per slot.
+    posted: Vec<Option<Incoming>>,
+    /// Slot `p * LANES + l`, written by sender `p`: a count that does not fit the signal.
+    counts: SymArray<'rt, [u64; STRIDE]>,
     /// Get path: this PE's outgoing messages; buffered path: one scratch slot per sender and
     /// lane.
     staging: Option<GlobalMaxArray<'rt, T>>,
@@ -202,6 +215,7 @@ pub struct Exchange<'rt, T: Pod> {
     /// Get path: the receivers of the previous call, whose gets must end before the staging
     /// buffer is overwritten.
     pending_takers: Vec<Lane>,
+    work: Work,
 }
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
@@ -216,14 +230,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             )));
         }
         let slots = rt.n_pes() * LANES;
-        let from_receivers =
-            SignalArray::collective_alloc(rt, &format!("{name}: from receivers"), slots)?;
-        let from_senders =
-            SignalArray::collective_alloc(rt, &format!("{name}: from senders"), slots)?;
+        let padded = slots * STRIDE;
+        let from_receivers = SignalArray::collective_alloc(rt, &format!("{name}: from receivers"), padded)?;
+        let from_senders = SignalArray::collective_alloc(rt, &format!("{name}: from senders"), padded)?;
         if path == Path::Buffered {
             // Every scratch slot starts consumed, so the first message may be posted.
             for slot in 0..slots {
-                from_receivers.store_local(slot, 1);
+                from_receivers.store_local(slot * STRIDE, 1);
             }
             rt.barrier();
         }
@@ -231,25 +244,19 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             rt,
             name: name.to_string(),
             path,
-            mpi: if path == Path::Mpi {
-                Some(MpiChannel::collective_new(rt)?)
-            } else {
-                None
-            },
-            announcements: SymArray::collective_alloc(
-                rt,
-                &format!("{name}: announcements"),
-                slots,
-            )?,
-            offers: SymArray::collective_alloc(rt, &format!("{name}: offers"), slots)?,
-            counts: SymArray::collective_alloc(rt, &format!("{name}: counts"), slots)?,
+            mpi: if path == Path::Mpi { Some(MpiChannel::collective_new(rt)?) } else { None },
             from_receivers,
             from_senders,
+            announcements: SymArray::collective_alloc(rt, &format!("{name}: announcements"), slots)?,
+            announced: vec![None; slots],
+            posted: vec![None; slots],
+            counts: SymArray::collective_alloc(rt, &format!("{name}: counts"), slots)?,
             staging: None,
             reserved: 0,
             sends: vec![0; slots],
             recvs: vec![0; slots],
             pending_takers: Vec::new(),
+            work: Work::default(),
         })
     }
 
@@ -285,24 +292,17 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         if global <= self.reserved && self.staging.is_some() {
             return Ok(());
         }
-        let len = global
-            .checked_mul(slots)
-            .ok_or_else(|| Error::SizeOverflow {
-                array: format!("{}: staging", self.name),
-                len: global,
-                elem_size: std::mem::size_of::<T>(),
-            })?;
+        let len = global.checked_mul(slots).ok_or_else(|| Error::SizeOverflow {
+            array: format!("{}: staging", self.name),
+            len: global,
+            elem_size: std::mem::size_of::<T>(),
+        })?;
         // Messages in flight from the previous call must be done before the buffer moves.
         self.settle()?;
         self.staging = None;
-        let policy = GrowthPolicy {
-            over_allocation: 1.0,
-            freeze_after: None,
-        };
+        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
         let name = format!("{}: staging", self.name);
-        self.staging = Some(GlobalMaxArray::collective_alloc(
-            self.rt, &name, len, policy,
-        )?);
+        self.staging = Some(GlobalMaxArray::collective_alloc(self.rt, &name, len, policy)?);
         self.reserved = global;
         Ok(())
     }
@@ -312,11 +312,40 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         for lane in std::mem::take(&mut self.pending_takers) {
             let timeout = self.rt.wait_timeout();
             self.from_receivers.wait_ge_from(
-                lane.local,
+                lane.local * STRIDE,
                 self.sends[lane.local],
                 Some(lane.peer),
                 timeout,
             )?;
+        }
+        Ok(())
+    }
+
+    /// Announces now where the next exchange's `incoming` messages go, so that their senders
+    /// need not wait for it: the way to take the announcement off the critical path when the
+    /// receive regions are known, and free, ahead of time (after the data of the previous
+    /// exchange has been used). The next [`exchange`](Self::exchange) or
+    /// [`sendrecv`](Self::sendrecv) must receive exactly these messages. Only the put path
+    /// announces; the others accept posted receives and ignore them.
+    ///
+    /// From the moment of posting, the senders may write into the announced regions.
+    pub fn post_receives(&mut self, buffers: &[&SymArray<'rt, T>], incoming: &[Incoming]) -> Result<()> {
+        self.validate(buffers, &[], incoming, incoming.len())?;
+        let mut lanes = Vec::with_capacity(incoming.len());
+        assign_lanes(&mut lanes, self.rt.my_pe(), incoming.iter().map(|i| i.from));
+        for (inc, lane) in incoming.iter().zip(&lanes) {
+            if self.posted[lane.local].is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "exchange '{}': a receive from PE {} is already posted; exchange before posting again",
+                    self.name, inc.from
+                )));
+            }
+        }
+        for (inc, lane) in incoming.iter().zip(&lanes) {
+            if self.path == Path::Put {
+                self.announce(inc, lane)?;
+            }
+            self.posted[lane.local] = Some(*inc);
         }
         Ok(())
     }
@@ -329,6 +358,10 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         incoming: Incoming,
     ) -> Result<usize> {
         let mut received = [0];
+        if self.path == Path::Put {
+            self.validate_one(buffers, &outgoing, &incoming)?;
+            return self.sendrecv_put(buffers, &outgoing, &incoming);
+        }
         self.exchange(buffers, &[outgoing], &[incoming], &mut received)?;
         Ok(received[0])
     }
@@ -352,23 +385,48 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         incoming: &[Incoming],
         received: &mut [usize],
     ) -> Result<()> {
-        self.validate(buffers, outgoing, incoming, received)?;
+        self.validate(buffers, outgoing, incoming, received.len())?;
         let me = self.rt.my_pe();
-        let out_lanes = lanes(me, outgoing.iter().map(|o| o.to));
-        let in_lanes = lanes(me, incoming.iter().map(|i| i.from));
-        match self.path {
-            Path::Put => {
-                self.exchange_put(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
+        let mut work = std::mem::take(&mut self.work);
+        assign_lanes(&mut work.out_lanes, me, outgoing.iter().map(|o| o.to));
+        assign_lanes(&mut work.in_lanes, me, incoming.iter().map(|i| i.from));
+        if self.path != Path::Put {
+            // Only the put path announces; the others check that a posted receive matches.
+            for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
+                if let Err(e) = self.consume_posted(inc, lane) {
+                    self.work = work;
+                    return Err(e);
+                }
             }
-            Path::Get => {
-                self.exchange_get(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
-            }
-            Path::Buffered => {
-                self.exchange_buffered(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
-            }
-            Path::Mpi => {
-                self.exchange_mpi(buffers, outgoing, &out_lanes, incoming, &in_lanes, received)
-            }
+        }
+        let outcome = match self.path {
+            Path::Put => self.exchange_put(buffers, outgoing, incoming, received, &mut work),
+            Path::Get => self.exchange_get(buffers, outgoing, incoming, received, &mut work),
+            Path::Buffered => self.exchange_buffered(buffers, outgoing, incoming, received, &mut work),
+            Path::Mpi => self.exchange_mpi(buffers, outgoing, incoming, received, &mut work),
+        };
+        self.work = work;
+        outcome
+    }
+
+    /// The checks of [`validate`](Self::validate) for one message each way.
+    fn validate_one(
+        &self,
+        buffers: &[&SymArray<'rt, T>],
+        out: &Outgoing<'_, T>,
+        inc: &Incoming,
+    ) -> Result<()> {
+        self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
+        self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
+        match buffers.get(inc.buffer) {
+            Some(buffer) => buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room),
+            None => Err(Error::InvalidArgument(format!(
+                "exchange '{}': buffer {} of {} for the message from PE {}",
+                self.name,
+                inc.buffer,
+                buffers.len(),
+                inc.from
+            ))),
         }
     }
 
@@ -377,40 +435,25 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
         incoming: &[Incoming],
-        received: &[usize],
+        received: usize,
     ) -> Result<()> {
-        let invalid = |what: String| {
-            Err(Error::InvalidArgument(format!(
-                "exchange '{}': {what}",
-                self.name
-            )))
-        };
-        if received.len() != incoming.len() {
+        let invalid = |what: String| Err(Error::InvalidArgument(format!("exchange '{}': {what}", self.name)));
+        if received != incoming.len() {
             return invalid(format!(
-                "received has {} entries for {} incoming messages",
-                received.len(),
+                "received has {received} entries for {} incoming messages",
                 incoming.len()
             ));
         }
         for (i, out) in outgoing.iter().enumerate() {
-            self.rt
-                .check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
+            self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
             if outgoing[..i].iter().filter(|o| o.to == out.to).count() >= LANES {
-                return invalid(format!(
-                    "more than {LANES} messages to PE {} in one call",
-                    out.to
-                ));
+                return invalid(format!("more than {LANES} messages to PE {} in one call", out.to));
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
-            self.rt.check_pe(inc.from, || {
-                format!("exchange '{}': message from", self.name)
-            })?;
+            self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
             if incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
-                return invalid(format!(
-                    "more than {LANES} messages from PE {} in one call",
-                    inc.from
-                ));
+                return invalid(format!("more than {LANES} messages from PE {} in one call", inc.from));
             }
             let Some(buffer) = buffers.get(inc.buffer) else {
                 return invalid(format!(
@@ -437,144 +480,86 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         Ok(())
     }
 
-    fn too_large(
-        &self,
-        sender: usize,
-        receiver: usize,
-        count: Option<usize>,
-        room: usize,
-    ) -> Error {
-        Error::MessageTooLarge {
-            pe: sender,
-            to: receiver,
-            channel: self.name.clone(),
-            count,
-            room,
-        }
+    fn too_large(&self, sender: usize, receiver: usize, count: Option<usize>, room: usize) -> Error {
+        Error::MessageTooLarge { pe: sender, to: receiver, channel: self.name.clone(), count, room }
     }
 
-    /// Reads this PE's slot of a small symmetric array written by a partner.
-    fn slot<S: Pod>(array: &SymArray<'_, S>, slot: usize) -> S {
-        let mut value = [S::zeroed()];
-        array
-            .read_local(slot, &mut value)
-            .expect("one slot per PE and lane");
-        value[0]
-    }
-
-    /// Waits on `signals` for `(lane, value)` pairs in whichever order they are reached and
-    /// calls `reached` for each.
+    /// Waits, for each of `lanes` (the outgoing or the incoming ones), until its signal from
+    /// the partner reaches `value`, in whichever order they come, and calls `reached` with
+    /// its position. Whatever has already arrived is served first, without waiting; only when
+    /// nothing is ready does it block, on all the pending signals at once.
     fn await_each(
         &mut self,
-        from_senders: bool,
-        lanes: &[Lane],
+        work: &mut Work,
+        incoming: bool,
         value: impl Fn(&Self, &Lane) -> u64,
-        mut reached: impl FnMut(&mut Self, usize) -> Result<()>,
+        mut reached: impl FnMut(&mut Self, usize, &Lane) -> Result<()>,
     ) -> Result<()> {
-        let mut pending: Vec<usize> = (0..lanes.len()).collect();
-        while !pending.is_empty() {
-            let signals = if from_senders {
-                &self.from_senders
+        let lanes = if incoming { &work.in_lanes } else { &work.out_lanes };
+        work.served.clear();
+        work.served.resize(lanes.len(), false);
+        let mut remaining = lanes.len();
+        while remaining > 0 {
+            let mut progressed = false;
+            for (i, lane) in lanes.iter().enumerate() {
+                let signals = if incoming { &self.from_senders } else { &self.from_receivers };
+                if !work.served[i] && signals.reached(lane.local * STRIDE, value(self, lane)) {
+                    work.served[i] = true;
+                    remaining -= 1;
+                    progressed = true;
+                    reached(self, i, lane)?;
+                }
+            }
+            if progressed || remaining == 0 {
+                continue;
+            }
+            let signals = if incoming { &self.from_senders } else { &self.from_receivers };
+            work.waits.clear();
+            for (i, lane) in lanes.iter().enumerate() {
+                if !work.served[i] {
+                    work.waits.push((lane.local * STRIDE, value(self, lane)));
+                }
+            }
+            if let [(index, awaited)] = work.waits[..] {
+                let peer = lanes[work.served.iter().position(|s| !s).expect("one pending")].peer;
+                signals.wait_ge_from(index, awaited, Some(peer), self.rt.wait_timeout())?;
             } else {
-                &self.from_receivers
-            };
-            let waits: Vec<(usize, u64)> = pending
-                .iter()
-                .map(|&i| (lanes[i].local, value(self, &lanes[i])))
-                .collect();
-            let position = if let [(index, awaited)] = waits[..] {
-                signals.wait_ge_from(
-                    index,
-                    awaited,
-                    Some(lanes[pending[0]].peer),
-                    self.rt.wait_timeout(),
-                )?;
-                0
-            } else {
-                signals.wait_any_ge(&waits)?
-            };
-            let i = pending.swap_remove(position);
-            reached(self, i)?;
+                signals.wait_any_ge(&work.waits)?;
+            }
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn exchange_put(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
-        out_lanes: &[Lane],
         incoming: &[Incoming],
-        in_lanes: &[Lane],
         received: &mut [usize],
+        work: &mut Work,
     ) -> Result<()> {
-        for (inc, lane) in incoming.iter().zip(in_lanes) {
-            self.recvs[lane.local] += 1;
-            let announcement = Announcement {
-                buffer: inc.buffer as u64,
-                offset: inc.offset as u64,
-                room: inc.room as u64,
-            };
-            let call = self.recvs[lane.local];
-            self.announcements.put_signal(
-                lane.peer,
-                lane.remote,
-                &[announcement],
-                &self.from_receivers,
-                lane.remote,
-                call,
-            )?;
+        for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
+            self.announce(inc, lane)?;
         }
-        let me = self.rt.my_pe();
         let mut refused = None;
         self.await_each(
+            work,
             false,
-            out_lanes,
             |ex, lane| ex.sends[lane.local] + 1,
-            |ex, i| {
-                let (out, lane) = (&outgoing[i], out_lanes[i]);
-                ex.sends[lane.local] += 1;
-                let call = ex.sends[lane.local];
-                let a: Announcement = Self::slot(&ex.announcements, lane.local);
-                let buffer = buffers.get(a.buffer as usize).copied();
-                let fits = out.data.len() as u64 <= a.room
-                    && buffer.is_some_and(|b| {
-                        b.check("put", out.to, a.offset as usize, out.data.len())
-                            .is_ok()
-                    });
-                let count = if fits {
-                    buffer
-                        .expect("checked")
-                        .put(out.to, a.offset as usize, out.data)?;
-                    out.data.len() as u64
-                } else {
-                    refused.get_or_insert(ex.too_large(
-                        me,
-                        out.to,
-                        Some(out.data.len()),
-                        a.room as usize,
-                    ));
-                    out.data.len() as u64 | REJECTED
-                };
-                ex.counts.put_signal(
-                    out.to,
-                    lane.remote,
-                    &[count],
-                    &ex.from_senders,
-                    lane.remote,
-                    call,
-                )
+            |ex, i, lane| {
+                if let Some(e) = ex.put_announced(buffers, &outgoing[i], lane)? {
+                    refused.get_or_insert(e);
+                }
+                Ok(())
             },
         )?;
         self.await_each(
+            work,
             true,
-            in_lanes,
-            |ex, lane| ex.recvs[lane.local],
-            |ex, i| {
-                let count: u64 = Self::slot(&ex.counts, in_lanes[i].local);
+            |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
+            |ex, i, lane| {
                 // A refused message does not stop the others from being received.
-                match ex.received_count(incoming[i], count) {
+                match ex.delivered_count(incoming[i], lane) {
                     Ok(count) => received[i] = count,
                     Err(e) => {
                         refused.get_or_insert(e);
@@ -586,8 +571,148 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         refused.map_or(Ok(()), Err)
     }
 
-    /// A count as delivered by a sender, checked against the room.
-    fn received_count(&self, inc: Incoming, count: u64) -> Result<usize> {
+    /// One message each way on the put path, without the bookkeeping of many: the common case
+    /// of a halo pulse, and the one whose latency matters most.
+    fn sendrecv_put(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        out: &Outgoing<'_, T>,
+        inc: &Incoming,
+    ) -> Result<usize> {
+        let me = self.rt.my_pe();
+        let in_lane = Lane { peer: inc.from, local: inc.from * LANES, remote: me * LANES };
+        let out_lane = Lane { peer: out.to, local: out.to * LANES, remote: me * LANES };
+        self.announce(inc, &in_lane)?;
+        let timeout = self.rt.wait_timeout();
+        let announced = self.sends[out_lane.local] + 1;
+        self.from_receivers.wait_ge_from(out_lane.local * STRIDE, announced, Some(out.to), timeout)?;
+        let refused = self.put_announced(buffers, out, &out_lane)?;
+        let delivered = self.recvs[in_lane.local] << COUNT_BITS;
+        let from = Some(inc.from);
+        let signal = self.from_senders.wait_ge_from(in_lane.local * STRIDE, delivered, from, timeout)?;
+        let received = self.count_of(*inc, &in_lane, signal)?;
+        refused.map_or(Ok(received), Err)
+    }
+
+    /// Put path, receiver side: tells the sender where this call's message goes. The
+    /// announcement is rewritten only when it changed; the signal carries the call number.
+    fn announce(&mut self, inc: &Incoming, lane: &Lane) -> Result<()> {
+        if self.consume_posted(inc, lane)? {
+            return Ok(());
+        }
+        let call = self.next_call(lane.local, false)?;
+        let announcement = [inc.buffer as u64, inc.offset as u64, inc.room as u64];
+        if self.announced[lane.local] != Some(announcement) {
+            let mut slot = [0u64; STRIDE];
+            slot[..3].copy_from_slice(&announcement);
+            self.announcements.put(lane.peer, lane.remote, &[slot])?;
+            self.announced[lane.local] = Some(announcement);
+            // Put-with-signal order: the announcement lands before the signal.
+            self.rt.fence();
+        }
+        self.from_receivers.set(lane.peer, lane.remote * STRIDE, call)
+    }
+
+    /// Whether a receive of this message was posted (and is now consumed); an error when a
+    /// different receive was posted for its lane.
+    fn consume_posted(&mut self, inc: &Incoming, lane: &Lane) -> Result<bool> {
+        match self.posted[lane.local].take() {
+            None => Ok(false),
+            Some(posted) if posted == *inc => Ok(true),
+            Some(posted) => {
+                self.posted[lane.local] = Some(posted);
+                Err(Error::InvalidArgument(format!(
+                    "exchange '{}': a receive from PE {} into buffer {} at {} (room {}) was posted, but \
+                     this call receives into buffer {} at {} (room {}); a posted receive must be consumed \
+                     as posted",
+                    self.name,
+                    inc.from,
+                    posted.buffer,
+                    posted.offset,
+                    posted.room,
+                    inc.buffer,
+                    inc.offset,
+                    inc.room
+                )))
+            }
+        }
+    }
+
+    /// The announcement in this PE's slot `slot` (buffer, offset, room).
+    fn announcement(&self, slot: usize) -> [u64; 3] {
+        assert!(slot < self.announcements.len(), "announcement slot in range");
+        // SAFETY: the slot is in bounds; its words are read by copy, after the acquire of the
+        // announcement signal that published them; no reference into symmetric memory is made.
+        unsafe { self.announcements.element_ptr(slot).cast::<[u64; 3]>().read() }
+    }
+
+    /// Put path, sender side, once the receiver's announcement of this call is in: checks
+    /// that the message fits, puts it straight into place and delivers. Returns the refusal
+    /// when it did not fit (nothing was written, and the receiver learns of it too).
+    fn put_announced(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        out: &Outgoing<'_, T>,
+        lane: &Lane,
+    ) -> Result<Option<Error>> {
+        let call = self.next_call(lane.local, true)?;
+        let [buffer, offset, room] = self.announcement(lane.local);
+        let buffer = buffers.get(buffer as usize).copied();
+        let fits = out.data.len() as u64 <= room
+            && buffer.is_some_and(|b| b.check("put", out.to, offset as usize, out.data.len()).is_ok());
+        let refused = if fits {
+            buffer.expect("checked").put(out.to, offset as usize, out.data)?;
+            None
+        } else {
+            Some(self.too_large(self.rt.my_pe(), out.to, Some(out.data.len()), room as usize))
+        };
+        self.deliver(out.to, lane, call, out.data.len(), !fits)?;
+        Ok(refused)
+    }
+
+    /// Advances the call number of a slot, as sender or receiver.
+    fn next_call(&mut self, slot: usize, sending: bool) -> Result<u64> {
+        let calls = if sending { &mut self.sends } else { &mut self.recvs };
+        if calls[slot] + 1 >= MAX_CALLS {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{}' has used up its {MAX_CALLS} call numbers with one partner; create a new one",
+                self.name
+            )));
+        }
+        calls[slot] += 1;
+        Ok(calls[slot])
+    }
+
+    /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
+    /// and in the count slot (before the signal) when it does not or the message was refused.
+    fn deliver(&self, to: usize, lane: &Lane, call: u64, count: usize, refused: bool) -> Result<()> {
+        let count = count as u64;
+        let inline = if refused || count >= COUNT_ELSEWHERE {
+            let mut slot = [0u64; STRIDE];
+            slot[0] = if refused { count | REJECTED } else { count };
+            self.counts.put(to, lane.remote, &[slot])?;
+            self.rt.fence();
+            COUNT_ELSEWHERE
+        } else {
+            count
+        };
+        self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | inline)
+    }
+
+    /// The count of a delivered message, checked against the room.
+    fn delivered_count(&self, inc: Incoming, lane: &Lane) -> Result<usize> {
+        let signal = self.from_senders.value(lane.local * STRIDE)?;
+        self.count_of(inc, lane, signal)
+    }
+
+    /// The count a delivery signal carries (or points to), checked against the room.
+    fn count_of(&self, inc: Incoming, lane: &Lane, signal: u64) -> Result<usize> {
+        let mut count = signal & COUNT_ELSEWHERE;
+        if count == COUNT_ELSEWHERE {
+            let mut slot = [[0u64; STRIDE]];
+            self.counts.read_local(lane.local, &mut slot)?;
+            count = slot[0][0];
+        }
         let elements = (count & !REJECTED) as usize;
         if count & REJECTED != 0 || elements > inc.room {
             return Err(self.too_large(inc.from, self.rt.my_pe(), Some(elements), inc.room));
@@ -595,182 +720,139 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         Ok(elements)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn exchange_get(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
-        out_lanes: &[Lane],
         incoming: &[Incoming],
-        in_lanes: &[Lane],
         received: &mut [usize],
+        work: &mut Work,
     ) -> Result<()> {
         // The staging buffer is reused: the previous call's receivers must be done with it.
         self.settle()?;
-        for (out, lane) in outgoing.iter().zip(out_lanes) {
-            // Each receiver and lane has its own region, so a slow receiver of one message
-            // never sees the next call's data for another.
-            let offset = lane.local * self.reserved;
-            self.staging
-                .as_ref()
-                .expect("validate checked the reservation")
-                .array()
-                .write_local(offset, out.data)?;
-            self.sends[lane.local] += 1;
-            let offer = Offer {
-                offset: offset as u64,
-                count: out.data.len() as u64,
-            };
-            let call = self.sends[lane.local];
-            self.offers.put_signal(
-                out.to,
-                lane.remote,
-                &[offer],
-                &self.from_senders,
-                lane.remote,
-                call,
-            )?;
+        for (out, lane) in outgoing.iter().zip(&work.out_lanes) {
+            // Each receiver and lane has its own region of the staging buffer, at an offset
+            // the receiver knows: its slot on this PE times the reservation.
+            let staging = self.staging.as_ref().expect("validate checked the reservation");
+            staging.array().write_local(lane.local * self.reserved, out.data)?;
+            let call = self.next_call(lane.local, true)?;
+            self.deliver(out.to, lane, call, out.data.len(), false)?;
             self.pending_takers.push(*lane);
         }
-        for lane in in_lanes {
-            self.recvs[lane.local] += 1;
+        for lane in &work.in_lanes {
+            self.next_call(lane.local, false)?;
         }
         let mut refused = None;
         self.await_each(
+            work,
             true,
-            in_lanes,
-            |ex, lane| ex.recvs[lane.local],
-            |ex, i| {
-                let (inc, lane) = (incoming[i], in_lanes[i]);
-                let offer: Offer = Self::slot(&ex.offers, lane.local);
+            |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
+            |ex, i, lane| {
+                let inc = incoming[i];
                 let call = ex.recvs[lane.local];
-                if offer.count as usize > inc.room {
-                    // The receiver refuses the message and releases the sender's buffer; only the
-                    // receiver learns of it on this path, since the sender never sees the room.
-                    refused.get_or_insert(ex.too_large(
-                        inc.from,
-                        ex.rt.my_pe(),
-                        Some(offer.count as usize),
-                        inc.room,
-                    ));
-                    return ex.from_receivers.set(inc.from, lane.remote, call);
+                match ex.delivered_count(inc, lane) {
+                    Err(e) => {
+                        // The receiver refuses the message and releases the sender's buffer; only
+                        // the receiver learns of it on this path, since the sender never sees the
+                        // room.
+                        refused.get_or_insert(e);
+                    }
+                    Ok(count) => {
+                        let staging = ex.staging.as_ref().expect("validate checked the reservation").array();
+                        let offset = lane.remote * ex.reserved;
+                        staging.check("get", inc.from, offset, count)?;
+                        let target = buffers[inc.buffer];
+                        // SAFETY: the source range is checked on the sender's staging buffer (same
+                        // length everywhere); the target range lies inside this PE's buffer
+                        // (validate checked offset + room, and count <= room); no reference to
+                        // either is created.
+                        unsafe {
+                            staging.get_raw(inc.from, offset, target.element_ptr(inc.offset), count, false)
+                        };
+                        received[i] = count;
+                    }
                 }
-                let staging = ex
-                    .staging
-                    .as_ref()
-                    .expect("validate checked the reservation")
-                    .array();
-                staging.check("get", inc.from, offer.offset as usize, offer.count as usize)?;
-                let target = buffers[inc.buffer];
-                // SAFETY: the source range is checked on the sender's staging buffer (same length
-                // everywhere); the target range lies inside this PE's buffer (validate checked
-                // offset + room, and count <= room); no reference to either is created.
-                unsafe {
-                    staging.get_raw(
-                        inc.from,
-                        offer.offset as usize,
-                        target.element_ptr(inc.offset),
-                        offer.count as usize,
-                        false,
-                    )
-                };
-                received[i] = offer.count as usize;
-                ex.from_receivers.set(inc.from, lane.remote, call)
+                ex.from_receivers.set(inc.from, lane.remote * STRIDE, call)
             },
         )?;
         refused.map_or(Ok(()), Err)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn exchange_buffered(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
-        out_lanes: &[Lane],
         incoming: &[Incoming],
-        in_lanes: &[Lane],
         received: &mut [usize],
+        work: &mut Work,
     ) -> Result<()> {
         let slot = self.reserved;
         // Sender: wait for the receiver's scratch slot to be free, reset the flag, post.
         self.await_each(
+            work,
             false,
-            out_lanes,
             |_, _| 1,
-            |ex, i| {
-                let (out, lane) = (&outgoing[i], out_lanes[i]);
-                ex.from_receivers.store_local(lane.local, 0);
-                let scratch = ex
-                    .staging
-                    .as_ref()
-                    .expect("validate checked the reservation")
-                    .array();
+            |ex, i, lane| {
+                let out = &outgoing[i];
+                ex.from_receivers.store_local(lane.local * STRIDE, 0);
+                let scratch = ex.staging.as_ref().expect("validate checked the reservation").array();
                 scratch.put(out.to, lane.remote * slot, out.data)?;
-                ex.counts
-                    .put_value(out.to, lane.remote, out.data.len() as u64)?;
+                let mut count = [0u64; STRIDE];
+                count[0] = out.data.len() as u64;
+                ex.counts.put(out.to, lane.remote, &[count])?;
                 ex.rt.fence();
-                ex.from_senders.set(out.to, lane.remote, 1)
+                ex.from_senders.set(out.to, lane.remote * STRIDE, 1)
             },
         )?;
         // Receiver: wait for the post, copy from scratch to the final place, reset, release.
         let mut refused = None;
         self.await_each(
+            work,
             true,
-            in_lanes,
             |_, _| 1,
-            |ex, i| {
-                let (inc, lane) = (incoming[i], in_lanes[i]);
-                ex.from_senders.store_local(lane.local, 0);
-                let count = ex.received_count(inc, Self::slot(&ex.counts, lane.local));
-                if let Ok(count) = count {
-                    let scratch = ex
-                        .staging
-                        .as_ref()
-                        .expect("validate checked the reservation")
-                        .array();
-                    let mut message = vec![T::zeroed(); count];
-                    scratch.read_local(lane.local * slot, &mut message)?;
-                    buffers[inc.buffer].write_local(inc.offset, &message)?;
+            |ex, i, lane| {
+                let inc = incoming[i];
+                ex.from_senders.store_local(lane.local * STRIDE, 0);
+                let mut count = [[0u64; STRIDE]];
+                ex.counts.read_local(lane.local, &mut count)?;
+                let count = count[0][0] as usize;
+                if count <= inc.room {
+                    let scratch = ex.staging.as_ref().expect("validate checked the reservation");
+                    buffers[inc.buffer].copy_local_from(
+                        inc.offset,
+                        scratch.array(),
+                        lane.local * slot,
+                        count,
+                    )?;
                     received[i] = count;
+                } else {
+                    refused.get_or_insert(ex.too_large(inc.from, ex.rt.my_pe(), Some(count), inc.room));
                 }
                 // The scratch slot is free again, even when its message was refused.
-                ex.from_receivers.set(inc.from, lane.remote, 1)?;
-                if let Err(e) = count {
-                    refused.get_or_insert(e);
-                }
-                Ok(())
+                ex.from_receivers.set(inc.from, lane.remote * STRIDE, 1)
             },
         )?;
         refused.map_or(Ok(()), Err)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn exchange_mpi(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
-        out_lanes: &[Lane],
         incoming: &[Incoming],
-        in_lanes: &[Lane],
         received: &mut [usize],
+        work: &mut Work,
     ) -> Result<()> {
-        let channel = self
-            .mpi
-            .as_ref()
-            .expect("the MPI path has its communicator");
         // The lane is the tag, so the forward and backward messages of a pair stay apart.
-        let out_tags: Vec<i32> = out_lanes
-            .iter()
-            .map(|l| (l.remote % LANES) as i32)
-            .collect();
-        let in_tags: Vec<i32> = in_lanes.iter().map(|l| (l.local % LANES) as i32).collect();
-        channel
-            .exchange(buffers, outgoing, &out_tags, incoming, &in_tags, received)
-            .map_err(|failure| match failure {
-                MpiFailure::Truncated { from, room } => {
-                    self.too_large(from, self.rt.my_pe(), None, room)
-                }
-                MpiFailure::Other(e) => e,
-            })
+        work.out_tags.clear();
+        work.out_tags.extend(work.out_lanes.iter().map(|l| (l.remote % LANES) as i32));
+        work.in_tags.clear();
+        work.in_tags.extend(work.in_lanes.iter().map(|l| (l.local % LANES) as i32));
+        let channel = self.mpi.as_mut().expect("the MPI path has its communicator");
+        let outcome = channel.exchange(buffers, outgoing, &work.out_tags, incoming, &work.in_tags, received);
+        outcome.map_err(|failure| match failure {
+            MpiFailure::Truncated { from, room } => self.too_large(from, self.rt.my_pe(), None, room),
+            MpiFailure::Other(e) => e,
+        })
     }
 }

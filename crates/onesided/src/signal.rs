@@ -19,35 +19,34 @@ use crate::rma::NbiScope;
 use crate::runtime::Runtime;
 
 /// Polls before a wait starts yielding its core to other processes.
-const SPIN_POLLS: u32 = 4096;
+const SPIN_POLLS: u64 = 4096;
 /// Polls between two looks at the clock.
-const POLLS_PER_CLOCK: u32 = 64;
+const POLLS_PER_CLOCK: u64 = 64;
 /// Polls between two calls into the library for progress.
 const POLLS_PER_PROGRESS: u32 = 16;
+/// The same when every PE's memory is mapped: signals then arrive as plain stores, and the
+/// library is called only for the progress of anything else it may have in flight.
+const POLLS_PER_PROGRESS_MAPPED: u32 = 1024;
 
 /// Calls `ready` until it returns true or `timeout` has passed (then returns the time waited).
 /// Spins first, then yields, so PEs sharing a core (oversubscription) still progress.
-pub(crate) fn poll_until(
-    timeout: Duration,
-    mut ready: impl FnMut() -> bool,
-) -> Result<(), Duration> {
-    if ready() {
-        return Ok(());
-    }
-    let start = Instant::now();
-    let mut polls: u32 = 0;
+pub(crate) fn poll_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> Result<(), Duration> {
+    // The clock is read only once a wait has lasted a few dozen polls, so short waits (the
+    // common case) cost no system call; the timeout counts from that first reading.
+    let mut start: Option<Instant> = None;
+    let mut polls: u64 = 0;
     loop {
         if ready() {
             return Ok(());
         }
-        polls = polls.wrapping_add(1);
+        polls += 1;
         if polls < SPIN_POLLS {
             spin_loop();
         } else {
             std::thread::yield_now();
         }
         if polls.is_multiple_of(POLLS_PER_CLOCK) {
-            let waited = start.elapsed();
+            let waited = start.get_or_insert_with(Instant::now).elapsed();
             if waited >= timeout {
                 return Err(waited);
             }
@@ -66,9 +65,7 @@ impl<'rt> SignalArray<'rt> {
     /// # Collective
     /// As [`SymArray::collective_alloc`].
     pub fn collective_alloc(rt: &'rt Runtime, name: &str, len: usize) -> Result<Self> {
-        Ok(SignalArray {
-            words: SymArray::collective_alloc(rt, name, len)?,
-        })
+        Ok(SignalArray { words: SymArray::collective_alloc(rt, name, len)? })
     }
 
     /// The number of signal words.
@@ -102,8 +99,7 @@ impl<'rt> SignalArray<'rt> {
     }
 
     fn check_local(&self, index: usize) -> Result<()> {
-        self.words
-            .check("signal access", self.runtime().my_pe(), index, 1)
+        self.words.check("signal access", self.runtime().my_pe(), index, 1)
     }
 
     /// The current value of this PE's signal `index`.
@@ -136,12 +132,11 @@ impl<'rt> SignalArray<'rt> {
         match self.words.mapped(pe) {
             // SAFETY: the mapped word is 8-byte aligned and only accessed atomically; the
             // release store orders this PE's earlier stores through the mapping before it.
-            Some(base) => unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) }
-                .store(value, Ordering::Release),
+            Some(base) => {
+                unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) }.store(value, Ordering::Release)
+            }
             // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
-            None => unsafe {
-                shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32)
-            },
+            None => unsafe { shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32) },
         }
     }
 
@@ -150,8 +145,7 @@ impl<'rt> SignalArray<'rt> {
     pub(crate) fn store_local(&self, index: usize, value: u64) {
         // SAFETY: callers pass an index in bounds; the word is 8-byte aligned and accessed
         // atomically.
-        unsafe { AtomicU64::from_ptr(self.words.element_ptr(index)) }
-            .store(value, Ordering::Release)
+        unsafe { AtomicU64::from_ptr(self.words.element_ptr(index)) }.store(value, Ordering::Release)
     }
 
     /// Adds `delta` to PE `pe`'s signal `index` (the library's atomic add, so that adds from
@@ -179,8 +173,7 @@ impl<'rt> SignalArray<'rt> {
     fn test(&self, index: usize, value: u64) -> bool {
         let cmp_ge = self.runtime().constants().cmp_ge;
         // SAFETY: index is in bounds (checked by callers).
-        let reached =
-            unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
+        let reached = unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
         if reached {
             // Data put before the signal must not be read before the signal was seen.
             fence(Ordering::Acquire);
@@ -188,17 +181,35 @@ impl<'rt> SignalArray<'rt> {
         reached
     }
 
+    /// Whether this PE's signal `index` has reached `value`, the cheapest way: an acquire
+    /// load when every PE writes signals through the mapping, a library test otherwise.
+    /// `index` must be in bounds.
+    pub(crate) fn reached(&self, index: usize, value: u64) -> bool {
+        if self.runtime().all_pes_mapped() {
+            let reached = self.load(index) >= value;
+            if reached {
+                fence(Ordering::Acquire);
+            }
+            reached
+        } else {
+            self.test(index, value)
+        }
+    }
+
     /// The check a wait makes on each poll: an acquire load (a cache-line read, far cheaper
-    /// than a library call), with a library test every [`POLLS_PER_PROGRESS`] polls. When some
+    /// than a library call), with a library test every [`POLLS_PER_PROGRESS`] polls (or
+    /// [`POLLS_PER_PROGRESS_MAPPED`]). When some
     /// PE may write through the library rather than the mapping, a value seen by the load is
     /// confirmed by a library test before the wait ends: OpenSHMEM 1.4 promises the data of a
     /// put-fence-set sequence only to a PE that saw the flag through its test or wait.
     fn poll(&self, index: usize, value: u64, polls: &mut u32) -> bool {
         *polls = polls.wrapping_add(1);
-        if polls.is_multiple_of(POLLS_PER_PROGRESS) {
+        let mapped = self.runtime().all_pes_mapped();
+        let every = if mapped { POLLS_PER_PROGRESS_MAPPED } else { POLLS_PER_PROGRESS };
+        if polls.is_multiple_of(every) {
             self.test(index, value)
         } else if self.load(index) >= value {
-            self.runtime().all_pes_mapped() || self.test(index, value)
+            mapped || self.test(index, value)
         } else {
             false
         }
@@ -224,6 +235,13 @@ impl<'rt> SignalArray<'rt> {
         timeout: Duration,
     ) -> Result<u64> {
         self.check_local(index)?;
+        // Already there: one acquire load, no polling machinery.
+        if self.runtime().all_pes_mapped() {
+            let seen = self.load(index);
+            if seen >= value {
+                return Ok(seen);
+            }
+        }
         let mut polls = 0;
         match poll_until(timeout, || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
@@ -257,29 +275,21 @@ impl<'rt> SignalArray<'rt> {
             self.check_local(index)?;
         }
         let mut found = 0;
-        let outcome = poll_until(timeout, || {
-            match waits.iter().position(|&(i, v)| self.test(i, v)) {
-                Some(position) => {
-                    found = position;
-                    true
-                }
-                None => false,
+        let outcome = poll_until(timeout, || match waits.iter().position(|&(i, v)| self.test(i, v)) {
+            Some(position) => {
+                found = position;
+                true
             }
+            None => false,
         });
         match outcome {
             Ok(()) => Ok(found),
             Err(waited) => {
-                let pending: Vec<String> = waits
-                    .iter()
-                    .map(|&(i, v)| format!("{i}>={v} (is {})", self.load(i)))
-                    .collect();
+                let pending: Vec<String> =
+                    waits.iter().map(|&(i, v)| format!("{i}>={v} (is {})", self.load(i))).collect();
                 Err(Error::WaitTimeout {
                     pe: self.runtime().my_pe(),
-                    what: format!(
-                        "any of signals [{}] of '{}'",
-                        pending.join(", "),
-                        self.name()
-                    ),
+                    what: format!("any of signals [{}] of '{}'", pending.join(", "), self.name()),
                     peer: None,
                     awaited: waits[0].1,
                     seen: self.load(waits[0].0),

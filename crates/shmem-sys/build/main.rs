@@ -36,16 +36,8 @@ impl Host for RealHost {
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         } else {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            let first = stderr
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim();
-            Err(format!(
-                "`{program} {}` failed ({}): {first}",
-                args.join(" "),
-                output.status
-            ))
+            let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+            Err(format!("`{program} {}` failed ({}): {first}", args.join(" "), output.status))
         }
     }
 
@@ -95,8 +87,7 @@ fn main() {
 }
 
 fn shim_dir() -> PathBuf {
-    PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("shim")
+    PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("shim")
 }
 
 fn compile_shim(install: &Install) {
@@ -111,10 +102,7 @@ fn compile_shim(install: &Install) {
 fn generate_bindings(install: &Install) {
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let wrapper = out.join("wrapper.h");
-    let text = format!(
-        "#include <shmem.h>\n#include \"{}\"\n",
-        shim_dir().join("shim.h").display()
-    );
+    let text = format!("#include <shmem.h>\n#include \"{}\"\n", shim_dir().join("shim.h").display());
     std::fs::write(&wrapper, text).expect("write the bindgen wrapper header to OUT_DIR");
 
     // C99 makes the headers skip their C11 `_Generic` convenience macros and the static inline
@@ -143,9 +131,7 @@ fn generate_bindings(install: &Install) {
         );
         std::process::exit(1);
     });
-    bindings
-        .write_to_file(out.join("bindings.rs"))
-        .expect("write bindings.rs to OUT_DIR");
+    bindings.write_to_file(out.join("bindings.rs")).expect("write bindings.rs to OUT_DIR");
 
     let info = format!(
         "/// The implementation the bindings were generated from: `\"oshmem\"` or `\"sos\"`.\n\
@@ -182,10 +168,7 @@ fn export(install: &Install) {
             .to_string_lossy()
             .into_owned()
     };
-    println!(
-        "cargo::metadata=implementation={}",
-        install.implementation.name()
-    );
+    println!("cargo::metadata=implementation={}", install.implementation.name());
     println!("cargo::metadata=spec_version={}", install.spec);
     println!("cargo::metadata=lib_dir={}", join(&install.lib_dirs));
     println!("cargo::metadata=include={}", join(&install.include_dirs));

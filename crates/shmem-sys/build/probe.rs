@@ -22,14 +22,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Environment variables the probe reads; the build script reruns when any changes.
-pub const VARIABLES_READ: &[&str] = &[
-    "OPENSHMEM_DIR",
-    "OSHCC",
-    "PKG_CONFIG_PATH",
-    "PKG_CONFIG_LIBDIR",
-    "PKG_CONFIG_SYSROOT_DIR",
-    "PATH",
-];
+pub const VARIABLES_READ: &[&str] =
+    &["OPENSHMEM_DIR", "OSHCC", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PKG_CONFIG_SYSROOT_DIR", "PATH"];
 
 /// What the probe may ask of the machine.
 pub trait Host {
@@ -114,18 +108,12 @@ pub struct ProbeFailure {
 
 impl fmt::Display for ProbeFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "shmem-sys: no usable OpenSHMEM installation found. Tried, in order:"
-        )?;
+        writeln!(f, "shmem-sys: no usable OpenSHMEM installation found. Tried, in order:")?;
         for (i, attempt) in self.attempts.iter().enumerate() {
             writeln!(f, "  {}. {}: {}", i + 1, attempt.place, attempt.reason)?;
         }
         writeln!(f)?;
-        writeln!(
-            f,
-            "To install Open MPI's OpenSHMEM (OSHMEM) on Debian or Ubuntu:"
-        )?;
+        writeln!(f, "To install Open MPI's OpenSHMEM (OSHMEM) on Debian or Ubuntu:")?;
         writeln!(f, "    apt-get install libopenmpi-dev openmpi-bin")?;
         writeln!(
             f,
@@ -153,37 +141,23 @@ pub fn probe(host: &dyn Host) -> Result<Install, ProbeFailure> {
             }],
         });
     }
-    let mut attempts = vec![Attempt {
-        place: "OPENSHMEM_DIR".to_string(),
-        reason: "not set".to_string(),
-    }];
+    let mut attempts = vec![Attempt { place: "OPENSHMEM_DIR".to_string(), reason: "not set".to_string() }];
     match from_pkg_config(host) {
         Ok(install) => return Ok(install),
-        Err(reason) => attempts.push(Attempt {
-            place: "pkg-config sandia-openshmem".to_string(),
-            reason,
-        }),
+        Err(reason) => attempts.push(Attempt { place: "pkg-config sandia-openshmem".to_string(), reason }),
     }
     let oshcc = host.var("OSHCC").unwrap_or_else(|| "oshcc".to_string());
     match from_wrapper(host, &oshcc) {
         Ok(install) => Ok(install),
         Err(reason) => {
-            attempts.push(Attempt {
-                place: format!("{oshcc} -showme"),
-                reason,
-            });
+            attempts.push(Attempt { place: format!("{oshcc} -showme"), reason });
             Err(ProbeFailure { attempts })
         }
     }
 }
 
 /// Library directories under a prefix, in the order they are searched.
-const LIB_SUBDIRS: &[&str] = &[
-    "lib",
-    "lib64",
-    "lib/x86_64-linux-gnu",
-    "lib/aarch64-linux-gnu",
-];
+const LIB_SUBDIRS: &[&str] = &["lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"];
 
 fn from_prefix(host: &dyn Host, prefix: &Path) -> Result<Install, String> {
     let include_dir = prefix.join("include");
@@ -194,10 +168,7 @@ fn from_prefix(host: &dyn Host, prefix: &Path) -> Result<Install, String> {
     let mut tried = Vec::new();
     for sub in LIB_SUBDIRS {
         let dir = prefix.join(sub);
-        for (lib, implementation) in [
-            ("oshmem", Implementation::Oshmem),
-            ("sma", Implementation::Sos),
-        ] {
+        for (lib, implementation) in [("oshmem", Implementation::Oshmem), ("sma", Implementation::Sos)] {
             if host.is_file(&dir.join(format!("lib{lib}.so")))
                 || host.is_file(&dir.join(format!("lib{lib}.a")))
             {
@@ -209,21 +180,13 @@ fn from_prefix(host: &dyn Host, prefix: &Path) -> Result<Install, String> {
                         include_dirs.push(internal);
                     }
                 }
-                let flags = Flags {
-                    include_dirs,
-                    lib_dirs: vec![dir],
-                    libs: vec![lib.to_string()],
-                };
+                let flags = Flags { include_dirs, lib_dirs: vec![dir], libs: vec![lib.to_string()] };
                 return finish(host, format!("OPENSHMEM_DIR={}", prefix.display()), flags);
             }
         }
         tried.push(dir.display().to_string());
     }
-    Err(format!(
-        "found {} but neither liboshmem nor libsma in {}",
-        header.display(),
-        tried.join(", ")
-    ))
+    Err(format!("found {} but neither liboshmem nor libsma in {}", header.display(), tried.join(", ")))
 }
 
 /// The names Sandia OpenSHMEM's pkg-config file had over its releases, newest first.
@@ -248,11 +211,7 @@ fn from_wrapper(host: &dyn Host, oshcc: &str) -> Result<Install, String> {
     let output = host.run(oshcc, &["-showme"])?;
     let line = output.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     // The first word is the underlying C compiler; the rest are its flags.
-    let flags_text = line
-        .split_whitespace()
-        .skip(1)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let flags_text = line.split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
     if flags_text.is_empty() {
         return Err(format!("printed no compiler flags: {:?}", output.trim()));
     }
@@ -278,11 +237,7 @@ pub fn parse_flags(line: &str) -> Flags {
     while let Some(word) = words.next() {
         let mut take = |prefix: &str| -> Option<String> {
             let rest = word.strip_prefix(prefix)?;
-            if rest.is_empty() {
-                words.next().map(str::to_string)
-            } else {
-                Some(rest.to_string())
-            }
+            if rest.is_empty() { words.next().map(str::to_string) } else { Some(rest.to_string()) }
         };
         if let Some(dir) = take("-I") {
             push_unique(&mut flags.include_dirs, PathBuf::from(dir));
@@ -313,19 +268,11 @@ fn finish(host: &dyn Host, found_by: String, mut flags: Flags) -> Result<Install
         .map(|dir| dir.join("shmem.h"))
         .find(|h| host.is_file(h))
         .ok_or_else(|| {
-            format!(
-                "no shmem.h in the include directories it gave ({})",
-                display_dirs(&flags.include_dirs)
-            )
+            format!("no shmem.h in the include directories it gave ({})", display_dirs(&flags.include_dirs))
         })?;
-    let mut text = host
-        .read(&header)
-        .ok_or_else(|| format!("cannot read {}", header.display()))?;
+    let mut text = host.read(&header).ok_or_else(|| format!("cannot read {}", header.display()))?;
     // Sandia OpenSHMEM keeps its constants in a second header next to shmem.h.
-    if let Some(defs) = header
-        .parent()
-        .and_then(|dir| host.read(&dir.join("shmem-def.h")))
-    {
+    if let Some(defs) = header.parent().and_then(|dir| host.read(&dir.join("shmem-def.h"))) {
         text.push_str(&defs);
     }
     let spec = parse_spec_version(&text).ok_or_else(|| {
@@ -367,10 +314,7 @@ fn finish(host: &dyn Host, found_by: String, mut flags: Flags) -> Result<Install
 /// indirect dependencies (rust-lld among them) then fail. Link them explicitly when present.
 fn add_oshmem_runtime_libs(host: &dyn Host, flags: &mut Flags) {
     for lib in ["mpi", "open-rte", "open-pal"] {
-        let present = flags
-            .lib_dirs
-            .iter()
-            .any(|dir| host.is_file(&dir.join(format!("lib{lib}.so"))));
+        let present = flags.lib_dirs.iter().any(|dir| host.is_file(&dir.join(format!("lib{lib}.so"))));
         if present {
             push_unique(&mut flags.libs, lib.to_string());
         }
@@ -381,10 +325,7 @@ fn display_dirs(dirs: &[PathBuf]) -> String {
     if dirs.is_empty() {
         "none".to_string()
     } else {
-        dirs.iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -396,17 +337,10 @@ pub fn parse_spec_version(header: &str) -> Option<SpecVersion> {
             if words.next()? != "#define" || words.next()? != name {
                 return None;
             }
-            words
-                .next()?
-                .trim_matches(|c| c == '(' || c == ')')
-                .parse()
-                .ok()
+            words.next()?.trim_matches(|c| c == '(' || c == ')').parse().ok()
         })
     };
-    Some(SpecVersion {
-        major: define("SHMEM_MAJOR_VERSION")?,
-        minor: define("SHMEM_MINOR_VERSION")?,
-    })
+    Some(SpecVersion { major: define("SHMEM_MAJOR_VERSION")?, minor: define("SHMEM_MINOR_VERSION")? })
 }
 
 /// Tells the implementation from its header and the libraries it links.

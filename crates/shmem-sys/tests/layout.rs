@@ -25,13 +25,7 @@ fn c_type_sizes_match_the_header() {
 fn shim_constants_agree_with_the_bound_header() {
     // SAFETY: as above.
     unsafe {
-        assert_eq!(
-            (
-                shmem_sys_major_version as u32,
-                shmem_sys_minor_version as u32
-            ),
-            SPEC_VERSION
-        );
+        assert_eq!((shmem_sys_major_version as u32, shmem_sys_minor_version as u32), SPEC_VERSION);
         assert_eq!(SPEC_VERSION, (SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION));
         let cmps = [
             shmem_sys_cmp_eq,
@@ -73,10 +67,7 @@ fn team_config_layout() {
     // SAFETY: as above.
     unsafe {
         assert_eq!(size_of::<shmem_team_t>(), shmem_sys_sizeof_team);
-        assert_eq!(
-            size_of::<shmem_team_config_t>(),
-            shmem_sys_sizeof_team_config
-        );
+        assert_eq!(size_of::<shmem_team_config_t>(), shmem_sys_sizeof_team_config);
         assert_eq!(
             core::mem::offset_of!(shmem_team_config_t, num_contexts),
             shmem_sys_offsetof_team_config_num_contexts
@@ -109,8 +100,7 @@ fn signatures_the_safe_layer_calls() {
     let _: unsafe extern "C" fn(*mut c_ulonglong, c_ulonglong, c_int) = shmem_ulonglong_atomic_set;
     let _: unsafe extern "C" fn(*mut c_longlong, c_longlong, c_int) -> c_longlong =
         shmem_longlong_atomic_fetch_add;
-    let _: unsafe extern "C" fn(*mut c_ulonglong, c_int, c_ulonglong) -> c_int =
-        shmem_ulonglong_test;
+    let _: unsafe extern "C" fn(*mut c_ulonglong, c_int, c_ulonglong) -> c_int = shmem_ulonglong_test;
     let _: unsafe extern "C" fn(
         *mut c_longlong,
         *const c_longlong,
@@ -121,35 +111,13 @@ fn signatures_the_safe_layer_calls() {
         *mut c_longlong,
         *mut c_long,
     ) = shmem_longlong_max_to_all;
-    let _: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_void,
-        usize,
-        c_int,
-        c_int,
-        c_int,
-        c_int,
-        *mut c_long,
-    ) = shmem_broadcast64;
-    let _: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_void,
-        usize,
-        c_int,
-        c_int,
-        c_int,
-        *mut c_long,
-    ) = shmem_alltoall64;
+    let _: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, c_int, c_int, c_int, *mut c_long) =
+        shmem_broadcast64;
+    let _: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, c_int, c_int, *mut c_long) =
+        shmem_alltoall64;
     #[cfg(shmem_spec_1_5)]
     {
-        let _: unsafe extern "C" fn(
-            *mut c_void,
-            *const c_void,
-            usize,
-            *mut u64,
-            u64,
-            c_int,
-            c_int,
-        ) = shmem_putmem_signal;
+        let _: unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut u64, u64, c_int, c_int) =
+            shmem_putmem_signal;
     }
 }

@@ -24,8 +24,7 @@ impl FakeHost {
         self
     }
     fn program(mut self, command: &str, output: Result<&str, &str>) -> Self {
-        self.programs
-            .insert(command.into(), output.map(Into::into).map_err(Into::into));
+        self.programs.insert(command.into(), output.map(Into::into).map_err(Into::into));
         self
     }
     fn file(mut self, path: &str, text: &str) -> Self {
@@ -39,14 +38,8 @@ impl Host for FakeHost {
         self.vars.get(name).cloned()
     }
     fn run(&self, program: &str, args: &[&str]) -> Result<String, String> {
-        let command = std::iter::once(program)
-            .chain(args.iter().copied())
-            .collect::<Vec<_>>()
-            .join(" ");
-        self.programs
-            .get(&command)
-            .cloned()
-            .unwrap_or_else(|| Err(format!("`{program}` not found on PATH")))
+        let command = std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+        self.programs.get(&command).cloned().unwrap_or_else(|| Err(format!("`{program}` not found on PATH")))
     }
     fn is_file(&self, path: &Path) -> bool {
         self.files.contains_key(path)
@@ -91,14 +84,8 @@ const NO_SOS_PC: &str = "Package sandia-openshmem was not found in the pkg-confi
 
 fn debian_oshmem() -> FakeHost {
     FakeHost::default()
-        .program(
-            "pkg-config --cflags --libs sandia-openshmem",
-            Err(NO_SOS_PC),
-        )
-        .program(
-            "pkg-config --cflags --libs sos",
-            Err("Package sos was not found"),
-        )
+        .program("pkg-config --cflags --libs sandia-openshmem", Err(NO_SOS_PC))
+        .program("pkg-config --cflags --libs sos", Err("Package sos was not found"))
         .program("oshcc -showme", Ok(OSHMEM_SHOWME))
         .file(&format!("{OMPI}/include/shmem.h"), OSHMEM_HEADER)
         .file(&format!("{OMPI}/include/openmpi/opal_config.h"), "")
@@ -125,16 +112,10 @@ fn oshmem_is_found_through_oshcc_with_its_runtime_libraries() {
     assert_eq!(install.implementation, Implementation::Oshmem);
     assert_eq!(install.spec, SpecVersion { major: 1, minor: 4 });
     assert_eq!(install.found_by, "oshcc -showme");
-    assert_eq!(
-        install.header,
-        PathBuf::from(format!("{OMPI}/include/shmem.h"))
-    );
+    assert_eq!(install.header, PathBuf::from(format!("{OMPI}/include/shmem.h")));
     assert_eq!(
         install.include_dirs,
-        paths(&[
-            &format!("{OMPI}/include"),
-            &format!("{OMPI}/include/openmpi")
-        ])
+        paths(&[&format!("{OMPI}/include"), &format!("{OMPI}/include/openmpi")])
     );
     assert_eq!(install.lib_dirs, paths(&[&format!("{OMPI}/lib")]));
     assert_eq!(install.libs, ["oshmem", "mpi", "open-rte", "open-pal"]);
@@ -147,40 +128,27 @@ fn oshmem_prefix_in_openshmem_dir() {
     assert_eq!(install.implementation, Implementation::Oshmem);
     assert_eq!(install.found_by, format!("OPENSHMEM_DIR={OMPI}"));
     assert_eq!(install.libs, ["oshmem", "mpi", "open-rte", "open-pal"]);
-    assert_eq!(
-        install.include_dirs.len(),
-        2,
-        "the openmpi/ internal include dir is added"
-    );
+    assert_eq!(install.include_dirs.len(), 2, "the openmpi/ internal include dir is added");
 }
 
 #[test]
 fn sos_is_found_through_pkg_config_before_any_oshcc() {
     let host = sos_install()
-        .program(
-            "pkg-config --cflags --libs sandia-openshmem",
-            Ok(SOS_PKG_CONFIG),
-        )
+        .program("pkg-config --cflags --libs sandia-openshmem", Ok(SOS_PKG_CONFIG))
         .program("oshcc -showme", Ok(OSHMEM_SHOWME));
     let install = probe(&host).expect("SOS is found through pkg-config");
     assert_eq!(install.implementation, Implementation::Sos);
     assert_eq!(install.spec, SpecVersion { major: 1, minor: 5 });
     assert_eq!(install.found_by, "pkg-config sandia-openshmem");
     assert_eq!(install.header, PathBuf::from("/opt/sos/include/shmem.h"));
-    assert_eq!(
-        install.lib_dirs,
-        paths(&["/opt/sos/lib", "/opt/libfabric/lib"])
-    );
+    assert_eq!(install.lib_dirs, paths(&["/opt/sos/lib", "/opt/libfabric/lib"]));
     assert_eq!(install.libs, ["sma", "pmi_simple"]);
 }
 
 #[test]
 fn sos_with_the_pre_1_5_pkg_config_name() {
     let host = sos_install()
-        .program(
-            "pkg-config --cflags --libs sandia-openshmem",
-            Err(NO_SOS_PC),
-        )
+        .program("pkg-config --cflags --libs sandia-openshmem", Err(NO_SOS_PC))
         .program("pkg-config --cflags --libs sos", Ok(SOS_PKG_CONFIG));
     let install = probe(&host).expect("SOS is found under its old pkg-config name");
     assert_eq!(install.found_by, "pkg-config sos");
@@ -190,10 +158,7 @@ fn sos_with_the_pre_1_5_pkg_config_name() {
 #[test]
 fn sos_is_found_through_its_oshcc_wrapper() {
     let host = sos_install()
-        .program(
-            "pkg-config --cflags --libs sandia-openshmem",
-            Err(NO_SOS_PC),
-        )
+        .program("pkg-config --cflags --libs sandia-openshmem", Err(NO_SOS_PC))
         .program("oshcc -showme", Ok(SOS_SHOWME));
     let install = probe(&host).expect("SOS is found through oshcc");
     assert_eq!(install.implementation, Implementation::Sos);
@@ -227,14 +192,8 @@ fn a_wrong_openshmem_dir_is_reported_and_nothing_else_is_tried() {
     assert_eq!(failure.attempts.len(), 1);
     let message = failure.to_string();
     assert!(message.contains("OPENSHMEM_DIR=/nonexistent"), "{message}");
-    assert!(
-        message.contains("/nonexistent/include/shmem.h does not exist"),
-        "{message}"
-    );
-    assert!(
-        message.contains("apt-get install libopenmpi-dev openmpi-bin"),
-        "{message}"
-    );
+    assert!(message.contains("/nonexistent/include/shmem.h does not exist"), "{message}");
+    assert!(message.contains("apt-get install libopenmpi-dev openmpi-bin"), "{message}");
 }
 
 #[test]
@@ -243,55 +202,32 @@ fn a_prefix_with_a_header_but_no_library_says_where_it_looked() {
         .var("OPENSHMEM_DIR", "/opt/half")
         .file("/opt/half/include/shmem.h", OSHMEM_HEADER);
     let message = probe(&host).expect_err("no library").to_string();
-    assert!(
-        message.contains("neither liboshmem nor libsma in /opt/half/lib, /opt/half/lib64"),
-        "{message}"
-    );
+    assert!(message.contains("neither liboshmem nor libsma in /opt/half/lib, /opt/half/lib64"), "{message}");
 }
 
 #[test]
 fn nothing_found_lists_every_place_and_reason() {
     let host = FakeHost::default()
-        .program(
-            "pkg-config --cflags --libs sandia-openshmem",
-            Err(NO_SOS_PC),
-        )
-        .program(
-            "pkg-config --cflags --libs sos",
-            Err("Package sos was not found"),
-        );
+        .program("pkg-config --cflags --libs sandia-openshmem", Err(NO_SOS_PC))
+        .program("pkg-config --cflags --libs sos", Err("Package sos was not found"));
     let failure = probe(&host).expect_err("nothing is installed");
     let places: Vec<_> = failure.attempts.iter().map(|a| a.place.as_str()).collect();
-    assert_eq!(
-        places,
-        [
-            "OPENSHMEM_DIR",
-            "pkg-config sandia-openshmem",
-            "oshcc -showme"
-        ]
-    );
+    assert_eq!(places, ["OPENSHMEM_DIR", "pkg-config sandia-openshmem", "oshcc -showme"]);
     let message = failure.to_string();
     assert!(message.contains("1. OPENSHMEM_DIR: not set"), "{message}");
     assert!(message.contains(NO_SOS_PC), "{message}");
     assert!(message.contains("PKG_CONFIG_PATH is not set"), "{message}");
     assert!(message.contains("`oshcc` not found on PATH"), "{message}");
-    assert!(
-        message.contains("apt-get install libopenmpi-dev openmpi-bin"),
-        "{message}"
-    );
+    assert!(message.contains("apt-get install libopenmpi-dev openmpi-bin"), "{message}");
 }
 
 #[test]
 fn a_wrapper_whose_header_is_missing_is_a_reason_not_a_panic() {
-    let host = FakeHost::default().program(
-        "oshcc -showme",
-        Ok("gcc -I/gone/include -L/gone/lib -loshmem"),
-    );
+    let host = FakeHost::default().program("oshcc -showme", Ok("gcc -I/gone/include -L/gone/lib -loshmem"));
     let failure = probe(&host).expect_err("the header is missing");
     let last = failure.attempts.last().expect("three attempts");
     assert!(
-        last.reason
-            .contains("no shmem.h in the include directories it gave (/gone/include)"),
+        last.reason.contains("no shmem.h in the include directories it gave (/gone/include)"),
         "{}",
         last.reason
     );
@@ -299,14 +235,11 @@ fn a_wrapper_whose_header_is_missing_is_a_reason_not_a_panic() {
 
 #[test]
 fn a_header_older_than_1_4_is_refused() {
-    let old = "#define OSHMEM_MAJOR_VERSION 1\n#define SHMEM_MAJOR_VERSION 1\n#define SHMEM_MINOR_VERSION 3\n";
+    let old =
+        "#define OSHMEM_MAJOR_VERSION 1\n#define SHMEM_MAJOR_VERSION 1\n#define SHMEM_MINOR_VERSION 3\n";
     let host = debian_oshmem().file(&format!("{OMPI}/include/shmem.h"), old);
     let failure = probe(&host).expect_err("1.3 is too old");
-    assert!(
-        failure
-            .to_string()
-            .contains("declares OpenSHMEM 1.3; version 1.4 or later is needed")
-    );
+    assert!(failure.to_string().contains("declares OpenSHMEM 1.3; version 1.4 or later is needed"));
 }
 
 #[test]
@@ -321,13 +254,7 @@ fn flags_in_both_spellings() {
 
 #[test]
 fn spec_version_from_both_headers() {
-    assert_eq!(
-        parse_spec_version(OSHMEM_HEADER),
-        Some(SpecVersion { major: 1, minor: 4 })
-    );
-    assert_eq!(
-        parse_spec_version(SOS_DEFS),
-        Some(SpecVersion { major: 1, minor: 5 })
-    );
+    assert_eq!(parse_spec_version(OSHMEM_HEADER), Some(SpecVersion { major: 1, minor: 4 }));
+    assert_eq!(parse_spec_version(SOS_DEFS), Some(SpecVersion { major: 1, minor: 5 }));
     assert_eq!(parse_spec_version(SOS_HEADER), None);
 }

@@ -1,0 +1,156 @@
+//! Send-receive and all-to-all, one-sided against MPI in the same run, between PE 0 and PE 1:
+//!
+//! - `sendrecv/VARIANT/B`: both PEs send B bytes to each other and receive B bytes, per
+//!   iteration; `onesided-put` (offset swap), `onesided-get`, `buffered` (the 2013 baseline)
+//!   and `mpi` (`MPI_Sendrecv`) carry one message each way; `onesided-2way` and `mpi-2way`
+//!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward.
+//! - `alltoall/VARIANT/B`: B bytes per pair of PEs; `ordered-onesided`, `ordered-mpi`,
+//!   `mpi` (`MPI_Alltoall`) and `shmem` (`shmem_alltoall64`).
+//! - `memcpy/local/B`: a plain copy of B bytes on PE 0, the bandwidth the others are measured
+//!   against.
+//!
+//! `cargo bench --bench sendrecv` launches 2 PEs through scripts/pe-run.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use onesided::{Alltoall, AlltoallPath, Exchange, Incoming, Outgoing, Path, PeGroup, Runtime, SymArray};
+use onesided_suite::bench::{self, Bench, SIZES};
+
+/// All-to-all sizes per pair of PEs: 8 B to 256 KiB.
+const ALLTOALL_SIZES: &[usize] = &[8, 64, 512, 4096, 32768, 262144];
+
+fn main() {
+    let rt = bench::start(2);
+    if rt.n_pes() < 2 {
+        eprintln!("the send-receive benchmarks need at least 2 PEs");
+        std::process::exit(2);
+    }
+    if let Err(e) = run(&rt) {
+        eprintln!("PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+/// One cache line of words.
+#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+#[repr(C, align(64))]
+struct Line([u64; 8]);
+
+/// `words` words, 64-byte aligned, word `i` being `value(i)`.
+fn aligned(words: usize, value: impl Fn(usize) -> u64) -> Vec<Line> {
+    (0..words.div_ceil(8)).map(|l| Line(std::array::from_fn(|j| value(l * 8 + j)))).collect()
+}
+
+fn run(rt: &Runtime) -> onesided::Result<()> {
+    let me = rt.my_pe();
+    let partner = match me {
+        0 => Some(1),
+        1 => Some(0),
+        _ => None,
+    };
+    let max_words = SIZES.iter().max().expect("sizes") / 8;
+    let target = SymArray::<u64>::collective_alloc(rt, "sendrecv target", 2 * max_words)?;
+    // Sources aligned to 64 bytes, as the symmetric targets are: glibc's memcpy is much slower
+    // between buffers misaligned with each other, which would measure the allocator.
+    let forward_lines = aligned(max_words, |i| (me as u64) << 32 | i as u64);
+    let backward_lines = aligned(max_words, |i| !((me as u64) << 32 | i as u64));
+    let forward: &[u64] = bytemuck::cast_slice(&forward_lines);
+    let backward: &[u64] = bytemuck::cast_slice(&backward_lines);
+    let source = SymArray::<u8>::collective_alloc(rt, "memcpy source", max_words * 8)?;
+    let destination = SymArray::<u8>::collective_alloc(rt, "memcpy destination", max_words * 8)?;
+
+    let mut exchanges = Vec::new();
+    for (variant, path, two_way) in [
+        ("onesided-put", Path::Put, false),
+        ("onesided-get", Path::Get, false),
+        ("onesided-2way", Path::Put, true),
+        ("buffered", Path::Buffered, false),
+        ("mpi", Path::Mpi, false),
+        ("mpi-2way", Path::Mpi, true),
+    ] {
+        let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;
+        exchange.collective_reserve(max_words)?;
+        exchanges.push((variant, two_way, exchange));
+    }
+    let world = PeGroup::collective_world(rt)?;
+    let mut alltoalls = Vec::new();
+    for (variant, path) in [
+        ("ordered-onesided", AlltoallPath::OrderedOneSided),
+        ("ordered-mpi", AlltoallPath::OrderedMpi),
+        ("mpi", AlltoallPath::Mpi),
+        ("shmem", AlltoallPath::Shmem),
+    ] {
+        for &bytes in ALLTOALL_SIZES {
+            let alltoall = Alltoall::<u64>::collective_new(&world, variant, bytes / 8, path)?;
+            alltoalls.push((variant, bytes, alltoall));
+        }
+    }
+
+    let mut benches = Vec::new();
+    let target = &target;
+    for (variant, two_way, exchange) in &mut exchanges {
+        let two_way = *two_way;
+        // One Exchange serves every size of its variant; the bodies take turns with it.
+        let exchange = std::rc::Rc::new(std::cell::RefCell::new(exchange));
+        for &bytes in SIZES {
+            let words = bytes / 8;
+            let exchange = exchange.clone();
+            benches.push(Bench::new("sendrecv", variant, bytes, move |iters| {
+                let start = Instant::now();
+                let Some(other) = partner else {
+                    return Ok(start.elapsed());
+                };
+                let mut exchange = exchange.borrow_mut();
+                let mut received = [0; 2];
+                for _ in 0..iters {
+                    if two_way {
+                        exchange.exchange(
+                            &[target],
+                            &[
+                                Outgoing { to: other, data: &forward[..words] },
+                                Outgoing { to: other, data: &backward[..words] },
+                            ],
+                            &[
+                                Incoming { from: other, buffer: 0, offset: 0, room: words },
+                                Incoming { from: other, buffer: 0, offset: max_words, room: words },
+                            ],
+                            &mut received,
+                        )?;
+                    } else {
+                        let incoming = Incoming { from: other, buffer: 0, offset: 0, room: max_words };
+                        let outgoing = Outgoing { to: other, data: &forward[..words] };
+                        received[0] = exchange.sendrecv(&[target], outgoing, incoming)?;
+                    }
+                }
+                debug_assert_eq!(received[0], words);
+                Ok(start.elapsed())
+            }));
+        }
+    }
+    for (variant, bytes, alltoall) in &mut alltoalls {
+        benches.push(Bench::new("alltoall", variant, *bytes, move |iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                black_box(alltoall.collective_run()?);
+            }
+            Ok(start.elapsed())
+        }));
+    }
+    for &bytes in SIZES {
+        let (source, destination) = (&source, &destination);
+        benches.push(Bench::new("memcpy", "local", bytes, move |iters| {
+            let start = Instant::now();
+            if me == 0 {
+                for _ in 0..iters {
+                    // SAFETY: both 64-byte aligned blocks hold at least `bytes` bytes and are
+                    // used by nothing else.
+                    unsafe { std::ptr::copy_nonoverlapping(source.as_ptr(), destination.as_ptr(), bytes) };
+                    black_box(destination.as_ptr());
+                }
+            }
+            Ok(start.elapsed())
+        }));
+    }
+    bench::run(rt, benches)
+}
