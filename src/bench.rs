@@ -26,8 +26,10 @@ pub struct Bench<'a> {
     pub group: &'static str,
     /// Variant, such as `onesided` or `mpi`.
     pub variant: &'static str,
-    /// Message size in bytes (the id's last part and the throughput).
+    /// The id's last part: the message size in bytes, or another size (atoms).
     pub bytes: usize,
+    /// Whether `bytes` is a byte count, reported as throughput.
+    pub throughput: bool,
     /// What every PE runs per batch.
     pub body: Body<'a>,
 }
@@ -40,7 +42,17 @@ impl<'a> Bench<'a> {
         bytes: usize,
         body: impl FnMut(u64) -> onesided::Result<Duration> + 'a,
     ) -> Self {
-        Bench { group, variant, bytes, body: Box::new(body) }
+        Bench { group, variant, bytes, throughput: true, body: Box::new(body) }
+    }
+
+    /// A benchmark whose size is not a byte count (atoms, say): no throughput is reported.
+    pub fn sized(
+        group: &'static str,
+        variant: &'static str,
+        size: usize,
+        body: impl FnMut(u64) -> onesided::Result<Duration> + 'a,
+    ) -> Self {
+        Bench { group, variant, bytes: size, throughput: false, body: Box::new(body) }
     }
 }
 
@@ -82,7 +94,9 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
             let mut group = criterion.benchmark_group(group_name);
             while index < benches.len() && benches[index].group == group_name {
                 let bench = &mut benches[index];
-                group.throughput(Throughput::Bytes(bench.bytes as u64));
+                if bench.throughput {
+                    group.throughput(Throughput::Bytes(bench.bytes as u64));
+                }
                 let id = BenchmarkId::new(bench.variant, bench.bytes);
                 group.bench_function(id, |b| {
                     b.iter_custom(|iters| {

@@ -15,10 +15,21 @@ pub fn under_launcher() -> bool {
         .any(|v| std::env::var_os(v).is_some())
 }
 
+/// Variables a launcher gives its processes; a launch from inside a PE must not inherit
+/// them, or the new launcher takes itself for part of the running job.
+const LAUNCHER_PREFIXES: &[&str] = &["OMPI_", "PMIX_", "ORTE_", "OPAL_", "PMI_", "HYDRA_", "ONESIDED_PE_RUN"];
+
 /// `scripts/pe-run -n <pes> <program>`; add arguments and environment before running it.
+/// The launcher variables of the current job, if any, are not passed on.
 pub fn command(pes: usize, program: impl AsRef<OsStr>) -> Command {
     let mut command = Command::new(PE_RUN);
     command.arg("-n").arg(pes.to_string()).arg(program);
+    for (name, _) in std::env::vars_os() {
+        let inherited = name.to_str().is_some_and(|n| LAUNCHER_PREFIXES.iter().any(|p| n.starts_with(p)));
+        if inherited {
+            command.env_remove(name);
+        }
+    }
     command
 }
 
@@ -26,17 +37,31 @@ pub fn command(pes: usize, program: impl AsRef<OsStr>) -> Command {
 /// status. For binaries that launch themselves when started directly (`cargo bench`,
 /// `cargo run --example`).
 pub fn relaunch_self(pes: usize) -> std::io::Result<ExitStatus> {
+    relaunch_self_with(pes, false)
+}
+
+/// [`relaunch_self`], unbound from cores when `threaded` (PEs that run several threads).
+pub fn relaunch_self_with(pes: usize, threaded: bool) -> std::io::Result<ExitStatus> {
     let exe = std::env::current_exe()?;
-    command(pes, exe).args(std::env::args_os().skip(1)).status()
+    let mut command = Command::new(PE_RUN);
+    if threaded {
+        command.arg("--bind").arg("none");
+    }
+    command.arg("-n").arg(pes.to_string()).arg(exe).args(std::env::args_os().skip(1)).status()
 }
 
 /// If this process is not under a launcher, runs it again as `pes` PEs and exits with their
 /// status; otherwise returns, and the caller goes on as a PE.
 pub fn ensure_launched(pes: usize) {
+    ensure_launched_with(pes, false)
+}
+
+/// [`ensure_launched`], unbound from cores when `threaded`.
+pub fn ensure_launched_with(pes: usize, threaded: bool) {
     if under_launcher() {
         return;
     }
-    match relaunch_self(pes) {
+    match relaunch_self_with(pes, threaded) {
         Ok(status) => std::process::exit(status.code().unwrap_or(1)),
         Err(e) => {
             eprintln!("cannot start {PE_RUN}: {e}");

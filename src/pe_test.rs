@@ -31,6 +31,7 @@ pub const TWO_THREE_FOUR: &[usize] = &[2, 3, 4];
 pub type CaseResult = Result<(), Box<dyn std::error::Error>>;
 
 /// One multi-PE test.
+#[derive(Clone, Copy)]
 pub struct Case {
     /// Its name, for filters and reports.
     pub name: &'static str,

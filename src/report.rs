@@ -17,6 +17,9 @@ pub struct Point {
     pub bytes: u64,
     /// The median time per iteration, in nanoseconds.
     pub median_ns: f64,
+    /// Whether `bytes` is a byte count (criterion recorded a byte throughput) rather than
+    /// another size, such as atoms.
+    pub is_bytes: bool,
 }
 
 /// Reads every `<id>/new/benchmark.json` with its `estimates.json` under `criterion_dir`.
@@ -69,7 +72,8 @@ fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
         .pointer("/median/point_estimate")
         .and_then(|v| v.as_f64())
         .ok_or_else(|| format!("{} has no median", new_dir.display()))?;
-    Ok(Some(Point { group, variant, bytes, median_ns }))
+    let is_bytes = benchmark.pointer("/throughput/Bytes").is_some();
+    Ok(Some(Point { group, variant, bytes, median_ns, is_bytes }))
 }
 
 /// Reads the paired ratios the benchmarks recorded (see [`crate::bench::paired_path`]).
@@ -181,8 +185,10 @@ pub fn markdown(points: &[Point], paired: &[crate::bench::PairedRatio]) -> Strin
         let mut sizes: Vec<u64> = table.values().flat_map(|m| m.keys().copied()).collect();
         sizes.sort_unstable();
         sizes.dedup();
+        let in_bytes = points.iter().filter(|p| p.group == group).all(|p| p.is_bytes);
         for bytes in sizes {
-            let mut row = format!("| {} |", format_bytes(bytes));
+            let size = if in_bytes { format_bytes(bytes) } else { bytes.to_string() };
+            let mut row = format!("| {size} |");
             for v in &columns {
                 match table[*v].get(&bytes) {
                     Some(&ns) => {
@@ -217,6 +223,8 @@ const COLOURS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"
 /// An SVG plot of time against message size, both logarithmic, one line per variant.
 pub fn svg(group: &str, points: &[Point]) -> Option<String> {
     let table = by_group(points).remove(group)?;
+    let in_bytes = points.iter().filter(|p| p.group == group).all(|p| p.is_bytes);
+    let size_label = |n: u64| if in_bytes { format_bytes(n) } else { n.to_string() };
     let all: Vec<(u64, f64)> = table.values().flat_map(|m| m.iter().map(|(b, t)| (*b, *t))).collect();
     let (w, h, left, right, top, bottom) = (720.0, 440.0, 80.0, 170.0, 40.0, 60.0);
     let x_min = all.iter().map(|p| (p.0.max(1) as f64).log2()).fold(f64::INFINITY, f64::min);
@@ -259,14 +267,15 @@ pub fn svg(group: &str, points: &[Point]) -> Option<String> {
             r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             h - bottom,
             h - bottom + 18.0,
-            format_bytes(*bytes)
+            size_label(*bytes)
         );
     }
     let _ = writeln!(
         s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">message size</text>"#,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         (left + w - right) / 2.0,
-        h - 14.0
+        h - 14.0,
+        if in_bytes { "message size" } else { "size (atoms)" }
     );
     let _ = writeln!(
         s,
@@ -309,7 +318,7 @@ mod tests {
     use super::*;
 
     fn point(group: &str, variant: &str, bytes: u64, ns: f64) -> Point {
-        Point { group: group.into(), variant: variant.into(), bytes, median_ns: ns }
+        Point { group: group.into(), variant: variant.into(), bytes, median_ns: ns, is_bytes: true }
     }
 
     #[test]

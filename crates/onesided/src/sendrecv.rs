@@ -31,6 +31,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::sync::atomic::{Ordering, fence};
+
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
@@ -152,6 +154,21 @@ struct Lane {
     remote: usize,
 }
 
+/// What a sender puts: its elements, or a function that writes them into the destination.
+enum Payload<'a, T, F> {
+    Data(&'a [T]),
+    Pack { count: usize, fill: F },
+}
+
+impl<T, F> Payload<'_, T, F> {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Data(data) => data.len(),
+            Payload::Pack { count, .. } => *count,
+        }
+    }
+}
+
 /// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
 fn assign_lanes(lanes: &mut Vec<Lane>, me: usize, peers: impl Iterator<Item = usize>) {
     lanes.clear();
@@ -216,6 +233,8 @@ pub struct Exchange<'rt, T: Pod> {
     /// buffer is overwritten.
     pending_takers: Vec<Lane>,
     work: Work,
+    /// Where packed messages are written when they cannot go straight to their receiver.
+    pack_buffer: Vec<T>,
 }
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
@@ -257,6 +276,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             recvs: vec![0; slots],
             pending_takers: Vec::new(),
             work: Work::default(),
+            pack_buffer: Vec::new(),
         })
     }
 
@@ -359,11 +379,42 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     ) -> Result<usize> {
         let mut received = [0];
         if self.path == Path::Put {
-            self.validate_one(buffers, &outgoing, &incoming)?;
-            return self.sendrecv_put(buffers, &outgoing, &incoming);
+            self.validate_one(buffers, outgoing.to, &incoming)?;
+            return self.sendrecv_put(
+                buffers,
+                outgoing.to,
+                Payload::<T, fn(&mut [T])>::Data(outgoing.data),
+                &incoming,
+            );
         }
         self.exchange(buffers, &[outgoing], &[incoming], &mut received)?;
         Ok(received[0])
+    }
+
+    /// [`sendrecv`](Self::sendrecv) with the outgoing message written by `fill`, which gets
+    /// exactly `count` elements to write, all of them. On the put path to a PE whose memory is
+    /// mapped into this process (the same node), `fill` writes straight into the receiver's
+    /// final place, so the message is packed where it is needed, with no buffer between;
+    /// elsewhere it writes into a staging buffer that is then sent.
+    pub fn sendrecv_packed(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        to: usize,
+        count: usize,
+        fill: impl FnOnce(&mut [T]),
+        incoming: Incoming,
+    ) -> Result<usize> {
+        if self.path == Path::Put {
+            self.validate_one(buffers, to, &incoming)?;
+            return self.sendrecv_put(buffers, to, Payload::Pack { count, fill }, &incoming);
+        }
+        let mut staging = std::mem::take(&mut self.pack_buffer);
+        staging.clear();
+        staging.resize(count, T::zeroed());
+        fill(&mut staging);
+        let outcome = self.sendrecv(buffers, Outgoing { to, data: &staging }, incoming);
+        self.pack_buffer = staging;
+        outcome
     }
 
     /// Sends every `outgoing` message and receives every `incoming` one; `received[i]` is the
@@ -410,13 +461,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     }
 
     /// The checks of [`validate`](Self::validate) for one message each way.
-    fn validate_one(
-        &self,
-        buffers: &[&SymArray<'rt, T>],
-        out: &Outgoing<'_, T>,
-        inc: &Incoming,
-    ) -> Result<()> {
-        self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
+    fn validate_one(&self, buffers: &[&SymArray<'rt, T>], to: usize, inc: &Incoming) -> Result<()> {
+        self.rt.check_pe(to, || format!("exchange '{}': message to", self.name))?;
         self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
         match buffers.get(inc.buffer) {
             Some(buffer) => buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room),
@@ -547,7 +593,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             false,
             |ex, lane| ex.sends[lane.local] + 1,
             |ex, i, lane| {
-                if let Some(e) = ex.put_announced(buffers, &outgoing[i], lane)? {
+                let payload = Payload::<T, fn(&mut [T])>::Data(outgoing[i].data);
+                if let Some(e) = ex.put_announced(buffers, outgoing[i].to, payload, lane)? {
                     refused.get_or_insert(e);
                 }
                 Ok(())
@@ -573,20 +620,21 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
 
     /// One message each way on the put path, without the bookkeeping of many: the common case
     /// of a halo pulse, and the one whose latency matters most.
-    fn sendrecv_put(
+    fn sendrecv_put<F: FnOnce(&mut [T])>(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
-        out: &Outgoing<'_, T>,
+        to: usize,
+        payload: Payload<'_, T, F>,
         inc: &Incoming,
     ) -> Result<usize> {
         let me = self.rt.my_pe();
         let in_lane = Lane { peer: inc.from, local: inc.from * LANES, remote: me * LANES };
-        let out_lane = Lane { peer: out.to, local: out.to * LANES, remote: me * LANES };
+        let out_lane = Lane { peer: to, local: to * LANES, remote: me * LANES };
         self.announce(inc, &in_lane)?;
         let timeout = self.rt.wait_timeout();
         let announced = self.sends[out_lane.local] + 1;
-        self.from_receivers.wait_ge_from(out_lane.local * STRIDE, announced, Some(out.to), timeout)?;
-        let refused = self.put_announced(buffers, out, &out_lane)?;
+        self.from_receivers.wait_ge_from(out_lane.local * STRIDE, announced, Some(to), timeout)?;
+        let refused = self.put_announced(buffers, to, payload, &out_lane)?;
         let delivered = self.recvs[in_lane.local] << COUNT_BITS;
         let from = Some(inc.from);
         let signal = self.from_senders.wait_ge_from(in_lane.local * STRIDE, delivered, from, timeout)?;
@@ -649,24 +697,51 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Put path, sender side, once the receiver's announcement of this call is in: checks
     /// that the message fits, puts it straight into place and delivers. Returns the refusal
     /// when it did not fit (nothing was written, and the receiver learns of it too).
-    fn put_announced(
+    fn put_announced<F: FnOnce(&mut [T])>(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
-        out: &Outgoing<'_, T>,
+        to: usize,
+        payload: Payload<'_, T, F>,
         lane: &Lane,
     ) -> Result<Option<Error>> {
         let call = self.next_call(lane.local, true)?;
         let [buffer, offset, room] = self.announcement(lane.local);
+        let count = payload.len();
         let buffer = buffers.get(buffer as usize).copied();
-        let fits = out.data.len() as u64 <= room
-            && buffer.is_some_and(|b| b.check("put", out.to, offset as usize, out.data.len()).is_ok());
+        let fits = count as u64 <= room
+            && buffer.is_some_and(|b| b.check("put", to, offset as usize, count).is_ok());
         let refused = if fits {
-            buffer.expect("checked").put(out.to, offset as usize, out.data)?;
+            let (buffer, offset) = (buffer.expect("checked"), offset as usize);
+            match payload {
+                Payload::Data(data) => buffer.put(to, offset, data)?,
+                Payload::Pack { count, fill } => match buffer.mapped(to) {
+                    Some(base) => {
+                        // SAFETY: the receiver announced `offset..offset + room` of this buffer
+                        // for this call and reads it only after the delivery signal below; no
+                        // other PE writes it (announcements name one sender); the range is in
+                        // bounds (checked) and mapped into this process. So this is the only
+                        // access to it until the signal.
+                        let dest =
+                            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
+                        fill(dest);
+                        fence(Ordering::Release);
+                    }
+                    None => {
+                        let mut staging = std::mem::take(&mut self.pack_buffer);
+                        staging.clear();
+                        staging.resize(count, T::zeroed());
+                        fill(&mut staging);
+                        let outcome = buffer.put(to, offset, &staging);
+                        self.pack_buffer = staging;
+                        outcome?;
+                    }
+                },
+            }
             None
         } else {
-            Some(self.too_large(self.rt.my_pe(), out.to, Some(out.data.len()), room as usize))
+            Some(self.too_large(self.rt.my_pe(), to, Some(count), room as usize))
         };
-        self.deliver(out.to, lane, call, out.data.len(), !fits)?;
+        self.deliver(to, lane, call, count, !fits)?;
         Ok(refused)
     }
 

@@ -1,0 +1,71 @@
+//! The halo exchange of a water box replicated to about 20 000 and 100 000 atoms, one-sided
+//! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
+//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back.
+//!
+//! `cargo bench --bench halo` launches 2 PEs through scripts/pe-run, one thread each.
+
+use std::time::Instant;
+
+use md_halo::{DdGrid, HaloExchange, RVec, System, motion};
+use onesided::{Path, Runtime};
+use onesided_suite::bench::{self, Bench};
+
+/// Copies of the 648-atom SPC water box: 20 736 and 97 200 atoms.
+const SYSTEMS: [[usize; 3]; 2] = [[2, 4, 4], [5, 5, 6]];
+const CUTOFF: f32 = 0.9;
+const NSTLIST: usize = 10;
+
+fn main() {
+    let rt = bench::start(2);
+    // One thread per PE: the two PEs already use both cores of the machine.
+    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
+        eprintln!("cannot size the thread pool: {e}");
+    }
+    if let Err(e) = run(&rt) {
+        eprintln!("PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+fn run(rt: &Runtime) -> md_halo::Result<()> {
+    let water =
+        System::read_gro(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")))?;
+    let mut halos = Vec::new();
+    for copies in SYSTEMS {
+        let system = water.replicate(copies)?;
+        let grid = DdGrid::choose(rt.n_pes(), system.box_size, CUTOFF + motion::buffer_for(NSTLIST))?;
+        for (variant, path) in [("onesided", Path::Put), ("mpi", Path::Mpi)] {
+            let halo = HaloExchange::collective_new(rt, &system, grid.clone(), path)?;
+            let forces: Vec<RVec> = (0..halo.local_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
+            halos.push((variant, system.len(), std::cell::RefCell::new((halo, forces))));
+        }
+    }
+    let mut benches = Vec::new();
+    for (group, forces) in [("halo_move_x", false), ("halo_move_f", true)] {
+        for (variant, atoms, state) in &halos {
+            benches.push(Bench::sized(group, variant, *atoms, move |iters| {
+                let mut state = state.borrow_mut();
+                let (halo, f) = &mut *state;
+                let start = Instant::now();
+                for _ in 0..iters {
+                    if forces {
+                        halo.move_f(f).map_err(comm)?;
+                    } else {
+                        halo.move_x().map_err(comm)?;
+                    }
+                }
+                Ok(start.elapsed())
+            }));
+        }
+    }
+    bench::run(rt, benches)?;
+    Ok(())
+}
+
+/// The benchmark harness speaks onesided errors; the halo's are carried over.
+fn comm(e: md_halo::Error) -> onesided::Error {
+    match e {
+        md_halo::Error::Comm(e) => e,
+        other => onesided::Error::InvalidArgument(other.to_string()),
+    }
+}

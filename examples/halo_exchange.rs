@@ -1,0 +1,352 @@
+//! The domain-decomposition halo exchange of an MD step, one-sided and MPI, on a real system.
+//!
+//! ```text
+//! scripts/pe-run -n 4 target/release/examples/halo_exchange --replicate 2,2,2 --verify
+//! cargo run --release --example halo_exchange -- --pes 4 --replicate 2,2,2 --verify
+//! ```
+//!
+//! Options: `--gro FILE` (default: the SPC water box in data/), `--replicate NX,NY,NZ`,
+//! `--cutoff NM`, `--grid NX,NY,NZ` (default: chosen from the PE count), `--steps S`,
+//! `--nstlist K` (repartition interval), `--threads T`, `--path mpi|onesided|both`,
+//! `--verify`, `--dump-halo DIR`, and `--pes N` when the program launches itself.
+//!
+//! Each step: `move_x`, a Lennard-Jones plus reaction-field force on home and halo atoms,
+//! `move_f`, then every atom takes a small deterministic step; every `nstlist` steps the atoms
+//! are repartitioned. The last line for each path is
+//! `summary path=<p> atoms=<n> pes=<k> steps=<s> move_x_us=<t> move_f_us=<t> verified=<yes|no|off>`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use md_halo::force::{ForceField, domain_forces};
+use md_halo::{DdGrid, HaloExchange, System, motion, verify};
+use onesided::{Path, Runtime};
+use onesided_suite::launch;
+
+struct Options {
+    gro: PathBuf,
+    replicate: [usize; 3],
+    cutoff: f32,
+    grid: Option<[usize; 3]>,
+    steps: u64,
+    nstlist: u64,
+    threads: usize,
+    paths: Vec<Path>,
+    verify: bool,
+    dump_halo: Option<PathBuf>,
+    pes: usize,
+}
+
+const USAGE: &str = "usage: halo_exchange [--gro FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
+[--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
+[--dump-halo DIR] [--pes N]";
+
+fn parse_triple(flag: &str, value: &str) -> Result<[usize; 3], String> {
+    let parts: Vec<&str> = value.split(',').collect();
+    let numbers: Option<Vec<usize>> =
+        parts.iter().map(|p| p.trim().parse().ok().filter(|&n| n > 0)).collect();
+    match numbers.as_deref() {
+        Some([a, b, c]) => Ok([*a, *b, *c]),
+        _ => Err(format!("{flag} needs three positive counts like 2,2,1, got {value:?}")),
+    }
+}
+
+fn parse() -> Result<Options, String> {
+    let mut options = Options {
+        gro: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")),
+        replicate: [2, 2, 2],
+        cutoff: 0.9,
+        grid: None,
+        steps: 20,
+        nstlist: 10,
+        threads: 1,
+        paths: vec![Path::Put, Path::Mpi],
+        verify: false,
+        dump_halo: None,
+        pes: 2,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
+        let number = |v: String, what: &str| {
+            v.parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or(format!("{what} needs a positive number, got {v:?}"))
+        };
+        match flag.as_str() {
+            "--gro" => options.gro = value()?.into(),
+            "--replicate" => options.replicate = parse_triple(&flag, &value()?)?,
+            "--cutoff" => {
+                let v = value()?;
+                options.cutoff = v
+                    .parse()
+                    .ok()
+                    .filter(|c: &f32| *c > 0.0)
+                    .ok_or(format!("--cutoff needs a positive length in nm, got {v:?}"))?;
+            }
+            "--grid" => options.grid = Some(parse_triple(&flag, &value()?)?),
+            "--steps" => options.steps = number(value()?, "--steps")?,
+            "--nstlist" => options.nstlist = number(value()?, "--nstlist")?,
+            "--threads" => options.threads = number(value()?, "--threads")? as usize,
+            "--pes" => options.pes = number(value()?, "--pes")? as usize,
+            "--path" => {
+                options.paths = match value()?.as_str() {
+                    "both" => vec![Path::Put, Path::Mpi],
+                    "onesided" => vec![Path::Put],
+                    "mpi" => vec![Path::Mpi],
+                    other => return Err(format!("--path takes mpi, onesided or both, got {other:?}")),
+                }
+            }
+            "--verify" => options.verify = true,
+            "--dump-halo" => options.dump_halo = Some(value()?.into()),
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            other => return Err(format!("unknown option {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// What a path's run measured and found.
+struct Outcome {
+    path: Path,
+    move_x_us: f64,
+    move_f_us: f64,
+    verified: Option<bool>,
+    /// Per step: fingerprints of the coordinates after move_x and the forces after move_f.
+    fingerprints: Vec<(u64, u64)>,
+}
+
+fn main() {
+    let options = parse().unwrap_or_else(|e| {
+        eprintln!("halo_exchange: {e}");
+        std::process::exit(2)
+    });
+    launch::ensure_launched_with(options.pes, options.threads > 1);
+    let rt = Runtime::init().unwrap_or_else(|e| {
+        eprintln!("halo_exchange: {e}");
+        std::process::exit(1)
+    });
+    // Input errors are found by every PE alike, before any communication: each says so and
+    // the job ends normally, with a failure status.
+    let prepared = prepare(&rt, &options);
+    let (system, grid) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("halo_exchange: PE {}: {e}", rt.my_pe());
+            drop(rt);
+            std::process::exit(1)
+        }
+    };
+    match run(&rt, &options, &system, &grid) {
+        Ok(true) => {}
+        Ok(false) => {
+            drop(rt);
+            std::process::exit(1)
+        }
+        Err(e) => {
+            // Possibly this PE's alone: the others may be waiting for it.
+            eprintln!("halo_exchange: PE {}: {e}", rt.my_pe());
+            rt.abort(1)
+        }
+    }
+}
+
+fn prepare(rt: &Runtime, options: &Options) -> md_halo::Result<(System, DdGrid)> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .build_global()
+        .map_err(|e| md_halo::Error::Config(format!("cannot start {} threads: {e}", options.threads)))?;
+    let system = System::read_gro(&options.gro)?.replicate(options.replicate)?;
+    let range = options.cutoff + motion::buffer_for(options.nstlist as usize);
+    let grid = match options.grid {
+        Some(dims) => DdGrid::new(dims, system.box_size, range, rt.n_pes())?,
+        None => DdGrid::choose(rt.n_pes(), system.box_size, range)?,
+    };
+    Ok((system, grid))
+}
+
+fn run(rt: &Runtime, options: &Options, system: &System, grid: &DdGrid) -> md_halo::Result<bool> {
+    let me = rt.my_pe();
+    let field = ForceField::new(options.cutoff as f64);
+    if me == 0 {
+        let [nx, ny, nz] = grid.dims();
+        println!(
+            "{}: {} atoms, box {:.3} x {:.3} x {:.3} nm, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm \
+             + buffer {:.3} nm, {} threads per PE",
+            system.title,
+            system.len(),
+            system.box_size[0],
+            system.box_size[1],
+            system.box_size[2],
+            rt.n_pes(),
+            grid.pulses(),
+            options.cutoff,
+            grid.range() - options.cutoff,
+            options.threads
+        );
+    }
+    let mut outcomes = Vec::new();
+    for (i, &path) in options.paths.iter().enumerate() {
+        outcomes.push(run_path(rt, options, system, grid, &field, path, i == 0)?);
+    }
+    let mut all_verified = true;
+    if options.paths.len() == 2 {
+        let same = outcomes[0].fingerprints == outcomes[1].fingerprints;
+        let differing = rt.max_u64_one(u64::from(!same))?;
+        if me == 0 {
+            println!(
+                "paths bit-identical (coordinates after move_x, forces after move_f, every step): {}",
+                if differing == 0 { "yes" } else { "NO" }
+            );
+        }
+        if options.verify && differing != 0 {
+            for outcome in &mut outcomes {
+                outcome.verified = Some(false);
+            }
+        }
+    }
+    for outcome in &outcomes {
+        all_verified &= outcome.verified != Some(false);
+        if me == 0 {
+            println!(
+                "summary path={} atoms={} pes={} steps={} move_x_us={:.2} move_f_us={:.2} verified={}",
+                label(outcome.path),
+                system.len(),
+                rt.n_pes(),
+                options.steps,
+                outcome.move_x_us,
+                outcome.move_f_us,
+                match outcome.verified {
+                    None => "off",
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                }
+            );
+        }
+    }
+    Ok(all_verified)
+}
+
+fn run_path(
+    rt: &Runtime,
+    options: &Options,
+    system: &System,
+    grid: &DdGrid,
+    field: &ForceField,
+    path: Path,
+    first: bool,
+) -> md_halo::Result<Outcome> {
+    let me = rt.my_pe();
+    let mut halo = HaloExchange::collective_new(rt, system, grid.clone(), path)?;
+    if first && let Some(dir) = &options.dump_halo {
+        dump_halo(&halo, dir, me)?;
+    }
+    let mut checks_pass = true;
+    if options.verify {
+        let local = verify::check_halo(&halo, system);
+        if let Err(e) = &local {
+            eprintln!("PE {me}: {e}");
+        }
+        let failed = rt.max_u64_one(u64::from(local.is_err()))?;
+        checks_pass &= failed == 0;
+        if me == 0 {
+            println!(
+                "  {}: halo sets against a brute-force search: {}",
+                label(path),
+                if failed == 0 { "ok" } else { "FAILED" }
+            );
+        }
+    }
+    let (mut move_x, mut move_f, mut force, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut fingerprints = Vec::new();
+    for step in 0..options.steps {
+        if step > 0 && step % options.nstlist == 0 {
+            halo.collective_repartition()?;
+        }
+        // The exchanges are timed after a barrier, so that they measure communication rather
+        // than how long a neighbour took over its forces.
+        rt.barrier();
+        let start = Instant::now();
+        halo.move_x()?;
+        let moved_x = Instant::now();
+        let (mut forces, _energy) = domain_forces(&halo, &system.kinds, field);
+        let computed = Instant::now();
+        let coordinates_print = verify::fingerprint(halo.coordinates());
+        rt.barrier();
+        let before_f = Instant::now();
+        halo.move_f(&mut forces)?;
+        let moved_f = Instant::now();
+        fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()])));
+        if options.verify && step + 1 == options.steps {
+            let deviation = verify::force_deviation(rt, &halo, &forces, &system.kinds, field)?;
+            let ok = deviation <= FORCE_TOLERANCE;
+            checks_pass &= ok;
+            if me == 0 {
+                println!(
+                    "  {}: forces after move_f against a serial computation: largest deviation {deviation:.2e} \
+                     of the largest force (tolerance {FORCE_TOLERANCE:.0e}): {}",
+                    label(path),
+                    if ok { "ok" } else { "FAILED" }
+                );
+            }
+        }
+        halo.displace_home(|g, x| motion::displaced(g, step, x))?;
+        move_x.push(moved_x - start);
+        force.push(computed - moved_x);
+        move_f.push(moved_f - before_f);
+        total.push((moved_x - start) + (computed - moved_x) + (moved_f - before_f));
+    }
+    // Medians per PE, then the slowest PE: a step is as fast as its slowest domain.
+    let median_us = |times: &mut Vec<std::time::Duration>| -> f64 {
+        times.sort_unstable();
+        times.get(times.len() / 2).map_or(0.0, |t| t.as_secs_f64() * 1e6)
+    };
+    let mut medians =
+        [median_us(&mut move_x), median_us(&mut move_f), median_us(&mut force), median_us(&mut total)]
+            .map(|us| (us * 1000.0) as u64);
+    rt.max_u64(&mut medians)?;
+    let [x_us, f_us, force_us, total_us] = medians.map(|ns| ns as f64 / 1000.0);
+    if me == 0 {
+        println!(
+            "  {}: median per step on the slowest PE: move_x {x_us:.2} us, move_f {f_us:.2} us, forces {:.3} ms, \
+             communication {:.1}% of the step",
+            label(path),
+            force_us / 1000.0,
+            100.0 * (x_us + f_us) / total_us.max(1e-9)
+        );
+    }
+    Ok(Outcome {
+        path,
+        move_x_us: x_us,
+        move_f_us: f_us,
+        verified: options.verify.then_some(checks_pass),
+        fingerprints,
+    })
+}
+
+/// The name of a path on the command line and in the summary.
+fn label(path: Path) -> &'static str {
+    if path == Path::Mpi { "mpi" } else { "onesided" }
+}
+
+/// Largest deviation of parallel from serial forces, relative to the largest force: the
+/// forces travel and add up in single precision.
+const FORCE_TOLERANCE: f64 = 1e-4;
+
+/// Writes `DIR/pe<N>.home` and `DIR/pe<N>.halo`: the global indices of this PE's home and
+/// halo atoms, one per line, in ascending order.
+fn dump_halo(halo: &HaloExchange<'_>, dir: &std::path::Path, me: usize) -> md_halo::Result<()> {
+    let io =
+        |e: std::io::Error| md_halo::Error::Io { path: dir.display().to_string(), problem: e.to_string() };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let ids = halo.global_indices();
+    let (home, halo_ids) = ids.split_at(halo.home_count());
+    for (name, list) in [("home", home), ("halo", halo_ids)] {
+        let mut sorted = list.to_vec();
+        sorted.sort_unstable();
+        let text: String = sorted.iter().map(|g| format!("{g}\n")).collect();
+        std::fs::write(dir.join(format!("pe{me}.{name}")), text).map_err(io)?;
+    }
+    Ok(())
+}
