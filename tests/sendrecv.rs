@@ -301,6 +301,78 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Overlapping receive regions are refused before anything moves; a call refused for a
+/// posted receive that does not match leaves every posted receive in place; PEs that pass
+/// different buffer lists learn of it on both sides, and the channel goes on.
+fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in Path::ALL {
+        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("regions {path}"), path)?;
+        exchange.collective_reserve(8)?;
+        let target = SymArray::<u64>::collective_alloc(rt, "regions target", 32)?;
+        let first: Vec<u64> = (0..4).map(|i| stamp(me, 1, i)).collect();
+        let second: Vec<u64> = (0..4).map(|i| stamp(me, 2, i)).collect();
+        let outgoing = [Outgoing { to: right, data: &first[..] }, Outgoing { to: right, data: &second[..] }];
+        let a = Incoming { from: left, buffer: 0, offset: 0, room: 8 };
+        let b = Incoming { from: left, buffer: 0, offset: 8, room: 8 };
+        let mut received = [0; 2];
+        let clash = Incoming { offset: 7, ..b };
+        let outcome = exchange.exchange(&[&target], &outgoing, &[a, clash], &mut received);
+        ensure!(
+            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("share elements")),
+            "{path}: overlapping regions: {outcome:?}"
+        );
+        exchange.post_receives(&[&target], &[a, b])?;
+        let moved = Incoming { offset: 16, ..b };
+        let outcome = exchange.exchange(&[&target], &outgoing, &[a, moved], &mut received);
+        ensure!(
+            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("was posted")),
+            "{path}: mismatched posted receive: {outcome:?}"
+        );
+        // Both posted receives are still there, neither consumed by the refused call.
+        exchange.exchange(&[&target], &outgoing, &[a, b], &mut received)?;
+        let mut got = vec![0u64; 16];
+        target.read_local(0, &mut got)?;
+        let expected: Vec<u64> = (0..4)
+            .map(|i| stamp(left, 1, i))
+            .chain([0; 4])
+            .chain((0..4).map(|i| stamp(left, 2, i)))
+            .chain([0; 4])
+            .collect();
+        ensure!(received == [4, 4] && got == expected, "{path}: after the refusals: {received:?} {got:x?}");
+    }
+    // On the put path the sender places the message: PE 0 receives into its second buffer,
+    // which its left neighbour, passing one buffer, does not have.
+    let mut exchange = Exchange::<u64>::collective_new(rt, "buffer lists", Path::Put)?;
+    let a = SymArray::<u64>::collective_alloc(rt, "list a", 8)?;
+    let b = SymArray::<u64>::collective_alloc(rt, "list b", 8)?;
+    let mine = [stamp(me, 3, 0)];
+    let (buffers, index): (Vec<&SymArray<u64>>, usize) =
+        if me == 0 { (vec![&a, &b], 1) } else { (vec![&a], 0) };
+    let outcome = exchange.sendrecv(
+        &buffers,
+        Outgoing { to: right, data: &mine },
+        Incoming { from: left, buffer: index, offset: 0, room: 8 },
+    );
+    let sender_of_pe0 = n - 1;
+    if me == 0 || me == sender_of_pe0 {
+        ensure!(
+            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("same buffers")),
+            "different buffer lists on PE {me}: {outcome:?}"
+        );
+    } else {
+        ensure!(matches!(outcome, Ok(1)) && a.get_value(me, 0)? == stamp(left, 3, 0), "PE {me}: {outcome:?}");
+    }
+    let received = exchange.sendrecv(
+        &[&a],
+        Outgoing { to: right, data: &mine },
+        Incoming { from: left, buffer: 0, offset: 1, room: 4 },
+    )?;
+    ensure!(received == 1 && a.get_value(me, 1)? == stamp(left, 3, 0), "the channel goes on");
+    Ok(())
+}
+
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         every_path_many_calls_unequal_sizes,
@@ -310,6 +382,7 @@ fn main() {
         bad_arguments,
         sending_to_oneself,
         posted_receives,
+        regions_and_buffer_lists,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

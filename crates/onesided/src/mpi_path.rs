@@ -29,6 +29,7 @@ pub(crate) struct MpiChannel {
 }
 
 /// Why an MPI exchange failed.
+#[derive(Debug)]
 pub(crate) enum MpiFailure {
     /// A message from `from` did not fit `room` elements.
     Truncated { from: usize, room: usize },
@@ -108,12 +109,20 @@ impl MpiChannel {
             received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
             return Ok(());
         }
+        // Every size is checked before the first receive is posted, so that an error never
+        // leaves a request pending on memory the caller gets back.
+        for inc in incoming {
+            bytes_of(inc.room, size, "a receive room")?;
+        }
+        for out in outgoing {
+            bytes_of(out.data.len(), size, "a message")?;
+        }
         let requests = &mut self.requests;
         requests.clear();
         // SAFETY: reading a constant of rsmpi's shim.
         requests.resize(incoming.len() + outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
         for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
-            let room_bytes = bytes_of(inc.room, size, "a receive room")?;
+            let room_bytes = bytes_of(inc.room, size, "a receive room").expect("checked above");
             // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
             let code = unsafe {
                 ffi::MPI_Irecv(recv_ptr(inc), room_bytes, bytes_type, inc.from as c_int, *tag, comm, request)
@@ -124,7 +133,7 @@ impl MpiChannel {
         }
         for ((out, tag), request) in outgoing.iter().zip(out_tags).zip(requests[incoming.len()..].iter_mut())
         {
-            let send_bytes = bytes_of(out.data.len(), size, "a message")?;
+            let send_bytes = bytes_of(out.data.len(), size, "a message").expect("checked above");
             // SAFETY: the send slice outlives MPI_Waitall below.
             let code = unsafe {
                 ffi::MPI_Isend(
@@ -148,9 +157,18 @@ impl MpiChannel {
         let code = unsafe {
             ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses.as_mut_ptr().cast())
         };
+        // The statuses are filled on success, and with MPI_ERR_IN_STATUS (each then holds its
+        // request's own error); after any other error they are not to be read.
+        let mut class = 0;
+        if code != 0 {
+            // SAFETY: a valid out-pointer.
+            unsafe { ffi::MPI_Error_class(code, &mut class) };
+            if class as u32 != ffi::MPI_ERR_IN_STATUS {
+                return Err(mpi_error("MPI_Waitall", code));
+            }
+        }
         for (i, inc) in incoming.iter().enumerate() {
-            // SAFETY: with MPI_ERR_IN_STATUS, each status holds its request's error; without
-            // an error every status is filled.
+            // SAFETY: filled, as argued above.
             let status = unsafe { statuses[i].assume_init_ref() };
             if code != 0 {
                 check(status.MPI_ERROR, "MPI_Waitall", inc)?;

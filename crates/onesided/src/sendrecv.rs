@@ -122,6 +122,9 @@ pub struct Incoming {
 
 /// Marks a count as rejected: the message did not fit the announced room.
 const REJECTED: u64 = 1 << 63;
+/// Marks a count as rejected because the sender has no such buffer as the one announced (the
+/// two PEs passed different buffer lists).
+const NO_BUFFER: u64 = 1 << 62;
 
 /// Words per slot of the exchange's small symmetric arrays: one 64-byte cache line each, so
 /// that partners writing different slots never share a line.
@@ -167,6 +170,29 @@ impl<T, F> Payload<'_, T, F> {
             Payload::Pack { count, .. } => *count,
         }
     }
+}
+
+/// Two incoming messages whose regions share an element of the same buffer, if any.
+fn overlapping(incoming: &[Incoming]) -> Option<(Incoming, Incoming)> {
+    let meet = |a: &Incoming, b: &Incoming| {
+        a.buffer == b.buffer
+            && a.room > 0
+            && b.room > 0
+            && a.offset < b.offset + b.room
+            && b.offset < a.offset + a.room
+    };
+    if incoming.len() <= 16 {
+        // The common case (a few halo pulses): no allocation.
+        for (i, a) in incoming.iter().enumerate() {
+            if let Some(b) = incoming[i + 1..].iter().find(|b| meet(a, b)) {
+                return Some((*a, *b));
+            }
+        }
+        return None;
+    }
+    let mut sorted: Vec<Incoming> = incoming.iter().filter(|i| i.room > 0).copied().collect();
+    sorted.sort_unstable_by_key(|i| (i.buffer, i.offset));
+    sorted.windows(2).find(|w| meet(&w[0], &w[1])).map(|w| (w[0], w[1]))
 }
 
 /// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
@@ -441,13 +467,18 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let mut work = std::mem::take(&mut self.work);
         assign_lanes(&mut work.out_lanes, me, outgoing.iter().map(|o| o.to));
         assign_lanes(&mut work.in_lanes, me, incoming.iter().map(|i| i.from));
+        // Every posted receive must match before any is consumed: a refused call leaves the
+        // posted receives as they were.
+        if let Some(e) =
+            incoming.iter().zip(&work.in_lanes).find_map(|(inc, lane)| self.posted_mismatch(inc, lane))
+        {
+            self.work = work;
+            return Err(e);
+        }
         if self.path != Path::Put {
-            // Only the put path announces; the others check that a posted receive matches.
+            // Only the put path announces; the others just take the posted receives.
             for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
-                if let Err(e) = self.consume_posted(inc, lane) {
-                    self.work = work;
-                    return Err(e);
-                }
+                self.consume_posted(inc, lane)?;
             }
         }
         let outcome = match self.path {
@@ -510,6 +541,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 ));
             };
             buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room)?;
+        }
+        if let Some((a, b)) = overlapping(incoming) {
+            return invalid(format!(
+                "the messages from PE {} and PE {} would share elements of buffer {} (at {} room {}, \
+                 at {} room {}); give each incoming message its own region",
+                a.from, b.from, a.buffer, a.offset, a.room, b.offset, b.room
+            ));
         }
         if self.path.needs_reserve() {
             let largest = outgoing.iter().map(|o| o.data.len()).max().unwrap_or(0);
@@ -664,25 +702,30 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Whether a receive of this message was posted (and is now consumed); an error when a
     /// different receive was posted for its lane.
     fn consume_posted(&mut self, inc: &Incoming, lane: &Lane) -> Result<bool> {
-        match self.posted[lane.local].take() {
-            None => Ok(false),
-            Some(posted) if posted == *inc => Ok(true),
-            Some(posted) => {
-                self.posted[lane.local] = Some(posted);
-                Err(Error::InvalidArgument(format!(
-                    "exchange '{}': a receive from PE {} into buffer {} at {} (room {}) was posted, but \
+        if let Some(e) = self.posted_mismatch(inc, lane) {
+            return Err(e);
+        }
+        Ok(self.posted[lane.local].take().is_some())
+    }
+
+    /// The error when a receive different from `inc` was posted for its lane.
+    fn posted_mismatch(&self, inc: &Incoming, lane: &Lane) -> Option<Error> {
+        match self.posted[lane.local] {
+            None => None,
+            Some(posted) if posted == *inc => None,
+            Some(posted) => Some(Error::InvalidArgument(format!(
+                "exchange '{}': a receive from PE {} into buffer {} at {} (room {}) was posted, but \
                      this call receives into buffer {} at {} (room {}); a posted receive must be consumed \
                      as posted",
-                    self.name,
-                    inc.from,
-                    posted.buffer,
-                    posted.offset,
-                    posted.room,
-                    inc.buffer,
-                    inc.offset,
-                    inc.room
-                )))
-            }
+                self.name,
+                inc.from,
+                posted.buffer,
+                posted.offset,
+                posted.room,
+                inc.buffer,
+                inc.offset,
+                inc.room
+            ))),
         }
     }
 
@@ -707,9 +750,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let call = self.next_call(lane.local, true)?;
         let [buffer, offset, room] = self.announcement(lane.local);
         let count = payload.len();
-        let buffer = buffers.get(buffer as usize).copied();
-        let fits = count as u64 <= room
-            && buffer.is_some_and(|b| b.check("put", to, offset as usize, count).is_ok());
+        let index = buffer as usize;
+        let buffer = buffers.get(index).copied();
+        // The receiver checked `offset + room` against its copy of the buffer, and every copy
+        // of a symmetric array has the same length: a failing check means different buffers.
+        let placeable =
+            buffer.is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
+        let fits = placeable && count as u64 <= room;
         let refused = if fits {
             let (buffer, offset) = (buffer.expect("checked"), offset as usize);
             match payload {
@@ -737,11 +784,30 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                     }
                 },
             }
+            if buffer.mapped(to).is_none() {
+                // Put-with-signal order off the mapping: the library put lands before the
+                // delivery signal (a store through the mapping is ordered by its own fence).
+                self.rt.fence();
+            }
             None
+        } else if !placeable {
+            Some(Error::InvalidArgument(format!(
+                "exchange '{}': PE {to} announced buffer {index} (offset {offset}, room {room}) for the \
+                 message from PE {}, which passed {} buffers that do not hold it; every PE must pass \
+                 the same buffers in the same order",
+                self.name,
+                self.rt.my_pe(),
+                buffers.len()
+            )))
         } else {
             Some(self.too_large(self.rt.my_pe(), to, Some(count), room as usize))
         };
-        self.deliver(to, lane, call, count, !fits)?;
+        let refusal = match (fits, placeable) {
+            (true, _) => 0,
+            (false, true) => REJECTED,
+            (false, false) => REJECTED | NO_BUFFER,
+        };
+        self.deliver(to, lane, call, count, refusal)?;
         Ok(refused)
     }
 
@@ -760,11 +826,12 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
 
     /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
     /// and in the count slot (before the signal) when it does not or the message was refused.
-    fn deliver(&self, to: usize, lane: &Lane, call: u64, count: usize, refused: bool) -> Result<()> {
+    /// `refusal` is 0, [`REJECTED`], or `REJECTED | NO_BUFFER`.
+    fn deliver(&self, to: usize, lane: &Lane, call: u64, count: usize, refusal: u64) -> Result<()> {
         let count = count as u64;
-        let inline = if refused || count >= COUNT_ELSEWHERE {
+        let inline = if refusal != 0 || count >= COUNT_ELSEWHERE {
             let mut slot = [0u64; STRIDE];
-            slot[0] = if refused { count | REJECTED } else { count };
+            slot[0] = count | refusal;
             self.counts.put(to, lane.remote, &[slot])?;
             self.rt.fence();
             COUNT_ELSEWHERE
@@ -788,7 +855,20 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             self.counts.read_local(lane.local, &mut slot)?;
             count = slot[0][0];
         }
-        let elements = (count & !REJECTED) as usize;
+        let elements = (count & !(REJECTED | NO_BUFFER)) as usize;
+        if count & NO_BUFFER != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{}': PE {} has no place for its message to PE {} in buffer {} (offset {}, \
+                 room {}): the two PEs passed different buffers; every PE must pass the same buffers \
+                 in the same order",
+                self.name,
+                inc.from,
+                self.rt.my_pe(),
+                inc.buffer,
+                inc.offset,
+                inc.room
+            )));
+        }
         if count & REJECTED != 0 || elements > inc.room {
             return Err(self.too_large(inc.from, self.rt.my_pe(), Some(elements), inc.room));
         }
@@ -811,7 +891,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             let staging = self.staging.as_ref().expect("validate checked the reservation");
             staging.array().write_local(lane.local * self.reserved, out.data)?;
             let call = self.next_call(lane.local, true)?;
-            self.deliver(out.to, lane, call, out.data.len(), false)?;
+            self.deliver(out.to, lane, call, out.data.len(), 0)?;
             self.pending_takers.push(*lane);
         }
         for lane in &work.in_lanes {

@@ -275,13 +275,15 @@ impl<'rt> SignalArray<'rt> {
             self.check_local(index)?;
         }
         let mut found = 0;
-        let outcome = poll_until(timeout, || match waits.iter().position(|&(i, v)| self.test(i, v)) {
-            Some(position) => {
-                found = position;
-                true
-            }
-            None => false,
-        });
+        let mut polls = 0u32;
+        let outcome =
+            poll_until(timeout, || match waits.iter().position(|&(i, v)| self.poll(i, v, &mut polls)) {
+                Some(position) => {
+                    found = position;
+                    true
+                }
+                None => false,
+            });
         match outcome {
             Ok(()) => Ok(found),
             Err(waited) => {
