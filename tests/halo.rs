@@ -118,7 +118,15 @@ fn repartition_and_jumps(rt: &Runtime) -> CaseResult {
     let outcome = halo.collective_repartition();
     if n >= 4 {
         match outcome {
-            Err(e @ Error::MovedTooFar { atom: 5, .. }) => {
+            Err(e @ Error::MovedTooFar { atom: 5, from, to }) => {
+                // Every PE names the same domains: where atom 5 lived and where it went.
+                let home = grid.cell_of_position(system.positions[5]);
+                let landed = grid.cell_of_position([
+                    system.positions[5][0] + jump,
+                    system.positions[5][1],
+                    system.positions[5][2],
+                ]);
+                ensure!(from == home && to == landed, "{from:?} -> {to:?}, expected {home:?} -> {landed:?}");
                 ensure!(e.to_string().contains("smaller --nstlist"), "{e}")
             }
             other => return Err(format!("a jump of {n}/2 domains gave {other:?}").into()),

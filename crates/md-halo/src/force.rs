@@ -54,11 +54,7 @@ impl ForceField {
 /// Whether a pair is excluded: two atoms of one water molecule (an SPC molecule is three
 /// consecutive atoms OW, HW1, HW2 starting at a multiple of three).
 pub fn excluded(kinds: &[KindId], a: u32, b: u32) -> bool {
-    a / 3 == b / 3 && is_water(kinds[a as usize]) && is_water(kinds[b as usize])
-}
-
-fn is_water(k: KindId) -> bool {
-    matches!(kind(k).name, "OW" | "HW1" | "HW2")
+    a / 3 == b / 3 && kind(kinds[a as usize]).water && kind(kinds[b as usize]).water
 }
 
 /// Atoms sorted into cells of at least the cutoff, for neighbour search.
@@ -70,6 +66,10 @@ struct Cells {
     atoms: Vec<u32>,
     /// `atoms[start[c]..start[c + 1]]` are in cell `c`.
     start: Vec<usize>,
+    /// `around[first[c]..first[c + 1]]`: the distinct cells around cell `c`, itself included,
+    /// in increasing order.
+    around: Vec<u32>,
+    first: Vec<usize>,
 }
 
 impl Cells {
@@ -97,7 +97,15 @@ impl Cells {
         let dims: [usize; 3] =
             std::array::from_fn(|d| ((extent[d] / cutoff).floor() as usize).clamp(1, 1 << 10));
         let size: [f64; 3] = std::array::from_fn(|d| extent[d] / dims[d] as f64);
-        let mut cells = Cells { lower, size, dims, atoms: Vec::new(), start: Vec::new() };
+        let mut cells = Cells {
+            lower,
+            size,
+            dims,
+            atoms: Vec::new(),
+            start: Vec::new(),
+            around: Vec::new(),
+            first: vec![0],
+        };
         let index: Vec<usize> = positions.iter().map(|x| cells.cell_index(cells.cell_of(*x))).collect();
         let n_cells = dims[0] * dims[1] * dims[2];
         let mut count = vec![0usize; n_cells + 1];
@@ -115,7 +123,22 @@ impl Cells {
         }
         cells.atoms = atoms;
         cells.start = count;
+        for i in 0..dims[0] {
+            for j in 0..dims[1] {
+                for k in 0..dims[2] {
+                    let around = cells.neighbours([i, j, k], period.is_some());
+                    cells.around.extend(around.iter().map(|&c| c as u32));
+                    cells.first.push(cells.around.len());
+                }
+            }
+        }
         cells
+    }
+
+    /// The distinct cells around the cell of `x`, itself included, in increasing order.
+    fn around(&self, x: RVec) -> &[u32] {
+        let c = self.cell_index(self.cell_of(x));
+        &self.around[self.first[c]..self.first[c + 1]]
     }
 
     fn cell_of(&self, x: RVec) -> [usize; 3] {
@@ -182,8 +205,8 @@ pub fn domain_forces(halo: &HaloExchange<'_>, kinds: &[KindId], field: &ForceFie
         .into_par_iter()
         .map(|i| {
             let (mut f, mut v) = ([0.0f64; 3], 0.0f64);
-            for cell in cells.neighbours(cells.cell_of(x[i]), false) {
-                for &j in cells.members(cell) {
+            for &cell in cells.around(x[i]) {
+                for &j in cells.members(cell as usize) {
                     let j = j as usize;
                     if j == i || excluded(kinds, ids[i], ids[j]) {
                         continue;
@@ -228,8 +251,8 @@ pub fn serial_forces(
         .into_par_iter()
         .map(|i| {
             let (mut f, mut v) = ([0.0f64; 3], 0.0f64);
-            for cell in cells.neighbours(cells.cell_of(wrapped[i]), true) {
-                for &j in cells.members(cell) {
+            for &cell in cells.around(wrapped[i]) {
+                for &j in cells.members(cell as usize) {
                     if j as usize == i || excluded(kinds, i as u32, j) {
                         continue;
                     }

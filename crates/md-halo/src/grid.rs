@@ -55,6 +55,10 @@ impl DdGrid {
         for d in 0..3 {
             let width = box_size[d] / dims[d] as f32;
             pulses[d] = (range / width).ceil() as usize;
+            // The pulses must cover the range in the arithmetic the halo search uses.
+            while (pulses[d] as f32) * width < range {
+                pulses[d] += 1;
+            }
             if pulses[d] > MAX_PULSES {
                 return Err(Error::Config(format!(
                     "{} domains along {} are {width:.3} nm wide, and a halo of {range:.3} nm would \
@@ -156,10 +160,23 @@ impl DdGrid {
         [i, j, k]
     }
 
-    /// The domain containing `x`, wrapped into the box.
+    /// The domain containing `x`, wrapped into the box: the one with `lower <= x < upper` in
+    /// every dimension, exactly as [`lower`](Self::lower) and [`upper`](Self::upper) round.
     pub fn cell_of_position(&self, x: RVec) -> [usize; 3] {
         let x = crate::system::wrap(x, self.box_size);
-        std::array::from_fn(|d| ((x[d] / self.width(d)) as usize).min(self.dims[d] - 1))
+        std::array::from_fn(|d| {
+            let width = self.width(d);
+            let mut c = ((x[d] / width) as usize).min(self.dims[d] - 1);
+            // The division may round across a boundary that the products of lower and upper
+            // place on the other side.
+            while c > 0 && x[d] < c as f32 * width {
+                c -= 1;
+            }
+            while c + 1 < self.dims[d] && x[d] >= (c + 1) as f32 * width {
+                c += 1;
+            }
+            c
+        })
     }
 
     /// The lower corner of domain `cell`.
@@ -194,6 +211,30 @@ mod tests {
     use super::*;
 
     const BOX: RVec = [3.72412, 3.72412, 3.72412];
+
+    #[test]
+    fn cells_agree_with_their_corners_at_every_boundary() {
+        for dims in [[3, 1, 1], [5, 2, 1], [7, 3, 2]] {
+            let grid = DdGrid::new(dims, BOX, 0.5, dims.iter().product()).expect("fits");
+            for d in 0..3 {
+                for c in 1..dims[d] {
+                    // The boundary and the floats right around it.
+                    let edge = grid.lower({
+                        let mut cell = [0; 3];
+                        cell[d] = c;
+                        cell
+                    })[d];
+                    for x in [edge.next_down(), edge, edge.next_up()] {
+                        let mut position = [0.1; 3];
+                        position[d] = x;
+                        let cell = grid.cell_of_position(position);
+                        let (lo, hi) = (grid.lower(cell)[d], grid.upper(cell)[d]);
+                        assert!(lo <= x && x < hi, "{dims:?} d={d}: {x} in [{lo}, {hi}) of {cell:?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn pe_numbering_and_cells() {

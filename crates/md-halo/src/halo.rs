@@ -113,6 +113,13 @@ impl<'rt> HaloExchange<'rt> {
                 rt.n_pes()
             )));
         }
+        if path.needs_reserve() {
+            return Err(Error::Config(format!(
+                "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
+                 messages change size with every repartition, which the staging buffers of {path} \
+                 would have to follow"
+            )));
+        }
         let cell = grid.cell_of(rt.my_pe());
         let home: Vec<(u32, RVec)> = system
             .positions
@@ -308,16 +315,21 @@ impl<'rt> HaloExchange<'rt> {
             let to = self.grid.cell_of_position(m.x);
             (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1)
         });
-        let mut flag =
-            [too_far.map_or(0, |m| m.global as u64 + 1), too_far.map_or(0, |_| self.rt.my_pe() as u64)];
-        self.rt.max_u64(&mut flag)?;
-        if flag[0] > 0 {
-            let atom = flag[0] as usize - 1;
-            let (from, to) = match too_far {
-                Some(m) if m.global as usize == atom => (self.cell, self.grid.cell_of_position(m.x)),
-                _ => (self.grid.cell_of(flag[1] as usize), [usize::MAX; 3]),
+        // One value names the atom and its PE, so that every PE reports the same pair.
+        let flag = too_far.map_or(0, |m| (m.global as u64 + 1) << PE_BITS | self.rt.my_pe() as u64);
+        let flag = self.rt.max_u64_one(flag)?;
+        if flag > 0 {
+            let atom = (flag >> PE_BITS) as usize - 1;
+            let pe = (flag & ((1 << PE_BITS) - 1)) as usize;
+            // Its new domain, from the PE that found it (an error path: one more reduction).
+            let to = match too_far {
+                Some(m) if pe == self.rt.my_pe() => {
+                    self.grid.pe_of(self.grid.cell_of_position(m.x)) as u64 + 1
+                }
+                _ => 0,
             };
-            return Err(Error::MovedTooFar { atom, from, to });
+            let to = self.rt.max_u64_one(to)? as usize - 1;
+            return Err(Error::MovedTooFar { atom, from: self.grid.cell_of(pe), to: self.grid.cell_of(to) });
         }
         for dim in 0..3 {
             if self.grid.dims()[dim] == 1 {
@@ -496,6 +508,9 @@ impl<'rt> HaloExchange<'rt> {
         check_count(received, pulse.count, pulse.from, "coordinates")
     }
 }
+
+/// Bits for the PE in the value that reports an atom that moved too far (the atom above).
+const PE_BITS: u32 = 24;
 
 /// A neighbour sent a different number of elements than the plan says.
 fn check_count(received: usize, expected: usize, from: usize, what: &str) -> Result<()> {

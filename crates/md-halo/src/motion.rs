@@ -8,10 +8,12 @@ use crate::system::RVec;
 pub const STEP_AMPLITUDE: f32 = 0.002;
 
 /// The Verlet-style buffer a halo needs beyond the cutoff so that, between two repartitions
-/// `nstlist` steps apart, no pair can come within the cutoff unseen: two atoms approach each
-/// other by at most twice the distance either travels.
+/// `nstlist` steps apart, no pair can come within the cutoff unseen. The halo is chosen per
+/// axis (an atom within the range of a face along that axis), and along one axis two atoms
+/// approach each other by at most twice the distance either travels, `nstlist` steps of at
+/// most [`STEP_AMPLITUDE`]; the factor 1.001 absorbs rounding.
 pub fn buffer_for(nstlist: usize) -> f32 {
-    2.0 * nstlist as f32 * STEP_AMPLITUDE * 3f32.sqrt() * 1.001
+    2.0 * nstlist as f32 * STEP_AMPLITUDE * 1.001
 }
 
 /// The displacement of atom `global` in step `step`.

@@ -19,20 +19,26 @@ pub struct AtomKind {
     pub c6: f32,
     /// Lennard-Jones C12 in kJ mol⁻¹ nm¹².
     pub c12: f32,
+    /// Part of an SPC water molecule (OW, HW1, HW2, in that order): pairs within one
+    /// molecule are excluded.
+    pub water: bool,
 }
 
 /// The atom kinds the reader knows: SPC water (Berendsen et al. 1981: σ = 0.316557 nm,
 /// ε = 0.650194 kJ/mol on oxygen, charges −0.82 and +0.41 e) and argon (σ = 0.34 nm,
 /// ε = 0.99774 kJ/mol, uncharged).
 pub const KINDS: &[AtomKind] = &[
-    AtomKind { name: "OW", charge: -0.82, c6: 0.002_617_346, c12: 2.634_129e-6 },
-    AtomKind { name: "HW1", charge: 0.41, c6: 0.0, c12: 0.0 },
-    AtomKind { name: "HW2", charge: 0.41, c6: 0.0, c12: 0.0 },
-    AtomKind { name: "AR", charge: 0.0, c6: 0.006_165_2, c12: 9.524_1e-6 },
+    AtomKind { name: "OW", charge: -0.82, c6: 0.002_617_346, c12: 2.634_129e-6, water: true },
+    AtomKind { name: "HW1", charge: 0.41, c6: 0.0, c12: 0.0, water: true },
+    AtomKind { name: "HW2", charge: 0.41, c6: 0.0, c12: 0.0, water: true },
+    AtomKind { name: "AR", charge: 0.0, c6: 0.006_165_2, c12: 9.524_1e-6, water: false },
 ];
 
 /// Index into [`KINDS`].
 pub type KindId = u8;
+
+/// The kinds of a water molecule's atoms, in order.
+const WATER: [KindId; 3] = [0, 1, 2];
 
 /// A system: a rectangular periodic box and its atoms, with positions wrapped into the box.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,8 +76,9 @@ impl System {
             .trim()
             .parse()
             .map_err(|_| bad(2, format!("the atom count {:?} is not a number", count_line.trim())))?;
-        let mut raw = Vec::with_capacity(count);
-        let mut kinds = Vec::with_capacity(count);
+        // A count in the file is not trusted with memory before its lines are there.
+        let mut raw = Vec::with_capacity(count.min(1 << 20));
+        let mut kinds = Vec::with_capacity(count.min(1 << 20));
         let mut width = None;
         for i in 0..count {
             let number = i + 3;
@@ -91,12 +98,30 @@ impl System {
                 let field = line.get(20 + d * width..20 + (d + 1) * width).ok_or_else(|| {
                     bad(number, format!("the line is too short for coordinate {}", ["x", "y", "z"][d]))
                 })?;
-                *value = field.trim().parse().map_err(|_| {
+                *value = field.trim().parse().ok().filter(|v: &f32| v.is_finite()).ok_or_else(|| {
                     bad(
                         number,
-                        format!("coordinate {} {:?} is not a number", ["x", "y", "z"][d], field.trim()),
+                        format!(
+                            "coordinate {} {:?} is not a finite number",
+                            ["x", "y", "z"][d],
+                            field.trim()
+                        ),
                     )
                 })?;
+            }
+            // Exclusions take a water molecule to be three atoms OW, HW1, HW2 starting at a
+            // multiple of three (as in every SPC box, and in any replication of one).
+            if KINDS[kind].water && KINDS[WATER[i % 3] as usize].name != KINDS[kind].name {
+                return Err(bad(
+                    number,
+                    format!(
+                        "atom {} is {} where a water molecule (OW, HW1, HW2 at indices 3k, 3k+1, \
+                         3k+2) needs {}; put each molecule's atoms in that order, water first",
+                        i + 1,
+                        KINDS[kind].name,
+                        KINDS[WATER[i % 3] as usize].name
+                    ),
+                ));
             }
             raw.push(x);
             kinds.push(kind as KindId);
@@ -148,7 +173,16 @@ impl System {
             )));
         }
         let n = self.len();
-        let copies = nx * ny * nz;
+        let copies = nx
+            .checked_mul(ny)
+            .and_then(|c| c.checked_mul(nz))
+            .filter(|c| c.checked_mul(n).is_some_and(|atoms| atoms <= u32::MAX as usize))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "replication {nx}x{ny}x{nz} of {n} atoms exceeds the {} atoms a global index can name",
+                    u32::MAX
+                ))
+            })?;
         let mut positions = Vec::with_capacity(n * copies);
         for a in 0..nx {
             for b in 0..ny {
@@ -234,7 +268,17 @@ mod tests {
                 "line 3",
                 "unknown atom name \"XX\"",
             ),
-            ("t\n 1\n    1SOL     OW    1    .230    abc     .113\n 1 1 1\n", "line 3", "not a number"),
+            (
+                "t\n 1\n    1SOL     OW    1    .230    abc     .113\n 1 1 1\n",
+                "line 3",
+                "not a finite number",
+            ),
+            (
+                "t\n 1\n    1SOL     OW    1    .230    NaN     .113\n 1 1 1\n",
+                "line 3",
+                "not a finite number",
+            ),
+            ("t\n 1\n    1SOL    HW1    1    .230    .628    .113\n 1 1 1\n", "line 3", "needs OW"),
             ("t\n 1\n    1SOL     OW    1    .230    .628    .113\n", "line 4", "no box line"),
             (
                 "t\n 1\n    1SOL     OW    1    .230    .628    .113\n 1 1 1 0 0 0.5 0 0 0\n",
