@@ -2,7 +2,7 @@
 //! place that knows the launcher's flags and the environment this machine needs.
 
 use std::ffi::OsStr;
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Output, Stdio};
 
 /// The launch script, `scripts/pe-run` in the repository.
 pub const PE_RUN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pe-run");
@@ -67,5 +67,60 @@ pub fn ensure_launched_with(pes: usize, threaded: bool) {
             eprintln!("cannot start {PE_RUN}: {e}");
             std::process::exit(1)
         }
+    }
+}
+
+/// Runs `command` to completion with its output captured, killing it after `limit`: for
+/// tests that launch a job which must fail cleanly and must not hang.
+pub fn output_with_timeout(command: &mut Command, limit: std::time::Duration) -> std::io::Result<Output> {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    // Drain the pipes while waiting, so that a chatty job cannot block on a full pipe.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut text).map(|_| text)
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut text).map(|_| text)
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the launch did not end within {limit:?}"),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let joined = |handle: std::thread::JoinHandle<std::io::Result<Vec<u8>>>| {
+        handle.join().unwrap_or_else(|_| Err(std::io::Error::other("output reader panicked")))
+    };
+    Ok(Output { status, stdout: joined(out)?, stderr: joined(err)? })
+}
+
+/// An example cargo built beside the running test binary (`target/<profile>/examples/`).
+/// `cargo test` builds every example; a run filtered to one test target (`--test NAME`) does
+/// not, and then this says so.
+pub fn example_binary(name: &str) -> std::io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let examples = exe.parent().and_then(|deps| deps.parent()).map(|profile| profile.join("examples"));
+    match examples.map(|dir| dir.join(name)) {
+        Some(path) if path.is_file() => Ok(path),
+        path => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "the example {name} is not built ({}); run `cargo build --example {name}` with this \
+                 profile first, or `cargo test` without a --test filter, which builds every example",
+                path.map_or_else(|| "no target directory".to_string(), |p| p.display().to_string())
+            ),
+        )),
     }
 }

@@ -4,7 +4,6 @@
 //! bit-identical, results independent of the thread count, repartition, and bad input
 //! failing cleanly on every PE.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use md_halo::force::{ForceField, domain_forces};
@@ -160,7 +159,7 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
     if rt.my_pe() != 0 {
         return Ok(());
     }
-    let example = example_binary("halo_exchange");
+    let example = onesided_suite::launch::example_binary("halo_exchange")?;
     let malformed = std::env::temp_dir().join(format!("onesided-malformed-{}.gro", std::process::id()));
     std::fs::write(&malformed, "title\n 2\n    1SOL     OW    1    .230    .628    .113\n")?;
     let malformed_path = malformed.to_str().unwrap_or_default();
@@ -177,9 +176,9 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
         ),
     ];
     for (pes, args, expected) in cases {
-        let output = onesided_suite::launch::command(pes, &example)
-            .args(args)
-            .output_with_timeout(Duration::from_secs(180))?;
+        let mut command = onesided_suite::launch::command(pes, &example);
+        let output =
+            onesided_suite::launch::output_with_timeout(command.args(args), Duration::from_secs(180))?;
         let stderr = String::from_utf8_lossy(&output.stderr);
         ensure!(!output.status.success(), "{args:?} succeeded");
         for pe in 0..pes {
@@ -191,33 +190,6 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
     }
     let _ = std::fs::remove_file(&malformed);
     Ok(())
-}
-
-/// The examples cargo built beside this test.
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps").join("examples").join(name)
-}
-
-/// Runs a command with a time limit.
-trait OutputWithTimeout {
-    fn output_with_timeout(&mut self, limit: Duration) -> std::io::Result<std::process::Output>;
-}
-
-impl OutputWithTimeout for std::process::Command {
-    fn output_with_timeout(&mut self, limit: Duration) -> std::io::Result<std::process::Output> {
-        let mut child =
-            self.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn()?;
-        let started = std::time::Instant::now();
-        while child.try_wait()?.is_none() {
-            if started.elapsed() > limit {
-                let _ = child.kill();
-                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the launch hung"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        child.wait_with_output()
-    }
 }
 
 fn main() {

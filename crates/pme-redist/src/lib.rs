@@ -1,3 +1,24 @@
-//! PME redistribution of coordinates and charges to the PME ranks, and of forces back, over
-//! `onesided` and over MPI two-sided with identical results.
+//! PME redistribution for molecular dynamics: coordinates and charges from the particle PEs
+//! to the PME ranks that own the slabs of the charge grid, and forces back to their owners in
+//! their original order, over `onesided` (get-based, as the 2013 SHMEM port of GROMACS did it,
+//! or put-based) and over MPI two-sided (`Sendrecv` pairs or `Alltoallv`), with identical
+//! results. The PME ranks may be every PE or a subset of them.
+//!
+//! - [`PmeGrid`]: the charge grid from a spacing, its slabs over the PME ranks, and the rank
+//!   of an atom;
+//! - [`Redistribution`]: the plan and the per-step [`redistribute`](Redistribution::redistribute)
+//!   and [`return_forces`](Redistribution::return_forces) on a [`RedistPath`];
+//! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab, the overlap
+//!   exchange between slabs, the force gather; and their serial references.
 #![deny(missing_docs)]
+
+mod error;
+mod grid;
+mod redist;
+pub mod spline;
+mod spread;
+
+pub use error::{Error, Result};
+pub use grid::PmeGrid;
+pub use redist::{Particle, RedistPath, Redistribution};
+pub use spread::{SlabGrid, serial_gather, serial_spread};

@@ -1,0 +1,103 @@
+//! The PME redistribution of a water box replicated to about 20 000 and 100 000 atoms, on
+//! every path in the same run, between 2 PEs that are both particle PEs and PME ranks:
+//! `pme_redistribute/{onesided-get,onesided-put,mpi,mpi-alltoallv}/<atoms>` times sending the
+//! coordinates and charges to the PME ranks, `pme_return_forces/.../<atoms>` times the forces
+//! coming back. Each iteration is a whole step (both directions); only its half is timed,
+//! from a barrier on, as the time PE 0 takes to finish it.
+//!
+//! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use md_halo::{DdGrid, RVec, System, kind};
+use onesided::Runtime;
+use onesided_suite::bench::{self, Bench};
+use pme_redist::{Particle, PmeGrid, RedistPath, Redistribution};
+
+/// Copies of the 648-atom SPC water box: 20 736 and 97 200 atoms.
+const SYSTEMS: [[usize; 3]; 2] = [[2, 4, 4], [5, 5, 6]];
+const SPACING: f32 = 0.12;
+
+fn main() {
+    let rt = bench::start(2);
+    // One thread per PE: the two PEs already use both cores of the machine.
+    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
+        eprintln!("cannot size the thread pool: {e}");
+    }
+    if let Err(e) = run(&rt) {
+        eprintln!("PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+/// One path's redistribution with this PE's atoms and the forces it returns.
+struct Step<'rt> {
+    redist: Redistribution<'rt>,
+    home: Vec<Particle>,
+    forces: Vec<RVec>,
+    home_forces: Vec<RVec>,
+}
+
+impl Step<'_> {
+    /// A whole step, timing the forward half or the backward half. Each half starts after a
+    /// barrier (not timed), so that its time is the exchange's and not a partner's lag from
+    /// the other half.
+    fn run(&mut self, rt: &Runtime, backward: bool) -> onesided::Result<Duration> {
+        rt.barrier();
+        let start = Instant::now();
+        self.redist.redistribute(&self.home).map_err(comm)?;
+        let forward = start.elapsed();
+        // The PME ranks' forces: one per received atom, the same every step.
+        self.forces.resize(self.redist.received().len(), [0.5, -0.25, 1.0]);
+        rt.barrier();
+        let start = Instant::now();
+        self.redist.return_forces_into(&self.forces, &mut self.home_forces).map_err(comm)?;
+        Ok(if backward { start.elapsed() } else { forward })
+    }
+}
+
+fn run(rt: &Runtime) -> pme_redist::Result<()> {
+    let water =
+        System::read_gro(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")))?;
+    let pme: Vec<usize> = (0..rt.n_pes()).collect();
+    let mut steps = Vec::new();
+    for copies in SYSTEMS {
+        let system = water.replicate(copies)?;
+        let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
+        let domains = DdGrid::choose(rt.n_pes(), system.box_size, 1e-3)?;
+        let home: Vec<Particle> = (0..system.len())
+            .filter(|&g| domains.pe_of(domains.cell_of_position(system.positions[g])) == rt.my_pe())
+            .map(|g| Particle { x: system.positions[g], q: kind(system.kinds[g]).charge, global: g as u32 })
+            .collect();
+        for path in RedistPath::ALL {
+            let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;
+            let home_forces = vec![[0.0; 3]; home.len()];
+            let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces };
+            steps.push((path, system.len(), RefCell::new(step)));
+        }
+    }
+    let mut benches = Vec::new();
+    for (group, backward) in [("pme_redistribute", false), ("pme_return_forces", true)] {
+        for (path, atoms, step) in &steps {
+            benches.push(Bench::sized(group, path.name(), *atoms, move |iters| {
+                let mut step = step.borrow_mut();
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += step.run(rt, backward)?;
+                }
+                Ok(total)
+            }));
+        }
+    }
+    bench::run(rt, benches)?;
+    Ok(())
+}
+
+/// The benchmark harness speaks onesided errors; the redistribution's are carried over.
+fn comm(e: pme_redist::Error) -> onesided::Error {
+    match e {
+        pme_redist::Error::Comm(e) => e,
+        other => onesided::Error::InvalidArgument(other.to_string()),
+    }
+}

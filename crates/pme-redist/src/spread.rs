@@ -1,0 +1,252 @@
+//! Charge spreading onto a PME rank's slab with B-splines of order 4, the overlap exchange
+//! between neighbouring slabs, the force gather, and the serial reference of both.
+//!
+//! A charge whose x grid line is `i` spreads onto planes `i - 3 ..= i`: a PME rank's local
+//! grid is its slab plus the three planes below it, whose contributions belong to the slab
+//! below and travel there ([`SlabGrid::collective_reduce_overlap`]); for the gather, the final
+//! values of those planes come back ([`SlabGrid::collective_return_overlap`]).
+//!
+//! Spreading runs on rayon over x planes: each plane sums the contributions of the charges
+//! whose spline reaches it, charge by charge in received order, so the grid is the same
+//! whatever the number of threads.
+
+use md_halo::RVec;
+use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::grid::PmeGrid;
+use crate::redist::Particle;
+use crate::spline::{ORDER, weights};
+
+/// Planes below a slab that its charges reach.
+const OVERLAP: usize = ORDER - 1;
+
+/// One PME rank's slab of the charge grid, with the overlap planes below it.
+pub struct SlabGrid<'rt> {
+    grid: PmeGrid,
+    rank: Option<usize>,
+    lo: usize,
+    hi: usize,
+    /// Planes `lo - OVERLAP .. hi` (wrapped), each `Ky × Kz`, y major.
+    data: Vec<f32>,
+    reduce: Exchange<'rt, f32>,
+    back: Exchange<'rt, f32>,
+    overlap: SymArray<'rt, f32>,
+}
+
+impl<'rt> SlabGrid<'rt> {
+    /// The slab of this PE's PME rank (empty on PEs that are not PME ranks); overlap planes
+    /// travel over `path` (the one-sided put path or MPI).
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: Path) -> Result<Self> {
+        let rank = grid.rank_of_pe(rt.my_pe());
+        let (lo, hi) = rank.map_or((0, 0), |r| grid.slab(r));
+        let [_, ky, kz] = grid.sizes();
+        let planes = if rank.is_some() { hi - lo + OVERLAP } else { 0 };
+        Ok(SlabGrid {
+            grid: grid.clone(),
+            rank,
+            lo,
+            hi,
+            data: vec![0.0; planes * ky * kz],
+            reduce: Exchange::collective_new(rt, "pme overlap", path)?,
+            back: Exchange::collective_new(rt, "pme overlap return", path)?,
+            overlap: SymArray::collective_alloc(rt, "pme overlap planes", OVERLAP * ky * kz)?,
+        })
+    }
+
+    fn plane_len(&self) -> usize {
+        let [_, ky, kz] = self.grid.sizes();
+        ky * kz
+    }
+
+    /// The local plane of the grid line `i` of a charge of this rank (`lo <= i < hi`): its
+    /// spline covers local planes `top - OVERLAP ..= top`.
+    fn top_plane(&self, i: usize) -> usize {
+        debug_assert!(self.lo <= i && i < self.hi, "charge of another slab");
+        i - self.lo + OVERLAP
+    }
+
+    /// Spreads the charges of `particles` (all of this PME rank's) onto the local grid,
+    /// replacing what it held.
+    pub fn spread(&mut self, particles: &[Particle]) {
+        if self.rank.is_none() {
+            return;
+        }
+        let [_, ky, kz] = self.grid.sizes();
+        let plane_len = self.plane_len();
+        let planes = self.data.len() / plane_len.max(1);
+        // Bucket the charges by the local plane of their grid line (stable: received order).
+        let located: Vec<([usize; 3], [[f64; ORDER]; 3])> =
+            particles.par_iter().map(|p| locate_weights(&self.grid, p.x)).collect();
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); planes];
+        for (i, (index, _)) in located.iter().enumerate() {
+            buckets[self.top_plane(index[0])].push(i as u32);
+        }
+        self.data.par_chunks_mut(plane_len).enumerate().for_each(|(plane, values)| {
+            values.fill(0.0);
+            // Charges whose line lies at or up to OVERLAP planes above this one reach it.
+            let reaching = &buckets[plane..(plane + ORDER).min(planes)];
+            for (above, bucket) in reaching.iter().enumerate() {
+                let j = ORDER - 1 - above;
+                for &i in bucket {
+                    let (index, w) = &located[i as usize];
+                    let q = particles[i as usize].q as f64;
+                    let wx = q * w[0][j];
+                    for (a, &wy) in w[1].iter().enumerate() {
+                        let y = (index[1] + ky + a + 1 - ORDER) % ky;
+                        let wxy = wx * wy;
+                        for (b, &wz) in w[2].iter().enumerate() {
+                            let z = (index[2] + kz + b + 1 - ORDER) % kz;
+                            values[y * kz + z] += (wxy * wz) as f32;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Adds the overlap planes to the slab below, whose owner adds them to its top planes:
+    /// afterwards this rank's slab holds the complete charge grid.
+    ///
+    /// # Collective
+    /// Every PE must call it (PEs without a slab take no part in the exchange).
+    pub fn collective_reduce_overlap(&mut self) -> Result<()> {
+        let Some(rank) = self.rank else { return Ok(()) };
+        let m = self.grid.ranks();
+        let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
+        let n = OVERLAP * self.plane_len();
+        let incoming = Incoming { from: above, buffer: 0, offset: 0, room: n };
+        let outgoing = Outgoing { to: below, data: &self.data[..n] };
+        self.reduce.sendrecv(&[&self.overlap], outgoing, incoming)?;
+        let mut received = vec![0f32; n];
+        self.overlap.read_local(0, &mut received)?;
+        let top = self.data.len() - n;
+        self.data[top..].par_iter_mut().zip(received.par_iter()).for_each(|(v, r)| *v += r);
+        Ok(())
+    }
+
+    /// Brings the final values of the overlap planes back from the slab below, for the gather.
+    ///
+    /// # Collective
+    /// As [`collective_reduce_overlap`](Self::collective_reduce_overlap).
+    pub fn collective_return_overlap(&mut self) -> Result<()> {
+        let Some(rank) = self.rank else { return Ok(()) };
+        let m = self.grid.ranks();
+        let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
+        let n = OVERLAP * self.plane_len();
+        let top = self.data.len() - n;
+        let incoming = Incoming { from: below, buffer: 0, offset: 0, room: n };
+        let outgoing = Outgoing { to: above, data: &self.data[top..] };
+        self.back.sendrecv(&[&self.overlap], outgoing, incoming)?;
+        self.overlap.read_local(0, &mut self.data[..n])?;
+        Ok(())
+    }
+
+    /// This rank's slab (x planes `lo..hi`, each `Ky × Kz`), after the overlap reduction.
+    pub fn slab(&self) -> &[f32] {
+        if self.rank.is_none() {
+            return &[];
+        }
+        &self.data[OVERLAP * self.plane_len()..]
+    }
+
+    /// The x planes of the slab.
+    pub fn planes(&self) -> (usize, usize) {
+        (self.lo, self.hi)
+    }
+
+    /// The force on each particle from the grid: minus the charge times the gradient of the
+    /// grid interpolated at the particle (after both overlap exchanges).
+    pub fn gather(&self, particles: &[Particle]) -> Vec<RVec> {
+        let [_, ky, kz] = self.grid.sizes();
+        let scale: [f64; 3] =
+            std::array::from_fn(|d| self.grid.sizes()[d] as f64 / self.grid.box_size()[d] as f64);
+        let plane_len = self.plane_len();
+        let (grid, data, lo) = (&self.grid, &self.data, self.lo);
+        particles
+            .par_iter()
+            .map(|p| {
+                let (index, w, dw) = locate_weights_derivatives(grid, p.x);
+                let mut gradient = [0.0f64; 3];
+                // The local plane of the charge's line, minus the spline's reach below it.
+                let first = index[0] - lo + OVERLAP + 1 - ORDER;
+                for i in 0..ORDER {
+                    let plane = (first + i) * plane_len;
+                    for a in 0..ORDER {
+                        let y = (index[1] + ky + a + 1 - ORDER) % ky;
+                        for b in 0..ORDER {
+                            let z = (index[2] + kz + b + 1 - ORDER) % kz;
+                            let v = data[plane + y * kz + z] as f64;
+                            gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
+                            gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
+                            gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+                        }
+                    }
+                }
+                let q = p.q as f64;
+                std::array::from_fn(|d| (-q * gradient[d] * scale[d]) as f32)
+            })
+            .collect()
+    }
+}
+
+/// The grid line below a position and the spline weights along each dimension.
+fn locate_weights(grid: &PmeGrid, x: RVec) -> ([usize; 3], [[f64; ORDER]; 3]) {
+    let (index, fraction) = grid.locate(x);
+    (index, std::array::from_fn(|d| weights(fraction[d]).0))
+}
+
+/// As `locate_weights`, with the derivatives.
+fn locate_weights_derivatives(grid: &PmeGrid, x: RVec) -> ([usize; 3], [[f64; ORDER]; 3], [[f64; ORDER]; 3]) {
+    let (index, fraction) = grid.locate(x);
+    let both: [([f64; ORDER], [f64; ORDER]); 3] = std::array::from_fn(|d| weights(fraction[d]));
+    (index, std::array::from_fn(|d| both[d].0), std::array::from_fn(|d| both[d].1))
+}
+
+/// The serial reference: every charge spread onto the whole grid, `Kx × Ky × Kz`, x major,
+/// in double precision.
+pub fn serial_spread(grid: &PmeGrid, positions: &[RVec], charges: &[f32]) -> Vec<f64> {
+    let [kx, ky, kz] = grid.sizes();
+    let mut data = vec![0f64; kx * ky * kz];
+    for (x, &q) in positions.iter().zip(charges) {
+        let (index, w) = locate_weights(grid, *x);
+        for i in 0..ORDER {
+            let gx = (index[0] + kx + i + 1 - ORDER) % kx;
+            for a in 0..ORDER {
+                let gy = (index[1] + ky + a + 1 - ORDER) % ky;
+                for b in 0..ORDER {
+                    let gz = (index[2] + kz + b + 1 - ORDER) % kz;
+                    data[(gx * ky + gy) * kz + gz] += q as f64 * w[0][i] * w[1][a] * w[2][b];
+                }
+            }
+        }
+    }
+    data
+}
+
+/// The serial reference of the gather: the force on an atom at `x` with charge `q` from the
+/// whole grid.
+pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] {
+    let [kx, ky, kz] = grid.sizes();
+    let scale: [f64; 3] = std::array::from_fn(|d| grid.sizes()[d] as f64 / grid.box_size()[d] as f64);
+    let (index, w, dw) = locate_weights_derivatives(grid, x);
+    let mut gradient = [0.0f64; 3];
+    for i in 0..ORDER {
+        let gx = (index[0] + kx + i + 1 - ORDER) % kx;
+        for a in 0..ORDER {
+            let gy = (index[1] + ky + a + 1 - ORDER) % ky;
+            for b in 0..ORDER {
+                let gz = (index[2] + kz + b + 1 - ORDER) % kz;
+                let v = data[(gx * ky + gy) * kz + gz];
+                gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
+                gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
+                gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+            }
+        }
+    }
+    std::array::from_fn(|d| -(q as f64) * gradient[d] * scale[d])
+}
