@@ -204,5 +204,5 @@ fn main() {
         pes: &[2],
         run: bad_input_fails_on_every_pe,
     });
-    pe_test::main("halo", &cases);
+    pe_test::main_with_variants("halo", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

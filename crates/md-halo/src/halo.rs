@@ -279,8 +279,17 @@ impl<'rt> HaloExchange<'rt> {
                 forces.len()
             )));
         }
+        let me = self.rt.my_pe();
         for q in (0..self.pulses.len()).rev() {
             let pulse = &mut self.pulses[q];
+            if pulse.to == me {
+                // The periodic image along a dimension with one domain: the forces on the
+                // images are added to their atoms here, with no message. Every sent atom lies
+                // before this pulse's region (send lists are built from earlier atoms).
+                let (atoms, images) = forces.split_at_mut(pulse.offset);
+                scatter_add(atoms, &pulse.send, &images[..pulse.count], self.parallel_min);
+                continue;
+            }
             let incoming = Incoming { from: pulse.to, buffer: 0, offset: 0, room: pulse.send.len() };
             let outgoing =
                 Outgoing { to: pulse.from, data: &forces[pulse.offset..pulse.offset + pulse.count] };
@@ -497,16 +506,35 @@ impl<'rt> HaloExchange<'rt> {
             *out = [x[0] + delta[0], x[1] + delta[1], x[2] + delta[2]];
         };
         let fill = |dest: &mut [RVec]| {
-            if send.len() < parallel_min {
+            if !parallel(send.len(), parallel_min) {
                 dest.iter_mut().zip(send).for_each(pack);
             } else {
                 dest.par_iter_mut().zip(send.par_iter()).for_each(pack);
             }
         };
+        if pulse.to == self.rt.my_pe() {
+            // The periodic image along a dimension with one domain: packed into place here,
+            // with no message, on every path.
+            check_count(send.len(), pulse.count, pulse.from, "coordinates")?;
+            // SAFETY: this pulse's receive region follows the prefix; with this PE its own
+            // partner, no other PE writes the region in this pulse (nobody else sends to it),
+            // and nothing else refers to it while it is filled.
+            let region =
+                unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
+            fill(region);
+            return Ok(());
+        }
         let incoming = Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count };
         let received = pulse.x.sendrecv_packed(&[coords], pulse.to, send.len(), fill, incoming)?;
         check_count(received, pulse.count, pulse.from, "coordinates")
     }
+}
+
+/// Whether `len` items are worth the thread pool: enough of them, and more than one thread to
+/// share them. With one thread, a parallel loop only adds the hand-over to the pool's thread
+/// and back (a sleep and a wake-up, tens of microseconds).
+fn parallel(len: usize, parallel_min: usize) -> bool {
+    len >= parallel_min && rayon::current_num_threads() > 1
 }
 
 /// Bits for the PE in the value that reports an atom that moved too far (the atom above).
@@ -527,7 +555,7 @@ fn check_count(received: usize, expected: usize, from: usize, what: &str) -> Res
 /// distinct (a send list names each atom once), so no two threads add to the same force.
 fn scatter_add(forces: &mut [RVec], targets: &[u32], values: &[RVec], parallel_min: usize) {
     assert_eq!(targets.len(), values.len(), "one returned force per sent atom");
-    if targets.len() < parallel_min {
+    if !parallel(targets.len(), parallel_min) {
         for (&t, v) in targets.iter().zip(values) {
             let f = &mut forces[t as usize];
             for d in 0..3 {
