@@ -1,10 +1,11 @@
 //! The halo exchange of a water box replicated to about 20 000 and 100 000 atoms, one-sided
 //! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
-//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back.
+//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back (each time new
+//! forces, written before an untimed barrier, as a force kernel would have left them).
 //!
 //! `cargo bench --bench halo` launches 2 PEs through scripts/pe-run, one thread each.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use md_halo::{DdGrid, HaloExchange, RVec, System, motion};
 use onesided::{Path, Runtime};
@@ -46,15 +47,28 @@ fn run(rt: &Runtime) -> md_halo::Result<()> {
             benches.push(Bench::sized(group, variant, *atoms, move |iters| {
                 let mut state = state.borrow_mut();
                 let (halo, f) = &mut *state;
-                let start = Instant::now();
-                for _ in 0..iters {
-                    if forces {
-                        halo.move_f(f).map_err(comm)?;
-                    } else {
+                if !forces {
+                    let start = Instant::now();
+                    for _ in 0..iters {
                         halo.move_x().map_err(comm)?;
                     }
+                    return Ok(start.elapsed());
                 }
-                Ok(start.elapsed())
+                // Each step's forces are new: the force kernel has just written them, so the
+                // halo forces sit dirty in the sender's cache, as in an MD step (forces left
+                // unchanged would let a receiver that reads them keep a clean copy in its
+                // own cache from the previous iteration). The refill and a barrier are not
+                // timed, so each move_f starts on both PEs together.
+                let mut total = Duration::ZERO;
+                for step in 0..iters {
+                    let value = (step % 7) as f32;
+                    f.iter_mut().enumerate().for_each(|(i, x)| *x = [i as f32, value, -1.0]);
+                    rt.barrier();
+                    let start = Instant::now();
+                    halo.move_f(f).map_err(comm)?;
+                    total += start.elapsed();
+                }
+                Ok(total)
             }));
         }
     }
