@@ -21,7 +21,7 @@ use std::time::Instant;
 use md_halo::force::{ForceField, domain_forces};
 use md_halo::{DdGrid, HaloExchange, System, motion, verify};
 use onesided::{Path, Runtime};
-use onesided_suite::launch;
+use onesided_suite::cli;
 
 struct Options {
     gro: PathBuf,
@@ -41,16 +41,6 @@ const USAGE: &str = "usage: halo_exchange [--gro FILE] [--replicate NX,NY,NZ] [-
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
 [--dump-halo DIR] [--pes N]";
 
-fn parse_triple(flag: &str, value: &str) -> Result<[usize; 3], String> {
-    let parts: Vec<&str> = value.split(',').collect();
-    let numbers: Option<Vec<usize>> =
-        parts.iter().map(|p| p.trim().parse().ok().filter(|&n| n > 0)).collect();
-    match numbers.as_deref() {
-        Some([a, b, c]) => Ok([*a, *b, *c]),
-        _ => Err(format!("{flag} needs three positive counts like 2,2,1, got {value:?}")),
-    }
-}
-
 fn parse() -> Result<Options, String> {
     let mut options = Options {
         gro: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")),
@@ -68,28 +58,15 @@ fn parse() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
-        let number = |v: String, what: &str| {
-            v.parse::<u64>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or(format!("{what} needs a positive number, got {v:?}"))
-        };
         match flag.as_str() {
             "--gro" => options.gro = value()?.into(),
-            "--replicate" => options.replicate = parse_triple(&flag, &value()?)?,
-            "--cutoff" => {
-                let v = value()?;
-                options.cutoff = v
-                    .parse()
-                    .ok()
-                    .filter(|c: &f32| *c > 0.0)
-                    .ok_or(format!("--cutoff needs a positive length in nm, got {v:?}"))?;
-            }
-            "--grid" => options.grid = Some(parse_triple(&flag, &value()?)?),
-            "--steps" => options.steps = number(value()?, "--steps")?,
-            "--nstlist" => options.nstlist = number(value()?, "--nstlist")?,
-            "--threads" => options.threads = number(value()?, "--threads")? as usize,
-            "--pes" => options.pes = number(value()?, "--pes")? as usize,
+            "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
+            "--cutoff" => options.cutoff = cli::length(&flag, &value()?)?,
+            "--grid" => options.grid = Some(cli::triple(&flag, &value()?)?),
+            "--steps" => options.steps = cli::positive(&flag, &value()?)?,
+            "--nstlist" => options.nstlist = cli::positive(&flag, &value()?)?,
+            "--threads" => options.threads = cli::positive(&flag, &value()?)? as usize,
+            "--pes" => options.pes = cli::positive(&flag, &value()?)? as usize,
             "--path" => {
                 options.paths = match value()?.as_str() {
                     "both" => vec![Path::Put, Path::Mpi],
@@ -118,15 +95,7 @@ struct Outcome {
 }
 
 fn main() {
-    let options = parse().unwrap_or_else(|e| {
-        eprintln!("halo_exchange: {e}");
-        std::process::exit(2)
-    });
-    launch::ensure_launched_with(options.pes, options.threads > 1);
-    let rt = Runtime::init().unwrap_or_else(|e| {
-        eprintln!("halo_exchange: {e}");
-        std::process::exit(1)
-    });
+    let (options, rt) = cli::start("halo_exchange", parse, |o| o.pes, |o| o.threads);
     // Input errors are found by every PE alike, before any communication: each says so and
     // the job ends normally, with a failure status.
     let prepared = prepare(&rt, &options);

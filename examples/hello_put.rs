@@ -5,20 +5,12 @@
 //! it launch itself: `cargo run --release --example hello_put -- --pes 4`.
 
 use onesided::{Runtime, SignalArray, SymArray};
-use onesided_suite::launch;
+use onesided_suite::cli;
 
 const LEN: usize = 8;
 
 fn main() {
-    let pes = parse_pes().unwrap_or_else(|e| {
-        eprintln!("hello_put: {e}");
-        std::process::exit(2)
-    });
-    launch::ensure_launched(pes);
-    let rt = Runtime::init().unwrap_or_else(|e| {
-        eprintln!("hello_put: {e}");
-        std::process::exit(1)
-    });
+    let (_, rt) = cli::start("hello_put", parse_pes, |&pes| pes, |_| 1);
     match run(&rt) {
         Ok(true) => {}
         Ok(false) => {
@@ -36,11 +28,7 @@ fn parse_pes() -> Result<usize, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [] => Ok(4),
-        [flag, n] if flag == "--pes" => n
-            .parse()
-            .ok()
-            .filter(|&n: &usize| n > 0)
-            .ok_or_else(|| format!("--pes needs a positive number, got {n:?}")),
+        [flag, n] if flag == "--pes" => cli::positive(flag, n).map(|n| n as usize),
         _ => Err("usage: hello_put [--pes N]".to_string()),
     }
 }

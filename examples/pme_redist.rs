@@ -26,7 +26,7 @@ use md_halo::{DdGrid, RVec, System, kind, motion, verify::fingerprint};
 use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use onesided::{Path, Runtime};
-use onesided_suite::launch;
+use onesided_suite::cli;
 use pme_redist::{Particle, PmeGrid, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread};
 
 struct Options {
@@ -62,34 +62,12 @@ fn parse() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
-        let positive = |v: String, what: &str| {
-            v.parse::<u64>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or(format!("{what} needs a positive number, got {v:?}"))
-        };
+        let positive = |v: String| cli::positive(&flag, &v);
         match flag.as_str() {
             "--gro" => options.gro = value()?.into(),
-            "--replicate" => {
-                let v = value()?;
-                let parts: Option<Vec<usize>> =
-                    v.split(',').map(|p| p.trim().parse().ok().filter(|&n| n > 0)).collect();
-                options.replicate = match parts.as_deref() {
-                    Some([a, b, c]) => [*a, *b, *c],
-                    _ => {
-                        return Err(format!("--replicate needs three positive counts like 2,2,1, got {v:?}"));
-                    }
-                };
-            }
-            "--spacing" => {
-                let v = value()?;
-                options.spacing = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f32| *s > 0.0)
-                    .ok_or(format!("--spacing needs a positive length in nm, got {v:?}"))?;
-            }
-            "--pme-pes" => options.pme_pes = Some(positive(value()?, "--pme-pes")? as usize),
+            "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
+            "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
+            "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
             "--path" => {
                 let v = value()?;
                 options.paths = if v == "all" {
@@ -98,9 +76,9 @@ fn parse() -> Result<Options, String> {
                     vec![v.parse().map_err(|e: pme_redist::Error| e.to_string())?]
                 };
             }
-            "--steps" => options.steps = positive(value()?, "--steps")?,
-            "--threads" => options.threads = positive(value()?, "--threads")? as usize,
-            "--pes" => options.pes = positive(value()?, "--pes")? as usize,
+            "--steps" => options.steps = positive(value()?)?,
+            "--threads" => options.threads = positive(value()?)? as usize,
+            "--pes" => options.pes = positive(value()?)? as usize,
             "--verify" => options.verify = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
@@ -118,15 +96,7 @@ struct Setup {
 }
 
 fn main() {
-    let options = parse().unwrap_or_else(|e| {
-        eprintln!("pme_redist: {e}");
-        std::process::exit(2)
-    });
-    launch::ensure_launched_with(options.pes, options.threads > 1);
-    let rt = Runtime::init().unwrap_or_else(|e| {
-        eprintln!("pme_redist: {e}");
-        std::process::exit(1)
-    });
+    let (options, rt) = cli::start("pme_redist", parse, |o| o.pes, |o| o.threads);
     // Input errors are found by every PE alike, before any communication.
     let setup = match prepare(&rt, &options) {
         Ok(setup) => setup,

@@ -1,9 +1,11 @@
 //! Support shared by the workspace's multi-PE tests, benchmarks and examples: starting PEs
 //! through `scripts/pe-run` ([`launch`]), the multi-PE test harness ([`pe_test`]) and
-//! criterion across PEs ([`bench`]).
+//! criterion across PEs ([`bench`]), the benchmark report ([`report`]) and the examples'
+//! command lines ([`cli`]).
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod cli;
 pub mod launch;
 pub mod pe_test;
 pub mod report;
