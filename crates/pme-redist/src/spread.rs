@@ -214,39 +214,38 @@ pub fn serial_spread(grid: &PmeGrid, positions: &[RVec], charges: &[f32]) -> Vec
     let mut data = vec![0f64; kx * ky * kz];
     for (x, &q) in positions.iter().zip(charges) {
         let (index, w) = locate_weights(grid, *x);
-        for i in 0..ORDER {
-            let gx = (index[0] + kx + i + 1 - ORDER) % kx;
-            for a in 0..ORDER {
-                let gy = (index[1] + ky + a + 1 - ORDER) % ky;
-                for b in 0..ORDER {
-                    let gz = (index[2] + kz + b + 1 - ORDER) % kz;
-                    data[(gx * ky + gy) * kz + gz] += q as f64 * w[0][i] * w[1][a] * w[2][b];
-                }
-            }
-        }
+        for_each_point(grid, index, |at, [i, a, b]| data[at] += q as f64 * w[0][i] * w[1][a] * w[2][b]);
     }
     data
 }
 
-/// The serial reference of the gather: the force on an atom at `x` with charge `q` from the
-/// whole grid.
-pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] {
+/// Calls `f` with the index into the whole grid (`Kx × Ky × Kz`, x major, periodic) of each
+/// point of the `ORDER³` stencil whose last point is `index`, and the point's place in it.
+fn for_each_point(grid: &PmeGrid, index: [usize; 3], mut f: impl FnMut(usize, [usize; 3])) {
     let [kx, ky, kz] = grid.sizes();
-    let scale: [f64; 3] = std::array::from_fn(|d| grid.sizes()[d] as f64 / grid.box_size()[d] as f64);
-    let (index, w, dw) = locate_weights_derivatives(grid, x);
-    let mut gradient = [0.0f64; 3];
     for i in 0..ORDER {
         let gx = (index[0] + kx + i + 1 - ORDER) % kx;
         for a in 0..ORDER {
             let gy = (index[1] + ky + a + 1 - ORDER) % ky;
             for b in 0..ORDER {
                 let gz = (index[2] + kz + b + 1 - ORDER) % kz;
-                let v = data[(gx * ky + gy) * kz + gz];
-                gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
-                gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
-                gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+                f((gx * ky + gy) * kz + gz, [i, a, b]);
             }
         }
     }
+}
+
+/// The serial reference of the gather: the force on an atom at `x` with charge `q` from the
+/// whole grid.
+pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] {
+    let scale: [f64; 3] = std::array::from_fn(|d| grid.sizes()[d] as f64 / grid.box_size()[d] as f64);
+    let (index, w, dw) = locate_weights_derivatives(grid, x);
+    let mut gradient = [0.0f64; 3];
+    for_each_point(grid, index, |at, [i, a, b]| {
+        let v = data[at];
+        gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
+        gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
+        gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+    });
     std::array::from_fn(|d| -(q as f64) * gradient[d] * scale[d])
 }
