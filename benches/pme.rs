@@ -1,9 +1,10 @@
 //! The PME redistribution of a water box replicated to about 20 000 and 100 000 atoms, on
 //! every path in the same run, between 2 PEs that are both particle PEs and PME ranks:
-//! `pme_redistribute/{onesided-get,onesided-put,mpi,mpi-alltoallv}/<atoms>` times sending the
-//! coordinates and charges to the PME ranks, `pme_return_forces/.../<atoms>` times the forces
-//! coming back. Each iteration is a whole step (both directions); only its half is timed,
-//! from a barrier on, as the time PE 0 takes to finish it.
+//! `pme_redist/{onesided-get,onesided-put,mpi,mpi-alltoallv}/<atoms>` times the round trip of
+//! a step (coordinates and charges to the PME ranks, forces back), from a barrier on, as the
+//! time PE 0 takes to finish it. `pme_redistribute/.../<atoms>` and
+//! `pme_return_forces/.../<atoms>` time the two halves alone: each iteration is still a whole
+//! step, with a barrier (not timed) before each half.
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -40,21 +41,37 @@ struct Step<'rt> {
 }
 
 impl Step<'_> {
-    /// A whole step, timing the forward half or the backward half. Each half starts after a
-    /// barrier (not timed), so that its time is the exchange's and not a partner's lag from
-    /// the other half.
-    fn run(&mut self, rt: &Runtime, backward: bool) -> onesided::Result<Duration> {
+    /// A whole step, timing what `timed` says. Each timed part starts after a barrier (not
+    /// timed), so that its time is the exchange's and not a partner's lag from before.
+    fn run(&mut self, rt: &Runtime, timed: Timed) -> onesided::Result<Duration> {
         rt.barrier();
         let start = Instant::now();
         self.redist.redistribute(&self.home).map_err(comm)?;
         let forward = start.elapsed();
         // The PME ranks' forces: one per received atom, the same every step.
         self.forces.resize(self.redist.received().len(), [0.5, -0.25, 1.0]);
-        rt.barrier();
-        let start = Instant::now();
+        if timed != Timed::RoundTrip {
+            rt.barrier();
+        }
+        let backward_start = Instant::now();
         self.redist.return_forces_into(&self.forces, &mut self.home_forces).map_err(comm)?;
-        Ok(if backward { start.elapsed() } else { forward })
+        Ok(match timed {
+            Timed::RoundTrip => start.elapsed(),
+            Timed::Forward => forward,
+            Timed::Backward => backward_start.elapsed(),
+        })
     }
+}
+
+/// The part of a step a benchmark times.
+#[derive(Clone, Copy, PartialEq)]
+enum Timed {
+    /// Coordinates out and forces back, with no barrier between.
+    RoundTrip,
+    /// Coordinates and charges to the PME ranks.
+    Forward,
+    /// Forces back to their owners.
+    Backward,
 }
 
 fn run(rt: &Runtime) -> pme_redist::Result<()> {
@@ -78,13 +95,18 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
         }
     }
     let mut benches = Vec::new();
-    for (group, backward) in [("pme_redistribute", false), ("pme_return_forces", true)] {
+    let groups = [
+        ("pme_redist", Timed::RoundTrip),
+        ("pme_redistribute", Timed::Forward),
+        ("pme_return_forces", Timed::Backward),
+    ];
+    for (group, timed) in groups {
         for (path, atoms, step) in &steps {
             benches.push(Bench::sized(group, path.name(), *atoms, move |iters| {
                 let mut step = step.borrow_mut();
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    total += step.run(rt, backward)?;
+                    total += step.run(rt, timed)?;
                 }
                 Ok(total)
             }));
