@@ -1,6 +1,6 @@
 //! Support shared by the workspace's multi-PE tests, benchmarks and examples: starting PEs
 //! through `scripts/pe-run` ([`launch`]), the multi-PE test harness ([`pe_test`]) and
-//! criterion across PEs ([`bench`]), the benchmark report ([`report`]) and the examples'
+//! criterion across PEs ([`bench`](mod@bench)), the benchmark report ([`report`]) and the examples'
 //! command lines ([`cli`]).
 #![deny(missing_docs)]
 

@@ -117,7 +117,7 @@ pub fn reference(variants: &[&str]) -> Option<&'static str> {
 }
 
 /// The reference of one variant: two-way variants (`…-2way`) are compared with `mpi-2way`
-/// where the group has it, the others with the group's [`reference`].
+/// where the group has it, the others with the group's [`reference`](fn@reference).
 pub fn reference_of(variant: &str, variants: &[&str]) -> Option<&'static str> {
     if variant.ends_with("-2way") && variant != "mpi-2way" && variants.contains(&"mpi-2way") {
         return Some("mpi-2way");

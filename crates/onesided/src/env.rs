@@ -2,7 +2,7 @@
 //!
 //! | variable | read by | meaning |
 //! |---|---|---|
-//! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`](crate::Error::WaitTimeout); default [`DEFAULT_WAIT_TIMEOUT`] |
+//! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`]; default [`DEFAULT_WAIT_TIMEOUT`] |
 //! | [`DIRECT`] `ONESIDED_DIRECT` | [`Runtime::init`](crate::Runtime::init) | `1` (default): puts, gets and signals to PEs whose memory the library maps into this process (`shmem_ptr`: same node, shared-memory transport) are plain copies and stores; `0`: always call the library |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |

@@ -66,5 +66,5 @@ pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
-pub use sendrecv::{Exchange, Incoming, Outgoing, Path};
+pub use sendrecv::{Exchange, Incoming, LANES, Outgoing, Path};
 pub use signal::SignalArray;
