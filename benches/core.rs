@@ -13,7 +13,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mpi::traits::{Communicator, Destination, Source};
 use onesided::{AtomicArray, Runtime, SignalArray, SymArray};
@@ -183,11 +183,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
 }
 
 /// Runs `op` `iters` times on the leader; the other PEs return at once.
-fn leader_only(
-    me: usize,
-    iters: u64,
-    mut op: impl FnMut() -> onesided::Result<()>,
-) -> onesided::Result<Duration> {
+fn leader_only(me: usize, iters: u64, mut op: impl FnMut() -> onesided::Result<()>) -> bench::BodyResult {
     let start = Instant::now();
     if me == LEADER {
         for _ in 0..iters {

@@ -50,7 +50,7 @@ fn run(rt: &Runtime) -> md_halo::Result<()> {
                 if !forces {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        halo.move_x().map_err(comm)?;
+                        halo.move_x()?;
                     }
                     return Ok(start.elapsed());
                 }
@@ -65,7 +65,7 @@ fn run(rt: &Runtime) -> md_halo::Result<()> {
                     f.iter_mut().enumerate().for_each(|(i, x)| *x = [i as f32, value, -1.0]);
                     rt.barrier();
                     let start = Instant::now();
-                    halo.move_f(f).map_err(comm)?;
+                    halo.move_f(f)?;
                     total += start.elapsed();
                 }
                 Ok(total)
@@ -74,12 +74,4 @@ fn run(rt: &Runtime) -> md_halo::Result<()> {
     }
     bench::run(rt, benches)?;
     Ok(())
-}
-
-/// The benchmark harness speaks onesided errors; the halo's are carried over.
-fn comm(e: md_halo::Error) -> onesided::Error {
-    match e {
-        md_halo::Error::Comm(e) => e,
-        other => onesided::Error::InvalidArgument(other.to_string()),
-    }
 }

@@ -43,10 +43,10 @@ struct Step<'rt> {
 impl Step<'_> {
     /// A whole step, timing what `timed` says. Each timed part starts after a barrier (not
     /// timed), so that its time is the exchange's and not a partner's lag from before.
-    fn run(&mut self, rt: &Runtime, timed: Timed) -> onesided::Result<Duration> {
+    fn run(&mut self, rt: &Runtime, timed: Timed) -> pme_redist::Result<Duration> {
         rt.barrier();
         let start = Instant::now();
-        self.redist.redistribute(&self.home).map_err(comm)?;
+        self.redist.redistribute(&self.home)?;
         let forward = start.elapsed();
         // The PME ranks' forces: one per received atom, the same every step.
         self.forces.resize(self.redist.received().len(), [0.5, -0.25, 1.0]);
@@ -54,7 +54,7 @@ impl Step<'_> {
             rt.barrier();
         }
         let backward_start = Instant::now();
-        self.redist.return_forces_into(&self.forces, &mut self.home_forces).map_err(comm)?;
+        self.redist.return_forces_into(&self.forces, &mut self.home_forces)?;
         Ok(match timed {
             Timed::RoundTrip => start.elapsed(),
             Timed::Forward => forward,
@@ -114,12 +114,4 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
     }
     bench::run(rt, benches)?;
     Ok(())
-}
-
-/// The benchmark harness speaks onesided errors; the redistribution's are carried over.
-fn comm(e: pme_redist::Error) -> onesided::Error {
-    match e {
-        pme_redist::Error::Comm(e) => e,
-        other => onesided::Error::InvalidArgument(other.to_string()),
-    }
 }

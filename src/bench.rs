@@ -16,9 +16,13 @@ use onesided::Runtime;
 
 use crate::launch;
 
+/// What a benchmark's body returns: the time its iterations took, or why they failed (any
+/// error: onesided's, or that of a crate built on it).
+pub type BodyResult = Result<Duration, Box<dyn std::error::Error>>;
+
 /// The body of a benchmark: runs `iters` iterations on this PE and returns the time taken
 /// (PE 0's is the one reported).
-pub type Body<'a> = Box<dyn FnMut(u64) -> onesided::Result<Duration> + 'a>;
+pub type Body<'a> = Box<dyn FnMut(u64) -> BodyResult + 'a>;
 
 /// One benchmark every PE runs in step.
 pub struct Bench<'a> {
@@ -40,7 +44,7 @@ impl<'a> Bench<'a> {
         group: &'static str,
         variant: &'static str,
         bytes: usize,
-        body: impl FnMut(u64) -> onesided::Result<Duration> + 'a,
+        body: impl FnMut(u64) -> BodyResult + 'a,
     ) -> Self {
         Bench { group, variant, bytes, throughput: true, body: Box::new(body) }
     }
@@ -50,7 +54,7 @@ impl<'a> Bench<'a> {
         group: &'static str,
         variant: &'static str,
         size: usize,
-        body: impl FnMut(u64) -> onesided::Result<Duration> + 'a,
+        body: impl FnMut(u64) -> BodyResult + 'a,
     ) -> Self {
         Bench { group, variant, bytes: size, throughput: false, body: Box::new(body) }
     }
@@ -108,7 +112,10 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
             }
             group.finish();
         }
-        let paired = paired_ratios(rt, &mut benches, &ran);
+        // `cargo bench -- --test` runs each benchmark once to see that it works: nothing is
+        // measured, and the recorded ratios of the last real run are kept.
+        let testing = std::env::args().any(|a| a == "--test");
+        let paired = if testing { Vec::new() } else { paired_ratios(rt, &mut benches, &ran) };
         rt.broadcast(0, &mut [STOP, 0])?;
         criterion.final_summary();
         if !paired.is_empty() {
@@ -123,7 +130,7 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
             }
             let bench = &mut benches[command[0] as usize];
             if let Err(e) = (bench.body)(command[1]) {
-                fail(rt, bench.group, bench.variant, e);
+                fail(rt, bench.group, bench.variant, &*e);
             }
         }
     }
@@ -134,8 +141,10 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
 /// them too, and returns the leader's time.
 fn lead_batch(rt: &Runtime, bench: &mut Bench<'_>, index: usize, iters: u64) -> Duration {
     let mut command = [index as u64, iters];
-    let outcome = rt.broadcast(0, &mut command).and_then(|()| (bench.body)(iters));
-    outcome.unwrap_or_else(|e| fail(rt, bench.group, bench.variant, e))
+    if let Err(e) = rt.broadcast(0, &mut command) {
+        fail(rt, bench.group, bench.variant, &e)
+    }
+    (bench.body)(iters).unwrap_or_else(|e| fail(rt, bench.group, bench.variant, &*e))
 }
 
 /// Rounds of the paired comparison.
@@ -241,7 +250,7 @@ fn record_paired(paired: &[PairedRatio]) {
 
 /// A benchmark body failed on this PE: its partners would wait for it forever, so the job
 /// ends here.
-fn fail(rt: &Runtime, group: &str, variant: &str, e: onesided::Error) -> ! {
+fn fail(rt: &Runtime, group: &str, variant: &str, e: &dyn std::error::Error) -> ! {
     eprintln!("benchmark {group}/{variant} failed on PE {}: {e}", rt.my_pe());
     rt.abort(1)
 }
