@@ -24,7 +24,7 @@ use onesided::Runtime;
 
 use crate::launch;
 
-/// The PE counts of the acceptance runs.
+/// The PE counts every multi-PE test runs with: two, three and four.
 pub const TWO_THREE_FOUR: &[usize] = &[2, 3, 4];
 
 /// What a case returns: `?` works on the crate's errors and on strings.
