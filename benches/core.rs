@@ -23,15 +23,7 @@ const LEADER: usize = 0;
 const PARTNER: usize = 1;
 
 fn main() {
-    let rt = bench::start(2);
-    if rt.n_pes() < 2 {
-        eprintln!("the core benchmarks need at least 2 PEs");
-        std::process::exit(2);
-    }
-    if let Err(e) = run(&rt) {
-        eprintln!("PE {}: {e}", rt.my_pe());
-        rt.abort(1);
-    }
+    bench::main(2, run);
 }
 
 fn run(rt: &Runtime) -> onesided::Result<()> {

@@ -7,33 +7,20 @@
 
 use std::time::{Duration, Instant};
 
-use md_halo::{DdGrid, HaloExchange, RVec, System, motion};
+use md_halo::{DdGrid, HaloExchange, RVec, motion};
 use onesided::{Path, Runtime};
 use onesided_suite::bench::{self, Bench};
 
-/// Copies of the 648-atom SPC water box: 20 736 and 97 200 atoms.
-const SYSTEMS: [[usize; 3]; 2] = [[2, 4, 4], [5, 5, 6]];
 const CUTOFF: f32 = 0.9;
 const NSTLIST: usize = 10;
 
 fn main() {
-    let rt = bench::start(2);
-    // One thread per PE: the two PEs already use both cores of the machine.
-    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
-        eprintln!("cannot size the thread pool: {e}");
-    }
-    if let Err(e) = run(&rt) {
-        eprintln!("PE {}: {e}", rt.my_pe());
-        rt.abort(1);
-    }
+    bench::main(2, run);
 }
 
 fn run(rt: &Runtime) -> md_halo::Result<()> {
-    let water =
-        System::read_gro(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")))?;
     let mut halos = Vec::new();
-    for copies in SYSTEMS {
-        let system = water.replicate(copies)?;
+    for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.box_size, CUTOFF + motion::buffer_for(NSTLIST))?;
         for (variant, path) in [("onesided", Path::Put), ("mpi", Path::Mpi)] {
             let halo = HaloExchange::collective_new(rt, &system, grid.clone(), path)?;

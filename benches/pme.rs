@@ -11,25 +11,15 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use md_halo::{DdGrid, RVec, System, kind};
+use md_halo::{DdGrid, RVec, kind};
 use onesided::Runtime;
 use onesided_suite::bench::{self, Bench};
 use pme_redist::{Particle, PmeGrid, RedistPath, Redistribution};
 
-/// Copies of the 648-atom SPC water box: 20 736 and 97 200 atoms.
-const SYSTEMS: [[usize; 3]; 2] = [[2, 4, 4], [5, 5, 6]];
 const SPACING: f32 = 0.12;
 
 fn main() {
-    let rt = bench::start(2);
-    // One thread per PE: the two PEs already use both cores of the machine.
-    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
-        eprintln!("cannot size the thread pool: {e}");
-    }
-    if let Err(e) = run(&rt) {
-        eprintln!("PE {}: {e}", rt.my_pe());
-        rt.abort(1);
-    }
+    bench::main(2, run);
 }
 
 /// One path's redistribution with this PE's atoms and the forces it returns.
@@ -75,12 +65,9 @@ enum Timed {
 }
 
 fn run(rt: &Runtime) -> pme_redist::Result<()> {
-    let water =
-        System::read_gro(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")))?;
     let pme: Vec<usize> = (0..rt.n_pes()).collect();
     let mut steps = Vec::new();
-    for copies in SYSTEMS {
-        let system = water.replicate(copies)?;
+    for system in bench::water_systems()? {
         let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
         let domains = DdGrid::choose(rt.n_pes(), system.box_size, 1e-3)?;
         let home: Vec<Particle> = (0..system.len())

@@ -21,15 +21,7 @@ use onesided_suite::bench::{self, Bench, SIZES};
 const ALLTOALL_SIZES: &[usize] = &[8, 64, 512, 4096, 32768, 262144];
 
 fn main() {
-    let rt = bench::start(2);
-    if rt.n_pes() < 2 {
-        eprintln!("the send-receive benchmarks need at least 2 PEs");
-        std::process::exit(2);
-    }
-    if let Err(e) = run(&rt) {
-        eprintln!("PE {}: {e}", rt.my_pe());
-        rt.abort(1);
-    }
+    bench::main(2, run);
 }
 
 /// One cache line of words.

@@ -73,6 +73,32 @@ pub fn start(pes: usize) -> Runtime {
     })
 }
 
+/// The `main` of a benchmark binary: launches `pes` PEs when started by `cargo bench`,
+/// refuses a job of fewer PEs, gives rayon one thread per PE (the PEs already use the
+/// machine's cores), then runs `run`; an error on any PE ends the job.
+pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Result<(), E>) {
+    let rt = start(pes);
+    if rt.n_pes() < pes {
+        eprintln!("the benchmarks need at least {pes} PEs, the job has {}", rt.n_pes());
+        std::process::exit(2);
+    }
+    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
+        eprintln!("cannot size the thread pool: {e}");
+    }
+    if let Err(e) = run(&rt) {
+        eprintln!("PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+/// The systems of the MD benchmarks: the 648-atom SPC water box of `data/` replicated to
+/// 20 736 and 97 200 atoms.
+pub fn water_systems() -> md_halo::Result<Vec<md_halo::System>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
+    let water = md_halo::System::read_gro(std::path::Path::new(path))?;
+    [[2, 4, 4], [5, 5, 6]].into_iter().map(|copies| water.replicate(copies)).collect()
+}
+
 /// The criterion configuration of the workspace's benchmarks: short enough for a 2-core
 /// machine, with command-line overrides (`cargo bench -- --measurement-time 10`).
 pub fn criterion() -> Criterion {
