@@ -530,10 +530,10 @@ impl<'rt> HaloExchange<'rt> {
     }
 }
 
-/// Whether `len` items are worth the thread pool: enough of them, and more than one thread to
-/// share them. With one thread, a parallel loop only adds the hand-over to the pool's thread
-/// and back (a sleep and a wake-up, tens of microseconds).
-fn parallel(len: usize, parallel_min: usize) -> bool {
+/// Whether a loop over `len` items is worth rayon's thread pool: at least `parallel_min` of
+/// them, and more than one thread to share them. With one thread, a parallel loop only adds
+/// the hand-over to the pool's thread and back (a sleep and a wake-up, tens of microseconds).
+pub fn parallel(len: usize, parallel_min: usize) -> bool {
     len >= parallel_min && rayon::current_num_threads() > 1
 }
 

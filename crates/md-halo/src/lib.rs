@@ -22,5 +22,5 @@ pub mod verify;
 
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::HaloExchange;
+pub use halo::{HaloExchange, parallel};
 pub use system::{AtomKind, KINDS, KindId, RVec, System, kind, wrap};

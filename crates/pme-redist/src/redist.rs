@@ -326,7 +326,7 @@ impl<'rt> Redistribution<'rt> {
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
-        if home.len() < PARALLEL_MIN || rayon::current_num_threads() == 1 {
+        if !md_halo::parallel(home.len(), PARALLEL_MIN) {
             dest.iter_mut().zip(home).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
         } else {
             dest.par_iter_mut().zip(home.par_iter()).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
@@ -360,7 +360,7 @@ impl<'rt> Redistribution<'rt> {
         // SAFETY: no PE writes this PE's send buffer; the get path's readers of the previous
         // call are done (awaited just above), and nobody else reads it.
         let packed = unsafe { &mut self.send.local_slice_mut()[..home.len()] };
-        if home.len() < PARALLEL_MIN || rayon::current_num_threads() == 1 {
+        if !md_halo::parallel(home.len(), PARALLEL_MIN) {
             packed.iter_mut().zip(&self.order).for_each(|(out, &i)| *out = home[i as usize]);
         } else {
             packed.par_iter_mut().zip(self.order.par_iter()).for_each(|(out, &i)| *out = home[i as usize]);
