@@ -102,7 +102,7 @@ fn main() {
     let (system, grid) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
-            eprintln!("halo_exchange: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("halo_exchange: PE {}: {e}", rt.my_pe()));
             drop(rt);
             std::process::exit(1)
         }
@@ -115,7 +115,7 @@ fn main() {
         }
         Err(e) => {
             // Possibly this PE's alone: the others may be waiting for it.
-            eprintln!("halo_exchange: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("halo_exchange: PE {}: {e}", rt.my_pe()));
             rt.abort(1)
         }
     }
@@ -215,7 +215,7 @@ fn run_path(
     if options.verify {
         let local = verify::check_halo(&halo, system);
         if let Err(e) = &local {
-            eprintln!("PE {me}: {e}");
+            cli::say(&format!("PE {me}: {e}"));
         }
         let failed = rt.max_u64_one(u64::from(local.is_err()))?;
         checks_pass &= failed == 0;

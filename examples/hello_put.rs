@@ -14,11 +14,11 @@ fn main() {
     match run(&rt) {
         Ok(true) => {}
         Ok(false) => {
-            eprintln!("hello_put: PE {} received corrupted data", rt.my_pe());
+            cli::say(&format!("hello_put: PE {} received corrupted data", rt.my_pe()));
             rt.abort(1);
         }
         Err(e) => {
-            eprintln!("hello_put: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("hello_put: PE {}: {e}", rt.my_pe()));
             rt.abort(1);
         }
     }

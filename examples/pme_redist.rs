@@ -101,7 +101,7 @@ fn main() {
     let setup = match prepare(&rt, &options) {
         Ok(setup) => setup,
         Err(e) => {
-            eprintln!("pme_redist: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("pme_redist: PE {}: {e}", rt.my_pe()));
             drop(rt);
             std::process::exit(1)
         }
@@ -114,12 +114,12 @@ fn main() {
         }
         // Reported by every PE at the end of a step: the job can end normally.
         Err(e @ pme_redist::Error::MovedTooFar { .. }) => {
-            eprintln!("pme_redist: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("pme_redist: PE {}: {e}", rt.my_pe()));
             drop(rt);
             std::process::exit(1)
         }
         Err(e) => {
-            eprintln!("pme_redist: PE {}: {e}", rt.my_pe());
+            cli::say(&format!("pme_redist: PE {}: {e}", rt.my_pe()));
             rt.abort(1)
         }
     }
@@ -349,7 +349,7 @@ fn verify_step(
         failures.push(format!("the returned forces deviate {:.2e} from the serial gather", worst / largest));
     }
     for f in &failures {
-        eprintln!("PE {me}: {f}");
+        cli::say(&format!("PE {me}: {f}"));
     }
     let failed = rt.max_u64_one(u64::from(!failures.is_empty()))?;
     if me == 0 {

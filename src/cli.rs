@@ -33,6 +33,16 @@ pub fn triple(flag: &str, value: &str) -> Result<[usize; 3], String> {
     }
 }
 
+/// Writes `line` and a newline to standard error in one write. Every PE's error goes through
+/// the launcher to the same terminal: `eprintln!` writes each formatted piece on its own, so
+/// two PEs' lines could interleave mid-line (`PE halo_exchange: PE 4: ... 1: ...`).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let whole = format!("{line}\n");
+    // Nothing better to do with a failure to write an error message.
+    let _ = std::io::stderr().write_all(whole.as_bytes());
+}
+
 /// Starts program `name` as a PE: the options parsed by `parse` (an error is printed with its
 /// usage and the program exits with status 2, before any PE starts), `pes` PEs launched when
 /// the program was not started under the launcher (unbound from cores when it runs `threads`
