@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use md_halo::{DdGrid, HaloExchange, RVec, motion};
+use md_demo::motion;
+use md_halo::{DdGrid, HaloExchange, RVec};
 use onesided::{Path, Runtime};
 use onesided_suite::bench::{self, Bench};
 
@@ -18,12 +19,12 @@ fn main() {
     bench::main(2, run);
 }
 
-fn run(rt: &Runtime) -> md_halo::Result<()> {
+fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
-        let grid = DdGrid::choose(rt.n_pes(), system.box_size, CUTOFF + motion::buffer_for(NSTLIST))?;
+        let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
         for (variant, path) in [("onesided", Path::Put), ("mpi", Path::Mpi)] {
-            let halo = HaloExchange::collective_new(rt, &system, grid.clone(), path)?;
+            let halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
             let forces: Vec<RVec> = (0..halo.local_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
             halos.push((variant, system.len(), std::cell::RefCell::new((halo, forces))));
         }

@@ -11,10 +11,11 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use md_halo::{DdGrid, RVec, kind};
+use md_demo::types::TypeTable;
+use md_halo::DdGrid;
 use onesided::Runtime;
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, PmeGrid, RedistPath, Redistribution};
+use pme_redist::{Particle, PmeGrid, RVec, RedistPath, Redistribution};
 
 const SPACING: f32 = 0.12;
 
@@ -64,15 +65,17 @@ enum Timed {
     Backward,
 }
 
-fn run(rt: &Runtime) -> pme_redist::Result<()> {
+fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
     let pme: Vec<usize> = (0..rt.n_pes()).collect();
+    let table = TypeTable::builtin();
     let mut steps = Vec::new();
     for system in bench::water_systems()? {
-        let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
-        let domains = DdGrid::choose(rt.n_pes(), system.box_size, 1e-3)?;
+        let params = table.assign(&system.atoms, "data/spc216.gro")?;
+        let grid = PmeGrid::new(system.pbc.vectors(), SPACING, &pme)?;
+        let domains = DdGrid::choose(rt.n_pes(), system.pbc, 1e-3)?;
         let home: Vec<Particle> = (0..system.len())
-            .filter(|&g| domains.pe_of(domains.cell_of_position(system.positions[g])) == rt.my_pe())
-            .map(|g| Particle { x: system.positions[g], q: kind(system.kinds[g]).charge, global: g as u32 })
+            .filter(|&g| domains.pe_of_position(system.positions[g]) == rt.my_pe())
+            .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
             .collect();
         for path in RedistPath::ALL {
             let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;

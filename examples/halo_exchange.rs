@@ -5,26 +5,36 @@
 //! cargo run --release --example halo_exchange -- --pes 4 --replicate 2,2,2 --verify
 //! ```
 //!
-//! Options: `--gro FILE` (default: the SPC water box in data/), `--replicate NX,NY,NZ`,
+//! Options: `--gro FILE` (any GROMACS structure, rectangular or triclinic box; default: the
+//! SPC water box in data/), `--types FILE` (charges and Lennard-Jones parameters for atom
+//! names the built-in table lacks: `NAME charge c6 c12` per line), `--replicate NX,NY,NZ`,
 //! `--cutoff NM`, `--grid NX,NY,NZ` (default: chosen from the PE count), `--steps S`,
 //! `--nstlist K` (repartition interval), `--threads T`, `--path mpi|onesided|both`,
 //! `--verify`, `--dump-halo DIR`, and `--pes N` when the program launches itself.
 //!
+//! The program drives the halo exchange as an MD engine would, through its public API only.
 //! Each step: `move_x`, a Lennard-Jones plus reaction-field force on home and halo atoms,
-//! `move_f`, then every atom takes a small deterministic step; every `nstlist` steps the atoms
-//! are repartitioned. The last line for each path is
+//! `move_f`, then every home atom takes a step with its velocity (a per-atom state kept by
+//! the program, which migrates with the atoms); every `nstlist` steps the atoms are
+//! repartitioned. With `--verify`, the halo is checked against a brute-force search after
+//! every repartition, the forces and the virial against a serial computation at the last
+//! step, and the final positions against a serial replay of the motion. The last line for
+//! each path is
 //! `summary path=<p> atoms=<n> pes=<k> steps=<s> move_x_us=<t> move_f_us=<t> verified=<yes|no|off>`.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use md_halo::force::{ForceField, domain_forces};
-use md_halo::{DdGrid, HaloExchange, System, motion, verify};
+use md_demo::force::{ForceField, Topology, domain_forces};
+use md_demo::types::TypeTable;
+use md_demo::{Structure, motion, verify};
+use md_halo::{DdGrid, HaloExchange, RVec};
 use onesided::{Path, Runtime};
 use onesided_suite::cli;
 
 struct Options {
     gro: PathBuf,
+    types: Option<PathBuf>,
     replicate: [usize; 3],
     cutoff: f32,
     grid: Option<[usize; 3]>,
@@ -37,13 +47,14 @@ struct Options {
     pes: usize,
 }
 
-const USAGE: &str = "usage: halo_exchange [--gro FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
+const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
 [--dump-halo DIR] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
         gro: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")),
+        types: None,
         replicate: [2, 2, 2],
         cutoff: 0.9,
         grid: None,
@@ -60,6 +71,7 @@ fn parse() -> Result<Options, String> {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
         match flag.as_str() {
             "--gro" => options.gro = value()?.into(),
+            "--types" => options.types = Some(value()?.into()),
             "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
             "--cutoff" => options.cutoff = cli::length(&flag, &value()?)?,
             "--grid" => options.grid = Some(cli::triple(&flag, &value()?)?),
@@ -94,20 +106,26 @@ struct Outcome {
     fingerprints: Vec<(u64, u64)>,
 }
 
+/// The system and everything derived from it, the same on every PE.
+struct Setup {
+    structure: Structure,
+    topology: Topology,
+    grid: DdGrid,
+}
+
 fn main() {
     let (options, rt) = cli::start("halo_exchange", parse, |o| o.pes, |o| o.threads);
     // Input errors are found by every PE alike, before any communication: each says so and
     // the job ends normally, with a failure status.
-    let prepared = prepare(&rt, &options);
-    let (system, grid) = match prepared {
-        Ok(prepared) => prepared,
+    let setup = match prepare(&rt, &options) {
+        Ok(setup) => setup,
         Err(e) => {
             cli::say(&format!("halo_exchange: PE {}: {e}", rt.my_pe()));
             drop(rt);
             std::process::exit(1)
         }
     };
-    match run(&rt, &options, &system, &grid) {
+    match run(&rt, &options, &setup) {
         Ok(true) => {}
         Ok(false) => {
             drop(rt);
@@ -121,33 +139,42 @@ fn main() {
     }
 }
 
-fn prepare(rt: &Runtime, options: &Options) -> md_halo::Result<(System, DdGrid)> {
+fn prepare(rt: &Runtime, options: &Options) -> md_demo::Result<Setup> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build_global()
-        .map_err(|e| md_halo::Error::Config(format!("cannot start {} threads: {e}", options.threads)))?;
-    let system = System::read_gro(&options.gro)?.replicate(options.replicate)?;
-    let range = options.cutoff + motion::buffer_for(options.nstlist as usize);
+        .map_err(|e| md_demo::Error::Config(format!("cannot start {} threads: {e}", options.threads)))?;
+    let structure = Structure::read_gro(&options.gro)?.replicate(options.replicate)?;
+    let mut table = TypeTable::builtin();
+    if let Some(types) = &options.types {
+        table = table.read_file(types)?;
+    }
+    let topology = Topology::new(&structure, &table, &options.gro.display().to_string())?;
+    let range = options.cutoff + motion::buffer_for(options.nstlist as usize, &structure.pbc);
     let grid = match options.grid {
-        Some(dims) => DdGrid::new(dims, system.box_size, range, rt.n_pes())?,
-        None => DdGrid::choose(rt.n_pes(), system.box_size, range)?,
+        Some(dims) => DdGrid::new(dims, structure.pbc, range, rt.n_pes())?,
+        None => DdGrid::choose(rt.n_pes(), structure.pbc, range)?,
     };
-    Ok((system, grid))
+    Ok(Setup { structure, topology, grid })
 }
 
-fn run(rt: &Runtime, options: &Options, system: &System, grid: &DdGrid) -> md_halo::Result<bool> {
+fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> {
     let me = rt.my_pe();
     let field = ForceField::new(options.cutoff as f64);
+    let (structure, grid) = (&setup.structure, &setup.grid);
     if me == 0 {
         let [nx, ny, nz] = grid.dims();
+        let v = structure.pbc.vectors();
+        let shape = if structure.pbc.is_rectangular() {
+            format!("box {:.3} x {:.3} x {:.3} nm", v[0][0], v[1][1], v[2][2])
+        } else {
+            format!("triclinic box a={:?} b={:?} c={:?} nm", v[0], v[1], v[2])
+        };
         println!(
-            "{}: {} atoms, box {:.3} x {:.3} x {:.3} nm, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm \
-             + buffer {:.3} nm, {} threads per PE",
-            system.title,
-            system.len(),
-            system.box_size[0],
-            system.box_size[1],
-            system.box_size[2],
+            "{}: {} atoms, {shape}, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm + buffer {:.3} nm, \
+             {} threads per PE",
+            structure.title,
+            structure.len(),
             rt.n_pes(),
             grid.pulses(),
             options.cutoff,
@@ -157,7 +184,7 @@ fn run(rt: &Runtime, options: &Options, system: &System, grid: &DdGrid) -> md_ha
     }
     let mut outcomes = Vec::new();
     for (i, &path) in options.paths.iter().enumerate() {
-        outcomes.push(run_path(rt, options, system, grid, &field, path, i == 0)?);
+        outcomes.push(run_path(rt, options, setup, &field, path, i == 0)?);
     }
     let mut all_verified = true;
     if options.paths.len() == 2 {
@@ -181,7 +208,7 @@ fn run(rt: &Runtime, options: &Options, system: &System, grid: &DdGrid) -> md_ha
             println!(
                 "summary path={} atoms={} pes={} steps={} move_x_us={:.2} move_f_us={:.2} verified={}",
                 label(outcome.path),
-                system.len(),
+                structure.len(),
                 rt.n_pes(),
                 options.steps,
                 outcome.move_x_us,
@@ -197,41 +224,54 @@ fn run(rt: &Runtime, options: &Options, system: &System, grid: &DdGrid) -> md_ha
     Ok(all_verified)
 }
 
+/// Reports the outcome of a check every PE made: prints each failing PE's reason, and on PE
+/// 0 one line for all; returns whether every PE passed.
+fn agree(rt: &Runtime, path: Path, what: &str, local: md_demo::Result<String>) -> md_demo::Result<bool> {
+    let me = rt.my_pe();
+    if let Err(e) = &local {
+        cli::say(&format!("PE {me}: {e}"));
+    }
+    let failed = rt.max_u64_one(u64::from(local.is_err()))?;
+    if me == 0 {
+        let detail = local.as_ref().map(String::as_str).unwrap_or("");
+        println!("  {}: {what}: {}{detail}", label(path), if failed == 0 { "ok" } else { "FAILED" });
+    }
+    Ok(failed == 0)
+}
+
 fn run_path(
     rt: &Runtime,
     options: &Options,
-    system: &System,
-    grid: &DdGrid,
+    setup: &Setup,
     field: &ForceField,
     path: Path,
     first: bool,
-) -> md_halo::Result<Outcome> {
+) -> md_demo::Result<Outcome> {
     let me = rt.my_pe();
-    let mut halo = HaloExchange::collective_new(rt, system, grid.clone(), path)?;
+    let (structure, topology) = (&setup.structure, &setup.topology);
+    let n_atoms = structure.len();
+    let mut halo = HaloExchange::collective_from_global(rt, setup.grid.clone(), path, &structure.positions)?;
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
     }
+    // The engine's per-atom state: velocities, in home order, migrating with the atoms.
+    let mut velocities: Vec<RVec> = vec![[0.0; 3]; halo.home_count()];
     let mut checks_pass = true;
+    let mut halo_checks = Ok(String::new());
     if options.verify {
-        let local = verify::check_halo(&halo, system);
-        if let Err(e) = &local {
-            cli::say(&format!("PE {me}: {e}"));
-        }
-        let failed = rt.max_u64_one(u64::from(local.is_err()))?;
-        checks_pass &= failed == 0;
-        if me == 0 {
-            println!(
-                "  {}: halo sets against a brute-force search: {}",
-                label(path),
-                if failed == 0 { "ok" } else { "FAILED" }
-            );
-        }
+        halo_checks = verify::check_halo(&halo, &structure.positions).map(|()| String::new());
     }
     let (mut move_x, mut move_f, mut force, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut fingerprints = Vec::new();
     for step in 0..options.steps {
         if step > 0 && step % options.nstlist == 0 {
-            halo.collective_repartition()?;
+            // The configuration the new plan is built from, for the brute-force search.
+            let before =
+                if options.verify { Some(verify::gather_positions(rt, &halo, n_atoms)?) } else { None };
+            halo.collective_repartition(&mut [&mut velocities])?;
+            if let (Some(positions), Ok(_)) = (&before, &halo_checks) {
+                halo_checks = verify::check_halo(&halo, positions).map(|()| String::new());
+            }
         }
         // The exchanges are timed after a barrier, so that they measure communication rather
         // than how long a neighbour took over its forces.
@@ -239,32 +279,53 @@ fn run_path(
         let start = Instant::now();
         halo.move_x()?;
         let moved_x = Instant::now();
-        let (mut forces, _energy) = domain_forces(&halo, &system.kinds, field);
+        let (mut forces, _energy) = domain_forces(&halo, topology, field);
         let computed = Instant::now();
         let coordinates_print = verify::fingerprint(halo.coordinates());
         rt.barrier();
         let before_f = Instant::now();
-        halo.move_f(&mut forces)?;
+        let shift_forces = halo.move_f(&mut forces)?;
         let moved_f = Instant::now();
         fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()])));
         if options.verify && step + 1 == options.steps {
-            let deviation = verify::force_deviation(rt, &halo, &forces, &system.kinds, field)?;
-            let ok = deviation <= FORCE_TOLERANCE;
+            let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, topology, field)?;
+            let ok = deviation.force <= FORCE_TOLERANCE && deviation.virial <= FORCE_TOLERANCE;
             checks_pass &= ok;
             if me == 0 {
                 println!(
-                    "  {}: forces after move_f against a serial computation: largest deviation {deviation:.2e} \
-                     of the largest force (tolerance {FORCE_TOLERANCE:.0e}): {}",
+                    "  {}: forces and virial after move_f against a serial computation: largest deviations \
+                     {:.2e} and {:.2e} of the largest value (tolerance {FORCE_TOLERANCE:.0e}): {}",
                     label(path),
+                    deviation.force,
+                    deviation.virial,
                     if ok { "ok" } else { "FAILED" }
                 );
             }
         }
-        halo.displace_home(|g, x| motion::displaced(g, step, x))?;
+        let ids = halo.global_indices()[..halo.home_count()].to_vec();
+        for ((x, v), &g) in halo.home_coordinates_mut().iter_mut().zip(&mut velocities).zip(&ids) {
+            motion::advance(g, step, x, v);
+        }
         move_x.push(moved_x - start);
         force.push(computed - moved_x);
         move_f.push(moved_f - before_f);
         total.push((moved_x - start) + (computed - moved_x) + (moved_f - before_f));
+    }
+    if options.verify {
+        let repartitions = (options.steps - 1) / options.nstlist;
+        checks_pass &= agree(
+            rt,
+            path,
+            &format!(
+                "halo sets against a brute-force search, at the start and after {repartitions} repartitions"
+            ),
+            halo_checks,
+        )?;
+        let replay = verify::gather_positions(rt, &halo, n_atoms).and_then(|positions| {
+            replay_motion(structure, options.steps, &positions)
+                .map(|worst| format!(" (largest difference {worst:.1e} nm)"))
+        });
+        checks_pass &= agree(rt, path, "final positions against a serial replay of the motion", replay)?;
     }
     // Medians per PE, then the slowest PE: a step is as fast as its slowest domain.
     let median_us = |times: &mut Vec<std::time::Duration>| -> f64 {
@@ -294,6 +355,33 @@ fn run_path(
     })
 }
 
+/// Replays every atom's motion serially from the start and returns the largest distance
+/// between where it ends and where the run left it (the run wraps positions into the box at
+/// each repartition, so the two differ by rounding, never by a step).
+fn replay_motion(structure: &Structure, steps: u64, positions: &[RVec]) -> md_demo::Result<f64> {
+    let mut worst = 0.0f64;
+    for (g, (&start, &end)) in structure.positions.iter().zip(positions).enumerate() {
+        let (mut x, mut v) = (start, [0.0f32; 3]);
+        for step in 0..steps {
+            motion::advance(g as u32, step, &mut x, &mut v);
+        }
+        let r = structure.pbc.minimum_image(x, end);
+        let distance = (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]).sqrt();
+        worst = worst.max(distance);
+        if distance > REPLAY_TOLERANCE {
+            return Err(md_demo::Error::Verification(format!(
+                "atom {g} ended {distance:.2e} nm from where a serial replay of its motion puts it: its \
+                 velocity did not travel with it"
+            )));
+        }
+    }
+    Ok(worst)
+}
+
+/// How far a replayed position may lie from the run's: rounding of positions wrapped at every
+/// repartition, far below one step.
+const REPLAY_TOLERANCE: f64 = 1e-4;
+
 /// The name of a path on the command line and in the summary.
 fn label(path: Path) -> &'static str {
     if path == Path::Mpi { "mpi" } else { "onesided" }
@@ -305,9 +393,9 @@ const FORCE_TOLERANCE: f64 = 1e-4;
 
 /// Writes `DIR/pe<N>.home` and `DIR/pe<N>.halo`: the global indices of this PE's home and
 /// halo atoms, one per line, in ascending order.
-fn dump_halo(halo: &HaloExchange<'_>, dir: &std::path::Path, me: usize) -> md_halo::Result<()> {
+fn dump_halo(halo: &HaloExchange<'_>, dir: &std::path::Path, me: usize) -> md_demo::Result<()> {
     let io =
-        |e: std::io::Error| md_halo::Error::Io { path: dir.display().to_string(), problem: e.to_string() };
+        |e: std::io::Error| md_demo::Error::Io { path: dir.display().to_string(), problem: e.to_string() };
     std::fs::create_dir_all(dir).map_err(io)?;
     let ids = halo.global_indices();
     let (home, halo_ids) = ids.split_at(halo.home_count());

@@ -6,7 +6,9 @@
 //! cargo run --release --example pme_redist -- --pes 4 --replicate 2,2,2 --verify
 //! ```
 //!
-//! Options: `--gro FILE` (default: the SPC water box in data/), `--replicate NX,NY,NZ`,
+//! Options: `--gro FILE` (any GROMACS structure, rectangular or triclinic box; default: the
+//! SPC water box in data/), `--types FILE` (charges and Lennard-Jones parameters for atom
+//! names the built-in table lacks: `NAME charge c6 c12` per line), `--replicate NX,NY,NZ`,
 //! `--spacing NM` (grid spacing, default 0.12), `--pme-pes M` (default: every PE; fewer puts
 //! PME on the last M PEs and particles on the others), `--path
 //! mpi|mpi-alltoallv|onesided-get|onesided-put|all`, `--steps S`, `--verify`, `--threads T`,
@@ -22,15 +24,20 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use md_halo::{DdGrid, RVec, System, kind, motion, verify::fingerprint};
+use md_demo::types::TypeTable;
+use md_demo::{Structure, motion, verify::fingerprint};
+use md_halo::DdGrid;
 use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use onesided::{Path, Runtime};
 use onesided_suite::cli;
-use pme_redist::{Particle, PmeGrid, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread};
+use pme_redist::{
+    Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
+};
 
 struct Options {
     gro: PathBuf,
+    types: Option<PathBuf>,
     replicate: [usize; 3],
     spacing: f32,
     pme_pes: Option<usize>,
@@ -41,8 +48,9 @@ struct Options {
     pes: usize,
 }
 
-const USAGE: &str = "usage: pme_redist [--gro FILE] [--replicate NX,NY,NZ] [--spacing NM] [--pme-pes M] \
-[--path mpi|mpi-alltoallv|onesided-get|onesided-put|all] [--steps S] [--verify] [--threads T] [--pes N]";
+const USAGE: &str = "usage: pme_redist [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM] \
+[--pme-pes M] [--path mpi|mpi-alltoallv|onesided-get|onesided-put|all] [--steps S] [--verify] [--threads T] \
+[--pes N]";
 
 /// Steps between two plans.
 const REPLAN: u64 = 10;
@@ -50,6 +58,7 @@ const REPLAN: u64 = 10;
 fn parse() -> Result<Options, String> {
     let mut options = Options {
         gro: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")),
+        types: None,
         replicate: [2, 2, 2],
         spacing: 0.12,
         pme_pes: None,
@@ -65,6 +74,7 @@ fn parse() -> Result<Options, String> {
         let positive = |v: String| cli::positive(&flag, &v);
         match flag.as_str() {
             "--gro" => options.gro = value()?.into(),
+            "--types" => options.types = Some(value()?.into()),
             "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
             "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
             "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
@@ -87,9 +97,11 @@ fn parse() -> Result<Options, String> {
     Ok(options)
 }
 
-/// The system, the PME grid and this PE's home atoms.
+/// The system, its charges, the PME grid and this PE's home atoms.
 struct Setup {
-    system: System,
+    structure: Structure,
+    /// The charge of every atom, by global index.
+    charges: Vec<f32>,
     grid: PmeGrid,
     home: Vec<Particle>,
     pme_pes: usize,
@@ -125,38 +137,45 @@ fn main() {
     }
 }
 
-fn prepare(rt: &Runtime, options: &Options) -> pme_redist::Result<Setup> {
+fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error::Error>> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build_global()
-        .map_err(|e| pme_redist::Error::Config(format!("cannot start {} threads: {e}", options.threads)))?;
-    let system = System::read_gro(&options.gro)?.replicate(options.replicate)?;
+        .map_err(|e| format!("cannot start {} threads: {e}", options.threads))?;
+    let structure = Structure::read_gro(&options.gro)?.replicate(options.replicate)?;
+    let mut table = TypeTable::builtin();
+    if let Some(types) = &options.types {
+        table = table.read_file(types)?;
+    }
+    let charges: Vec<f32> = table
+        .assign(&structure.atoms, &options.gro.display().to_string())?
+        .iter()
+        .map(|params| params.charge)
+        .collect();
     let n = rt.n_pes();
     let m = options.pme_pes.unwrap_or(n);
     if m > n {
-        return Err(pme_redist::Error::Config(format!(
-            "--pme-pes {m} does not fit a job of {n} PEs; use at most {n}"
-        )));
+        return Err(format!("--pme-pes {m} does not fit a job of {n} PEs; use at most {n}").into());
     }
     if m < n && m == 0 {
-        return Err(pme_redist::Error::Config("--pme-pes needs at least one PME rank".into()));
+        return Err("--pme-pes needs at least one PME rank".into());
     }
     // PME on every PE, or on the last m PEs with the particles on the others.
     let pme: Vec<usize> = if m == n { (0..n).collect() } else { (n - m..n).collect() };
     let particle_pes = if m == n { n } else { n - m };
-    let grid = PmeGrid::new(system.box_size, options.spacing, &pme)?;
+    let grid = PmeGrid::new(structure.pbc.vectors(), options.spacing, &pme)?;
     // The particles' domains, as the halo exchange would have them (a nominal halo).
-    let domains = DdGrid::choose(particle_pes, system.box_size, 1e-3)?;
+    let domains = DdGrid::choose(particle_pes, structure.pbc, 1e-3)?;
     let me = rt.my_pe();
     let home: Vec<Particle> = if me < particle_pes {
-        (0..system.len())
-            .filter(|&g| domains.pe_of(domains.cell_of_position(system.positions[g])) == me)
-            .map(|g| Particle { x: system.positions[g], q: kind(system.kinds[g]).charge, global: g as u32 })
+        (0..structure.len())
+            .filter(|&g| domains.pe_of_position(structure.positions[g]) == me)
+            .map(|g| Particle { x: structure.positions[g], q: charges[g], global: g as u32 })
             .collect()
     } else {
         Vec::new()
     };
-    Ok(Setup { system, grid, home, pme_pes: m })
+    Ok(Setup { structure, charges, grid, home, pme_pes: m })
 }
 
 /// What a path's run measured and found.
@@ -172,13 +191,17 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
     let me = rt.my_pe();
     if me == 0 {
         let [kx, ky, kz] = setup.grid.sizes();
+        let pbc = &setup.structure.pbc;
+        let v = pbc.vectors();
+        let shape = if pbc.is_rectangular() {
+            format!("box {:.3} x {:.3} x {:.3} nm", v[0][0], v[1][1], v[2][2])
+        } else {
+            format!("triclinic box a={:?} b={:?} c={:?} nm", v[0], v[1], v[2])
+        };
         println!(
-            "{}: {} atoms, box {:.3} x {:.3} x {:.3} nm, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz}, order {}",
-            setup.system.title,
-            setup.system.len(),
-            setup.system.box_size[0],
-            setup.system.box_size[1],
-            setup.system.box_size[2],
+            "{}: {} atoms, {shape}, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz}, order {}",
+            setup.structure.title,
+            setup.structure.len(),
             rt.n_pes(),
             setup.pme_pes,
             pme_redist::spline::ORDER
@@ -208,7 +231,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             println!(
                 "summary path={} atoms={} pes={} pme_pes={} steps={} redist_us={:.2} forces_us={:.2} verified={}",
                 o.path,
-                setup.system.len(),
+                setup.structure.len(),
                 rt.n_pes(),
                 setup.pme_pes,
                 options.steps,
@@ -230,7 +253,8 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
     let overlap_path =
         if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) { Path::Mpi } else { Path::Put };
     let mut home = setup.home.clone();
-    let mut redist = Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.system.len())?;
+    let mut redist =
+        Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.structure.len())?;
     let mut slab = SlabGrid::collective_new(rt, &setup.grid, overlap_path)?;
     let (mut redist_times, mut force_times) = (Vec::new(), Vec::new());
     let mut fingerprints = Vec::new();
@@ -238,7 +262,7 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     for step in 0..options.steps {
         if step > 0 && step % REPLAN == 0 {
-            redist.plan(&home);
+            redist.collective_plan(&home)?;
         }
         // Timed after a barrier: the exchanges, not a neighbour's spreading.
         rt.barrier();
@@ -253,10 +277,11 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         let start = Instant::now();
         redist.return_forces_into(&forces, &mut home_forces)?;
         force_times.push(start.elapsed());
-        let received: Vec<RVec> =
-            redist.received().iter().map(|p| [p.x[0], p.q, f32::from_bits(p.global)]).collect();
-        let slab_values: Vec<RVec> = slab.slab().iter().map(|&v| [v, 0.0, 0.0]).collect();
-        fingerprints.push([fingerprint(&received), fingerprint(&slab_values), fingerprint(&home_forces)]);
+        fingerprints.push([
+            fingerprint(redist.received()),
+            fingerprint(slab.slab()),
+            fingerprint(&home_forces),
+        ]);
         if options.verify && step + 1 == options.steps {
             let ok = verify_step(rt, setup, &redist, &slab, &home, &home_forces, step)?;
             checks &= ok;
@@ -294,14 +319,13 @@ fn verify_step(
     let me = rt.my_pe();
     let grid = &setup.grid;
     // The positions every atom has now, replayed from the start with the same arithmetic.
-    let mut positions = setup.system.positions.clone();
+    let mut positions = setup.structure.positions.clone();
     for s in 0..step {
         for (g, x) in positions.iter_mut().enumerate() {
             *x = motion::displaced(g as u32, s, *x);
         }
     }
-    let charges: Vec<f32> = setup.system.kinds.iter().map(|&k| kind(k).charge).collect();
-    let serial = serial_spread(grid, &positions, &charges);
+    let serial = serial_spread(grid, &positions, &setup.charges);
     let mut failures = Vec::new();
     // Every atom on the right PME rank...
     if let Some(rank) = redist.pme_rank()
@@ -317,7 +341,7 @@ fn verify_step(
     let ids: Vec<u32> = redist.received().iter().map(|p| p.global).collect();
     let mut all_ids = gather_all(&rt.world(), &ids);
     all_ids.sort_unstable();
-    let expected: Vec<u32> = (0..setup.system.len() as u32).collect();
+    let expected: Vec<u32> = (0..setup.structure.len() as u32).collect();
     if all_ids != expected {
         failures.push(format!(
             "the PME ranks hold {} atoms where each of {} should be held once",

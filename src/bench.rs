@@ -93,9 +93,9 @@ pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Resu
 
 /// The systems of the MD benchmarks: the 648-atom SPC water box of `data/` replicated to
 /// 20 736 and 97 200 atoms.
-pub fn water_systems() -> md_halo::Result<Vec<md_halo::System>> {
+pub fn water_systems() -> md_demo::Result<Vec<md_demo::Structure>> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
-    let water = md_halo::System::read_gro(std::path::Path::new(path))?;
+    let water = md_demo::Structure::read_gro(std::path::Path::new(path))?;
     [[2, 4, 4], [5, 5, 6]].into_iter().map(|copies| water.replicate(copies)).collect()
 }
 

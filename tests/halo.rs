@@ -1,41 +1,163 @@
-//! The halo exchange under the launcher with 2, 3 and 4 PEs, on 1D and 2D grids (2x1x1,
-//! 3x1x1, 2x2x1, 4x1x1) and cutoffs that need one and two pulses: halo sets against a
-//! brute-force search, forces after move_f against a serial computation, one-sided and MPI
-//! bit-identical, results independent of the thread count, repartition, and bad input
-//! failing cleanly on every PE.
+//! The halo exchange under the launcher with 2, 3, 4 and 8 PEs, driven through its public
+//! engine API: grids split along x, y, z and in two and three dimensions, one and two pulses
+//! along each dimension, a rectangular box, a triclinic box and an inhomogeneous slab with
+//! empty domains. After construction and after every repartition the halo sets are checked
+//! against a brute-force search; at the last step the forces and the virial against a serial
+//! computation; every step one-sided and MPI must be bit-identical. Per-atom state of several
+//! types migrates with the atoms and per-atom fields travel along the plan, with values that
+//! encode where they came from. Misuse and bad input fail cleanly on every PE.
 
 use std::time::Duration;
 
-use md_halo::force::{ForceField, domain_forces};
-use md_halo::{DdGrid, Error, HaloExchange, System, motion, verify};
+use md_demo::force::{ForceField, Topology, domain_forces};
+use md_demo::types::TypeTable;
+use md_demo::{Structure, motion, verify};
+use md_halo::{DdGrid, Error, HaloExchange, PbcBox, RVec};
 use onesided::{Path, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
-fn water(copies: [usize; 3]) -> System {
+const NSTLIST: usize = 4;
+
+fn water(copies: [usize; 3]) -> Structure {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
-    System::read_gro(std::path::Path::new(path)).expect("data/spc216.gro").replicate(copies).expect("copies")
+    Structure::read_gro(std::path::Path::new(path))
+        .expect("data/spc216.gro")
+        .replicate(copies)
+        .expect("copies")
 }
 
-/// The grids each PE count is tested on, with a cutoff: one pulse, and two pulses where the
-/// PE count allows more than two domains along a dimension.
-fn grids(n: usize) -> Vec<([usize; 3], f32)> {
-    match n {
-        2 => vec![([2, 1, 1], 0.9)],
-        3 => vec![([3, 1, 1], 0.9), ([3, 1, 1], 1.3)],
-        4 => vec![([2, 2, 1], 0.9), ([4, 1, 1], 1.0)],
-        _ => vec![],
+/// The kinds of system the grids are tested on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Shape {
+    /// SPC water, 2x2x2 boxes: 5 184 atoms in a 3.72 nm cube.
+    Cube,
+    /// The same liquid in a triclinic cell of the same lattice (b and c lean by half a box
+    /// along x, and c along y): a periodic liquid without seams.
+    Triclinic,
+    /// 2x2x1 boxes of water in a box three times as tall: a slab with vacuum above, so that
+    /// domains along z are empty or hold everything.
+    Slab,
+}
+
+fn system(shape: Shape) -> Structure {
+    match shape {
+        Shape::Cube => water([2, 2, 2]),
+        Shape::Triclinic => {
+            let mut s = water([2, 2, 2]);
+            let l = s.pbc.diagonal()[0];
+            s.pbc =
+                PbcBox::new([[l, 0.0, 0.0], [l / 2.0, l, 0.0], [l / 2.0, l / 2.0, l]]).expect("valid box");
+            s.positions = s.positions.iter().map(|&x| s.pbc.wrap(x)).collect();
+            s
+        }
+        Shape::Slab => {
+            let mut s = water([2, 2, 1]);
+            let [lx, ly, lz] = s.pbc.diagonal();
+            s.pbc = PbcBox::rectangular([lx, ly, 3.0 * lz]).expect("valid box");
+            s
+        }
     }
 }
 
-const NSTLIST: usize = 4;
+/// The grids each PE count is tested on, with a cutoff and a system: every dimension split,
+/// one and two pulses along each, 2-D and 3-D grids.
+fn grids(n: usize) -> Vec<([usize; 3], f32, Shape)> {
+    match n {
+        2 => vec![
+            ([2, 1, 1], 0.9, Shape::Cube),
+            ([1, 2, 1], 0.9, Shape::Triclinic),
+            ([1, 1, 2], 0.9, Shape::Slab),
+        ],
+        3 => vec![
+            ([3, 1, 1], 1.3, Shape::Cube),
+            ([1, 3, 1], 1.3, Shape::Triclinic),
+            ([1, 1, 3], 0.9, Shape::Slab),
+        ],
+        4 => vec![
+            ([2, 2, 1], 0.9, Shape::Cube),
+            ([4, 1, 1], 1.0, Shape::Triclinic),
+            ([1, 2, 2], 0.9, Shape::Triclinic),
+            ([1, 1, 4], 1.0, Shape::Cube),
+            ([1, 2, 2], 0.9, Shape::Slab),
+        ],
+        8 => vec![([2, 2, 2], 0.8, Shape::Cube), ([2, 2, 2], 0.8, Shape::Triclinic)],
+        _ => Vec::new(),
+    }
+}
 
-/// Runs `steps` MD steps on `path` and returns per-step fingerprints of the coordinates after
-/// move_x and of the home forces after move_f, after checking the halo (first step) and the
-/// forces (last step).
+fn topology(s: &Structure) -> Result<Topology, Box<dyn std::error::Error>> {
+    Ok(Topology::new(s, &TypeTable::builtin(), &s.title)?)
+}
+
+/// A tag that says which atom an entry belongs to, in a type of odd size.
+fn tag(global: u32) -> [u8; 3] {
+    [global as u8, (global >> 8) as u8, (global >> 16) as u8]
+}
+
+/// Checks that the engine's per-atom state followed its atoms, and that fields spread along
+/// the plan arrived at every local atom from the atom's home PE.
+fn check_state_and_fields(
+    halo: &mut HaloExchange<'_>,
+    ids: &[u32],
+    tags: &[[u8; 3]],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let me = halo.grid().pe_of(halo.cell());
+    let n_home = halo.home_count();
+    ensure!(ids.len() == n_home && tags.len() == n_home, "state arrays of {} and {}", ids.len(), tags.len());
+    for i in 0..n_home {
+        let g = halo.global_indices()[i];
+        ensure!(
+            ids[i] == g && tags[i] == tag(g),
+            "home atom {i} is {g} but its state says {} {:?}",
+            ids[i],
+            tags[i]
+        );
+    }
+    // Each home atom's global index and its PE, sent to every domain that holds it.
+    let origin: Vec<[u32; 2]> = halo.global_indices()[..n_home].iter().map(|&g| [g, me as u32]).collect();
+    let spread = halo.collective_spread(&origin)?;
+    ensure!(
+        spread.len() == halo.local_count(),
+        "{} spread entries for {} local atoms",
+        spread.len(),
+        halo.local_count()
+    );
+    let grid = halo.grid().clone();
+    for (i, (&[g, pe], s)) in spread.iter().zip(halo.reference_fractions()).enumerate() {
+        let home = grid.pe_of(grid.cell_of_fraction(s.map(|c| c - c.floor())));
+        ensure!(
+            g == halo.global_indices()[i] && pe as usize == home,
+            "local atom {i} ({}) got the field of atom {g} from PE {pe}, expected from PE {home}",
+            halo.global_indices()[i]
+        );
+    }
+    Ok(())
+}
+
+/// How many halo atoms lie in the Verlet-buffer band along some dimension: beyond the cutoff
+/// from the domain's upper face, within the range (cutoff plus buffer).
+fn buffer_band(halo: &HaloExchange<'_>, cutoff: f32) -> usize {
+    let grid = halo.grid();
+    let upper = grid.upper(halo.cell());
+    halo.reference_fractions()[halo.home_count()..]
+        .iter()
+        .filter(|s| {
+            (0..3).any(|d| {
+                let beyond = s[d] - upper[d];
+                beyond >= cutoff as f64 / grid.pbc().height(d) && beyond < grid.reach(d)
+            })
+        })
+        .count()
+}
+
+/// Runs `steps` MD steps on `path` through the engine API and returns per-step fingerprints
+/// of the coordinates after move_x and of the home forces after move_f, after checking the
+/// halo (at the start and after every repartition), the state and fields, and the forces and
+/// virial (last step).
 fn run(
     rt: &Runtime,
-    system: &System,
+    s: &Structure,
     grid: &DdGrid,
     cutoff: f32,
     path: Path,
@@ -43,42 +165,70 @@ fn run(
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
     let field = ForceField::new(cutoff as f64);
-    let mut halo = HaloExchange::collective_new(rt, system, grid.clone(), path)?;
+    let topology = topology(s)?;
+    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
     halo.set_parallel_min(parallel_min);
-    verify::check_halo(&halo, system)?;
+    verify::check_halo(&halo, &s.positions)?;
+    // The brute-force comparison covers the buffer band, not only pairs within the cutoff.
+    let band = rt.max_u64_one(buffer_band(&halo, cutoff) as u64)?;
+    ensure!(
+        band > 0,
+        "no halo atom in the Verlet-buffer band on any PE: the check would not see one missing"
+    );
+    let mut velocities = vec![[0.0f32; 3]; halo.home_count()];
+    let mut ids: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
+    let mut tags: Vec<[u8; 3]> = ids.iter().map(|&g| tag(g)).collect();
     let mut prints = Vec::new();
     for step in 0..steps {
         if step > 0 && step % NSTLIST as u64 == 0 {
-            halo.collective_repartition()?;
+            let before = verify::gather_positions(rt, &halo, s.len())?;
+            halo.collective_repartition(&mut [&mut velocities, &mut ids, &mut tags])?;
+            verify::check_halo(&halo, &before)?;
+            check_state_and_fields(&mut halo, &ids, &tags)?;
         }
         halo.move_x()?;
-        let (mut forces, _) = domain_forces(&halo, &system.kinds, &field);
+        let (mut forces, _) = domain_forces(&halo, &topology, &field);
         let x_print = verify::fingerprint(halo.coordinates());
-        halo.move_f(&mut forces)?;
+        let shift_forces = halo.move_f(&mut forces)?;
         prints.push((x_print, verify::fingerprint(&forces[..halo.home_count()])));
         if step + 1 == steps {
-            let deviation = verify::force_deviation(rt, &halo, &forces, &system.kinds, &field)?;
+            let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, &topology, &field)?;
             ensure!(
-                deviation < 1e-4,
-                "{path} on {:?}: forces deviate {deviation:.2e} from the serial computation",
-                grid.dims()
+                deviation.force < 1e-4 && deviation.virial < 1e-4,
+                "{path} on {:?}: forces and virial deviate {:.2e} and {:.2e} from the serial computation",
+                grid.dims(),
+                deviation.force,
+                deviation.virial
             );
         }
-        halo.displace_home(|g, x| motion::displaced(g, step, x))?;
+        let home_ids = halo.global_indices()[..halo.home_count()].to_vec();
+        for ((x, v), &g) in halo.home_coordinates_mut().iter_mut().zip(&mut velocities).zip(&home_ids) {
+            motion::advance(g, step, x, v);
+        }
     }
     Ok(prints)
 }
 
+fn grid_for(
+    s: &Structure,
+    dims: [usize; 3],
+    cutoff: f32,
+    n: usize,
+) -> Result<DdGrid, Box<dyn std::error::Error>> {
+    Ok(DdGrid::new(dims, s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc), n)?)
+}
+
 fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
-    let system = water([2, 2, 2]);
-    for (dims, cutoff) in grids(rt.n_pes()) {
-        let grid = DdGrid::new(dims, system.box_size, cutoff + motion::buffer_for(NSTLIST), rt.n_pes())?;
-        let onesided = run(rt, &system, &grid, cutoff, Path::Put, 9, 4096)?;
-        let mpi = run(rt, &system, &grid, cutoff, Path::Mpi, 9, 4096)?;
-        ensure!(onesided == mpi, "one-sided and MPI differ on {dims:?} with cutoff {cutoff}");
+    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+        let s = system(shape);
+        let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
+        let onesided = run(rt, &s, &grid, cutoff, Path::Put, 9, 4096)?;
+        let mpi = run(rt, &s, &grid, cutoff, Path::Mpi, 9, 4096)?;
+        ensure!(onesided == mpi, "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
         if rt.my_pe() == 0 {
             println!(
-                "  grid {dims:?}, cutoff {cutoff} nm, pulses {:?}: halo, forces and paths agree",
+                "  {shape:?}, grid {dims:?}, cutoff {cutoff} nm, pulses {:?}: halo, state, fields, forces, \
+                 virial and paths agree",
                 grid.pulses()
             );
         }
@@ -87,16 +237,16 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
 }
 
 fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
-    let system = water([2, 2, 2]);
-    let (dims, cutoff) = grids(rt.n_pes())[0];
-    let grid = DdGrid::new(dims, system.box_size, cutoff + motion::buffer_for(NSTLIST), rt.n_pes())?;
+    let (dims, cutoff, shape) = grids(rt.n_pes())[0];
+    let s = system(shape);
+    let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
     let mut results = Vec::new();
     for threads in [1, 2] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
         // A parallel threshold of one atom sends every pulse's packing and unpacking through
         // the pool, not only the force kernel.
         let prints =
-            pool.install(|| run(rt, &system, &grid, cutoff, Path::Put, 6, 1).map_err(|e| e.to_string()))?;
+            pool.install(|| run(rt, &s, &grid, cutoff, Path::Put, 6, 1).map_err(|e| e.to_string()))?;
         results.push(prints);
     }
     ensure!(results[0] == results[1], "1 and 2 threads gave different bits");
@@ -107,26 +257,27 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
 /// since the last repartition (possible only with four or more domains along a dimension)
 /// is an error on every PE.
 fn repartition_and_jumps(rt: &Runtime) -> CaseResult {
-    let system = water([2, 2, 2]);
+    let s = water([2, 2, 2]);
     let n = rt.n_pes();
-    let grid = DdGrid::new([n, 1, 1], system.box_size, 0.9 + motion::buffer_for(NSTLIST), n)?;
-    let mut halo = HaloExchange::collective_new(rt, &system, grid.clone(), Path::Put)?;
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), Path::Put, &s.positions)?;
     // Atom 5 jumps half the box along x, wherever it is.
-    let jump = system.box_size[0] / 2.0;
-    halo.displace_home(|g, x| if g == 5 { [x[0] + jump, x[1], x[2]] } else { x })?;
-    let outcome = halo.collective_repartition();
+    let jump = s.pbc.diagonal()[0] / 2.0;
+    let home: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
+    for (x, &g) in halo.home_coordinates_mut().iter_mut().zip(&home) {
+        if g == 5 {
+            x[0] += jump;
+        }
+    }
+    let outcome = halo.collective_repartition(&mut []);
+    let landed = grid.cell_of_position([s.positions[5][0] + jump, s.positions[5][1], s.positions[5][2]]);
     if n >= 4 {
         match outcome {
             Err(e @ Error::MovedTooFar { atom: 5, from, to }) => {
                 // Every PE names the same domains: where atom 5 lived and where it went.
-                let home = grid.cell_of_position(system.positions[5]);
-                let landed = grid.cell_of_position([
-                    system.positions[5][0] + jump,
-                    system.positions[5][1],
-                    system.positions[5][2],
-                ]);
+                let home = grid.cell_of_position(s.positions[5]);
                 ensure!(from == home && to == landed, "{from:?} -> {to:?}, expected {home:?} -> {landed:?}");
-                ensure!(e.to_string().contains("smaller --nstlist"), "{e}")
+                ensure!(e.to_string().contains("repartition more often"), "{e}")
             }
             other => return Err(format!("a jump of {n}/2 domains gave {other:?}").into()),
         }
@@ -134,22 +285,99 @@ fn repartition_and_jumps(rt: &Runtime) -> CaseResult {
     }
     outcome?;
     // The atom now lives where its new position is, and no atom was lost or duplicated.
-    let new_home = grid.cell_of_position([
-        system.positions[5][0] + jump,
-        system.positions[5][1],
-        system.positions[5][2],
-    ]);
     let holds = halo.global_indices()[..halo.home_count()].contains(&5);
     ensure!(
-        holds == (halo.cell() == new_home),
-        "atom 5 on PE {} (domain {:?}, its new home {new_home:?})",
+        holds == (halo.cell() == landed),
+        "atom 5 on PE {} (domain {:?}, its new home {landed:?})",
         rt.my_pe(),
         halo.cell()
     );
-    let mut counts = vec![0u64; n];
-    counts[rt.my_pe()] = halo.home_count() as u64;
-    rt.max_u64(&mut counts)?;
-    ensure!(counts.iter().sum::<u64>() == system.len() as u64, "home atoms {counts:?} != {}", system.len());
+    let all = verify::gather_positions(rt, &halo, s.len())?;
+    ensure!(all.len() == s.len(), "{} atoms after repartition", all.len());
+    Ok(())
+}
+
+/// An engine that hands each PE its own home atoms, in its own order, keeps that order; an
+/// atom outside its PE's domain, state arrays of the wrong length or of different sizes on
+/// different PEs, and a field of the wrong length are errors on every PE.
+fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
+    let s = water([2, 2, 2]);
+    let n = rt.n_pes();
+    let me = rt.my_pe();
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    // Each PE's atoms, in descending global order: the engine's order, kept until repartition.
+    let mut mine: Vec<u32> =
+        (0..s.len() as u32).filter(|&g| grid.pe_of_position(s.positions[g as usize]) == me).collect();
+    mine.reverse();
+    let positions: Vec<RVec> = mine.iter().map(|&g| s.positions[g as usize]).collect();
+    let mut halo = HaloExchange::collective_new(rt, grid.clone(), Path::Put, &positions, &mine)?;
+    ensure!(halo.global_indices()[..halo.home_count()] == mine[..], "the engine's order was not kept");
+    verify::check_halo(&halo, &s.positions)?;
+    // A stray atom: PE 0 claims an atom of the last domain.
+    let stray = (0..s.len() as u32)
+        .find(|&g| grid.pe_of_position(s.positions[g as usize]) == n - 1)
+        .ok_or("no atom")?;
+    let (mut bad_positions, mut bad_ids) = (positions.clone(), mine.clone());
+    if me == 0 {
+        bad_positions.push(s.positions[stray as usize]);
+        bad_ids.push(stray);
+    }
+    match HaloExchange::collective_new(rt, grid.clone(), Path::Put, &bad_positions, &bad_ids) {
+        Err(Error::NotHome { atom, pe: 0, belongs, .. }) if atom == stray as usize => {
+            ensure!(belongs == grid.cell_of(n - 1), "atom {atom} said to belong to {belongs:?}")
+        }
+        other => return Err(format!("a stray atom gave {:?}", other.err()).into()),
+    }
+    // State arrays: one too short on the last PE; then a different type on PE 0.
+    let mut velocities = vec![[0.0f32; 3]; halo.home_count() - usize::from(me == n - 1)];
+    let message = halo.collective_repartition(&mut [&mut velocities]).expect_err("short state").to_string();
+    ensure!(message.contains(&format!("PE {} passes per-atom state", n - 1)), "{message}");
+    velocities.resize(halo.home_count(), [0.0; 3]);
+    let mut narrow = vec![0u16; halo.home_count()];
+    let mut wide = vec![0u64; halo.home_count()];
+    let state: &mut [&mut dyn md_halo::AtomState] =
+        if me == 0 { &mut [&mut narrow] } else { &mut [&mut wide] };
+    let message = halo.collective_repartition(state).expect_err("different state").to_string();
+    ensure!(message.contains("of 2 to 8 bytes per atom"), "{message}");
+    // A field of the wrong length on PE 1.
+    let field = vec![1.0f32; halo.home_count() + usize::from(me == 1)];
+    let message = halo.collective_spread(&field).expect_err("long field").to_string();
+    ensure!(message.contains("PE 1 passes collective_spread"), "{message}");
+    // After refused calls the exchange still works.
+    halo.collective_repartition(&mut [&mut velocities])?;
+    verify::check_halo(&halo, &s.positions)?;
+    Ok(())
+}
+
+/// Every structure in data/ (water models with virtual sites and lone pairs, methanol, argon,
+/// a dodecahedron, an octahedron, a fully triclinic box, slabs beside vacuum), as shipped,
+/// on a grid chosen for the PE count: halo sets after every repartition, forces and virial,
+/// paths bit-identical.
+fn every_shipped_structure(rt: &Runtime) -> CaseResult {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "gro"))
+        .collect();
+    files.sort();
+    ensure!(files.len() >= 10, "{} structures in data/", files.len());
+    let cutoff = 0.7;
+    for file in files {
+        let s = Structure::read_gro(&file)?;
+        let grid = DdGrid::choose(rt.n_pes(), s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc))?;
+        let onesided = run(rt, &s, &grid, cutoff, Path::Put, 5, 4096)?;
+        let mpi = run(rt, &s, &grid, cutoff, Path::Mpi, 5, 4096)?;
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        ensure!(onesided == mpi, "one-sided and MPI differ on {name}");
+        if rt.my_pe() == 0 {
+            println!(
+                "  {name}: {} atoms, grid {:?}, pulses {:?}: verified",
+                s.len(),
+                grid.dims(),
+                grid.pulses()
+            );
+        }
+    }
     Ok(())
 }
 
@@ -160,25 +388,35 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
         return Ok(());
     }
     let example = onesided_suite::launch::example_binary("halo_exchange")?;
-    let malformed = std::env::temp_dir().join(format!("onesided-malformed-{}.gro", std::process::id()));
-    std::fs::write(&malformed, "title\n 2\n    1SOL     OW    1    .230    .628    .113\n")?;
-    let malformed_path = malformed.to_str().unwrap_or_default();
-    let cases: [(usize, &[&str], &str); 5] = [
-        (2, &["--gro", "/nonexistent/box.gro"], "cannot read /nonexistent/box.gro"),
-        (2, &["--gro", malformed_path], "line 4: the file ends after 1 of the 2 atoms"),
-        (2, &["--replicate", "1,1,1", "--cutoff", "0.9"], "not shorter than half the box"),
-        (2, &["--grid", "2,2,1"], "has 4 domains but the job has 2 PEs"),
-        // Five domains of 0.74 nm along x need three pulses for a 1.57 nm halo.
+    let dir = std::env::temp_dir().join(format!("onesided-bad-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let write = |name: &str, text: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let path = dir.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path.to_str().ok_or("path")?.to_string())
+    };
+    let atom = "    1SOL     OW    1    .230    .628    .113\n";
+    let malformed = write("malformed.gro", &format!("title\n 2\n{atom}"))?;
+    let skewed = write("skewed.gro", &format!("title\n 1\n{atom} 2 2 2 0 0 1.5 0 0 0\n"))?;
+    let unknown = write("unknown.gro", "title\n 1\n    1LIG    XQ1    1    .230    .628    .113\n 2 2 2\n")?;
+    let cases: [(usize, Vec<&str>, &str); 7] = [
+        (2, vec!["--gro", "/nonexistent/box.gro"], "cannot read /nonexistent/box.gro"),
+        (2, vec!["--gro", &malformed], "line 4: the file ends after 1 of the 2 atoms"),
+        (2, vec!["--gro", &skewed], "too skewed: |bx| = 1.5000 nm is more than half of ax"),
+        (2, vec!["--gro", &unknown, "--replicate", "1,1,1"], "--types FILE"),
+        (2, vec!["--replicate", "1,1,1", "--cutoff", "0.9"], "not shorter than half the box"),
+        (2, vec!["--grid", "2,2,1"], "has 4 domains but the job has 2 PEs"),
+        // Five domains of 0.74 nm along x need three pulses for a 1.5 nm cutoff.
         (
             5,
-            &["--replicate", "2,2,2", "--grid", "5,1,1", "--cutoff", "1.5"],
+            vec!["--replicate", "2,2,2", "--grid", "5,1,1", "--cutoff", "1.5"],
             "more domains than fit the cutoff",
         ),
     ];
     for (pes, args, expected) in cases {
         let mut command = onesided_suite::launch::command(pes, &example);
         let output =
-            onesided_suite::launch::output_with_timeout(command.args(args), Duration::from_secs(180))?;
+            onesided_suite::launch::output_with_timeout(command.args(&args), Duration::from_secs(180))?;
         let stderr = String::from_utf8_lossy(&output.stderr);
         ensure!(!output.status.success(), "{args:?} succeeded");
         for pe in 0..pes {
@@ -188,17 +426,25 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
             );
         }
     }
-    let _ = std::fs::remove_file(&malformed);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
 fn main() {
-    let cases = onesided_suite::cases![TWO_THREE_FOUR =>
+    let mut cases = onesided_suite::cases![TWO_THREE_FOUR =>
         grids_halos_forces_and_paths_agree,
         thread_count_does_not_change_results,
         repartition_and_jumps,
-    ];
-    let mut cases = cases.to_vec();
+        engine_api_and_misuse,
+        every_shipped_structure,
+    ]
+    .to_vec();
+    // A 2x2x2 grid: eight PEs on this machine's cores, oversubscribed.
+    cases.push(pe_test::Case {
+        name: "grids_halos_forces_and_paths_agree",
+        pes: &[8],
+        run: grids_halos_forces_and_paths_agree,
+    });
     cases.push(pe_test::Case {
         name: "bad_input_fails_on_every_pe",
         pes: &[2],

@@ -1,24 +1,48 @@
 //! PME redistribution under the launcher with 2, 3 and 4 PEs, with PME on every PE and on a
 //! subset of them, on every path (onesided get and put, MPI pairs and Alltoallv): every atom
 //! on exactly the PME rank that owns its slab, in the documented order (by source PE, then
-//! the source's home order); every force back at its atom; spread slabs and gathered forces
-//! against the serial computation, bit-identical across paths; an atom that moved too far
-//! reported by every PE, and the step after it working; bad input failing cleanly.
+//! the source's home order); every force back at its atom; in a rectangular and in a triclinic
+//! box; with home sets that grow and shrink from one plan to the next; spread slabs and
+//! gathered forces against the serial computation, bit-identical across paths; an atom that
+//! moved too far reported by every PE, and the step after it working; bad input failing
+//! cleanly.
 
 use std::time::Duration;
 
-use md_halo::{DdGrid, RVec, System, kind, motion, verify::fingerprint};
+use md_demo::types::TypeTable;
+use md_demo::{Structure, motion, verify::fingerprint};
+use md_halo::{DdGrid, PbcBox};
 use onesided::{Path, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::launch;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 use pme_redist::{
-    Error, Particle, PmeGrid, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
+    Error, Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
 };
 
-fn water(copies: [usize; 3]) -> System {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
-    System::read_gro(std::path::Path::new(path)).expect("data/spc216.gro").replicate(copies).expect("copies")
+const WATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
+
+fn water(copies: [usize; 3]) -> Structure {
+    Structure::read_gro(std::path::Path::new(WATER))
+        .expect("data/spc216.gro")
+        .replicate(copies)
+        .expect("copies")
+}
+
+/// Two water boxes side by side (3.724 x 1.862 x 1.862 nm) with b and c leaning: b by 0.4 nm
+/// along x, c by -0.6 nm along x and 0.5 nm along y (within GROMACS's limits); the same atoms,
+/// wrapped into the skewed box.
+fn skewed_water() -> Structure {
+    let water = water([2, 1, 1]);
+    let [lx, ly, lz] = water.pbc.diagonal();
+    let pbc = PbcBox::new([[lx, 0.0, 0.0], [0.4, ly, 0.0], [-0.6, 0.5, lz]]).expect("a box GROMACS accepts");
+    let positions = water.positions.iter().map(|&x| pbc.wrap(x)).collect();
+    Structure { title: format!("{} (skewed)", water.title), pbc, positions, ..water }
+}
+
+/// The charge of every atom, from the built-in table.
+fn charges(structure: &Structure) -> md_demo::Result<Vec<f32>> {
+    Ok(TypeTable::builtin().assign(&structure.atoms, WATER)?.iter().map(|p| p.charge).collect())
 }
 
 /// Grid spacing in nm: 32 x 16 x 16 points on two water boxes side by side.
@@ -34,20 +58,24 @@ fn layouts(n: usize) -> Vec<Vec<usize>> {
     layouts
 }
 
-/// Every PE's home atoms, as every PE computes them: the particle PEs (all PEs, or those that
-/// are not PME ranks) split the box like a domain decomposition.
+/// The PEs that hold atoms, `0..particle_pes`: all PEs, or those that are not PME ranks.
+fn particle_pes(n: usize, pme: &[usize]) -> usize {
+    if pme.len() == n { n } else { n - pme.len() }
+}
+
+/// Every PE's home atoms, as every PE computes them: the particle PEs split the box like a
+/// domain decomposition.
 fn homes(
     rt: &Runtime,
-    system: &System,
+    structure: &Structure,
     pme: &[usize],
 ) -> Result<Vec<Vec<Particle>>, Box<dyn std::error::Error>> {
     let n = rt.n_pes();
-    let particle_pes = if pme.len() == n { n } else { n - pme.len() };
-    let domains = DdGrid::choose(particle_pes, system.box_size, 1e-3)?;
+    let domains = DdGrid::choose(particle_pes(n, pme), structure.pbc, 1e-3)?;
+    let charges = charges(structure)?;
     let mut homes = vec![Vec::new(); n];
-    for (g, &x) in system.positions.iter().enumerate() {
-        let pe = domains.pe_of(domains.cell_of_position(x));
-        homes[pe].push(Particle { x, q: kind(system.kinds[g]).charge, global: g as u32 });
+    for (g, &x) in structure.positions.iter().enumerate() {
+        homes[domains.pe_of_position(x)].push(Particle { x, q: charges[g], global: g as u32 });
     }
     Ok(homes)
 }
@@ -70,62 +98,81 @@ fn moves(homes: &mut [Vec<Particle>], step: u64) {
     }
 }
 
-/// Each layout and path: every step's received atoms and returned forces checked exactly.
-fn every_atom_reaches_its_rank_and_every_force_returns(rt: &Runtime) -> CaseResult {
+/// One step of `redist` (over `grid`) with every PE's home atoms `homes`, this PE passing
+/// its own: this PME rank's received atoms and counts checked exactly, then each received
+/// atom answered with its [`stamp`], and this PE's returned forces checked exactly against
+/// the stamps of its home atoms. `context` starts every failure message.
+fn checked_step(
+    redist: &mut Redistribution<'_>,
+    grid: &PmeGrid,
+    homes: &[Vec<Particle>],
+    me: usize,
+    step: u64,
+    context: &str,
+) -> CaseResult {
+    redist.redistribute(&homes[me])?;
+    // Every PME rank's list, and each atom's rank and place in it.
+    let expected: Vec<Vec<Particle>> = (0..grid.ranks()).map(|r| expected_on(grid, homes, r)).collect();
+    let atoms = homes.iter().flatten().map(|p| p.global as usize + 1).max().unwrap_or(0);
+    let mut place = vec![None; atoms];
+    for (rank, list) in expected.iter().enumerate() {
+        for (index, p) in list.iter().enumerate() {
+            place[p.global as usize] = Some((rank, index));
+        }
+    }
+    let mut forces = Vec::new();
+    if let Some(rank) = redist.pme_rank() {
+        let expected = &expected[rank];
+        ensure!(
+            redist.received() == expected.as_slice(),
+            "{context}: PME rank {rank} received {} atoms (first {:?}), expected {} (first {:?})",
+            redist.received().len(),
+            redist.received().first(),
+            expected.len(),
+            expected.first()
+        );
+        let counts: Vec<usize> =
+            homes.iter().map(|h| h.iter().filter(|p| grid.rank_of(p.x) == rank).count()).collect();
+        ensure!(
+            redist.received_counts() == counts,
+            "{context}: counts {:?}, expected {counts:?}",
+            redist.received_counts()
+        );
+        forces = expected.iter().enumerate().map(|(i, p)| stamp(p.global, rank, step, i)).collect();
+    } else {
+        ensure!(redist.received().is_empty(), "{context}: PE {me} is no PME rank but received atoms");
+    }
+    let home_forces = redist.return_forces(&forces)?;
+    ensure!(
+        home_forces.len() == homes[me].len(),
+        "{context}: {} home forces for {} home atoms",
+        home_forces.len(),
+        homes[me].len()
+    );
+    for (p, f) in homes[me].iter().zip(&home_forces) {
+        let (rank, index) = place[p.global as usize].unwrap_or((usize::MAX, usize::MAX));
+        let want = stamp(p.global, rank, step, index);
+        ensure!(*f == want, "{context}: atom {} got force {f:?}, expected {want:?}", p.global);
+    }
+    Ok(())
+}
+
+/// Each layout and path on `structure`: every step's received atoms and returned forces
+/// checked exactly, with a new plan every four steps.
+fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseResult {
     let me = rt.my_pe();
-    let system = water([2, 1, 1]);
     for pme in layouts(rt.n_pes()) {
-        let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         for path in RedistPath::ALL {
-            let mut homes = homes(rt, &system, &pme)?;
+            let mut homes = homes(rt, structure, &pme)?;
             let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], system.len())?;
+                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
             for step in 0..9u64 {
                 if step % 4 == 3 {
-                    redist.plan(&homes[me]);
+                    redist.collective_plan(&homes[me])?;
                 }
-                redist.redistribute(&homes[me])?;
-                let mut forces = Vec::new();
-                if let Some(rank) = redist.pme_rank() {
-                    let expected = expected_on(&grid, &homes, rank);
-                    ensure!(
-                        redist.received() == expected.as_slice(),
-                        "{path}, PME on {pme:?}, step {step}: PME rank {rank} received {} atoms (first \
-                         {:?}), expected {} (first {:?})",
-                        redist.received().len(),
-                        redist.received().first(),
-                        expected.len(),
-                        expected.first()
-                    );
-                    let counts: Vec<usize> = homes
-                        .iter()
-                        .map(|h| h.iter().filter(|p| grid.rank_of(p.x) == rank).count())
-                        .collect();
-                    ensure!(
-                        redist.received_counts() == counts,
-                        "{path}: counts {:?}",
-                        redist.received_counts()
-                    );
-                    forces =
-                        expected.iter().enumerate().map(|(i, p)| stamp(p.global, rank, step, i)).collect();
-                } else {
-                    ensure!(
-                        redist.received().is_empty(),
-                        "{path}: PE {me} is no PME rank but received atoms"
-                    );
-                }
-                let home_forces = redist.return_forces(&forces)?;
-                ensure!(home_forces.len() == homes[me].len(), "{path}: {} home forces", home_forces.len());
-                for (p, f) in homes[me].iter().zip(&home_forces) {
-                    let rank = grid.rank_of(p.x);
-                    let index = expected_on(&grid, &homes, rank).iter().position(|q| q.global == p.global);
-                    let want = stamp(p.global, rank, step, index.unwrap_or(usize::MAX));
-                    ensure!(
-                        *f == want,
-                        "{path}, step {step}: atom {} got force {f:?}, expected {want:?}",
-                        p.global
-                    );
-                }
+                let context = format!("{path}, PME on {pme:?}, step {step}");
+                checked_step(&mut redist, &grid, &homes, me, step, &context)?;
                 moves(&mut homes, step);
             }
         }
@@ -136,25 +183,137 @@ fn every_atom_reaches_its_rank_and_every_force_returns(rt: &Runtime) -> CaseResu
     Ok(())
 }
 
-/// Spreading, the overlap exchanges and the gather against the serial computation, and the
-/// slabs and forces bit-identical across the four paths.
-fn spread_and_gather_match_serial_on_every_path(rt: &Runtime) -> CaseResult {
+/// Two water boxes side by side: each layout and path, every step checked exactly.
+fn every_atom_reaches_its_rank_and_every_force_returns(rt: &Runtime) -> CaseResult {
+    every_atom_reaches_its_rank_in(rt, &water([2, 1, 1]))
+}
+
+/// The same atoms in a triclinic box: the grid places them by the box vectors, as md-halo's
+/// box computes their fractions (and differently from a rectangular box of the same
+/// diagonal); then the exact checks of every path, and spreading and gathering against the
+/// serial computation.
+fn a_triclinic_box_works_on_every_path(rt: &Runtime) -> CaseResult {
+    let structure = skewed_water();
+    let pbc = structure.pbc;
+    ensure!(!pbc.is_rectangular(), "the test box is triclinic");
+    let grid = PmeGrid::new(pbc.vectors(), SPACING, &[0])?;
+    let upright = PmeGrid::new(PbcBox::rectangular(pbc.diagonal())?.vectors(), SPACING, &[0])?;
+    let kx = grid.sizes()[0];
+    ensure!(upright.sizes()[0] == kx, "x sizes {kx} and {}", upright.sizes()[0]);
+    let kx = kx as f64;
+    let mut leaning = 0;
+    for (g, &x) in structure.positions.iter().enumerate() {
+        let plane = grid.locate(x).0[0];
+        leaning += usize::from(plane != upright.locate(x).0[0]);
+        // The x plane from md-halo's fractions, where rounding cannot tip it over a line.
+        let u = pbc.fraction(x)[0].rem_euclid(1.0) * kx;
+        if (u - u.round()).abs() > 1e-6 {
+            ensure!(plane == u.floor() as usize, "atom {g} at {x:?}: plane {plane}, fraction {u}");
+        }
+    }
+    ensure!(
+        leaning > structure.len() / 10,
+        "only {leaning} atoms change x plane with the skew: the box does not test it"
+    );
+    every_atom_reaches_its_rank_in(rt, &structure)?;
+    spread_and_gather_match_serial_in(rt, &structure)
+}
+
+/// Moves and reassigns every atom at repartition `phase` (1, 2 or 3) over `particle_pes`
+/// PEs. 1: every atom moves half a box along a (two slabs or more with four PME ranks: the
+/// old plan would report it), and PE 0 takes nine atoms in ten, in descending global order.
+/// 2: PE 0 keeps one atom in twenty and the other particle PEs share the rest. 3: half a box
+/// along a again, and a domain decomposition. With one particle PE, PE 0 holds every atom.
+fn repartition(homes: &mut [Vec<Particle>], particle_pes: usize, phase: u64, pbc: &PbcBox) -> CaseResult {
+    let mut all: Vec<Particle> = homes.iter_mut().flat_map(std::mem::take).collect();
+    all.sort_unstable_by_key(|p| p.global);
+    let others = particle_pes - 1;
+    let half_a = pbc.vectors()[0].map(|c| c / 2.0);
+    let shift = |p: &mut Particle| p.x = std::array::from_fn(|k| p.x[k] + half_a[k]);
+    match phase {
+        1 => {
+            all.iter_mut().for_each(shift);
+            for p in all.into_iter().rev() {
+                let g = p.global as usize;
+                let pe = if others == 0 || !g.is_multiple_of(10) { 0 } else { 1 + (g / 10) % others };
+                homes[pe].push(p);
+            }
+        }
+        2 => {
+            for p in all {
+                let g = p.global as usize;
+                let pe = if others == 0 || g.is_multiple_of(20) { 0 } else { 1 + g % others };
+                homes[pe].push(p);
+            }
+        }
+        _ => {
+            all.iter_mut().for_each(shift);
+            let domains = DdGrid::choose(particle_pes, *pbc, 1e-3)?;
+            for p in all {
+                homes[domains.pe_of_position(p.x)].push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Home sets whose sizes change at every repartition (PE 0's grows far past its first size,
+/// shrinks below it, and comes back), with `collective_plan` at each: every step's received
+/// atoms and returned forces checked exactly, on every layout and path.
+fn home_counts_grow_and_shrink_across_plans(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 1, 1]);
+    for pme in layouts(n) {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let particle_pes = particle_pes(n, &pme);
+        let mut sizes = Vec::new();
+        for path in RedistPath::ALL {
+            let mut homes = homes(rt, &structure, &pme)?;
+            sizes = vec![homes[0].len()];
+            let mut redist =
+                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+            for step in 0..12u64 {
+                if step > 0 && step % 3 == 0 {
+                    repartition(&mut homes, particle_pes, step / 3, &structure.pbc)?;
+                    redist.collective_plan(&homes[me])?;
+                    sizes.push(homes[0].len());
+                }
+                let context = format!("{path}, PME on {pme:?}, step {step}, PE 0 home sizes {sizes:?}");
+                checked_step(&mut redist, &grid, &homes, me, step, &context)?;
+                moves(&mut homes, step);
+            }
+            if particle_pes > 1 {
+                ensure!(
+                    sizes[1] > sizes[0] * 3 / 2 && sizes[2] < sizes[0] / 2,
+                    "PE 0's home sizes {sizes:?} do not grow and shrink enough to test anything"
+                );
+            }
+        }
+        if me == 0 {
+            println!("  PME on PEs {pme:?}: PE 0 held {sizes:?} atoms at the four plans; every path exact");
+        }
+    }
+    Ok(())
+}
+
+/// Spreading, the overlap exchanges and the gather on `structure` against the serial
+/// computation, and the slabs and forces bit-identical across the four paths.
+fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> CaseResult {
     let me = rt.my_pe();
-    let system = water([2, 1, 1]);
-    let charges: Vec<f32> = system.kinds.iter().map(|&k| kind(k).charge).collect();
+    let charges = charges(structure)?;
     for pme in layouts(rt.n_pes()) {
-        let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
-        let serial = serial_spread(&grid, &system.positions, &charges);
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let serial = serial_spread(&grid, &structure.positions, &charges);
         let mut prints = Vec::new();
         for path in RedistPath::ALL {
-            let homes = homes(rt, &system, &pme)?;
+            let homes = homes(rt, structure, &pme)?;
             let overlap = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) {
                 Path::Mpi
             } else {
                 Path::Put
             };
             let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], system.len())?;
+                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
             let mut slab = SlabGrid::collective_new(rt, &grid, overlap)?;
             redist.redistribute(&homes[me])?;
             slab.spread(redist.received());
@@ -190,12 +349,17 @@ fn spread_and_gather_match_serial_on_every_path(rt: &Runtime) -> CaseResult {
                     p.global
                 );
             }
-            let slab_print: Vec<RVec> = slab.slab().iter().map(|&v| [v, 0.0, 0.0]).collect();
-            prints.push((fingerprint(&slab_print), fingerprint(&home_forces)));
+            prints.push((fingerprint(slab.slab()), fingerprint(&home_forces)));
         }
         ensure!(prints.windows(2).all(|w| w[0] == w[1]), "PME on {pme:?}: the paths differ: {prints:?}");
     }
     Ok(())
+}
+
+/// Two water boxes side by side: spreading and gathering on every path against the serial
+/// computation.
+fn spread_and_gather_match_serial_on_every_path(rt: &Runtime) -> CaseResult {
+    spread_and_gather_match_serial_in(rt, &water([2, 1, 1]))
 }
 
 /// An atom that jumps half the box between two plans is reported by every PE, the same atom
@@ -203,17 +367,18 @@ fn spread_and_gather_match_serial_on_every_path(rt: &Runtime) -> CaseResult {
 /// fine); the step after a new plan works.
 fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let system = water([2, 1, 1]);
+    let structure = water([2, 1, 1]);
     let pme: Vec<usize> = (0..n).collect();
-    let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
-    let jump = system.box_size[0] / 2.0;
+    let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+    let lx = structure.pbc.diagonal()[0];
+    let jump = lx / 2.0;
     for path in RedistPath::ALL {
-        let mut homes = homes(rt, &system, &pme)?;
-        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], system.len())?;
+        let mut homes = homes(rt, &structure, &pme)?;
+        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
         // Two atoms on different PEs jump: the report names the one on the lower PE.
         let jumpers: Vec<(usize, usize)> = [0, n - 1].iter().map(|&pe| (pe, homes[pe].len() / 2)).collect();
         for &(pe, i) in &jumpers {
-            homes[pe][i].x[0] = (homes[pe][i].x[0] + jump) % system.box_size[0];
+            homes[pe][i].x[0] = (homes[pe][i].x[0] + jump) % lx;
         }
         redist.redistribute(&homes[me])?;
         let forces = vec![[0.0; 3]; redist.received().len()];
@@ -231,7 +396,7 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
             outcome?;
         }
         // With a new plan the same positions are fine, and the atoms reach their new ranks.
-        redist.plan(&homes[me]);
+        redist.collective_plan(&homes[me])?;
         redist.redistribute(&homes[me])?;
         if let Some(rank) = redist.pme_rank() {
             ensure!(
@@ -249,37 +414,55 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
 /// redistribution usable.
 fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let system = water([2, 1, 1]);
+    let structure = water([2, 1, 1]);
+    let box_vectors = structure.pbc.vectors();
     let config = |outcome: pme_redist::Result<PmeGrid>, expected: &str| -> CaseResult {
         match outcome {
             Err(Error::Config(m)) if m.contains(expected) => Ok(()),
             other => Err(format!("expected a configuration error with {expected:?}, got {other:?}").into()),
         }
     };
-    config(PmeGrid::new(system.box_size, 0.0, &[0]), "positive length")?;
-    config(PmeGrid::new(system.box_size, f32::NAN, &[0]), "positive length")?;
-    config(PmeGrid::new(system.box_size, SPACING, &[]), "at least one PME rank")?;
-    config(PmeGrid::with_sizes(system.box_size, [8, 8, 8], &[0, 1, 2]), "use at most 2 PME ranks")?;
-    config(PmeGrid::with_sizes(system.box_size, [6, 8, 8], &[0]), "too coarse")?;
+    config(PmeGrid::new(box_vectors, 0.0, &[0]), "positive length")?;
+    config(PmeGrid::new(box_vectors, f32::NAN, &[0]), "positive length")?;
+    config(PmeGrid::new(box_vectors, SPACING, &[]), "at least one PME rank")?;
+    config(PmeGrid::with_sizes(box_vectors, [8, 8, 8], &[0, 1, 2]), "use at most 2 PME ranks")?;
+    config(PmeGrid::with_sizes(box_vectors, [6, 8, 8], &[0]), "too coarse")?;
+    let mut rotated = box_vectors;
+    rotated[0][1] = 0.5;
+    config(PmeGrid::new(rotated, SPACING, &[0]), "box[0][1] (a_y) is 0.5, not 0")?;
     ensure!("onesided-put".parse::<RedistPath>()? == RedistPath::OneSidedPut, "path names");
     ensure!("nonsense".parse::<RedistPath>().is_err(), "an unknown path is an error");
 
     // A PME-only PE given home atoms: every PE fails, naming it.
+    let pme_only = format!("PE {} is a PME-only rank", n - 1);
     let pme = vec![n - 1];
-    let grid = PmeGrid::new(system.box_size, SPACING, &pme)?;
-    let mut homes = homes(rt, &system, &pme)?;
+    let grid = PmeGrid::new(box_vectors, SPACING, &pme)?;
+    let mut homes = homes(rt, &structure, &pme)?;
     homes[n - 1] = homes[0][..3].to_vec();
-    let outcome =
-        Redistribution::collective_new(rt, grid.clone(), RedistPath::OneSidedGet, &homes[me], system.len());
+    let outcome = Redistribution::collective_new(
+        rt,
+        grid.clone(),
+        RedistPath::OneSidedGet,
+        &homes[me],
+        structure.len(),
+    );
     ensure!(
-        matches!(outcome, Err(Error::Config(ref m)) if m.contains(&format!("PE {} is a PME-only rank", n - 1))),
+        matches!(outcome, Err(Error::Config(ref m)) if m.contains(&pme_only)),
         "PE {me}: {:?}",
         outcome.err()
     );
     homes[n - 1].clear();
 
     for path in RedistPath::ALL {
-        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], system.len())?;
+        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+        // A new plan that gives the PME-only PE atoms fails on every PE and keeps the old one.
+        let mut misplaced = homes.clone();
+        misplaced[n - 1] = homes[0][..3].to_vec();
+        let outcome = redist.collective_plan(&misplaced[me]);
+        ensure!(
+            matches!(outcome, Err(Error::Config(ref m)) if m.contains(&pme_only)),
+            "{path}: PE {me}: {outcome:?}"
+        );
         let mut extra = homes[me].clone();
         extra.push(homes[0][0]);
         let outcome = redist.redistribute(&extra);
@@ -311,10 +494,11 @@ fn example_rejects_bad_options_on_every_pe(rt: &Runtime) -> CaseResult {
         return Ok(());
     }
     let example = launch::example_binary("pme_redist")?;
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (&["--pme-pes", "3"], "--pme-pes 3 does not fit a job of 2 PEs"),
         (&["--replicate", "1,1,1", "--spacing", "0.5"], "too coarse for interpolation order 4"),
         (&["--gro", "/nonexistent/box.gro"], "cannot read /nonexistent/box.gro"),
+        (&["--types", "/nonexistent/types.txt"], "cannot read /nonexistent/types.txt"),
     ];
     for (args, expected) in cases {
         let mut command = launch::command(2, &example);
@@ -334,6 +518,8 @@ fn example_rejects_bad_options_on_every_pe(rt: &Runtime) -> CaseResult {
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         every_atom_reaches_its_rank_and_every_force_returns,
+        a_triclinic_box_works_on_every_path,
+        home_counts_grow_and_shrink_across_plans,
         spread_and_gather_match_serial_on_every_path,
         moved_too_far_is_reported_everywhere,
         bad_calls_fail_cleanly,

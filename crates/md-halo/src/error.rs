@@ -4,34 +4,15 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A file could not be read.
-    #[error("cannot read {path}: {problem}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The system's reason.
-        problem: String,
-    },
-
-    /// An input file is malformed.
-    #[error("{file} line {line}: {problem}")]
-    Input {
-        /// The file.
-        file: String,
-        /// The 1-based line number.
-        line: usize,
-        /// What is wrong with it.
-        problem: String,
-    },
-
-    /// A parameter that cannot work (cutoff, grid, replication), with what would.
+    /// A parameter that cannot work (box, range, grid, array lengths), with what would.
     #[error("{0}")]
     Config(String),
 
     /// An atom moved too far between two repartitions.
     #[error(
         "atom {atom} moved from domain {from:?} to domain {to:?}, more than one domain in a \
-         dimension between two repartitions; repartition more often (a smaller --nstlist)"
+         dimension between two repartitions; repartition more often (fewer steps between \
+         repartitions)"
     )]
     MovedTooFar {
         /// Its global index.
@@ -40,6 +21,22 @@ pub enum Error {
         from: [usize; 3],
         /// Its new domain.
         to: [usize; 3],
+    },
+
+    /// An atom handed to a PE lies outside that PE's domain.
+    #[error(
+        "atom {atom} was given to PE {pe} (domain {domain:?}) but lies in domain {belongs:?}; give \
+         each PE the atoms of its own domain (DdGrid::pe_of_position)"
+    )]
+    NotHome {
+        /// Its global index.
+        atom: usize,
+        /// The PE it was given to.
+        pe: usize,
+        /// That PE's domain.
+        domain: [usize; 3],
+        /// The domain it lies in.
+        belongs: [usize; 3],
     },
 
     /// The communication layer reported an error.

@@ -1,8 +1,15 @@
-//! Domain decomposition: a grid of `Nx × Ny × Nz` equal domains over a rectangular periodic
-//! box, one per PE; the PE of domain `(i, j, k)` is `(i*Ny + j)*Nz + k`.
+//! Domain decomposition: a grid of `Nx × Ny × Nz` domains over a periodic box, one per PE;
+//! the PE of domain `(i, j, k)` is `(i*Ny + j)*Nz + k`.
+//!
+//! Domains are equal slices of the box in fractional coordinates (GROMACS's skewed
+//! coordinates, up to the diagonal scale): domain `i` along `d` holds the fractions
+//! `[i/N, (i+1)/N)`. In a rectangular box these are the familiar rectangular domains; in a
+//! triclinic box they are parallelepipeds with faces parallel to the box faces. A halo range
+//! `r` in real space reaches `r / height(d)` in fraction `d`, the height being the distance
+//! between the box faces that fraction `d` crosses.
 
 use crate::error::{Error, Result};
-use crate::system::RVec;
+use crate::pbc::{PbcBox, RVec};
 
 /// The most pulses a dimension may need. Each pulse is one more round of communication in
 /// every step, forwarding atoms one domain further, with a latency no larger message can
@@ -14,22 +21,25 @@ pub const MAX_PULSES: usize = 2;
 #[derive(Clone, Debug, PartialEq)]
 pub struct DdGrid {
     dims: [usize; 3],
-    box_size: RVec,
+    pbc: PbcBox,
     range: f32,
+    /// The range in fractions, per dimension.
+    reach: [f64; 3],
     pulses: [usize; 3],
 }
 
 const AXES: [&str; 3] = ["x", "y", "z"];
 
 impl DdGrid {
-    /// The grid `dims` over `box_size`, for halos of width `range` (the cutoff plus any
-    /// buffer), on `n_pes` PEs.
+    /// The grid `dims` over the box `pbc`, for halos of width `range` (the cutoff plus any
+    /// Verlet buffer: the interaction range), on `n_pes` PEs.
     ///
     /// # Errors
     /// [`Error::Config`] when the grid does not have one domain per PE, when `range` is not
-    /// below half the box in every dimension (the minimum-image convention), or when a
-    /// dimension has more domains than fit the range (more than [`MAX_PULSES`] pulses).
-    pub fn new(dims: [usize; 3], box_size: RVec, range: f32, n_pes: usize) -> Result<DdGrid> {
+    /// below half the box height in every dimension (the minimum-image convention: then no
+    /// two images of an atom are within range of one point), or when a dimension has more
+    /// domains than fit the range (more than [`MAX_PULSES`] pulses).
+    pub fn new(dims: [usize; 3], pbc: PbcBox, range: f32, n_pes: usize) -> Result<DdGrid> {
         let [nx, ny, nz] = dims;
         if dims.contains(&0) || nx * ny * nz != n_pes {
             return Err(Error::Config(format!(
@@ -41,34 +51,43 @@ impl DdGrid {
         if !(range > 0.0 && range.is_finite()) {
             return Err(Error::Config(format!("the halo range must be a positive length, got {range} nm")));
         }
-        for d in 0..3 {
-            if range >= box_size[d] / 2.0 {
+        for (d, axis) in AXES.iter().enumerate() {
+            let half = pbc.height(d) / 2.0;
+            if range as f64 >= half {
+                let what = if pbc.is_rectangular() {
+                    format!("half the box in {axis}")
+                } else {
+                    format!("half the box height along {axis} (the distance between its faces)")
+                };
                 return Err(Error::Config(format!(
-                    "the cutoff plus buffer ({range:.3} nm) is not shorter than half the box in {} \
-                     ({:.3} nm); use a shorter cutoff or a larger (replicated) box",
-                    AXES[d],
-                    box_size[d] / 2.0
+                    "the cutoff plus buffer ({range:.3} nm) is not shorter than {what} ({half:.3} nm); \
+                     use a shorter cutoff or a larger (replicated) box"
                 )));
             }
         }
+        let reach: [f64; 3] = std::array::from_fn(|d| range as f64 / pbc.height(d));
         let mut pulses = [0; 3];
         for d in 0..3 {
-            let width = box_size[d] / dims[d] as f32;
-            pulses[d] = (range / width).ceil() as usize;
+            let n = dims[d] as f64;
+            pulses[d] = (reach[d] * n).ceil() as usize;
             // The pulses must cover the range in the arithmetic the halo search uses.
-            while (pulses[d] as f32) * width < range {
+            while (pulses[d] as f64) / n < reach[d] {
                 pulses[d] += 1;
             }
             if pulses[d] > MAX_PULSES {
                 return Err(Error::Config(format!(
-                    "{} domains along {} are {width:.3} nm wide, and a halo of {range:.3} nm would \
+                    "{} domains along {} are {:.3} nm wide, and a halo of {range:.3} nm would \
                      need {} pulses (at most {MAX_PULSES}): more domains than fit the cutoff; use \
                      fewer domains along {}",
-                    dims[d], AXES[d], pulses[d], AXES[d]
+                    dims[d],
+                    AXES[d],
+                    pbc.height(d) / n,
+                    pulses[d],
+                    AXES[d]
                 )));
             }
         }
-        Ok(DdGrid { dims, box_size, range, pulses })
+        Ok(DdGrid { dims, pbc, range, reach, pulses })
     }
 
     /// The grid a PE count suggests: of every factorisation of `n_pes` into three counts that
@@ -77,7 +96,7 @@ impl DdGrid {
     ///
     /// # Errors
     /// [`Error::Config`] when no factorisation fits, naming the one that came closest.
-    pub fn choose(n_pes: usize, box_size: RVec, range: f32) -> Result<DdGrid> {
+    pub fn choose(n_pes: usize, pbc: PbcBox, range: f32) -> Result<DdGrid> {
         let mut best: Option<(f64, DdGrid)> = None;
         let mut last_error = None;
         for nx in (1..=n_pes).rev() {
@@ -89,7 +108,7 @@ impl DdGrid {
                     continue;
                 }
                 let nz = n_pes / nx / ny;
-                match DdGrid::new([nx, ny, nz], box_size, range, n_pes) {
+                match DdGrid::new([nx, ny, nz], pbc, range, n_pes) {
                     Ok(grid) => {
                         let cost = grid.halo_volume();
                         if best.as_ref().is_none_or(|(c, _)| cost < *c - 1e-9) {
@@ -107,7 +126,7 @@ impl DdGrid {
     /// The volume of one domain's half-shell halo, the measure [`choose`](Self::choose)
     /// minimises.
     fn halo_volume(&self) -> f64 {
-        let w: [f64; 3] = std::array::from_fn(|d| self.width(d) as f64);
+        let w: [f64; 3] = std::array::from_fn(|d| self.pbc.height(d) / self.dims[d] as f64);
         let r = self.range as f64;
         (w[0] + r) * (w[1] + r) * (w[2] + r) - w[0] * w[1] * w[2]
     }
@@ -127,24 +146,24 @@ impl DdGrid {
         false
     }
 
-    /// The box.
-    pub fn box_size(&self) -> RVec {
-        self.box_size
+    /// The periodic box.
+    pub fn pbc(&self) -> &PbcBox {
+        &self.pbc
     }
 
-    /// The halo width the grid serves.
+    /// The halo width the grid serves, in nm.
     pub fn range(&self) -> f32 {
         self.range
+    }
+
+    /// The halo width in fraction `d`: `range / height(d)`.
+    pub fn reach(&self, d: usize) -> f64 {
+        self.reach[d]
     }
 
     /// Pulses per dimension: how many domains away a halo reaches.
     pub fn pulses(&self) -> [usize; 3] {
         self.pulses
-    }
-
-    /// The width of a domain along `d`.
-    pub fn width(&self, d: usize) -> f32 {
-        self.box_size[d] / self.dims[d] as f32
     }
 
     /// The PE of domain `cell`.
@@ -160,35 +179,44 @@ impl DdGrid {
         [i, j, k]
     }
 
-    /// The domain containing `x`, wrapped into the box: the one with `lower <= x < upper` in
-    /// every dimension, exactly as [`lower`](Self::lower) and [`upper`](Self::upper) round.
+    /// The domain whose home an atom at `x` is (wrapped into the box): the one holding its
+    /// [unit fraction](PbcBox::unit_fraction).
     pub fn cell_of_position(&self, x: RVec) -> [usize; 3] {
-        let x = crate::system::wrap(x, self.box_size);
+        self.cell_of_fraction(self.pbc.unit_fraction(x))
+    }
+
+    /// The PE whose domain is the home of an atom at `x`.
+    pub fn pe_of_position(&self, x: RVec) -> usize {
+        self.pe_of(self.cell_of_position(x))
+    }
+
+    /// The domain holding fractions `s` (each in `[0, 1)`): the one with `lower <= s <
+    /// upper` in every dimension, exactly as [`lower`](Self::lower) and
+    /// [`upper`](Self::upper) round.
+    pub fn cell_of_fraction(&self, s: [f64; 3]) -> [usize; 3] {
         std::array::from_fn(|d| {
-            let width = self.width(d);
-            let mut c = ((x[d] / width) as usize).min(self.dims[d] - 1);
-            // The division may round across a boundary that the products of lower and upper
-            // place on the other side.
-            while c > 0 && x[d] < c as f32 * width {
+            let n = self.dims[d];
+            let mut c = ((s[d] * n as f64).max(0.0) as usize).min(n - 1);
+            // The product may round across a boundary that lower and upper place on the
+            // other side.
+            while c > 0 && s[d] < bound(c, n) {
                 c -= 1;
             }
-            while c + 1 < self.dims[d] && x[d] >= (c + 1) as f32 * width {
+            while c + 1 < n && s[d] >= bound(c + 1, n) {
                 c += 1;
             }
             c
         })
     }
 
-    /// The lower corner of domain `cell`.
-    pub fn lower(&self, cell: [usize; 3]) -> RVec {
-        std::array::from_fn(|d| cell[d] as f32 * self.width(d))
+    /// The lower corner of domain `cell`, in fractions.
+    pub fn lower(&self, cell: [usize; 3]) -> [f64; 3] {
+        std::array::from_fn(|d| bound(cell[d], self.dims[d]))
     }
 
-    /// The upper corner of domain `cell` (the box edge for the last domain).
-    pub fn upper(&self, cell: [usize; 3]) -> RVec {
-        std::array::from_fn(|d| {
-            if cell[d] + 1 == self.dims[d] { self.box_size[d] } else { (cell[d] + 1) as f32 * self.width(d) }
-        })
+    /// The upper corner of domain `cell`, in fractions (1 for the last domain).
+    pub fn upper(&self, cell: [usize; 3]) -> [f64; 3] {
+        std::array::from_fn(|d| bound(cell[d] + 1, self.dims[d]))
     }
 
     /// The neighbour of `cell` one step along `d` (`up`: towards higher indices), periodic.
@@ -206,30 +234,36 @@ impl DdGrid {
     }
 }
 
+/// Boundary `c` of `n` domains in fractions: `c / n`, exactly 0 and 1 at the ends.
+#[inline]
+fn bound(c: usize, n: usize) -> f64 {
+    c as f64 / n as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const BOX: RVec = [3.72412, 3.72412, 3.72412];
+    const L: f32 = 3.72412;
+
+    fn cube() -> PbcBox {
+        PbcBox::rectangular([L; 3]).expect("valid")
+    }
 
     #[test]
     fn cells_agree_with_their_corners_at_every_boundary() {
         for dims in [[3, 1, 1], [5, 2, 1], [7, 3, 2]] {
-            let grid = DdGrid::new(dims, BOX, 0.5, dims.iter().product()).expect("fits");
+            let grid = DdGrid::new(dims, cube(), 0.5, dims.iter().product()).expect("fits");
             for d in 0..3 {
                 for c in 1..dims[d] {
-                    // The boundary and the floats right around it.
-                    let edge = grid.lower({
-                        let mut cell = [0; 3];
-                        cell[d] = c;
-                        cell
-                    })[d];
-                    for x in [edge.next_down(), edge, edge.next_up()] {
-                        let mut position = [0.1; 3];
-                        position[d] = x;
-                        let cell = grid.cell_of_position(position);
+                    let edge = bound(c, dims[d]);
+                    // The boundary and the fractions right around it.
+                    for s in [edge.next_down(), edge, edge.next_up()] {
+                        let mut fraction = [0.1; 3];
+                        fraction[d] = s;
+                        let cell = grid.cell_of_fraction(fraction);
                         let (lo, hi) = (grid.lower(cell)[d], grid.upper(cell)[d]);
-                        assert!(lo <= x && x < hi, "{dims:?} d={d}: {x} in [{lo}, {hi}) of {cell:?}");
+                        assert!(lo <= s && s < hi, "{dims:?} d={d}: {s} in [{lo}, {hi}) of {cell:?}");
                     }
                 }
             }
@@ -238,7 +272,7 @@ mod tests {
 
     #[test]
     fn pe_numbering_and_cells() {
-        let grid = DdGrid::new([2, 2, 1], BOX, 1.0, 4).expect("fits");
+        let grid = DdGrid::new([2, 2, 1], cube(), 1.0, 4).expect("fits");
         for pe in 0..4 {
             assert_eq!(grid.pe_of(grid.cell_of(pe)), pe);
         }
@@ -246,38 +280,57 @@ mod tests {
         assert_eq!(grid.cell_of_position([2.0, 0.5, 3.0]), [1, 0, 0]);
         assert_eq!(grid.cell_of_position([-0.1, 3.8, 0.0]), [1, 0, 0], "wrapped");
         assert_eq!(grid.neighbour([0, 1, 0], 0, false), [1, 1, 0]);
-        assert_eq!(grid.upper([1, 1, 0]), BOX);
+        assert_eq!(grid.upper([1, 1, 0]), [1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn triclinic_domains_follow_the_skew() {
+        // A dodecahedron: c leans half a box along x and y.
+        let d = 6.0f32;
+        let pbc =
+            PbcBox::new([[d, 0.0, 0.0], [0.0, d, 0.0], [d / 2.0, d / 2.0, d * 0.70710677]]).expect("valid");
+        let grid = DdGrid::new([2, 1, 1], pbc, 1.0, 2).expect("fits");
+        // At the top of the box, x = 3.2 nm lies in the first half of the skewed slab.
+        assert_eq!(grid.cell_of_position([3.2, 3.0, 4.2]), [0, 0, 0]);
+        assert_eq!(grid.cell_of_position([3.2, 3.0, 0.1]), [1, 0, 0]);
+        // The range in fractions follows the height, which is shorter than the diagonal.
+        assert!(pbc.height(0) < d as f64 && (grid.reach(0) - 1.0 / pbc.height(0)).abs() < 1e-12);
+        let message = DdGrid::new([1, 1, 1], pbc, 2.2, 1).expect_err("height").to_string();
+        assert!(message.contains("half the box height along z"), "{message}");
     }
 
     #[test]
     fn pulses_follow_the_domain_width() {
-        assert_eq!(DdGrid::new([2, 1, 1], BOX, 1.0, 2).expect("fits").pulses(), [1, 1, 1]);
+        assert_eq!(DdGrid::new([2, 1, 1], cube(), 1.0, 2).expect("fits").pulses(), [1, 1, 1]);
         // Domains of 0.93 nm need two pulses for a 1.0 nm halo.
-        assert_eq!(DdGrid::new([4, 1, 1], BOX, 1.0, 4).expect("fits").pulses(), [2, 1, 1]);
+        assert_eq!(DdGrid::new([4, 1, 1], cube(), 1.0, 4).expect("fits").pulses(), [2, 1, 1]);
     }
 
     #[test]
     fn bad_grids_are_explained() {
-        let message = DdGrid::new([2, 2, 1], BOX, 1.0, 3).expect_err("4 != 3").to_string();
+        let message = DdGrid::new([2, 2, 1], cube(), 1.0, 3).expect_err("4 != 3").to_string();
         assert!(message.contains("has 4 domains but the job has 3 PEs"), "{message}");
-        let message = DdGrid::new([2, 1, 1], BOX, 1.9, 2).expect_err("half box").to_string();
+        let message = DdGrid::new([2, 1, 1], cube(), 1.9, 2).expect_err("half box").to_string();
         assert!(message.contains("half the box in x"), "{message}");
-        let message = DdGrid::new([16, 1, 1], BOX, 1.5, 16).expect_err("pulses").to_string();
+        let message = DdGrid::new([16, 1, 1], cube(), 1.5, 16).expect_err("pulses").to_string();
         assert!(
             message.contains("more domains than fit the cutoff") && message.contains("along x"),
             "{message}"
         );
         // Eleven PEs can only split one dimension eleven ways: five pulses.
-        let message = DdGrid::choose(11, [1.0, 1.0, 1.0], 0.45).expect_err("no grid fits").to_string();
+        let message = DdGrid::choose(11, PbcBox::rectangular([1.0; 3]).expect("valid"), 0.45)
+            .expect_err("no grid fits")
+            .to_string();
         assert!(message.contains("more domains than fit the cutoff"), "{message}");
     }
 
     #[test]
     fn chosen_grids_fit_and_split_long_dimensions() {
-        let grid = DdGrid::choose(4, BOX, 1.0).expect("a grid fits");
+        let grid = DdGrid::choose(4, cube(), 1.0).expect("a grid fits");
         assert_eq!(grid.len(), 4);
-        let long = DdGrid::choose(2, [8.0, 2.5, 2.5], 1.0).expect("fits");
+        let long =
+            DdGrid::choose(2, PbcBox::rectangular([8.0, 2.5, 2.5]).expect("valid"), 1.0).expect("fits");
         assert_eq!(long.dims(), [2, 1, 1], "the long dimension is split");
-        assert_eq!(DdGrid::choose(3, BOX, 1.0).expect("fits").len(), 3);
+        assert_eq!(DdGrid::choose(3, cube(), 1.0).expect("fits").len(), 3);
     }
 }

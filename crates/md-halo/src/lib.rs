@@ -2,25 +2,56 @@
 //! neighbouring domains every step, forces back, over `onesided` (the offset-swap send-receive)
 //! or over MPI two-sided, chosen by one parameter ([`onesided::Path`]), with identical results.
 //!
-//! - [`System`]: a GROMACS `.gro` reader and replication into larger boxes;
-//! - [`DdGrid`]: the grid of domains, one per PE;
+//! The crate knows no physics and no file format: an engine hands it the box, its atoms'
+//! positions and global indices, the interaction range and the grid, and gets back the halo
+//! coordinates every step and its home atoms' total forces.
+//!
+//! - [`PbcBox`]: the periodic box, rectangular or triclinic, as GROMACS defines it;
+//! - [`DdGrid`]: the grid of domains, one per PE, in the box's fractional coordinates;
 //! - [`HaloExchange`]: the plan, built at (re)partition, and [`move_x`](HaloExchange::move_x) /
-//!   [`move_f`](HaloExchange::move_f) every step;
-//! - [`force`]: a Lennard-Jones plus reaction-field force, so that forces mean something;
-//! - [`verify`]: the halo against a brute-force search, forces against a serial computation,
-//!   fingerprints to compare paths bit for bit;
-//! - [`motion`]: deterministic displacements between steps.
+//!   [`move_f`](HaloExchange::move_f) every step; per-atom state of any plain-old-data type
+//!   migrates with its atoms ([`AtomState`]), and any per-atom field travels along the plan
+//!   ([`collective_spread`](HaloExchange::collective_spread)).
+//!
+//! An engine's step, with velocities migrating at repartition:
+//!
+//! ```no_run
+//! # fn forces(halo: &md_halo::HaloExchange<'_>) -> Vec<md_halo::RVec> { vec![[0.0; 3]; halo.local_count()] }
+//! # fn main() -> md_halo::Result<()> {
+//! use md_halo::{DdGrid, HaloExchange, PbcBox};
+//! use onesided::{Path, Runtime};
+//!
+//! let rt = Runtime::init()?;
+//! let pbc = PbcBox::rectangular([6.0, 6.0, 6.0])?;
+//! let positions: Vec<[f32; 3]> = (0..1000).map(|i| [i as f32 * 0.006, 3.0, 3.0]).collect();
+//! let grid = DdGrid::choose(rt.n_pes(), pbc, 1.0)?;
+//! let mut halo = HaloExchange::collective_from_global(&rt, grid, Path::Put, &positions)?;
+//! let mut velocities = vec![[0.1f32, 0.0, 0.0]; halo.home_count()];
+//! for step in 0..100 {
+//!     if step % 10 == 0 && step > 0 {
+//!         halo.collective_repartition(&mut [&mut velocities])?;
+//!     }
+//!     halo.move_x()?;
+//!     let mut f = forces(&halo); // home and halo atoms, pairs where halo.owns_pair(i, j)
+//!     let _shift_forces = halo.move_f(&mut f)?;
+//!     for ((x, v), f) in halo.home_coordinates_mut().iter_mut().zip(&mut velocities).zip(&f) {
+//!         for d in 0..3 {
+//!             v[d] += 0.002 * f[d];
+//!             x[d] += 0.002 * v[d];
+//!         }
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 mod error;
-pub mod force;
 mod grid;
 mod halo;
-pub mod motion;
-mod system;
-pub mod verify;
+mod pbc;
 
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::{HaloExchange, parallel};
-pub use system::{AtomKind, KINDS, KindId, RVec, System, kind, wrap};
+pub use halo::{AtomState, HaloExchange, PairOwner, ShiftForces};
+pub use pbc::{PbcBox, RVec};

@@ -4,7 +4,8 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A parameter that cannot work (spacing, PME rank count), with what would.
+    /// A parameter that cannot work (box, spacing, PME rank count, a call that does not fit the
+    /// plan), with what would.
     #[error("{0}")]
     Config(String),
 
@@ -23,10 +24,6 @@ pub enum Error {
     /// The communication layer reported an error.
     #[error(transparent)]
     Comm(#[from] onesided::Error),
-
-    /// The shared MD layer (system, decomposition) reported an error.
-    #[error(transparent)]
-    Md(#[from] md_halo::Error),
 
     /// A built-in verification found a difference.
     #[error("verification failed: {0}")]

@@ -1,48 +1,112 @@
-//! The PME decomposition: a charge grid `Kx × Ky × Kz` from a spacing, split into slabs along
-//! x over the PME ranks, and the rank an atom belongs to.
+//! The PME decomposition: a charge grid `Kx × Ky × Kz` over a rectangular or triclinic box,
+//! split into slabs along its first axis over the PME ranks, and where an atom sits on it.
+//!
+//! The box is given as GROMACS gives it: three box vectors, the rows of its `matrix box`,
+//! a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz). An atom is placed by its fractional
+//! coordinates through the reciprocal box, as GROMACS's `calc_interpolation_idx` does:
+//! s_x = x·rxx + y·ryx + z·rzx, s_y = y·ryy + z·rzy, s_z = z·rzz, each wrapped into [0, 1)
+//! and scaled by the grid size. Grid plane `i` along x is therefore the plane s_x = i / Kx,
+//! parallel to b and c; the slabs are stacks of such planes.
 
-use md_halo::RVec;
+use std::cmp::Ordering;
 
+use crate::RVec;
 use crate::error::{Error, Result};
 use crate::spline::ORDER;
 
 /// The PME grid and its slabs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PmeGrid {
-    box_size: RVec,
+    box_vectors: [RVec; 3],
     k: [usize; 3],
     /// `bounds[r]..bounds[r + 1]` are the x planes of PME rank `r`.
     bounds: Vec<usize>,
     /// The PME rank of each x plane.
     plane_rank: Vec<u32>,
-    /// `1 / box_size`, per dimension: positions become fractions by a multiplication, as
-    /// GROMACS does with the reciprocal box.
-    reciprocal: [f64; 3],
+    /// The reciprocal box, GROMACS's `recipbox`: the inverse of the matrix whose rows are the
+    /// box vectors, lower triangular like it (`recip[e][d]` is ∂s_d/∂x_e). Positions become
+    /// fractions by multiplications.
+    recip: [[f64; 3]; 3],
     /// The PE of each PME rank.
     pes: Vec<usize>,
 }
 
+/// The names of the box elements in messages: `box[i][j]`, component `j` of vector `i`.
+const ELEMENT_NAMES: [[&str; 3]; 3] = [["a_x", "a_y", "a_z"], ["b_x", "b_y", "b_z"], ["c_x", "c_y", "c_z"]];
+
+/// Checks that `box_vectors` has GROMACS's shape: the elements above the diagonal zero, the
+/// diagonal positive and finite, the rest finite.
+fn check_box(box_vectors: &[RVec; 3]) -> Result<()> {
+    const SHAPE: &str = "the box vectors must have GROMACS's shape, a = (ax, 0, 0), b = (bx, by, 0), \
+                         c = (cx, cy, cz)";
+    for (i, row) in box_vectors.iter().enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            let name = format!("box[{i}][{j}] ({})", ELEMENT_NAMES[i][j]);
+            let problem = match i.cmp(&j) {
+                Ordering::Less if v != 0.0 => format!("{name} is {v}, not 0"),
+                Ordering::Equal if !(v > 0.0 && v.is_finite()) => {
+                    format!(
+                        "{name}, the box's extent along {}, is {v}, not a positive length",
+                        ["x", "y", "z"][i]
+                    )
+                }
+                Ordering::Greater if !v.is_finite() => {
+                    format!("{name} is {v}, not a finite length")
+                }
+                _ => continue,
+            };
+            return Err(Error::Config(format!("{SHAPE}: {problem}")));
+        }
+    }
+    Ok(())
+}
+
+/// The reciprocal box of a checked box: the same matrix as GROMACS's `calc_recipbox`, in
+/// double precision, with each diagonal element a single division, so that in a rectangular
+/// box s_d is exactly `x_d · (1 / L_d)`.
+fn reciprocal_box(box_vectors: &[RVec; 3]) -> [[f64; 3]; 3] {
+    let b = box_vectors.map(|row| row.map(f64::from));
+    let (xx, yy, zz) = (b[0][0], b[1][1], b[2][2]);
+    [
+        [1.0 / xx, 0.0, 0.0],
+        [-b[1][0] / (xx * yy), 1.0 / yy, 0.0],
+        [(b[1][0] * b[2][1] - yy * b[2][0]) / (xx * yy * zz), -b[2][1] / (yy * zz), 1.0 / zz],
+    ]
+}
+
 impl PmeGrid {
-    /// A grid whose spacing is at most `spacing` nm in every dimension (sizes rounded up to
-    /// products of 2, 3, 5 and 7, as FFT libraries like), split into slabs over the PME ranks
-    /// `pme_pes` (PE numbers, in slab order).
+    /// A grid over the box `box_vectors` (GROMACS's box vectors a, b, c: the rows of its
+    /// `matrix box`, a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz), in nm) whose size along
+    /// each dimension `d` is at least the length of box vector `d` divided by `spacing` nm, as
+    /// GROMACS's `calcFftGrid` sizes it (rounded up to products of 2, 3, 5 and 7, as FFT
+    /// libraries like), split into slabs
+    /// over the PME ranks `pme_pes` (PE numbers, in slab order).
     ///
     /// # Errors
-    /// [`Error::Config`] for a spacing that is not positive, no PME ranks, more PME ranks than
-    /// x planes, or slabs thinner than the interpolation order needs ("a grid too coarse for
-    /// the interpolation order").
-    pub fn new(box_size: RVec, spacing: f32, pme_pes: &[usize]) -> Result<PmeGrid> {
+    /// [`Error::Config`] for a box of another shape (naming the element), a spacing that is not
+    /// positive, no PME ranks, more PME ranks than x planes, or slabs thinner than the
+    /// interpolation order needs ("a grid too coarse for the interpolation order").
+    pub fn new(box_vectors: [RVec; 3], spacing: f32, pme_pes: &[usize]) -> Result<PmeGrid> {
+        check_box(&box_vectors)?;
         if !(spacing > 0.0 && spacing.is_finite()) {
             return Err(Error::Config(format!(
                 "the grid spacing must be a positive length, got {spacing} nm"
             )));
         }
-        let k: [usize; 3] = std::array::from_fn(|d| nice_size((box_size[d] / spacing).ceil() as usize));
-        PmeGrid::with_sizes(box_size, k, pme_pes)
+        // The length in f64 and back: exactly the diagonal element for an upright vector.
+        let length = |v: RVec| v.iter().map(|&c| c as f64 * c as f64).sum::<f64>().sqrt() as f32;
+        let k: [usize; 3] =
+            std::array::from_fn(|d| nice_size((length(box_vectors[d]) / spacing).ceil() as usize));
+        PmeGrid::with_sizes(box_vectors, k, pme_pes)
     }
 
-    /// A grid of exactly `k` points, split over `pme_pes`.
-    pub fn with_sizes(box_size: RVec, k: [usize; 3], pme_pes: &[usize]) -> Result<PmeGrid> {
+    /// A grid of exactly `k` points over the box `box_vectors` (as for [`new`](Self::new)),
+    /// split over `pme_pes`.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), except for the spacing.
+    pub fn with_sizes(box_vectors: [RVec; 3], k: [usize; 3], pme_pes: &[usize]) -> Result<PmeGrid> {
+        check_box(&box_vectors)?;
         let m = pme_pes.len();
         if m == 0 {
             return Err(Error::Config("PME needs at least one PME rank".to_string()));
@@ -70,8 +134,8 @@ impl PmeGrid {
         }
         let plane_rank =
             (0..k[0]).map(|plane| (bounds.partition_point(|&b| b <= plane) - 1) as u32).collect();
-        let reciprocal = std::array::from_fn(|d| 1.0 / box_size[d] as f64);
-        Ok(PmeGrid { box_size, k, bounds, plane_rank, reciprocal, pes: pme_pes.to_vec() })
+        let recip = reciprocal_box(&box_vectors);
+        Ok(PmeGrid { box_vectors, k, bounds, plane_rank, recip, pes: pme_pes.to_vec() })
     }
 
     /// Grid points per dimension.
@@ -79,9 +143,9 @@ impl PmeGrid {
         self.k
     }
 
-    /// The box.
-    pub fn box_size(&self) -> RVec {
-        self.box_size
+    /// The box vectors a, b, c (the rows of GROMACS's `matrix box`), in nm.
+    pub fn box_vectors(&self) -> [RVec; 3] {
+        self.box_vectors
     }
 
     /// The number of PME ranks.
@@ -104,26 +168,47 @@ impl PmeGrid {
         (self.bounds[rank], self.bounds[rank + 1])
     }
 
-    /// Where an atom sits on the grid: per dimension, the grid line at or below it and the
-    /// fractional distance past it.
+    /// Where an atom sits on the grid: per dimension, the grid line at or below its wrapped
+    /// fractional coordinate and the fractional distance past it, in grid spacings.
     pub fn locate(&self, x: RVec) -> ([usize; 3], [f64; 3]) {
         let mut index = [0usize; 3];
         let mut fraction = [0.0f64; 3];
         for d in 0..3 {
-            (index[d], fraction[d]) = self.line(d, x[d]);
+            (index[d], fraction[d]) = self.line(d, x);
         }
         (index, fraction)
     }
 
-    /// The grid line at or below coordinate `x` along dimension `d`, and the fraction past it:
+    /// The grid line at or below position `x` along dimension `d`, and the fraction past it:
     /// the one computation every placement uses, so that they all agree to the bit.
     #[inline]
-    fn line(&self, d: usize, x: f32) -> (usize, f64) {
-        let mut f = x as f64 * self.reciprocal[d];
+    fn line(&self, d: usize, x: RVec) -> (usize, f64) {
+        let [x, y, z] = x.map(f64::from);
+        let r = &self.recip;
+        let mut f = match d {
+            0 => x * r[0][0] + y * r[1][0] + z * r[2][0],
+            1 => y * r[1][1] + z * r[2][1],
+            _ => z * r[2][2],
+        };
         f -= floor(f);
         let u = f * self.k[d] as f64;
         let i = (floor(u) as usize).min(self.k[d] - 1);
         (i, (u - i as f64).clamp(0.0, 1.0))
+    }
+
+    /// The force on a charge `q` from the gradient of the interpolated grid with respect to
+    /// the grid coordinates (`gradient[d]` = ∂/∂u_d, u_d = K_d · s_d): minus `q` times the
+    /// Cartesian gradient, by the chain rule through the reciprocal box, as GROMACS's
+    /// `gather_f_bsplines` does.
+    #[inline]
+    pub(crate) fn force(&self, q: f64, gradient: [f64; 3]) -> [f64; 3] {
+        let [gx, gy, gz] = std::array::from_fn::<f64, 3, _>(|d| gradient[d] * self.k[d] as f64);
+        let r = &self.recip;
+        [
+            -q * (gx * r[0][0]),
+            -q * (gx * r[1][0] + gy * r[1][1]),
+            -q * (gx * r[2][0] + gy * r[2][1] + gz * r[2][2]),
+        ]
     }
 
     /// The PME rank an atom at `x` belongs to: the one whose slab holds the x plane at or
@@ -131,7 +216,7 @@ impl PmeGrid {
     /// whose share comes back through the overlap exchange).
     #[inline]
     pub fn rank_of(&self, x: RVec) -> usize {
-        self.rank_of_plane(self.line(0, x[0]).0)
+        self.rank_of_plane(self.line(0, x).0)
     }
 
     /// The PME rank whose slab holds x plane `plane` (`plane` below the x size).
@@ -193,9 +278,17 @@ mod tests {
         }
     }
 
+    /// A rectangular box of extents `l`.
+    fn rectangular(l: RVec) -> [RVec; 3] {
+        [[l[0], 0.0, 0.0], [0.0, l[1], 0.0], [0.0, 0.0, l[2]]]
+    }
+
+    /// A triclinic box with every lower element set.
+    const TRICLINIC: [RVec; 3] = [[3.0, 0.0, 0.0], [1.0, 2.8, 0.0], [-1.2, 1.1, 2.6]];
+
     #[test]
     fn sizes_slabs_and_ranks() {
-        let grid = PmeGrid::new([3.72412; 3], 0.12, &[0, 1, 2]).expect("fits");
+        let grid = PmeGrid::new(rectangular([3.72412; 3]), 0.12, &[0, 1, 2]).expect("fits");
         assert_eq!(grid.sizes(), [32; 3], "ceil(31.03) = 32 = 2^5");
         assert_eq!(grid.slab(0), (0, 10));
         assert_eq!(grid.slab(2), (21, 32));
@@ -203,19 +296,150 @@ mod tests {
         assert_eq!(grid.rank_of([3.72, 1.0, 1.0]), 2);
         assert_eq!(grid.rank_of([-0.01, 1.0, 1.0]), 2, "wrapped");
         assert_eq!(grid.rank_of_plane(10), 1);
+        assert_eq!(grid.box_vectors(), rectangular([3.72412; 3]));
         assert_eq!(nice_size(31), 32);
         assert_eq!(nice_size(11), 12);
         assert_eq!(nice_size(13), 14);
+        let grid = PmeGrid::new(TRICLINIC, 0.25, &[0]).expect("fits");
+        // From the vector lengths, as GROMACS: 3, 2.97 and 3.07 nm over 0.25 nm: 12, 12, 13 -> 14.
+        assert_eq!(grid.sizes(), [12, 12, 14]);
     }
 
     #[test]
     fn bad_decompositions_are_explained() {
-        let coarse = PmeGrid::new([3.72412; 3], 0.6, &[0]).expect_err("7 points").to_string();
+        let cube = rectangular([3.72412; 3]);
+        let coarse = PmeGrid::new(cube, 0.6, &[0]).expect_err("7 points").to_string();
         assert!(coarse.contains("too coarse for interpolation order 4"), "{coarse}");
-        let thin =
-            PmeGrid::new([3.72412; 3], 0.12, &[0, 1, 2, 3, 4, 5, 6, 7, 8]).expect_err("thin").to_string();
+        let thin = PmeGrid::new(cube, 0.12, &[0, 1, 2, 3, 4, 5, 6, 7, 8]).expect_err("thin").to_string();
         assert!(thin.contains("too coarse for the interpolation order on this many PME ranks"), "{thin}");
-        assert!(PmeGrid::new([1.0; 3], 0.0, &[0]).is_err());
-        assert!(PmeGrid::new([1.0; 3], 0.1, &[]).is_err());
+        assert!(PmeGrid::new(rectangular([1.0; 3]), 0.0, &[0]).is_err());
+        assert!(PmeGrid::new(rectangular([1.0; 3]), 0.1, &[]).is_err());
+    }
+
+    #[test]
+    fn boxes_of_another_shape_are_refused_naming_the_element() {
+        let cases: [((usize, usize), f32, &str); 7] = [
+            ((0, 1), 0.5, "box[0][1] (a_y) is 0.5, not 0"),
+            ((0, 2), -1.0, "box[0][2] (a_z) is -1, not 0"),
+            ((1, 2), 0.1, "box[1][2] (b_z) is 0.1, not 0"),
+            ((0, 0), 0.0, "box[0][0] (a_x), the box's extent along x, is 0, not a positive length"),
+            ((1, 1), -2.0, "box[1][1] (b_y), the box's extent along y, is -2, not a positive length"),
+            ((2, 2), f32::INFINITY, "box[2][2] (c_z), the box's extent along z, is inf"),
+            ((2, 0), f32::NAN, "box[2][0] (c_x) is NaN, not a finite length"),
+        ];
+        for ((i, j), value, expected) in cases {
+            let mut box_vectors = TRICLINIC;
+            box_vectors[i][j] = value;
+            for outcome in
+                [PmeGrid::new(box_vectors, 0.25, &[0]), PmeGrid::with_sizes(box_vectors, [12, 12, 12], &[0])]
+            {
+                match outcome {
+                    Err(Error::Config(m)) => {
+                        assert!(m.contains(expected), "{m}");
+                        assert!(m.contains("a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz)"), "{m}");
+                    }
+                    other => panic!("box[{i}][{j}] = {value}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reciprocal_box_inverts_the_box() {
+        for box_vectors in
+            [TRICLINIC, rectangular([3.0, 2.5, 4.0]), [[2.0, 0.0, 0.0], [1.0, 1.7, 0.0], [1.0, 0.6, 1.6]]]
+        {
+            let recip = reciprocal_box(&box_vectors);
+            let product: [[f64; 3]; 3] = std::array::from_fn(|i| {
+                std::array::from_fn(|j| (0..3).map(|e| box_vectors[i][e] as f64 * recip[e][j]).sum())
+            });
+            for (i, row) in product.iter().enumerate() {
+                for (j, &value) in row.iter().enumerate() {
+                    let identity = if i == j { 1.0 } else { 0.0 };
+                    assert!((value - identity).abs() < 1e-15, "{box_vectors:?}: [{i}][{j}] = {value}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rectangular_boxes_place_at_x_times_one_over_length() {
+        let l = [3.72412f32, 2.9, 4.1];
+        let grid = PmeGrid::with_sizes(rectangular(l), [32, 24, 36], &[0, 1]).expect("fits");
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            let x: RVec = std::array::from_fn(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.25) * 2.0 * l[0]
+            });
+            let (index, fraction) = grid.locate(x);
+            for d in 0..3 {
+                let mut f = x[d] as f64 * (1.0 / l[d] as f64);
+                f -= floor(f);
+                let u = f * grid.k[d] as f64;
+                let i = (floor(u) as usize).min(grid.k[d] - 1);
+                assert_eq!(index[d], i, "{x:?} along {d}");
+                assert_eq!(
+                    fraction[d].to_bits(),
+                    (u - i as f64).clamp(0.0, 1.0).to_bits(),
+                    "{x:?} along {d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rectangular_forces_are_the_gradient_times_k_over_length() {
+        let l = [3.72412f32, 2.9, 4.1];
+        let grid = PmeGrid::with_sizes(rectangular(l), [32, 24, 36], &[0]).expect("fits");
+        let (q, gradient) = (-0.82, [0.37, -1.25, 2.5e-3]);
+        let force = grid.force(q, gradient);
+        for d in 0..3 {
+            let scaled = -q * gradient[d] * (grid.k[d] as f64 / l[d] as f64);
+            assert!((force[d] - scaled).abs() <= 1e-15 * scaled.abs(), "{d}: {} {scaled}", force[d]);
+        }
+    }
+
+    #[test]
+    fn triclinic_placement_follows_the_box_vectors() {
+        let grid = PmeGrid::with_sizes(TRICLINIC, [12, 16, 20], &[0, 1]).expect("fits");
+        let k = grid.sizes();
+        let at = |s: [f64; 3]| -> RVec {
+            std::array::from_fn(|e| (0..3).map(|v| s[v] * TRICLINIC[v][e] as f64).sum::<f64>() as f32)
+        };
+        // Grid coordinate, modulo the grid size.
+        let grid_coordinate = |x: RVec| -> [f64; 3] {
+            let (index, fraction) = grid.locate(x);
+            std::array::from_fn(|d| index[d] as f64 + fraction[d])
+        };
+        let periodic_distance = |a: f64, b: f64, kd: usize| {
+            let d = (a - b).rem_euclid(kd as f64);
+            d.min(kd as f64 - d)
+        };
+        for s in [[0.1, 0.2, 0.3], [0.95, 0.05, 0.5], [0.51, 0.77, 0.02], [-0.3, 1.4, 2.25]] {
+            let x = at(s);
+            let u = grid_coordinate(x);
+            for d in 0..3 {
+                let want = s[d].rem_euclid(1.0) * k[d] as f64;
+                assert!(periodic_distance(u[d], want, k[d]) < 1e-4, "{s:?} along {d}: {} not {want}", u[d]);
+            }
+            assert_eq!(grid.rank_of(x), grid.rank_of_plane(grid.locate(x).0[0]));
+            // A whole box vector away is the same place.
+            for v in TRICLINIC {
+                let shifted: RVec = std::array::from_fn(|e| x[e] + v[e]);
+                let w = grid_coordinate(shifted);
+                for d in 0..3 {
+                    assert!(periodic_distance(u[d], w[d], k[d]) < 1e-4, "{s:?} + {v:?} along {d}");
+                }
+            }
+        }
+        // The planes of a slab are parallel to b and c: moving along them keeps the x line.
+        let x = at([0.4, 0.3, 0.6]);
+        for v in [TRICLINIC[1], TRICLINIC[2]] {
+            let moved: RVec = std::array::from_fn(|e| x[e] + 0.1 * v[e]);
+            assert_eq!(grid.locate(moved).0[0], grid.locate(x).0[0], "along {v:?}");
+        }
     }
 }

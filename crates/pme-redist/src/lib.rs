@@ -4,10 +4,11 @@
 //! or put-based) and over MPI two-sided (`Sendrecv` pairs or `Alltoallv`), with identical
 //! results. The PME ranks may be every PE or a subset of them.
 //!
-//! - [`PmeGrid`]: the charge grid from a spacing, its slabs over the PME ranks, and the rank
-//!   of an atom;
-//! - [`Redistribution`]: the plan and the per-step [`redistribute`](Redistribution::redistribute)
-//!   and [`return_forces`](Redistribution::return_forces) on a [`RedistPath`];
+//! - [`PmeGrid`]: the charge grid of a rectangular or triclinic box (GROMACS's box vectors),
+//!   its slabs over the PME ranks, and where an atom sits on it;
+//! - [`Redistribution`]: the plan ([`collective_plan`](Redistribution::collective_plan), at
+//!   every repartition) and the per-step [`redistribute`](Redistribution::redistribute) and
+//!   [`return_forces`](Redistribution::return_forces) on a [`RedistPath`];
 //! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab, the overlap
 //!   exchange between slabs, the force gather; and their serial references.
 #![deny(missing_docs)]
@@ -22,3 +23,13 @@ pub use error::{Error, Result};
 pub use grid::PmeGrid;
 pub use redist::{Particle, RedistPath, Redistribution};
 pub use spread::{SlabGrid, serial_gather, serial_spread};
+
+/// A position, force or box vector: x, y and z, in nm (positions, box vectors) or
+/// kJ mol⁻¹ nm⁻¹ (forces), single precision as GROMACS's `rvec`.
+pub type RVec = [f32; 3];
+
+/// Whether a loop over `len` items is worth handing to the thread pool: at least
+/// `parallel_min` items, and more than one thread to share them.
+fn parallel(len: usize, parallel_min: usize) -> bool {
+    len >= parallel_min && rayon::current_num_threads() > 1
+}

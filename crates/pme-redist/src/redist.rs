@@ -16,6 +16,11 @@
 //!   (+1, -1, +2, -2, ...).
 //! - **mpi-alltoallv**: `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
 //!
+//! The plan ([`Redistribution::collective_plan`], which every PE calls at each repartition)
+//! records the PME rank of each home atom, and grows the buffers sized by the home atoms
+//! (symmetric, so sized by the most home atoms of any PE: [`onesided::GlobalMaxArray`]) when the
+//! new home sets need more; the buffers for received atoms and forces hold the whole system.
+//!
 //! A PME rank lays out what it receives by source PE, so the layout, and everything computed
 //! from it, is the same on every path. The forces on a PME rank's atoms go back to their
 //! sources with the same plan in reverse and land in the sources' original (home) order.
@@ -29,13 +34,15 @@ use std::fmt;
 use std::mem::{MaybeUninit, size_of};
 use std::str::FromStr;
 
-use md_halo::RVec;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
-use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SignalArray, SymArray};
+use onesided::{
+    Exchange, GlobalMaxArray, GrowthPolicy, Incoming, Outgoing, Path, Runtime, SignalArray, SymArray,
+};
 use rayon::prelude::*;
 
+use crate::RVec;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 
@@ -121,6 +128,9 @@ fn decode(marked: u64) -> Error {
 /// handing a few microseconds of work to the thread pool costs more than it saves.
 const PARALLEL_MIN: usize = 4096;
 
+/// How the buffers sized by the home atoms grow: to the most any PE holds, plus a fifth.
+const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: None };
+
 /// Words per slot of the get path's tables: one cache line.
 const LINE: usize = 8;
 
@@ -180,10 +190,15 @@ pub struct Redistribution<'rt> {
     /// of its count, and no atoms.
     withheld: bool,
     calls: u64,
-    send: SymArray<'rt, Particle>,
+    /// This PE's atoms packed by destination; as large as the most home atoms of any PE at
+    /// the last plan, and grown by each plan that needs more.
+    send: GlobalMaxArray<'rt, Particle>,
+    /// Room for every atom of the system.
     recv: SymArray<'rt, Particle>,
+    /// Room for the forces of every atom of the system.
     force_send: SymArray<'rt, RVec>,
-    force_recv: SymArray<'rt, RVec>,
+    /// This PE's home forces, by destination; sized as `send`.
+    force_recv: GlobalMaxArray<'rt, RVec>,
     transport: Transport<'rt>,
 }
 
@@ -214,17 +229,7 @@ impl<'rt> Redistribution<'rt> {
         let all_pme = m == n;
         let is_particle: Vec<bool> = (0..n).map(|pe| all_pme || grid.rank_of_pe(pe).is_none()).collect();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
-        let misplaced = if is_particle[rt.my_pe()] || home.is_empty() { 0 } else { rt.my_pe() as u64 + 1 };
-        let mut agreed = [home.len() as u64, misplaced];
-        rt.max_u64(&mut agreed)?;
-        if agreed[1] > 0 {
-            let pe = agreed[1] - 1;
-            return Err(Error::Config(format!(
-                "PE {pe} is a PME-only rank but was given home atoms; with a subset of PEs doing \
-                 PME, the atoms belong to the other PEs"
-            )));
-        }
-        let most_home = agreed[0] as usize;
+        let most_home = agree_home(rt, &is_particle, home)?;
         let name = |what: &str| format!("pme {}: {what}", path.name());
         let transport = match path {
             RedistPath::OneSidedGet => Transport::Get {
@@ -268,14 +273,14 @@ impl<'rt> Redistribution<'rt> {
             pending: None,
             withheld: false,
             calls: 0,
-            send: SymArray::collective_alloc(rt, &name("send"), most_home)?,
+            send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
             recv: SymArray::collective_alloc(rt, &name("receive"), total_atoms)?,
             force_send: SymArray::collective_alloc(rt, &name("forces out"), total_atoms)?,
-            force_recv: SymArray::collective_alloc(rt, &name("forces in"), most_home)?,
+            force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
             transport,
             grid,
         };
-        redistribution.plan(home);
+        redistribution.record_plan(home);
         Ok(redistribution)
     }
 
@@ -294,11 +299,38 @@ impl<'rt> Redistribution<'rt> {
         &self.grid
     }
 
-    /// Records where each home atom belongs now; later steps accept an atom one slab away
-    /// from there, and report one further as having moved too far. Local: call it when the
-    /// home atoms are (re)partitioned.
-    pub fn plan(&mut self, home: &[Particle]) {
-        self.planned = home.par_iter().map(|p| self.grid.rank_of(p.x) as u32).collect();
+    /// Builds the plan for a new set of home atoms: records where each of this PE's `home`
+    /// atoms belongs now (later steps accept an atom one slab away from there, and report one
+    /// further as having moved too far), and grows the buffers for the home atoms to the most
+    /// any PE now holds (over-allocated by a fifth, so that small changes in the home counts
+    /// cost no reallocation). Call it whenever the home atoms are (re)partitioned; the
+    /// following steps must pass the same home atoms (positions may change, their number and
+    /// order may not).
+    ///
+    /// # Collective
+    /// Every PE must call it, each with its own home atoms (none on PME-only PEs).
+    ///
+    /// # Errors
+    /// On every PE, the plan left as it was: [`Error::Config`] when a PME-only PE is given
+    /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
+    /// (naming the variable that raises its size).
+    pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
+        let most_home = agree_home(self.rt, &self.is_particle, home)?;
+        self.send.collective_ensure(most_home)?;
+        self.force_recv.collective_ensure(most_home)?;
+        self.record_plan(home);
+        Ok(())
+    }
+
+    /// Records the PME rank of each home atom, as the plan.
+    fn record_plan(&mut self, home: &[Particle]) {
+        let grid = &self.grid;
+        self.planned.clear();
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
+            self.planned.extend(home.iter().map(|p| grid.rank_of(p.x) as u32));
+        } else {
+            home.par_iter().map(|p| grid.rank_of(p.x) as u32).collect_into_vec(&mut self.planned);
+        }
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank; on a PME
@@ -312,9 +344,10 @@ impl<'rt> Redistribution<'rt> {
     /// Every PE must call it.
     pub fn redistribute(&mut self, home: &[Particle]) -> Result<()> {
         let me = self.rt.my_pe();
-        if home.len() != self.planned.len() || home.len() > self.send.len() {
+        if home.len() != self.planned.len() || home.len() > self.send.capacity() {
             return Err(Error::Config(format!(
-                "PE {me} redistributes {} home atoms, but the plan is for {}",
+                "PE {me} redistributes {} home atoms, but the plan is for {}; after a repartition, \
+                 every PE calls collective_plan with its new home atoms",
                 home.len(),
                 self.planned.len()
             )));
@@ -326,7 +359,7 @@ impl<'rt> Redistribution<'rt> {
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
-        if !md_halo::parallel(home.len(), PARALLEL_MIN) {
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
             dest.iter_mut().zip(home).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
         } else {
             dest.par_iter_mut().zip(home.par_iter()).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
@@ -359,8 +392,8 @@ impl<'rt> Redistribution<'rt> {
         self.transport_wait_send_free()?;
         // SAFETY: no PE writes this PE's send buffer; the get path's readers of the previous
         // call are done (awaited just above), and nobody else reads it.
-        let packed = unsafe { &mut self.send.local_slice_mut()[..home.len()] };
-        if !md_halo::parallel(home.len(), PARALLEL_MIN) {
+        let packed = unsafe { &mut self.send.array().local_slice_mut()[..home.len()] };
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
             packed.iter_mut().zip(&self.order).for_each(|(out, &i)| *out = home[i as usize]);
         } else {
             packed.par_iter_mut().zip(self.order.par_iter()).for_each(|(out, &i)| *out = home[i as usize]);
@@ -392,7 +425,7 @@ impl<'rt> Redistribution<'rt> {
     /// # Errors
     /// [`Error::MovedTooFar`] on every PE when any PE found an atom too far from its planned
     /// slab in this step, naming the same atom everywhere; that step's forces are not
-    /// delivered. Rebuild the plan ([`plan`](Self::plan)) and go on.
+    /// delivered. Rebuild the plan ([`collective_plan`](Self::collective_plan)) and go on.
     pub fn return_forces(&mut self, forces: &[RVec]) -> Result<Vec<RVec>> {
         let mut home_forces = vec![[0.0f32; 3]; self.order.len()];
         self.return_forces_into(forces, &mut home_forces)?;
@@ -424,7 +457,7 @@ impl<'rt> Redistribution<'rt> {
         }
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return_forces.
-        let arrived = unsafe { &self.force_recv.local_slice()[..n_home] };
+        let arrived = unsafe { &self.force_recv.array().local_slice()[..n_home] };
         for (&i, f) in self.order.iter().zip(arrived) {
             home_forces[i as usize] = *f;
         }
@@ -538,7 +571,7 @@ impl<'rt> Redistribution<'rt> {
                 // reads it during the copy; the range lies inside it (counts sum to at most
                 // the total number of atoms, its length).
                 let dst = unsafe { &mut self.recv.local_slice_mut()[at..at + count] };
-                self.send.get(s, offsets[s] as usize, dst)?;
+                self.send.array().get(s, offsets[s] as usize, dst)?;
             }
             taken.add(s, 0, 1)?;
         }
@@ -581,7 +614,7 @@ impl<'rt> Redistribution<'rt> {
                     let at = self.dest_offsets[r];
                     // SAFETY: on the get path only this PE writes its force receive buffer;
                     // the range lies inside it (dest offsets and counts cover the home atoms).
-                    let dst = unsafe { &mut self.force_recv.local_slice_mut()[at..at + count] };
+                    let dst = unsafe { &mut self.force_recv.array().local_slice_mut()[at..at + count] };
                     self.force_send.get(pe, offset, dst)?;
                 }
             }
@@ -623,7 +656,7 @@ impl<'rt> Redistribution<'rt> {
         self.take_source_counts(&raw);
         let Transport::Put { data, .. } = &mut self.transport else { unreachable!() };
         // SAFETY: no PE writes this PE's send buffer; it was packed by redistribute.
-        let packed = unsafe { &self.send.local_slice()[..self.order.len()] };
+        let packed = unsafe { &self.send.array().local_slice()[..self.order.len()] };
         let mut outgoing = Vec::new();
         if self.is_particle[me] {
             for r in 0..m {
@@ -701,7 +734,7 @@ impl<'rt> Redistribution<'rt> {
             Vec::new()
         };
         let mut received = vec![0; incoming.len()];
-        forces.exchange(&[&self.force_recv], &outgoing, &incoming, &mut received)?;
+        forces.exchange(&[self.force_recv.array()], &outgoing, &incoming, &mut received)?;
         Ok(())
     }
 
@@ -736,7 +769,7 @@ impl<'rt> Redistribution<'rt> {
             (0..n).map(|pe| self.grid.rank_of_pe(pe).map_or(0, |r| self.dest_offsets[r])).collect();
         let (recv_counts, recv_offsets) = (self.src_counts.clone(), self.src_offsets.clone());
         self.mpi_data(
-            self.send.as_ptr().cast(),
+            self.send.array().as_ptr().cast(),
             (&send_counts, &send_offsets),
             self.recv.as_ptr().cast(),
             (&recv_counts, &recv_offsets),
@@ -781,7 +814,7 @@ impl<'rt> Redistribution<'rt> {
         self.mpi_data(
             self.force_send.as_ptr().cast(),
             (&send_counts, &send_offsets),
-            self.force_recv.as_ptr().cast(),
+            self.force_recv.array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<RVec>(),
         )
@@ -911,6 +944,26 @@ impl<'rt> Redistribution<'rt> {
         }
         Ok(())
     }
+}
+
+/// The most home atoms any PE holds, agreed by every PE, and an error on every PE when a PE
+/// that only does PME (not a particle PE) was given home atoms.
+///
+/// # Collective
+/// One max-reduction.
+fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) -> Result<usize> {
+    let me = rt.my_pe();
+    let misplaced = if is_particle[me] || home.is_empty() { 0 } else { me as u64 + 1 };
+    let mut agreed = [home.len() as u64, misplaced];
+    rt.max_u64(&mut agreed)?;
+    if agreed[1] > 0 {
+        let pe = agreed[1] - 1;
+        return Err(Error::Config(format!(
+            "PE {pe} is a PME-only rank but was given home atoms; with a subset of PEs doing \
+             PME, the atoms belong to the other PEs"
+        )));
+    }
+    Ok(agreed[0] as usize)
 }
 
 /// GROMACS's partner order: +1, -1, +2, -2, ..., each other PE once.

@@ -10,10 +10,10 @@
 //! whose spline reaches it, charge by charge in received order, so the grid is the same
 //! whatever the number of threads.
 
-use md_halo::RVec;
 use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
 use rayon::prelude::*;
 
+use crate::RVec;
 use crate::error::Result;
 use crate::grid::PmeGrid;
 use crate::redist::Particle;
@@ -159,12 +159,11 @@ impl<'rt> SlabGrid<'rt> {
         (self.lo, self.hi)
     }
 
-    /// The force on each particle from the grid: minus the charge times the gradient of the
-    /// grid interpolated at the particle (after both overlap exchanges).
+    /// The force on each particle from the grid: minus the charge times the Cartesian gradient
+    /// of the grid interpolated at the particle (after both overlap exchanges), through the
+    /// reciprocal box as GROMACS's `gather_f_bsplines` does, so also in a triclinic box.
     pub fn gather(&self, particles: &[Particle]) -> Vec<RVec> {
         let [_, ky, kz] = self.grid.sizes();
-        let scale: [f64; 3] =
-            std::array::from_fn(|d| self.grid.sizes()[d] as f64 / self.grid.box_size()[d] as f64);
         let plane_len = self.plane_len();
         let (grid, data, lo) = (&self.grid, &self.data, self.lo);
         particles
@@ -187,8 +186,7 @@ impl<'rt> SlabGrid<'rt> {
                         }
                     }
                 }
-                let q = p.q as f64;
-                std::array::from_fn(|d| (-q * gradient[d] * scale[d]) as f32)
+                grid.force(p.q as f64, gradient).map(|f| f as f32)
             })
             .collect()
     }
@@ -236,9 +234,10 @@ fn for_each_point(grid: &PmeGrid, index: [usize; 3], mut f: impl FnMut(usize, [u
 }
 
 /// The serial reference of the gather: the force on an atom at `x` with charge `q` from the
-/// whole grid.
+/// whole grid `data` (`Kx × Ky × Kz`, x major, as [`serial_spread`] returns), that is minus the
+/// gradient with respect to `x` (Cartesian) of `q` times the grid interpolated at `x`,
+/// `q Σ θx θy θz · data`.
 pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] {
-    let scale: [f64; 3] = std::array::from_fn(|d| grid.sizes()[d] as f64 / grid.box_size()[d] as f64);
     let (index, w, dw) = locate_weights_derivatives(grid, x);
     let mut gradient = [0.0f64; 3];
     for_each_point(grid, index, |at, [i, a, b]| {
@@ -247,5 +246,76 @@ pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] 
         gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
         gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
     });
-    std::array::from_fn(|d| -(q as f64) * gradient[d] * scale[d])
+    grid.force(q as f64, gradient)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A generator of numbers in [-1, 1).
+    struct Random(u64);
+
+    impl Random {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        }
+    }
+
+    /// `q` times the grid `phi` interpolated at `x`: the energy whose gradient the gather
+    /// returns, computed from the weights alone.
+    fn energy(grid: &PmeGrid, phi: &[f64], x: [f64; 3], q: f32) -> f64 {
+        let (index, w) = locate_weights(grid, x.map(|v| v as f32));
+        let mut sum = 0.0;
+        for_each_point(grid, index, |at, [i, a, b]| sum += phi[at] * w[0][i] * w[1][a] * w[2][b]);
+        q as f64 * sum
+    }
+
+    /// `serial_gather` against minus the central difference of the energy along each
+    /// Cartesian direction, at random positions in and around the box.
+    fn check_gather_against_differences(box_vectors: [RVec; 3], k: [usize; 3]) {
+        let grid = PmeGrid::with_sizes(box_vectors, k, &[0]).expect("fits");
+        let mut random = Random(0x2545_F491_4F6C_DD1D);
+        let phi: Vec<f64> = (0..k.iter().product::<usize>()).map(|_| random.next()).collect();
+        // Positions exactly representable in f32 and a step that keeps them so: the points of
+        // the difference are the points the energy is evaluated at.
+        let h = 1.0 / 1024.0;
+        let mut worst = 0f64;
+        let mut largest = 0f64;
+        for _ in 0..200 {
+            let s: [f64; 3] = std::array::from_fn(|_| 0.75 * random.next() + 0.5);
+            let x: [f64; 3] = std::array::from_fn(|e| {
+                let v: f64 = (0..3).map(|v| s[v] * box_vectors[v][e] as f64).sum();
+                (v * 4096.0).round() / 4096.0
+            });
+            let q = (random.next() * 2.0) as f32;
+            let force = serial_gather(&grid, &phi, x.map(|v| v as f32), q);
+            for e in 0..3 {
+                let (mut up, mut down) = (x, x);
+                up[e] += h;
+                down[e] -= h;
+                let numerical = -(energy(&grid, &phi, up, q) - energy(&grid, &phi, down, q)) / (2.0 * h);
+                worst = worst.max((force[e] - numerical).abs());
+                largest = largest.max(numerical.abs());
+            }
+        }
+        assert!(largest > 1.0, "the test grid gives forces");
+        // The central difference is off by O(h²) times the third derivative of the spline
+        // (piecewise cubic in each fractional coordinate); h is a few thousandths of a grid
+        // spacing.
+        assert!(worst <= 5e-4 * largest, "{box_vectors:?}: off by {worst:e} (largest force {largest:e})");
+    }
+
+    #[test]
+    fn gather_is_minus_the_gradient_in_a_triclinic_box() {
+        check_gather_against_differences([[3.0, 0.0, 0.0], [1.0, 2.8, 0.0], [-1.2, 1.1, 2.6]], [12, 14, 15]);
+    }
+
+    #[test]
+    fn gather_is_minus_the_gradient_in_a_rectangular_box() {
+        check_gather_against_differences([[3.0, 0.0, 0.0], [0.0, 2.8, 0.0], [0.0, 0.0, 2.6]], [12, 14, 15]);
+    }
 }

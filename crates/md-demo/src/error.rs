@@ -1,0 +1,45 @@
+//! The crate's error type.
+
+/// What went wrong, with where and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("cannot read {path}: {problem}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The system's reason.
+        problem: String,
+    },
+
+    /// An input file is malformed, or names something the demo cannot use.
+    #[error("{file} line {line}: {problem}")]
+    Input {
+        /// The file.
+        file: String,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it, and what to do.
+        problem: String,
+    },
+
+    /// A parameter that cannot work (cutoff, replication, type table), with what would.
+    #[error("{0}")]
+    Config(String),
+
+    /// The halo exchange reported an error.
+    #[error(transparent)]
+    Halo(#[from] md_halo::Error),
+
+    /// The communication layer reported an error.
+    #[error(transparent)]
+    Comm(#[from] onesided::Error),
+
+    /// A built-in verification found a difference.
+    #[error("verification failed: {0}")]
+    Verification(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,367 @@
+//! A real force, so that the exchanged forces mean something: Lennard-Jones plus
+//! reaction-field electrostatics (ε_rf = ∞) within a cutoff, pairs within one molecule
+//! excluded, found with cell lists.
+//!
+//! On a domain, a pair within the cutoff is computed where the halo exchange says it is owned
+//! ([`HaloExchange::owns_pair`]): every pair exactly once across all domains. Each atom
+//! gathers the forces of its own pairs in a fixed order (neighbour cells, then atoms, by
+//! index), so the result is the same whatever the number of threads; the price is that each
+//! pair is evaluated from both ends.
+
+use md_halo::{HaloExchange, PbcBox, RVec};
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::structure::Structure;
+use crate::types::{AtomParams, TypeTable};
+
+/// GROMACS's electric conversion factor, kJ mol⁻¹ nm e⁻².
+const ONE_4PI_EPS0: f64 = 138.935_458;
+
+/// The interaction of two atoms.
+#[derive(Clone, Copy, Debug)]
+pub struct ForceField {
+    /// The cutoff in nm.
+    pub cutoff: f64,
+    k_rf: f64,
+    c_rf: f64,
+}
+
+impl ForceField {
+    /// Lennard-Jones and reaction field (ε_rf = ∞) cut off at `cutoff` nm.
+    pub fn new(cutoff: f64) -> ForceField {
+        ForceField { cutoff, k_rf: 1.0 / (2.0 * cutoff.powi(3)), c_rf: 3.0 / (2.0 * cutoff) }
+    }
+
+    /// The scalar force `f` (the force on the first atom is `f * r`, with `r` pointing from the
+    /// second to the first) and the energy of a pair at squared distance `r2`. C6 and C12
+    /// combine geometrically.
+    pub fn pair(&self, a: &AtomParams, b: &AtomParams, r2: f64) -> (f64, f64) {
+        let rinv2 = 1.0 / r2;
+        let rinv6 = rinv2 * rinv2 * rinv2;
+        let c6 = (a.c6 as f64 * b.c6 as f64).sqrt();
+        let c12 = (a.c12 as f64 * b.c12 as f64).sqrt();
+        let mut f = (12.0 * c12 * rinv6 - 6.0 * c6) * rinv6 * rinv2;
+        let mut v = (c12 * rinv6 - c6) * rinv6;
+        let qq = ONE_4PI_EPS0 * a.charge as f64 * b.charge as f64;
+        if qq != 0.0 {
+            let rinv = rinv2.sqrt();
+            f += qq * (rinv * rinv2 - 2.0 * self.k_rf);
+            v += qq * (rinv + self.k_rf * r2 - self.c_rf);
+        }
+        (f, v)
+    }
+}
+
+/// What the force field needs of every atom, by global index: its parameters and its
+/// molecule (pairs within one molecule are excluded).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    /// Charge and Lennard-Jones parameters per atom.
+    pub params: Vec<AtomParams>,
+    /// Molecule number per atom.
+    pub molecules: Vec<u32>,
+}
+
+impl Topology {
+    /// Parameters from `table` for every atom of `structure`; `source` names the structure in
+    /// errors.
+    ///
+    /// # Errors
+    /// As [`TypeTable::assign`]: an atom the table cannot map, with how to supply it.
+    pub fn new(structure: &Structure, table: &TypeTable, source: &str) -> Result<Topology> {
+        Ok(Topology {
+            params: table.assign(&structure.atoms, source)?,
+            molecules: structure.molecules.clone(),
+        })
+    }
+
+    /// Whether the pair of atoms `a` and `b` (global indices) is excluded: the same molecule.
+    #[inline]
+    pub fn excluded(&self, a: u32, b: u32) -> bool {
+        self.molecules[a as usize] == self.molecules[b as usize]
+    }
+}
+
+/// Atoms sorted into cells of at least the cutoff over their bounding box, for neighbour
+/// search among a domain's local atoms (real-space images, no periodicity).
+struct Cells {
+    lower: [f64; 3],
+    size: [f64; 3],
+    dims: [usize; 3],
+    /// Atom indices grouped by cell.
+    atoms: Vec<u32>,
+    /// `atoms[start[c]..start[c + 1]]` are in cell `c`.
+    start: Vec<usize>,
+}
+
+impl Cells {
+    fn new(positions: &[RVec], cutoff: f64) -> Cells {
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for x in positions {
+            for d in 0..3 {
+                lo[d] = lo[d].min(x[d] as f64);
+                hi[d] = hi[d].max(x[d] as f64);
+            }
+        }
+        let (lower, extent) = if positions.is_empty() {
+            ([0.0; 3], [1.0; 3])
+        } else {
+            (lo, std::array::from_fn(|d| (hi[d] - lo[d]).max(1e-9)))
+        };
+        let dims: [usize; 3] =
+            std::array::from_fn(|d| ((extent[d] / cutoff).floor() as usize).clamp(1, 1 << 10));
+        let size: [f64; 3] = std::array::from_fn(|d| extent[d] / dims[d] as f64);
+        let mut cells = Cells { lower, size, dims, atoms: Vec::new(), start: Vec::new() };
+        let index: Vec<usize> = positions.iter().map(|x| cells.index(cells.cell_of(*x))).collect();
+        (cells.atoms, cells.start) = bucket(&index, dims[0] * dims[1] * dims[2]);
+        cells
+    }
+
+    fn cell_of(&self, x: RVec) -> [usize; 3] {
+        std::array::from_fn(|d| {
+            (((x[d] as f64 - self.lower[d]) / self.size[d]).floor().max(0.0) as usize).min(self.dims[d] - 1)
+        })
+    }
+
+    fn index(&self, c: [usize; 3]) -> usize {
+        (c[0] * self.dims[1] + c[1]) * self.dims[2] + c[2]
+    }
+
+    /// The cells around the cell of `x`, itself included, in increasing order.
+    fn around(&self, x: RVec) -> impl Iterator<Item = &[u32]> {
+        let c = self.cell_of(x);
+        let range = move |d: usize| c[d].saturating_sub(1)..(c[d] + 2).min(self.dims[d]);
+        range(0).flat_map(move |i| {
+            range(1).flat_map(move |j| {
+                range(2).map(move |k| {
+                    let cell = self.index([i, j, k]);
+                    &self.atoms[self.start[cell]..self.start[cell + 1]]
+                })
+            })
+        })
+    }
+}
+
+/// Items `0..index.len()` grouped by `index` (a counting sort): the items, and where each
+/// group starts.
+fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
+    let mut start = vec![0usize; groups + 1];
+    for &c in index {
+        start[c + 1] += 1;
+    }
+    for c in 0..groups {
+        start[c + 1] += start[c];
+    }
+    let mut fill = start.clone();
+    let mut items = vec![0u32; index.len()];
+    for (i, &c) in index.iter().enumerate() {
+        items[fill[c]] = i as u32;
+        fill[c] += 1;
+    }
+    (items, start)
+}
+
+/// Forces on the local atoms of `halo` (home and halo) from the pairs this domain owns, and
+/// this domain's share of the potential energy. After [`HaloExchange::move_f`] the home
+/// forces are the total forces.
+pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> (Vec<RVec>, f64) {
+    let x = halo.coordinates();
+    let ids = halo.global_indices();
+    let cells = Cells::new(x, field.cutoff);
+    let rc2 = field.cutoff * field.cutoff;
+    let owner = halo.pair_owner();
+    let per_atom: Vec<(RVec, f64)> = (0..x.len())
+        .into_par_iter()
+        .map(|i| {
+            let (mut f, mut v) = ([0.0f64; 3], 0.0f64);
+            let pi = &topology.params[ids[i] as usize];
+            for members in cells.around(x[i]) {
+                for &j in members {
+                    let j = j as usize;
+                    if j == i || topology.excluded(ids[i], ids[j]) {
+                        continue;
+                    }
+                    let r: [f64; 3] = std::array::from_fn(|d| x[i][d] as f64 - x[j][d] as f64);
+                    let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                    if r2 >= rc2 || !owner.owns(i, j) {
+                        continue;
+                    }
+                    let (scalar, energy) = field.pair(pi, &topology.params[ids[j] as usize], r2);
+                    for d in 0..3 {
+                        f[d] += scalar * r[d];
+                    }
+                    v += 0.5 * energy;
+                }
+            }
+            ([f[0] as f32, f[1] as f32, f[2] as f32], v)
+        })
+        .collect();
+    let energy = per_atom.iter().map(|p| p.1).sum();
+    (per_atom.into_iter().map(|p| p.0).collect(), energy)
+}
+
+/// The serial reference for a whole periodic system.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SerialForces {
+    /// The force on every atom.
+    pub forces: Vec<[f64; 3]>,
+    /// The potential energy.
+    pub energy: f64,
+    /// The virial of the pair forces, `-½ Σ_pairs r_ij ⊗ f_ij`, as `[row][column]`.
+    pub virial: [[f64; 3]; 3],
+}
+
+/// The serial reference: the force on every atom of a periodic system from all pairs within
+/// the cutoff (minimum image, in any box the halo exchange accepts), the potential energy and
+/// the virial. `positions` need not be wrapped.
+pub fn serial_forces(
+    positions: &[RVec],
+    pbc: &PbcBox,
+    topology: &Topology,
+    field: &ForceField,
+) -> SerialForces {
+    let wrapped: Vec<RVec> = positions.iter().map(|x| pbc.wrap(*x)).collect();
+    // Cells in fractions, each at least the cutoff across: a pair within the cutoff lies in
+    // neighbouring cells, and the neighbour's image is the one of the unwrapped cell.
+    let dims: [usize; 3] = std::array::from_fn(|d| ((pbc.height(d) / field.cutoff).floor() as usize).max(1));
+    let cell_of = |x: RVec| -> [usize; 3] {
+        let s = pbc.unit_fraction(x);
+        std::array::from_fn(|d| ((s[d] * dims[d] as f64) as usize).min(dims[d] - 1))
+    };
+    let index = |c: [usize; 3]| (c[0] * dims[1] + c[1]) * dims[2] + c[2];
+    let cell_index: Vec<usize> = wrapped.iter().map(|&x| index(cell_of(x))).collect();
+    let (members, start) = bucket(&cell_index, dims[0] * dims[1] * dims[2]);
+    let v = pbc.vectors();
+    let rc2 = field.cutoff * field.cutoff;
+    let per_atom: Vec<([f64; 3], f64, [[f64; 3]; 3])> = (0..wrapped.len())
+        .into_par_iter()
+        .map(|i| {
+            let (mut f, mut energy, mut virial) = ([0.0f64; 3], 0.0f64, [[0.0f64; 3]; 3]);
+            let c = cell_of(wrapped[i]);
+            for delta in 0..27 {
+                let offset = [delta / 9, delta / 3 % 3, delta % 3].map(|o| o as i64 - 1);
+                let mut neighbour = [0usize; 3];
+                let mut image = [0.0f64; 3];
+                for d in 0..3 {
+                    let n = dims[d] as i64;
+                    let unwrapped = c[d] as i64 + offset[d];
+                    neighbour[d] = unwrapped.rem_euclid(n) as usize;
+                    let t = unwrapped.div_euclid(n) as f64;
+                    for k in 0..3 {
+                        image[k] += t * v[d][k] as f64;
+                    }
+                }
+                let cell = index(neighbour);
+                for &j in &members[start[cell]..start[cell + 1]] {
+                    let j = j as usize;
+                    if j == i || topology.excluded(i as u32, j as u32) {
+                        continue;
+                    }
+                    let r: [f64; 3] =
+                        std::array::from_fn(|k| wrapped[i][k] as f64 - (wrapped[j][k] as f64 + image[k]));
+                    let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                    if r2 >= rc2 {
+                        continue;
+                    }
+                    let (scalar, pair_energy) = field.pair(&topology.params[i], &topology.params[j], r2);
+                    for d in 0..3 {
+                        f[d] += scalar * r[d];
+                        for e in 0..3 {
+                            // Each pair is seen from both ends: half of -½ r ⊗ f each time.
+                            virial[d][e] -= 0.25 * r[d] * scalar * r[e];
+                        }
+                    }
+                    energy += 0.5 * pair_energy;
+                }
+            }
+            (f, energy, virial)
+        })
+        .collect();
+    let energy = per_atom.iter().map(|p| p.1).sum();
+    let virial = std::array::from_fn(|d| std::array::from_fn(|e| per_atom.iter().map(|p| p.2[d][e]).sum()));
+    SerialForces { forces: per_atom.into_iter().map(|p| p.0).collect(), energy, virial }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argon() -> AtomParams {
+        AtomParams { charge: 0.0, c6: 0.006_165_2, c12: 9.524_1e-6 }
+    }
+
+    #[test]
+    fn lennard_jones_minimum_and_reaction_field_vanish_where_expected() {
+        let field = ForceField::new(1.0);
+        // The LJ minimum of argon lies at 2^(1/6) sigma: no force there.
+        let r_min = 2f64.powf(1.0 / 6.0) * 0.34;
+        let (f, v) = field.pair(&argon(), &argon(), r_min * r_min);
+        assert!(f.abs() < 1e-3, "force at the minimum {f}");
+        assert!((v + 0.99774).abs() < 1e-3, "well depth {v}");
+        // The reaction-field force of two charges vanishes at the cutoff.
+        let charged = AtomParams { charge: -0.82, c6: 0.0, c12: 0.0 };
+        let (f, _) = field.pair(&charged, &charged, 1.0 - 1e-12);
+        assert!(f.abs() < 1e-6, "Coulomb part at the cutoff: {f}");
+    }
+
+    /// Brute force over every pair and every image within two box vectors.
+    fn brute_force(s: &Structure, topology: &Topology, field: &ForceField, i: usize) -> [f64; 3] {
+        let v = s.pbc.vectors();
+        let mut f = [0.0f64; 3];
+        for j in 0..s.len() {
+            if i == j || topology.excluded(i as u32, j as u32) {
+                continue;
+            }
+            for t in 0..125 {
+                let t = [t / 25, t / 5 % 5, t % 5].map(|o| o as f64 - 2.0);
+                let r: [f64; 3] = std::array::from_fn(|k| {
+                    s.positions[i][k] as f64
+                        - s.positions[j][k] as f64
+                        - (0..3).map(|d| t[d] * v[d][k] as f64).sum::<f64>()
+                });
+                let r2: f64 = r.iter().map(|c| c * c).sum();
+                if r2 < field.cutoff * field.cutoff {
+                    let (scalar, _) = field.pair(&topology.params[i], &topology.params[j], r2);
+                    for d in 0..3 {
+                        f[d] += scalar * r[d];
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    #[test]
+    fn serial_forces_match_brute_force_in_rectangular_and_triclinic_boxes() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data");
+        let water = Structure::read_gro(std::path::Path::new(&format!("{dir}/spc216.gro"))).expect("spc216");
+        let l = water.pbc.diagonal();
+        // The same atoms in a skewed box: b leans along x, c along x and y.
+        let mut skewed = water.clone();
+        skewed.pbc = PbcBox::new([[l[0], 0.0, 0.0], [0.4, l[1], 0.0], [-0.6, 0.5, l[2]]]).expect("valid");
+        skewed.positions = water.positions.iter().map(|&x| skewed.pbc.wrap(x)).collect();
+        let field = ForceField::new(0.8);
+        for s in [water, skewed] {
+            let topology = Topology::new(&s, &TypeTable::builtin(), "spc216.gro").expect("SPC names");
+            let serial = serial_forces(&s.positions, &s.pbc, &topology, &field);
+            let total: [f64; 3] = std::array::from_fn(|d| serial.forces.iter().map(|f| f[d]).sum());
+            assert!(total.iter().all(|t| t.abs() < 1e-6), "Newton's third law: {total:?}");
+            for i in [0usize, 17, 300, 647] {
+                let f = brute_force(&s, &topology, &field, i);
+                for (want, got) in f.iter().zip(&serial.forces[i]) {
+                    assert!((want - got).abs() < 1e-6 * want.abs().max(1.0), "atom {i}");
+                }
+            }
+            // The virial of central pair forces is symmetric.
+            for d in 0..3 {
+                for e in 0..3 {
+                    assert!(
+                        (serial.virial[d][e] - serial.virial[e][d]).abs() < 1e-6 * serial.virial[d][d].abs()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Built-in verification: the halo against a brute-force search, the parallel forces and
+//! virial against a serial computation, and fingerprints to compare paths bit for bit.
+
+use md_halo::{DdGrid, HaloExchange, RVec, ShiftForces};
+use mpi::datatype::PartitionMut;
+use mpi::traits::{Communicator, CommunicatorCollectives};
+use onesided::Runtime;
+
+use crate::error::{Error, Result};
+use crate::force::{ForceField, Topology, serial_forces};
+
+/// One atom as a domain must hold it: global index, position of the image and the fractions
+/// of that image (which decide pair ownership).
+pub type HaloAtom = (u32, RVec, [f64; 3]);
+
+/// The halo domain `cell` must hold, found by brute force over every atom of the system at
+/// `positions` (global order): each image in the region `[lower, upper + reach)` of fractions
+/// in every dimension that is not a home atom. The per-dimension test follows the atom from
+/// its home domain down to the receiver hop by hop, with the same arithmetic as the plan, so
+/// that an atom exactly on a boundary is judged the same way by both.
+pub fn expected_halo(positions: &[RVec], grid: &DdGrid, cell: [usize; 3]) -> Vec<HaloAtom> {
+    let pbc = grid.pbc();
+    let mut halo = Vec::new();
+    for (g, &x) in positions.iter().enumerate() {
+        let x = pbc.wrap(x);
+        let s = pbc.unit_fraction(x);
+        let home = grid.cell_of_fraction(s);
+        let options: [Vec<(f64, bool)>; 3] =
+            std::array::from_fn(|d| dimension_options(grid, s, home, cell, d));
+        for &(s0, h0) in &options[0] {
+            for &(s1, h1) in &options[1] {
+                for &(s2, h2) in &options[2] {
+                    if h0 || h1 || h2 {
+                        // Shifts in the order the pulses apply them: x, then y, then z.
+                        let mut image = x;
+                        for (d, shifted) in [s0 != s[0], s1 != s[1], s2 != s[2]].into_iter().enumerate() {
+                            image = if shifted { pbc.image(image, d) } else { add_zero(image) };
+                        }
+                        halo.push((g as u32, image, [s0, s1, s2]));
+                    }
+                }
+            }
+        }
+    }
+    halo
+}
+
+/// `x + 0` as a pulse without a shift computes it (a negative zero becomes positive).
+fn add_zero(x: RVec) -> RVec {
+    x.map(|c| c + 0.0)
+}
+
+/// The fractions along `d` under which the atom with fractions `s` (home domain `home`)
+/// appears on domain `cell`: its own, if it is home along `d`, and the one of the image the
+/// halo brings, if any, with whether it is a halo appearance.
+fn dimension_options(
+    grid: &DdGrid,
+    s: [f64; 3],
+    home: [usize; 3],
+    cell: [usize; 3],
+    d: usize,
+) -> Vec<(f64, bool)> {
+    let n = grid.dims()[d];
+    let mut options = Vec::with_capacity(2);
+    if home[d] == cell[d] {
+        options.push((s[d], false));
+    }
+    // Hops from the home domain down to the receiver; with one domain, one hop to itself.
+    let hops = if n == 1 { 1 } else { (home[d] + n - cell[d]) % n };
+    if hops >= 1 && hops <= grid.pulses()[d] {
+        let (mut fraction, mut holder) = (s[d], home);
+        let mut arrives = true;
+        for _ in 0..hops {
+            if fraction >= grid.lower(holder)[d] + grid.reach(d) {
+                arrives = false;
+                break;
+            }
+            if holder[d] == 0 {
+                fraction += 1.0;
+            }
+            holder = grid.neighbour(holder, d, false);
+        }
+        if arrives {
+            options.push((fraction, true));
+        }
+    }
+    options
+}
+
+/// Checks this PE's home atoms and halo (indices, image positions and fractions, to the bit)
+/// against the brute-force search on `positions`, the configuration the plan was built from
+/// (global order).
+pub fn check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
+    let grid = halo.grid();
+    let cell = halo.cell();
+    let ids = halo.global_indices();
+    let n_home = halo.home_count();
+    let expected_home: Vec<u32> = (0..positions.len() as u32)
+        .filter(|&g| grid.cell_of_position(grid.pbc().wrap(positions[g as usize])) == cell)
+        .collect();
+    let mut home: Vec<u32> = ids[..n_home].to_vec();
+    home.sort_unstable();
+    if home != expected_home {
+        return Err(Error::Verification(format!(
+            "domain {cell:?} holds {} home atoms where {} belong to it",
+            home.len(),
+            expected_home.len()
+        )));
+    }
+    let key = |(g, x, s): &HaloAtom| (*g, x.map(f32::to_bits), s.map(f64::to_bits));
+    let mut expected = expected_halo(positions, grid, cell);
+    expected.sort_unstable_by_key(key);
+    let x = halo.coordinates();
+    let fractions = halo.reference_fractions();
+    let mut actual: Vec<HaloAtom> =
+        (n_home..halo.local_count()).map(|i| (ids[i], x[i], fractions[i])).collect();
+    actual.sort_unstable_by_key(key);
+    if actual != expected {
+        let first = actual
+            .iter()
+            .zip(&expected)
+            .find(|(a, e)| key(a) != key(e))
+            .map(|(a, e)| format!("; first difference: received {a:?}, expected {e:?}"))
+            .unwrap_or_default();
+        return Err(Error::Verification(format!(
+            "domain {cell:?} received {} halo atoms where the brute-force search finds {}{first}",
+            actual.len(),
+            expected.len()
+        )));
+    }
+    Ok(())
+}
+
+/// How far the parallel results lie from the serial computation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Deviation {
+    /// The largest deviation of a force component, relative to the largest serial force.
+    pub force: f64,
+    /// The largest deviation of a virial component (home positions and forces plus the
+    /// shift forces), relative to the largest serial component.
+    pub virial: f64,
+}
+
+/// The deviations of the parallel forces and virial from the serial computation, over all
+/// atoms.
+///
+/// # Collective
+/// Every PE passes its forces after [`HaloExchange::move_f`] and the shift forces it
+/// returned; the positions and forces of all PEs are gathered (through MPI, outside the paths
+/// being measured), PE 0 computes the serial reference, and every PE returns the same values.
+pub fn deviation(
+    rt: &Runtime,
+    halo: &HaloExchange<'_>,
+    forces: &[RVec],
+    shift_forces: &ShiftForces,
+    topology: &Topology,
+    field: &ForceField,
+) -> Result<Deviation> {
+    let n_home = halo.home_count();
+    let ids: Vec<u32> = halo.global_indices()[..n_home].to_vec();
+    let home_x = &halo.coordinates()[..n_home];
+    let positions: Vec<f32> = home_x.iter().flatten().copied().collect();
+    let home_f = &forces[..n_home];
+    let flat_forces: Vec<f32> = home_f.iter().flatten().copied().collect();
+    // This PE's virial: -½ (Σ_home x ⊗ f) plus the shift term.
+    let shift = shift_forces.virial(halo.pbc());
+    let mut virial = [0.0f64; 9];
+    for r in 0..3 {
+        for c in 0..3 {
+            let sum: f64 = home_x.iter().zip(home_f).map(|(x, f)| x[r] as f64 * f[c] as f64).sum();
+            virial[3 * r + c] = -0.5 * sum + shift[r][c];
+        }
+    }
+    let world = rt.world();
+    let all_ids = gather_all(&world, &ids);
+    let all_positions = gather_all(&world, &positions);
+    let all_forces = gather_all(&world, &flat_forces);
+    let all_virials = gather_all(&world, &virial);
+    let mut result = [0u64; 2];
+    if rt.my_pe() == 0 {
+        let n = topology.params.len();
+        if all_ids.len() != n || all_ids.iter().any(|&g| g as usize >= n) {
+            // Reported by every PE after the broadcast, so that none is left waiting.
+            result = [MISMATCH, all_ids.len() as u64];
+        } else {
+            result = compare(&all_ids, &all_positions, &all_forces, &all_virials, halo, topology, field);
+        }
+    }
+    rt.broadcast(0, &mut result)?;
+    if result[0] == MISMATCH {
+        return Err(Error::Verification(format!(
+            "the PEs hold {} home atoms of the {} the topology has",
+            result[1],
+            topology.params.len()
+        )));
+    }
+    Ok(Deviation { force: f64::from_bits(result[0]), virial: f64::from_bits(result[1]) })
+}
+
+/// Marks a failed gather in the broadcast of [`deviation`]: no relative deviation has these
+/// bits (they are a NaN).
+const MISMATCH: u64 = u64::MAX;
+
+/// On PE 0: the relative deviations of the gathered forces and virials from the serial
+/// computation, as bits.
+fn compare(
+    all_ids: &[u32],
+    all_positions: &[f32],
+    all_forces: &[f32],
+    all_virials: &[f64],
+    halo: &HaloExchange<'_>,
+    topology: &Topology,
+    field: &ForceField,
+) -> [u64; 2] {
+    let n = topology.params.len();
+    let mut x = vec![[0f32; 3]; n];
+    let mut f = vec![[0f32; 3]; n];
+    for (k, &g) in all_ids.iter().enumerate() {
+        x[g as usize] = [all_positions[3 * k], all_positions[3 * k + 1], all_positions[3 * k + 2]];
+        f[g as usize] = [all_forces[3 * k], all_forces[3 * k + 1], all_forces[3 * k + 2]];
+    }
+    let serial = serial_forces(&x, halo.pbc(), topology, field);
+    let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let worst = serial
+        .forces
+        .iter()
+        .zip(&f)
+        .flat_map(|(s, p)| (0..3).map(move |d| (s[d] - p[d] as f64).abs()))
+        .fold(0f64, f64::max);
+    let total: [f64; 9] = std::array::from_fn(|k| all_virials.iter().skip(k).step_by(9).sum());
+    let largest_virial = serial.virial.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let worst_virial = (0..9).map(|k| (total[k] - serial.virial[k / 3][k % 3]).abs()).fold(0f64, f64::max);
+    [(worst / largest).to_bits(), (worst_virial / largest_virial).to_bits()]
+}
+
+/// The current positions of all `n_atoms` atoms (home positions, unwrapped since the last
+/// repartition), in global order, on every PE.
+///
+/// # Collective
+/// Every PE must call it; the positions travel through MPI, outside the paths being measured.
+///
+/// # Errors
+/// [`Error::Verification`] on every PE when the home atoms are not each atom exactly once.
+pub fn gather_positions(rt: &Runtime, halo: &HaloExchange<'_>, n_atoms: usize) -> Result<Vec<RVec>> {
+    let n_home = halo.home_count();
+    let world = rt.world();
+    let ids = gather_all(&world, &halo.global_indices()[..n_home]);
+    let flat: Vec<f32> = halo.coordinates()[..n_home].iter().flatten().copied().collect();
+    let all = gather_all(&world, &flat);
+    let mut positions = vec![[f32::NAN; 3]; n_atoms];
+    let mut seen = vec![false; n_atoms];
+    for (k, &g) in ids.iter().enumerate() {
+        let g = g as usize;
+        if g >= n_atoms || std::mem::replace(&mut seen[g], true) {
+            return Err(Error::Verification(format!(
+                "atom {g} is home on more than one PE, or out of range"
+            )));
+        }
+        positions[g] = [all[3 * k], all[3 * k + 1], all[3 * k + 2]];
+    }
+    if let Some(g) = seen.iter().position(|s| !s) {
+        return Err(Error::Verification(format!("atom {g} is home on no PE")));
+    }
+    Ok(positions)
+}
+
+/// Every PE's `local` values, concatenated in PE order, on every PE.
+fn gather_all<T: mpi::datatype::Equivalence + Copy + Default>(
+    world: &mpi::topology::SimpleCommunicator,
+    local: &[T],
+) -> Vec<T> {
+    let mut counts = vec![0i32; world.size() as usize];
+    world.all_gather_into(&(local.len() as i32), &mut counts[..]);
+    let displacements: Vec<i32> =
+        counts.iter().scan(0, |sum, &c| Some(std::mem::replace(sum, *sum + c))).collect();
+    let total = counts.iter().sum::<i32>() as usize;
+    let mut all = vec![T::default(); total];
+    let mut partition = PartitionMut::new(&mut all[..], counts, &displacements[..]);
+    world.all_gather_varcount_into(local, &mut partition);
+    all
+}
+
+/// A 64-bit FNV-1a hash of the bytes of `values`: two paths that left the same bits in the
+/// same places give the same fingerprint.
+pub fn fingerprint<T: bytemuck::Pod>(values: &[T]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for &byte in bytemuck::cast_slice::<T, u8>(values) {
+        hash ^= byte as u64;
+        hash = hash.wrapping_mul(0x100_0000_01b3);
+    }
+    hash
+}
