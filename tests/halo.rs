@@ -343,6 +343,39 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     let field = vec![1.0f32; halo.home_count() + usize::from(me == 1)];
     let message = halo.collective_spread(&field).expect_err("long field").to_string();
     ensure!(message.contains("PE 1 passes collective_spread"), "{message}");
+    // Fields of different types on different PEs, and a field of zero-sized entries.
+    let (narrow, wide) = (vec![7u32; halo.home_count()], vec![7u64; halo.home_count()]);
+    let spread = if me == 0 {
+        halo.collective_spread(&narrow).map(|_| ())
+    } else {
+        halo.collective_spread(&wide).map(|_| ())
+    };
+    let message = spread.expect_err("different field types").to_string();
+    ensure!(message.contains("fields of 4 to 8 bytes per atom"), "{message}");
+    let message = halo.collective_spread(&vec![(); halo.home_count()]).expect_err("zero-sized").to_string();
+    ensure!(message.contains("of nonzero size"), "{message}");
+    // A position that is not finite, at repartition: named on every PE.
+    let last_home = halo.global_indices()[halo.home_count() - 1];
+    let saved = halo.coordinates()[halo.home_count() - 1];
+    if me == n - 1 {
+        let count = halo.home_count();
+        halo.home_coordinates_mut()[count - 1][1] = f32::NAN;
+    }
+    let blown = rt.max_u64_one(if me == n - 1 { last_home as u64 } else { 0 })?;
+    match halo.collective_repartition(&mut [&mut velocities]) {
+        Err(Error::NotFinite { atom, pe: Some(pe) }) if atom as u64 == blown && pe == n - 1 => {}
+        other => return Err(format!("a NaN position gave {other:?}").into()),
+    }
+    let count = halo.home_count();
+    halo.home_coordinates_mut()[count - 1] = saved;
+    // Grids that differ between PEs, though both have n domains.
+    let other = grid_for(&s, [1, n, 1], 0.9, n)?;
+    let mine = if me == 0 { other } else { grid.clone() };
+    let message = HaloExchange::collective_from_global(rt, mine, Path::Put, &s.positions)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    ensure!(message.contains("the PEs pass different grids"), "{message:?}");
     // After refused calls the exchange still works.
     halo.collective_repartition(&mut [&mut velocities])?;
     verify::check_halo(&halo, &s.positions)?;

@@ -11,7 +11,7 @@
 use md_halo::{HaloExchange, PbcBox, RVec};
 use rayon::prelude::*;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::structure::Structure;
 use crate::types::{AtomParams, TypeTable};
 
@@ -216,18 +216,31 @@ pub struct SerialForces {
 /// The serial reference: the force on every atom of a periodic system from all pairs within
 /// the cutoff (minimum image, in any box the halo exchange accepts), the potential energy and
 /// the virial. `positions` need not be wrapped.
+///
+/// # Errors
+/// [`Error::Config`] when the cutoff is not below half of every box height, where more than
+/// one image of an atom could interact with another (the halo exchange refuses such a range
+/// too).
 pub fn serial_forces(
     positions: &[RVec],
     pbc: &PbcBox,
     topology: &Topology,
     field: &ForceField,
-) -> SerialForces {
+) -> Result<SerialForces> {
+    if let Some(d) = (0..3).find(|&d| field.cutoff >= pbc.height(d) / 2.0) {
+        return Err(Error::Config(format!(
+            "the cutoff {} nm is not below half the box height along {} ({:.3} nm)",
+            field.cutoff,
+            ["x", "y", "z"][d],
+            pbc.height(d) / 2.0
+        )));
+    }
     let wrapped: Vec<RVec> = positions.iter().map(|x| pbc.wrap(*x)).collect();
     // Cells in fractions, each at least the cutoff across: a pair within the cutoff lies in
     // neighbouring cells, and the neighbour's image is the one of the unwrapped cell.
     let dims: [usize; 3] = std::array::from_fn(|d| ((pbc.height(d) / field.cutoff).floor() as usize).max(1));
     let cell_of = |x: RVec| -> [usize; 3] {
-        let s = pbc.unit_fraction(x);
+        let s = pbc.clamped_fraction(x);
         std::array::from_fn(|d| ((s[d] * dims[d] as f64) as usize).min(dims[d] - 1))
     };
     let index = |c: [usize; 3]| (c[0] * dims[1] + c[1]) * dims[2] + c[2];
@@ -281,7 +294,7 @@ pub fn serial_forces(
         .collect();
     let energy = per_atom.iter().map(|p| p.1).sum();
     let virial = std::array::from_fn(|d| std::array::from_fn(|e| per_atom.iter().map(|p| p.2[d][e]).sum()));
-    SerialForces { forces: per_atom.into_iter().map(|p| p.0).collect(), energy, virial }
+    Ok(SerialForces { forces: per_atom.into_iter().map(|p| p.0).collect(), energy, virial })
 }
 
 #[cfg(test)]
@@ -345,7 +358,7 @@ mod tests {
         let field = ForceField::new(0.8);
         for s in [water, skewed] {
             let topology = Topology::new(&s, &TypeTable::builtin(), "spc216.gro").expect("SPC names");
-            let serial = serial_forces(&s.positions, &s.pbc, &topology, &field);
+            let serial = serial_forces(&s.positions, &s.pbc, &topology, &field).expect("cutoff fits");
             let total: [f64; 3] = std::array::from_fn(|d| serial.forces.iter().map(|f| f[d]).sum());
             assert!(total.iter().all(|t| t.abs() < 1e-6), "Newton's third law: {total:?}");
             for i in [0usize, 17, 300, 647] {

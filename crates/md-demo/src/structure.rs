@@ -50,6 +50,9 @@ impl Structure {
     }
 
     /// Parses the text of a `.gro` file; `source` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::Input`] naming the line, as for [`read_gro`](Self::read_gro).
     pub fn parse_gro(text: &str, source: &str) -> Result<Structure> {
         let bad = |line: usize, problem: String| Error::Input { file: source.to_string(), line, problem };
         let mut lines = text.lines();
@@ -71,9 +74,12 @@ impl Structure {
             let line = lines.next().ok_or_else(|| {
                 bad(number, format!("the file ends after {i} of the {count} atoms it announces"))
             })?;
-            let width = *width.get_or_insert(field_width(line).ok_or_else(|| {
-                bad(number, "no coordinates in columns 21 and on (expected %8.3f fields)".into())
-            })?);
+            let width = match width {
+                Some(width) => width,
+                None => *width.insert(field_width(line).ok_or_else(|| {
+                    bad(number, "no coordinates in columns 21 and on (expected %8.3f fields)".into())
+                })?),
+            };
             let field = |range: std::ops::Range<usize>| line.get(range).map(str::trim).unwrap_or("");
             let residue_number = field(0..5).parse::<i32>().map_err(|_| {
                 bad(number, format!("the residue number {:?} in columns 1-5 is not a number", field(0..5)))
@@ -140,7 +146,10 @@ impl Structure {
 
     /// The system repeated `nx × ny × nz` times along the box vectors, as `gmx genconf -nbox`
     /// does. Atom `i` of copy `(p, q, r)` gets global index `((p*ny + q)*nz + r)*n + i` and is
-    /// shifted by `p a + q b + r c`; each copy's molecules are molecules of their own.
+    /// shifted by `p a + q b + r c`; each copy's molecules are molecules of their own. A skewed
+    /// box replicated unevenly (a dodecahedron doubled along z, say) leans more than GROMACS
+    /// allows; its vectors are then reduced to the equivalent box that does not, as GROMACS
+    /// does, which describes the same periodic system.
     ///
     /// # Errors
     /// [`Error::Config`] for a count of zero or more atoms than a global index can name.
@@ -182,11 +191,31 @@ impl Structure {
             }
         }
         let counts = [nx as f32, ny as f32, nz as f32];
-        let pbc = PbcBox::new(std::array::from_fn(|d| v[d].map(|c| c * counts[d])))
+        let pbc = PbcBox::new(reduced(std::array::from_fn(|d| v[d].map(|c| c * counts[d]))))
             .map_err(|e| Error::Config(format!("replication {nx}x{ny}x{nz}: {e}")))?;
         let positions = positions.into_iter().map(|x| pbc.wrap(x)).collect();
         Ok(Structure { title: format!("{} ({nx}x{ny}x{nz})", self.title), pbc, atoms, positions, molecules })
     }
+}
+
+/// The box vectors with whole multiples of earlier vectors taken off later ones until no
+/// off-diagonal element exceeds half the diagonal element below it (GROMACS's limits): the
+/// same lattice, so the same periodic system.
+fn reduced(mut v: [RVec; 3]) -> [RVec; 3] {
+    let take = |v: &mut [RVec; 3], from: usize, basis: usize, d: usize| {
+        let ratio = v[from][d] as f64 / v[basis][d] as f64;
+        if ratio.abs() > 0.5 {
+            let k = ratio.round();
+            let base = v[basis];
+            for (c, b) in v[from].iter_mut().zip(base) {
+                *c = (*c as f64 - k * b as f64) as f32;
+            }
+        }
+    };
+    take(&mut v, 2, 1, 1);
+    take(&mut v, 2, 0, 0);
+    take(&mut v, 1, 0, 0);
+    v
 }
 
 /// Molecule numbers: a new molecule starts wherever the residue number or name changes.
@@ -312,6 +341,14 @@ mod tests {
         }
         let s = Structure::parse_gro(SMALL, "small.gro").expect("valid file");
         assert!(s.replicate([0, 1, 1]).is_err());
+        // A dodecahedron doubled along z only: c = (d, d, ...) leans a whole box; reduced by a
+        // and b it is the box GROMACS would use.
+        let text = SMALL.replace("   1.86206   1.86206   1.86206", "   4.0 4.0 2.82843 0 0 0 0 2.0 2.0");
+        let tall = Structure::parse_gro(&text, "dodecahedron.gro")
+            .expect("valid")
+            .replicate([1, 1, 2])
+            .expect("reduced");
+        assert_eq!(tall.pbc.vectors()[2], [0.0, 0.0, 5.65686]);
     }
 
     #[test]

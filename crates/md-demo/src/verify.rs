@@ -22,8 +22,7 @@ pub fn expected_halo(positions: &[RVec], grid: &DdGrid, cell: [usize; 3]) -> Vec
     let pbc = grid.pbc();
     let mut halo = Vec::new();
     for (g, &x) in positions.iter().enumerate() {
-        let x = pbc.wrap(x);
-        let s = pbc.unit_fraction(x);
+        let (x, s) = pbc.put_in_box(x);
         let home = grid.cell_of_fraction(s);
         let options: [Vec<(f64, bool)>; 3] =
             std::array::from_fn(|d| dimension_options(grid, s, home, cell, d));
@@ -96,7 +95,7 @@ pub fn check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
     let ids = halo.global_indices();
     let n_home = halo.home_count();
     let expected_home: Vec<u32> = (0..positions.len() as u32)
-        .filter(|&g| grid.cell_of_position(grid.pbc().wrap(positions[g as usize])) == cell)
+        .filter(|&g| grid.cell_of_position(positions[g as usize]) == cell)
         .collect();
     let mut home: Vec<u32> = ids[..n_home].to_vec();
     home.sort_unstable();
@@ -188,11 +187,11 @@ pub fn deviation(
     }
     rt.broadcast(0, &mut result)?;
     if result[0] == MISMATCH {
-        return Err(Error::Verification(format!(
-            "the PEs hold {} home atoms of the {} the topology has",
-            result[1],
-            topology.params.len()
-        )));
+        return Err(Error::Verification(if result[1] == u64::MAX {
+            format!("the cutoff {} nm is too long for a serial computation in this box", field.cutoff)
+        } else {
+            format!("the PEs hold {} home atoms of the {} the topology has", result[1], topology.params.len())
+        }));
     }
     Ok(Deviation { force: f64::from_bits(result[0]), virial: f64::from_bits(result[1]) })
 }
@@ -219,7 +218,9 @@ fn compare(
         x[g as usize] = [all_positions[3 * k], all_positions[3 * k + 1], all_positions[3 * k + 2]];
         f[g as usize] = [all_forces[3 * k], all_forces[3 * k + 1], all_forces[3 * k + 2]];
     }
-    let serial = serial_forces(&x, halo.pbc(), topology, field);
+    let Ok(serial) = serial_forces(&x, halo.pbc(), topology, field) else {
+        return [MISMATCH, u64::MAX];
+    };
     let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
     let worst = serial
         .forces

@@ -39,13 +39,24 @@ pub enum Error {
         belongs: [usize; 3],
     },
 
+    /// An atom's position is not finite (NaN or infinite): the simulation has blown up, or
+    /// the input is corrupt.
+    #[error("atom {atom} has a position that is not finite{}; check the input or the integration", pe.map(|p| format!(" on PE {p}")).unwrap_or_default())]
+    NotFinite {
+        /// Its global index.
+        atom: usize,
+        /// The PE that holds it, where one does.
+        pe: Option<usize>,
+    },
+
     /// The communication layer reported an error.
     #[error(transparent)]
     Comm(#[from] onesided::Error),
 
-    /// A built-in verification found a difference.
-    #[error("verification failed: {0}")]
-    Verification(String),
+    /// A neighbour sent a different number of elements than this PE's plan expects: the PEs'
+    /// plans disagree (they were built from different calls).
+    #[error("{0}")]
+    PlanMismatch(String),
 }
 
 /// The crate's result type.

@@ -41,11 +41,12 @@ impl DdGrid {
     /// domains than fit the range (more than [`MAX_PULSES`] pulses).
     pub fn new(dims: [usize; 3], pbc: PbcBox, range: f32, n_pes: usize) -> Result<DdGrid> {
         let [nx, ny, nz] = dims;
-        if dims.contains(&0) || nx * ny * nz != n_pes {
+        let domains = nx.checked_mul(ny).and_then(|d| d.checked_mul(nz));
+        if dims.contains(&0) || domains != Some(n_pes) {
             return Err(Error::Config(format!(
                 "grid {nx}x{ny}x{nz} has {} domains but the job has {n_pes} PEs; use a grid whose \
                  product is the number of PEs",
-                nx * ny * nz
+                domains.map_or("too many".to_string(), |d| d.to_string())
             )));
         }
         if !(range > 0.0 && range.is_finite()) {
@@ -95,7 +96,8 @@ impl DdGrid {
     /// preferring to split x, then y.
     ///
     /// # Errors
-    /// [`Error::Config`] when no factorisation fits, naming the one that came closest.
+    /// [`Error::Config`] when no factorisation fits, with the reason the last one tried (the
+    /// one splitting z the most) does not.
     pub fn choose(n_pes: usize, pbc: PbcBox, range: f32) -> Result<DdGrid> {
         let mut best: Option<(f64, DdGrid)> = None;
         let mut last_error = None;
@@ -179,13 +181,14 @@ impl DdGrid {
         [i, j, k]
     }
 
-    /// The domain whose home an atom at `x` is (wrapped into the box): the one holding its
-    /// [unit fraction](PbcBox::unit_fraction).
+    /// The domain whose home an atom at `x` is: the one holding its fractions once it is put
+    /// into the box ([`PbcBox::put_in_box`]).
     pub fn cell_of_position(&self, x: RVec) -> [usize; 3] {
         self.cell_of_fraction(self.pbc.unit_fraction(x))
     }
 
-    /// The PE whose domain is the home of an atom at `x`.
+    /// The PE whose domain is the home of an atom at `x` (any position; it is put into the
+    /// box first).
     pub fn pe_of_position(&self, x: RVec) -> usize {
         self.pe_of(self.cell_of_position(x))
     }

@@ -178,6 +178,9 @@ pub struct HaloExchange<'rt> {
     /// Per-atom fields along the plan, and migrating atoms.
     bytes: Exchange<'rt, u8>,
     byte_buffer: GlobalMaxArray<'rt, u8>,
+    /// An exchange returned an error: a neighbour may still write the halo region, so only
+    /// the home atoms are handed out and no further exchange is started.
+    failed: bool,
 }
 
 /// Below this many atoms, packing and unpacking run on the calling thread: handing a few
@@ -215,8 +218,9 @@ impl<'rt> HaloExchange<'rt> {
     /// Every PE must call it with the same positions, grid and path.
     ///
     /// # Errors
-    /// [`Error::Config`] on every PE when the PEs pass different numbers of atoms, the grid
-    /// does not match the job, or the path cannot serve a halo exchange.
+    /// On every PE: [`Error::Config`] when the PEs pass different numbers of atoms, different
+    /// grids or paths, the grid does not match the job, or the path cannot serve a halo
+    /// exchange; [`Error::NotFinite`] naming an atom whose position is not finite.
     pub fn collective_from_global(
         rt: &'rt Runtime,
         grid: DdGrid,
@@ -234,28 +238,36 @@ impl<'rt> HaloExchange<'rt> {
         if n > u32::MAX as u64 {
             return Err(Error::Config(format!("{n} atoms exceed the {} a global index can name", u32::MAX)));
         }
+        // Every PE sees the same positions, so this error is the same everywhere.
+        if let Some(atom) = positions.iter().position(|x| x.iter().any(|c| !c.is_finite())) {
+            return Err(Error::NotFinite { atom, pe: None });
+        }
         let me = rt.my_pe();
         let pbc = *grid.pbc();
         let home: Vec<(u32, RVec)> = positions
             .iter()
             .enumerate()
-            .map(|(g, &x)| (g as u32, pbc.wrap(x)))
-            .filter(|&(_, x)| grid.pe_of_position(x) == me)
+            .filter_map(|(g, &x)| {
+                let (w, s) = pbc.put_in_box(x);
+                (grid.pe_of(grid.cell_of_fraction(s)) == me).then_some((g as u32, w))
+            })
             .collect();
         Self::collective_setup(rt, grid, path, home)
     }
 
     /// Builds the exchange from each PE's own home atoms: their positions and global
     /// indices, in the engine's order, which the home atoms keep until the first
-    /// repartition. Every atom must lie in this PE's domain ([`DdGrid::pe_of_position`]).
+    /// repartition. Every atom must lie in this PE's domain ([`DdGrid::pe_of_position`]);
+    /// positions are put into the box ([`PbcBox::put_in_box`]).
     ///
     /// # Collective
     /// Every PE must call it with the same grid and path.
     ///
     /// # Errors
     /// On every PE: [`Error::Config`] when a PE passes positions and indices of different
-    /// lengths, or the grid or path do not fit; [`Error::NotHome`] naming an atom that lies
-    /// outside its PE's domain.
+    /// lengths, or the PEs pass different grids or paths, or the grid or path do not fit;
+    /// [`Error::NotFinite`] or [`Error::NotHome`] naming an atom whose position is not finite
+    /// or lies outside its PE's domain.
     pub fn collective_new(
         rt: &'rt Runtime,
         grid: DdGrid,
@@ -272,13 +284,21 @@ impl<'rt> HaloExchange<'rt> {
                 bad - 1
             )));
         }
+        let broken = home_globals.iter().zip(home_positions).find(|(_, x)| x.iter().any(|c| !c.is_finite()));
+        if let Some((atom, pe, _)) = report_atom(rt, broken.map(|(&g, _)| (g, me)))? {
+            return Err(Error::NotFinite { atom, pe: Some(pe) });
+        }
         let pbc = *grid.pbc();
-        let home: Vec<(u32, RVec)> =
-            home_globals.iter().zip(home_positions).map(|(&g, &x)| (g, pbc.wrap(x))).collect();
-        let stray = home.iter().find_map(|&(g, x)| {
-            let pe = grid.pe_of_position(x);
-            (pe != me).then_some((g, pe))
-        });
+        let mut stray = None;
+        let mut home = Vec::with_capacity(home_positions.len());
+        for (&g, &x) in home_globals.iter().zip(home_positions) {
+            let (w, s) = pbc.put_in_box(x);
+            let pe = grid.pe_of(grid.cell_of_fraction(s));
+            if pe != me && stray.is_none() {
+                stray = Some((g, pe));
+            }
+            home.push((g, w));
+        }
         if let Some((atom, pe, belongs)) = report_atom(rt, stray)? {
             return Err(Error::NotHome {
                 atom,
@@ -290,8 +310,17 @@ impl<'rt> HaloExchange<'rt> {
         Self::collective_setup(rt, grid, path, home)
     }
 
-    /// Allocates everything and builds the plan for `home` (wrapped positions).
+    /// Allocates everything and builds the plan for `home` (positions put into the box).
     fn collective_setup(rt: &'rt Runtime, grid: DdGrid, path: Path, home: Vec<(u32, RVec)>) -> Result<Self> {
+        // The checks below are then the same on every PE.
+        let (least, most) = min_max(rt, setup_hash(&grid, path))?;
+        if least != most {
+            return Err(Error::Config(
+                "the PEs pass different grids, boxes, ranges or paths: every PE must build the halo \
+                 exchange with the same ones"
+                    .to_string(),
+            ));
+        }
         if grid.len() != rt.n_pes() {
             return Err(Error::Config(format!(
                 "the grid has {} domains but the job has {} PEs",
@@ -352,6 +381,7 @@ impl<'rt> HaloExchange<'rt> {
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
             bytes: Exchange::collective_new(rt, &name("per-atom fields"), path)?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
+            failed: false,
         };
         halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
         halo.collective_build_plan()?;
@@ -407,11 +437,17 @@ impl<'rt> HaloExchange<'rt> {
     /// Current positions of the local atoms, home first, then halo in plan order (each halo
     /// atom as the image, shifted by box vectors, that lies next to this domain). Valid until
     /// the next call that takes `&mut self`.
+    ///
+    /// After an exchange returned an error, only the home atoms: a neighbour may still be
+    /// writing the halo region.
     pub fn coordinates(&self) -> &[RVec] {
-        // SAFETY: other PEs write this array only inside exchanges this PE takes part in (its
-        // announcements open its receive regions, and they happen in move_x, the plan build
-        // and repartition, which take &mut self); `&self` excludes those while the slice lives.
-        unsafe { &self.coords.array().local_slice()[..self.n_local] }
+        let len = if self.failed { self.n_home } else { self.n_local };
+        // SAFETY: other PEs write this array only in the receive regions this PE announces
+        // (behind the home atoms), inside exchanges this PE takes part in: move_x, the plan
+        // build and repartition, which take &mut self, so `&self` excludes them while the
+        // slice lives. When one of them failed, an announced region may still be written
+        // later; then the slice covers the home atoms only.
+        unsafe { &self.coords.array().local_slice()[..len] }
     }
 
     /// The positions of the home atoms, to write before [`move_x`](Self::move_x): an engine
@@ -453,19 +489,57 @@ impl<'rt> HaloExchange<'rt> {
     }
 
     /// Sends the coordinates of this PE's halo atoms to the domains that need them and
-    /// receives its own halo, in place, with periodic shifts applied.
+    /// receives its own halo, in place, with periodic shifts applied. The neighbours along
+    /// each pulse must call it too (every PE does, once per step).
+    ///
+    /// # Errors
+    /// What the exchanges report (a neighbour that does not take part times out, naming it);
+    /// after any error, this and every further exchange call fails (end the job with
+    /// [`Runtime::abort`]).
     pub fn move_x(&mut self) -> Result<()> {
+        self.usable()?;
         for q in 0..self.pulses.len() {
-            self.move_x_pulse(q)?;
+            let outcome = self.move_x_pulse(q);
+            self.note(outcome)?;
         }
         Ok(())
+    }
+
+    /// Fails when an earlier exchange failed.
+    fn usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Config(
+                "an earlier exchange of this halo failed, and a neighbour may still write into its \
+                 buffers: end the job (Runtime::abort)"
+                    .to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Passes `outcome` on, remembering a failure of the communication. Refusals agreed
+    /// before anything moved (wrong lengths, an atom too far) leave the exchange usable.
+    fn note<T>(&mut self, outcome: Result<T>) -> Result<T> {
+        self.failed |= matches!(outcome, Err(Error::Comm(_) | Error::PlanMismatch(_)));
+        outcome
     }
 
     /// Sends the forces on this PE's halo atoms back to their home domains, pulse by pulse in
     /// reverse, and adds the forces it receives to the atoms it had sent. Afterwards the home
     /// part of `forces` holds the total force on each home atom. Returns the forces that
-    /// crossed the periodic boundaries, which the virial needs.
+    /// crossed the periodic boundaries, which the virial needs. The neighbours must call it
+    /// too.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `forces` is not one force per local atom (on this PE only: its
+    /// neighbours then time out waiting for it); otherwise as [`move_x`](Self::move_x).
     pub fn move_f(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
+        self.usable()?;
+        let outcome = self.move_f_pulses(forces);
+        self.note(outcome)
+    }
+
+    fn move_f_pulses(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
         if forces.len() != self.n_local {
             return Err(Error::Config(format!(
                 "move_f needs one force per local atom ({}), got {}",
@@ -514,12 +588,28 @@ impl<'rt> HaloExchange<'rt> {
     /// [`Error::Config`] on every PE when some PE passes a field whose length is not its home
     /// atom count.
     pub fn collective_spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
+        self.usable()?;
+        let outcome = self.spread(home);
+        self.note(outcome)
+    }
+
+    fn spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
         let me = self.rt.my_pe();
-        let bad = self.rt.max_u64_one(if home.len() != self.n_home { me as u64 + 1 } else { 0 })?;
-        if bad > 0 {
+        let width = size_of::<T>() as u64;
+        let mut agreed = [width, TOP - width, if home.len() != self.n_home { me as u64 + 1 } else { 0 }];
+        self.rt.max_u64(&mut agreed)?;
+        if agreed[2] > 0 {
             return Err(Error::Config(format!(
                 "PE {} passes collective_spread a field whose length is not its number of home atoms",
-                bad - 1
+                agreed[2] - 1
+            )));
+        }
+        if agreed[0] != TOP - agreed[1] || width == 0 {
+            return Err(Error::Config(format!(
+                "the PEs pass collective_spread fields of {} to {} bytes per atom: every PE must pass \
+                 a field of the same type, of nonzero size",
+                TOP - agreed[1],
+                agreed[0]
             )));
         }
         let mut values = home.to_vec();
@@ -541,9 +631,18 @@ impl<'rt> HaloExchange<'rt> {
     ///
     /// # Errors
     /// On every PE: [`Error::MovedTooFar`] when some atom moved more than one domain along a
-    /// dimension since the last repartition; [`Error::Config`] when the PEs' state arrays
-    /// differ in size per atom, or an array's length is not its PE's home atom count.
+    /// dimension since the last repartition; [`Error::NotFinite`] naming an atom whose
+    /// position is not finite; [`Error::Config`] when the PEs' state arrays differ in size
+    /// per atom, or an array's length is not its PE's home atom count. After such an error
+    /// nothing has moved and the exchange can go on; after an error of the communication
+    /// layer, as for [`move_x`](Self::move_x).
     pub fn collective_repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
+        self.usable()?;
+        let outcome = self.repartition(state);
+        self.note(outcome)
+    }
+
+    fn repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
         let me = self.rt.my_pe();
         let record = MIGRANT_HEADER + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
@@ -564,10 +663,16 @@ impl<'rt> HaloExchange<'rt> {
                 agreed[0] - MIGRANT_HEADER as u64
             )));
         }
+        let home = &self.coordinates()[..self.n_home];
+        let broken = home.iter().zip(&self.ids).find(|(x, _)| x.iter().any(|c| !c.is_finite()));
+        if let Some((atom, pe, _)) = report_atom(self.rt, broken.map(|(_, &g)| (g, me)))? {
+            return Err(Error::NotFinite { atom, pe: Some(pe) });
+        }
         let pbc = *self.grid.pbc();
-        let wrapped: Vec<RVec> = self.coordinates()[..self.n_home].iter().map(|&x| pbc.wrap(x)).collect();
-        let too_far = wrapped.iter().zip(&self.ids).find_map(|(&x, &g)| {
-            let to = self.grid.cell_of_position(x);
+        let placed: Vec<(RVec, [f64; 3])> = home.iter().map(|&x| pbc.put_in_box(x)).collect();
+        let wrapped: Vec<RVec> = placed.iter().map(|p| p.0).collect();
+        let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
+            let to = self.grid.cell_of_fraction(s);
             (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1).then(|| (g, self.grid.pe_of(to)))
         });
         if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
@@ -610,7 +715,7 @@ impl<'rt> HaloExchange<'rt> {
         let (mut stay, mut to_down, mut to_up) = (Vec::new(), Vec::new(), Vec::new());
         for r in records.chunks_exact(record) {
             let x = bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
-            let target = self.grid.cell_of_position(x)[dim];
+            let target = self.grid.cell_of_fraction(self.grid.pbc().clamped_fraction(x))[dim];
             if target == self.cell[dim] {
                 stay.extend_from_slice(r);
             } else if target == down[dim] {
@@ -695,7 +800,7 @@ impl<'rt> HaloExchange<'rt> {
         self.n_local = self.n_home;
         self.ids.truncate(self.n_home);
         let pbc = *self.grid.pbc();
-        self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.unit_fraction(x)).collect();
+        self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
         for q in 0..self.pulses.len() {
             let (dim, first) = (self.pulses[q].dim, q == 0 || self.pulses[q - 1].dim != self.pulses[q].dim);
             // The first pulse of a dimension considers every local atom so far (home and the
@@ -834,10 +939,25 @@ fn min_max(rt: &Runtime, value: u64) -> Result<(u64, u64)> {
     Ok((TOP - agreed[1], agreed[0]))
 }
 
+/// A hash of what every PE must agree on to build one halo exchange: the grid, the box, the
+/// range and the path (at most [`TOP`]).
+fn setup_hash(grid: &DdGrid, path: Path) -> u64 {
+    let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
+    words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
+    words.push(grid.range().to_bits() as u64);
+    words.extend(path.name().bytes().map(u64::from));
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for word in words {
+        hash ^= word;
+        hash = hash.wrapping_mul(0x100_0000_01b3);
+    }
+    hash & TOP
+}
+
 /// Agrees on one atom that some PE found a problem with (`found`: the atom's global index and
 /// the PE it belongs to): returns, on every PE alike, `(atom, PE that found it, PE it
-/// belongs to)` for the atom with the largest index of the highest PE that found one, or
-/// `None`.
+/// belongs to)` for one such atom (the largest index found, and of those the highest PE),
+/// or `None`.
 ///
 /// # Collective
 /// Every PE must call it.
@@ -867,7 +987,7 @@ pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
     len >= parallel_min && rayon::current_num_threads() > 1
 }
 
-/// Bits for the PE in the value that reports an atom that moved too far (the atom above).
+/// Bits for the PE in the value that names an atom to every PE (the atom above): up to 2^24 PEs.
 const PE_BITS: u32 = 24;
 
 /// A neighbour sent a different number of elements than the plan says.
@@ -875,7 +995,7 @@ fn check_count(received: usize, expected: usize, from: usize, what: &str) -> Res
     if received == expected {
         Ok(())
     } else {
-        Err(Error::Verification(format!(
+        Err(Error::PlanMismatch(format!(
             "PE {from} sent {received} {what} where the plan expects {expected}; the PEs' plans disagree"
         )))
     }

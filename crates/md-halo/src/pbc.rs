@@ -149,14 +149,30 @@ impl PbcBox {
         [x[0] * r[0][0] + x[1] * r[1][0] + x[2] * r[2][0], x[1] * r[1][1] + x[2] * r[2][1], x[2] * r[2][2]]
     }
 
-    /// The fractional coordinates of `x` wrapped into the unit cell: every component in
-    /// `[0, 1)`, exactly (rounding never yields 1).
+    /// `x` moved into the unit cell ([`wrap`](Self::wrap)) and the fractions of the moved
+    /// point, clamped into `[0, 1)`: the one placement that decides an atom's home, so that
+    /// its stored position and its domain always agree (the fractions of a wrapped point may
+    /// round to 1, or just outside the cell in a skewed box; the clamp keeps the point on the
+    /// face where it lies).
+    #[inline]
+    pub fn put_in_box(&self, x: RVec) -> (RVec, [f64; 3]) {
+        let w = self.wrap(x);
+        (w, self.clamped_fraction(w))
+    }
+
+    /// The fractions of `x` put into the box: those of [`put_in_box`](Self::put_in_box), every
+    /// component in `[0, 1)`.
     #[inline]
     pub fn unit_fraction(&self, x: RVec) -> [f64; 3] {
-        self.fraction(x).map(|s| {
-            let wrapped = s - s.floor();
-            if wrapped < 1.0 { wrapped.max(0.0) } else { ONE_BELOW }
-        })
+        self.put_in_box(x).1
+    }
+
+    /// The fractions of a point already in the box (the position
+    /// [`put_in_box`](Self::put_in_box) returned), clamped into `[0, 1)`: no wrapping, which a
+    /// point exactly on the upper face would not survive.
+    #[inline]
+    pub fn clamped_fraction(&self, w: RVec) -> [f64; 3] {
+        self.fraction(w).map(|s| if s < 1.0 { s.max(0.0) } else { ONE_BELOW })
     }
 
     /// `x` moved into the unit cell by whole box vectors, as GROMACS's `put_atoms_in_box`
@@ -269,9 +285,20 @@ mod tests {
             });
             let s = pbc.fraction(pbc.wrap(x));
             assert!(s.iter().all(|&c| (-1e-6..1.0 + 1e-6).contains(&c)), "{x:?} -> {s:?}");
-            let u = pbc.unit_fraction(x);
+            let (w, u) = pbc.put_in_box(x);
             assert!(u.iter().all(|&c| (0.0..1.0).contains(&c)), "{u:?}");
+            assert_eq!(u, pbc.clamped_fraction(w), "the fractions are those of the stored point");
         }
+    }
+
+    #[test]
+    fn a_point_that_wraps_onto_the_upper_face_stays_there() {
+        // -5e-8 nm wraps to exactly 3.0 in f32, whose fraction is 1: the point lies on the
+        // upper face, so its fraction is the largest below 1, not 0.
+        let pbc = PbcBox::rectangular([3.0; 3]).expect("valid");
+        let (w, s) = pbc.put_in_box([-5e-8, 1.0, 1.0]);
+        assert_eq!(w[0], 3.0);
+        assert_eq!(s[0], ONE_BELOW);
     }
 
     #[test]
