@@ -38,12 +38,39 @@ impl Rng {
 
 const ROOM: usize = 256;
 
+/// How a test's exchange is built.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Build {
+    /// For every PE.
+    Any,
+    /// For its two ring neighbours only.
+    Partnered,
+    /// For its two ring neighbours, with packed messages (`sendrecv_packed`).
+    Packed,
+}
+
 /// Sends to the right, receives from the left at an offset that moves with the call, and
 /// returns every received buffer's contents after the last call.
 fn ring(rt: &Runtime, path: Path, calls: u64, delays: bool) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+    ring_built(rt, path, calls, delays, Build::Any)
+}
+
+fn ring_built(
+    rt: &Runtime,
+    path: Path,
+    calls: u64,
+    delays: bool,
+    build: Build,
+) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    let mut exchange = Exchange::<u64>::collective_new(rt, &format!("ring {path}"), path)?;
+    let name = format!("ring {path} {build:?}");
+    let mut exchange = match build {
+        Build::Any => Exchange::<u64>::collective_new(rt, &name, path)?,
+        Build::Partnered | Build::Packed => {
+            Exchange::<u64>::collective_with_partners(rt, &name, path, &[left, right])?
+        }
+    };
     exchange.collective_reserve(ROOM)?;
     let target = SymArray::<u64>::collective_alloc(rt, "ring target", 2 * ROOM)?;
     let mut rng = Rng::new(me as u64 * 7 + 1);
@@ -53,11 +80,18 @@ fn ring(rt: &Runtime, path: Path, calls: u64, delays: bool) -> Result<Vec<u64>, 
         }
         let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
         let offset = (call as usize * 3) % ROOM;
-        let received = exchange.sendrecv(
-            &[&target],
-            Outgoing { to: right, data: &message },
-            Incoming { from: left, buffer: 0, offset, room: ROOM },
-        )?;
+        let incoming = Incoming { from: left, buffer: 0, offset, room: ROOM };
+        let received = if build == Build::Packed {
+            // Each element written where it lands (through the mapping) or into staging.
+            let fill = |dest: &mut [u64]| {
+                for (i, v) in dest.iter_mut().enumerate() {
+                    *v = stamp(me, call, i);
+                }
+            };
+            exchange.sendrecv_packed(&[&target], right, message.len(), fill, incoming)?
+        } else {
+            exchange.sendrecv(&[&target], Outgoing { to: right, data: &message }, incoming)?
+        };
         let expected = length(left, call);
         ensure!(
             received == expected,
@@ -373,6 +407,105 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Exchanges built for their partners only: the same bytes as those built for every PE, on
+/// every path, plain and packed; symmetric memory that depends on the partners, not on the
+/// job's PE count; partnership that must be mutual; no message to a PE that is not a partner.
+fn partnered_exchanges(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    for path in Path::ALL {
+        let any = ring_built(rt, path, 300, false, Build::Any)?;
+        for build in [Build::Partnered, Build::Packed] {
+            let partnered = ring_built(rt, path, 300, false, build)?;
+            ensure!(partnered == any, "{path}: {build:?} differs from an exchange for every PE");
+        }
+    }
+    // Per partner and lane: two signals and two slots of one cache line each.
+    let per_partner = 2 * 4 * 64;
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let ring_partners = if n == 2 { 1 } else { 2 };
+    let partnered = Exchange::<u64>::collective_with_partners(rt, "memory", Path::Put, &[left, right])?;
+    let any = Exchange::<u64>::collective_new(rt, "memory, any PE", Path::Put)?;
+    ensure!(
+        partnered.symmetric_bytes() == ring_partners * per_partner
+            && any.symmetric_bytes() == n * per_partner,
+        "{} bytes with {ring_partners} partners, {} for every PE, on {n} PEs",
+        partnered.symmetric_bytes(),
+        any.symmetric_bytes()
+    );
+    if me == 0 {
+        println!(
+            "  {n} PEs: {} symmetric bytes per PE for a ring exchange, {} for one with every PE",
+            partnered.symmetric_bytes(),
+            any.symmetric_bytes()
+        );
+    }
+    // A message to a PE that is not a partner.
+    let mut ring = partnered;
+    let target = SymArray::<u64>::collective_alloc(rt, "partner target", 4)?;
+    if n >= 4 {
+        let far = (me + 2) % n;
+        let refused = ring.sendrecv(
+            &[&target],
+            Outgoing { to: far, data: &[1] },
+            Incoming { from: far, buffer: 0, offset: 0, room: 4 },
+        );
+        match refused {
+            Err(Error::InvalidArgument(m)) if m.contains("is not a partner") => {}
+            other => return Err(format!("a message to a non-partner gave {other:?}").into()),
+        }
+    }
+    // PE 0 names PE 1, which names nobody.
+    let partners: &[usize] = if me == 0 { &[1] } else { &[] };
+    match Exchange::<u64>::collective_with_partners(rt, "one-sided partnership", Path::Put, partners) {
+        Err(Error::InvalidArgument(m))
+            if m.contains("PE 0 names PE 1 as a partner, but PE 1 does not name it back") => {}
+        other => return Err(format!("a one-sided partnership gave {:?}", other.err()).into()),
+    }
+    Ok(())
+}
+
+/// An MPI exchange that fails after posting its receives cancels them before it returns: the
+/// region it had posted is never written afterwards, and the next exchange on the channel
+/// gets its own messages (a receive left posted would take them first, and the next call
+/// would wait for ever). Each PE exchanges with itself, so no partner is left waiting.
+fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
+    let me = rt.my_pe();
+    let mut exchange = Exchange::<u64>::collective_with_partners(rt, "mpi faults", Path::Mpi, &[me])?;
+    let target = SymArray::<u64>::collective_alloc(rt, "mpi fault target", 16)?;
+    const SENTINEL: u64 = 0x5e47_1ae1;
+    target.write_local(0, &[SENTINEL; 16])?;
+    let first = [stamp(me, 1, 0), stamp(me, 1, 1)];
+    let second = [stamp(me, 2, 0), stamp(me, 2, 1)];
+    fn messages(to: usize, data: &[u64; 2]) -> [Outgoing<'_, u64>; 2] {
+        [Outgoing { to, data: &data[..1] }, Outgoing { to, data: &data[1..] }]
+    }
+    let incoming = |offset: usize| {
+        [
+            Incoming { from: me, buffer: 0, offset, room: 2 },
+            Incoming { from: me, buffer: 0, offset: offset + 4, room: 2 },
+        ]
+    };
+    exchange.fail_mpi_isend(0);
+    let mut received = [0; 2];
+    match exchange.exchange(&[&target], &messages(me, &first), &incoming(0), &mut received) {
+        Err(Error::Mpi { call: "MPI_Isend", .. }) => {}
+        other => return Err(format!("an injected MPI_Isend failure gave {other:?}").into()),
+    }
+    exchange.exchange(&[&target], &messages(me, &second), &incoming(8), &mut received)?;
+    let contents = target.to_vec_local();
+    ensure!(received == [1, 1], "the second exchange received {received:?}");
+    ensure!(
+        contents[8] == second[0] && contents[12] == second[1],
+        "the second exchange's data: {contents:x?}"
+    );
+    ensure!(
+        contents[..8].iter().all(|&v| v == SENTINEL),
+        "the failed exchange's regions were written after it returned: {:x?}",
+        &contents[..8]
+    );
+    Ok(())
+}
+
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         every_path_many_calls_unequal_sizes,
@@ -383,6 +516,8 @@ fn main() {
         sending_to_oneself,
         posted_receives,
         regions_and_buffer_lists,
+        partnered_exchanges,
+        mpi_error_leaves_nothing_posted,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

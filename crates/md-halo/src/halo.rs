@@ -338,6 +338,10 @@ impl<'rt> HaloExchange<'rt> {
         let cell = grid.cell_of(rt.my_pe());
         let name = |what: &str| format!("halo {}: {what}", path.name());
         let coords = GlobalMaxArray::collective_alloc(rt, &name("coordinates"), home.len(), GROWTH)?;
+        // The face neighbours (this PE itself along a dimension of one domain): every PE this
+        // one exchanges with, so the exchanges' memory grows with them, not with the job.
+        let neighbours: Vec<usize> =
+            (0..3).flat_map(|d| [false, true].map(|up| grid.pe_of(grid.neighbour(cell, d, up)))).collect();
         let mut pulses = Vec::new();
         let dims = grid.dims();
         for dim in 0..3 {
@@ -357,8 +361,8 @@ impl<'rt> HaloExchange<'rt> {
                     receives_shifted: cell[dim] + 1 == dims[dim],
                     offset: 0,
                     count: 0,
-                    x: Exchange::collective_new(rt, &label("coordinates"), path)?,
-                    f: Exchange::collective_new(rt, &label("forces"), path)?,
+                    x: Exchange::collective_with_partners(rt, &label("coordinates"), path, &[to, from])?,
+                    f: Exchange::collective_with_partners(rt, &label("forces"), path, &[to, from])?,
                 });
             }
         }
@@ -377,9 +381,9 @@ impl<'rt> HaloExchange<'rt> {
             n_local: 0,
             pulses,
             force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
-            counts: Exchange::collective_new(rt, &name("counts"), path)?,
+            counts: Exchange::collective_with_partners(rt, &name("counts"), path, &neighbours)?,
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
-            bytes: Exchange::collective_new(rt, &name("per-atom fields"), path)?,
+            bytes: Exchange::collective_with_partners(rt, &name("per-atom fields"), path, &neighbours)?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
             failed: false,
         };

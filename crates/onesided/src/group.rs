@@ -262,7 +262,30 @@ mod team {
     impl Drop for Team {
         fn drop(&mut self) {
             // SAFETY: the team is valid and destroyed once; every member drops its group.
-            unsafe { shmem_sys::shmem_team_destroy(self.team) }
+            let outcome = unsafe { shmem_sys::shmem_team_destroy(self.team) }.failure();
+            if let Some(code) = outcome {
+                // Drop cannot return it; a failure means the library no longer knew the team.
+                eprintln!("onesided: shmem_team_destroy failed with {code}; the team was not released");
+            }
+        }
+    }
+
+    /// What `shmem_team_destroy` returns: nothing in the specification, an error code in Sandia
+    /// OpenSHMEM.
+    trait DestroyOutcome {
+        /// The error code, if the call failed.
+        fn failure(self) -> Option<std::ffi::c_int>;
+    }
+
+    impl DestroyOutcome for () {
+        fn failure(self) -> Option<std::ffi::c_int> {
+            None
+        }
+    }
+
+    impl DestroyOutcome for std::ffi::c_int {
+        fn failure(self) -> Option<std::ffi::c_int> {
+            (self != 0).then_some(self)
         }
     }
 }

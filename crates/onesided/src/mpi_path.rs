@@ -23,6 +23,10 @@ use crate::sendrecv::{Incoming, Outgoing};
 /// A communicator of the same members as the world, private to one exchange.
 pub(crate) struct MpiChannel {
     comm: SimpleCommunicator,
+    /// Fault injection for the tests of the error paths: the `MPI_Isend` with this index
+    /// (counted over the channel's life) reports failure without being started.
+    fail_isend: Option<usize>,
+    isends: usize,
     /// Requests and statuses of the last exchange, kept so that an exchange allocates nothing.
     requests: Vec<ffi::MPI_Request>,
     statuses: Vec<MaybeUninit<ffi::MPI_Status>>,
@@ -62,7 +66,12 @@ impl MpiChannel {
             return Err(Error::Mpi { call: "MPI_Comm_set_errhandler", code });
         }
         debug_assert_eq!(comm.size() as usize, rt.n_pes());
-        Ok(MpiChannel { comm, requests: Vec::new(), statuses: Vec::new() })
+        Ok(MpiChannel { comm, fail_isend: None, isends: 0, requests: Vec::new(), statuses: Vec::new() })
+    }
+
+    /// Makes the `MPI_Isend` with index `index` from now on report failure without starting.
+    pub(crate) fn fail_isend(&mut self, index: usize) {
+        self.fail_isend = Some(self.isends + index);
     }
 
     /// Sends and receives; `received[i]` gets the element count of `incoming[i]`.
@@ -128,13 +137,19 @@ impl MpiChannel {
                 ffi::MPI_Irecv(recv_ptr(inc), room_bytes, bytes_type, inc.from as c_int, *tag, comm, request)
             };
             if code != 0 {
+                release(requests);
                 return Err(mpi_error("MPI_Irecv", code));
             }
         }
         for ((out, tag), request) in outgoing.iter().zip(out_tags).zip(requests[incoming.len()..].iter_mut())
         {
             let send_bytes = bytes_of(out.data.len(), size, "a message").expect("checked above");
-            // SAFETY: the send slice outlives MPI_Waitall below.
+            self.isends += 1;
+            if self.fail_isend == Some(self.isends - 1) {
+                release(requests);
+                return Err(mpi_error("MPI_Isend", INJECTED));
+            }
+            // SAFETY: the send slice outlives MPI_Waitall below, or release() on an error.
             let code = unsafe {
                 ffi::MPI_Isend(
                     out.data.as_ptr().cast(),
@@ -147,6 +162,7 @@ impl MpiChannel {
                 )
             };
             if code != 0 {
+                release(requests);
                 return Err(mpi_error("MPI_Isend", code));
             }
         }
@@ -163,6 +179,9 @@ impl MpiChannel {
         if code != 0 {
             // SAFETY: a valid out-pointer.
             unsafe { ffi::MPI_Error_class(code, &mut class) };
+            // Requests that did not complete (MPI_ERR_PENDING, or any after another error)
+            // are still active: cancelled and completed before the buffers go back.
+            release(requests);
             if class as u32 != ffi::MPI_ERR_IN_STATUS {
                 return Err(mpi_error("MPI_Waitall", code));
             }
@@ -179,6 +198,28 @@ impl MpiChannel {
             return Err(mpi_error("MPI_Waitall", code));
         }
         Ok(())
+    }
+}
+
+/// The error code an injected failure reports (`MPI_ERR_OTHER` in spirit; never read as a
+/// class).
+const INJECTED: c_int = -1;
+
+/// Cancels every request still active and completes it, so that none outlives the call that
+/// posted it: a receive cancelled before it matched writes nothing; a send either completes
+/// or is cancelled. Requests already completed (`MPI_REQUEST_NULL`) are skipped.
+fn release(requests: &mut [ffi::MPI_Request]) {
+    for request in requests.iter_mut() {
+        // SAFETY: reading a constant of rsmpi's shim.
+        if *request == unsafe { ffi::RSMPI_REQUEST_NULL } {
+            continue;
+        }
+        // SAFETY: an active request started by this channel; cancelling and waiting on it is
+        // valid in any state, and the wait leaves it MPI_REQUEST_NULL. The status is ignored.
+        unsafe {
+            ffi::MPI_Cancel(request);
+            ffi::MPI_Wait(request, ffi::RSMPI_STATUS_IGNORE);
+        }
     }
 }
 

@@ -195,12 +195,46 @@ fn overlapping(incoming: &[Incoming]) -> Option<(Incoming, Incoming)> {
     sorted.windows(2).find(|w| meet(&w[0], &w[1])).map(|w| (w[0], w[1]))
 }
 
-/// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane `l`.
-fn assign_lanes(lanes: &mut Vec<Lane>, me: usize, peers: impl Iterator<Item = usize>) {
-    lanes.clear();
-    for peer in peers {
-        let lane = lanes.iter().filter(|l| l.peer == peer).count();
-        lanes.push(Lane { peer, local: peer * LANES + lane, remote: me * LANES + lane });
+/// The PEs an exchange talks to, and where each pair's slots sit: per partner, [`LANES`]
+/// slots in this PE's arrays and as many in the partner's. An exchange built for every PE
+/// keeps a partner's slots at the partner's number; one built for a few partners keeps them
+/// at the partner's place in its sorted list, so that its arrays grow with the partners, not
+/// with the PE count.
+struct Partners {
+    me: usize,
+    /// The sorted partners with, for each, this PE's place in the partner's list; `None`:
+    /// every PE, each at its own number.
+    listed: Option<Vec<(usize, usize)>>,
+    /// Partners per PE the arrays hold (the largest list over all PEs).
+    capacity: usize,
+}
+
+impl Partners {
+    /// This PE's place for `peer`, and the partner's place for this PE, or `None` when `peer`
+    /// is not a partner.
+    #[inline]
+    fn places(&self, peer: usize) -> Option<(usize, usize)> {
+        match &self.listed {
+            None => Some((peer, self.me)),
+            Some(list) => list.binary_search_by_key(&peer, |p| p.0).ok().map(|i| (i, list[i].1)),
+        }
+    }
+
+    /// The lane `lane` of the pair with `peer` (a partner).
+    #[inline]
+    fn lane(&self, peer: usize, lane: usize) -> Lane {
+        let (local, remote) = self.places(peer).expect("validated partner");
+        Lane { peer, local: local * LANES + lane, remote: remote * LANES + lane }
+    }
+
+    /// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane
+    /// `l`.
+    fn assign(&self, lanes: &mut Vec<Lane>, peers: impl Iterator<Item = usize>) {
+        lanes.clear();
+        for peer in peers {
+            let lane = lanes.iter().filter(|l| l.peer == peer).count();
+            lanes.push(self.lane(peer, lane));
+        }
     }
 }
 
@@ -228,6 +262,7 @@ pub struct Exchange<'rt, T: Pod> {
     rt: &'rt Runtime,
     name: String,
     path: Path,
+    partners: Partners,
     /// The MPI path's private communicator.
     mpi: Option<MpiChannel>,
     /// Signal `(p * LANES + l) * STRIDE`, raised by receiver `p`: announced (put path),
@@ -264,17 +299,112 @@ pub struct Exchange<'rt, T: Pod> {
 }
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// Creates a channel on `path`.
+    /// Creates a channel on `path` between any PEs: its slots and signals grow with the PE
+    /// count (about 512 bytes of symmetric memory per PE). An exchange whose partners are
+    /// known, as a halo pulse's are, should name them:
+    /// [`collective_with_partners`](Self::collective_with_partners).
     ///
     /// # Collective
     /// Every PE must create it, with the same path, in the same order.
     pub fn collective_new(rt: &'rt Runtime, name: &str, path: Path) -> Result<Self> {
+        let partners = Partners { me: rt.my_pe(), listed: None, capacity: rt.n_pes() };
+        Self::collective_build(rt, name, path, partners)
+    }
+
+    /// Creates a channel on `path` between this PE and `partners` only (the PEs it will send
+    /// to or receive from, in any order; repeats are ignored): its symmetric memory grows with
+    /// the largest number of partners any PE names, not with the PE count. Partnership must
+    /// be mutual: when PE `p` names `q`, `q` names `p`.
+    ///
+    /// # Collective
+    /// Every PE must create it, with the same path, in the same order.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::InvalidArgument`] for a partner that is not a PE, or when some
+    /// PE names a partner that does not name it back.
+    pub fn collective_with_partners(
+        rt: &'rt Runtime,
+        name: &str,
+        path: Path,
+        partners: &[usize],
+    ) -> Result<Self> {
+        let me = rt.my_pe();
+        let mut peers = partners.to_vec();
+        peers.sort_unstable();
+        peers.dedup();
+        let stray = peers.iter().find(|&&p| p >= rt.n_pes()).map_or(0, |&p| p as u64 + 1);
+        let mut agreed = [peers.len() as u64, stray.min(i64::MAX as u64)];
+        rt.max_u64(&mut agreed)?;
+        if agreed[1] > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{name}': partner {} is not a PE of this job of {} PEs",
+                agreed[1] - 1,
+                rt.n_pes()
+            )));
+        }
+        let capacity = agreed[0] as usize;
+        // Each PE publishes its list; each reads its partners' lists to find its place there.
+        let table = SymArray::<u64>::collective_alloc(rt, &format!("{name}: partner lists"), capacity + 1)?;
+        let mut mine = vec![u64::MAX; capacity + 1];
+        mine[0] = peers.len() as u64;
+        for (slot, &p) in mine[1..].iter_mut().zip(&peers) {
+            *slot = p as u64;
+        }
+        table.write_local(0, &mine)?;
+        rt.barrier();
+        let mut listed = Vec::with_capacity(peers.len());
+        let mut theirs = vec![0u64; capacity + 1];
+        let mut one_sided = 0;
+        for &p in &peers {
+            table.get(p, 0, &mut theirs)?;
+            let count = (theirs[0] as usize).min(capacity);
+            match theirs[1..=count].iter().position(|&q| q == me as u64) {
+                Some(place) => listed.push((p, place)),
+                None => one_sided = one_sided.max((me as u64 + 1) << 24 | p as u64),
+            }
+        }
+        // Everyone has read every list it needs before the table goes.
+        let one_sided = rt.max_u64_one(one_sided)?;
+        drop(table);
+        if one_sided > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{name}': PE {} names PE {} as a partner, but PE {} does not name it back; \
+                 partnership must be mutual",
+                (one_sided >> 24) - 1,
+                one_sided & 0xff_ffff,
+                one_sided & 0xff_ffff
+            )));
+        }
+        let partners = Partners { me, listed: Some(listed), capacity };
+        Self::collective_build(rt, name, path, partners)
+    }
+
+    /// For the tests of the MPI path's error handling: the `index`-th `MPI_Isend` from now on
+    /// fails as if MPI had refused it (the call then cancels what it had posted and returns
+    /// the error). No effect on the other paths.
+    #[doc(hidden)]
+    pub fn fail_mpi_isend(&mut self, index: usize) {
+        if let Some(channel) = self.mpi.as_mut() {
+            channel.fail_isend(index);
+        }
+    }
+
+    /// Symmetric bytes this exchange holds on each PE (slots, signals, staging).
+    pub fn symmetric_bytes(&self) -> usize {
+        let arrays = self.from_receivers.len() * 8
+            + self.from_senders.len() * 8
+            + self.announcements.len() * std::mem::size_of::<[u64; STRIDE]>()
+            + self.counts.len() * std::mem::size_of::<[u64; STRIDE]>();
+        arrays + self.staging.as_ref().map_or(0, |s| s.capacity() * std::mem::size_of::<T>())
+    }
+
+    fn collective_build(rt: &'rt Runtime, name: &str, path: Path, partners: Partners) -> Result<Self> {
         if std::mem::size_of::<T>() == 0 {
             return Err(Error::InvalidArgument(format!(
                 "exchange '{name}': elements of zero size carry nothing to exchange"
             )));
         }
-        let slots = rt.n_pes() * LANES;
+        let slots = partners.capacity * LANES;
         let padded = slots * STRIDE;
         let from_receivers = SignalArray::collective_alloc(rt, &format!("{name}: from receivers"), padded)?;
         let from_senders = SignalArray::collective_alloc(rt, &format!("{name}: from senders"), padded)?;
@@ -289,6 +419,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             rt,
             name: name.to_string(),
             path,
+            partners,
             mpi: if path == Path::Mpi { Some(MpiChannel::collective_new(rt)?) } else { None },
             from_receivers,
             from_senders,
@@ -331,8 +462,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let global = self.rt.max_u64_one(max_message as u64)? as usize;
         let slots = match self.path {
             // One message per receiver and lane shares this PE's staging buffer.
-            Path::Get => self.rt.n_pes() * LANES,
-            Path::Buffered => self.rt.n_pes() * LANES,
+            Path::Get | Path::Buffered => self.partners.capacity * LANES,
             Path::Put | Path::Mpi => return Ok(()),
         };
         if global <= self.reserved && self.staging.is_some() {
@@ -378,7 +508,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     pub fn post_receives(&mut self, buffers: &[&SymArray<'rt, T>], incoming: &[Incoming]) -> Result<()> {
         self.validate(buffers, &[], incoming, incoming.len())?;
         let mut lanes = Vec::with_capacity(incoming.len());
-        assign_lanes(&mut lanes, self.rt.my_pe(), incoming.iter().map(|i| i.from));
+        self.partners.assign(&mut lanes, incoming.iter().map(|i| i.from));
         for (inc, lane) in incoming.iter().zip(&lanes) {
             if self.posted[lane.local].is_some() {
                 return Err(Error::InvalidArgument(format!(
@@ -463,10 +593,9 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         received: &mut [usize],
     ) -> Result<()> {
         self.validate(buffers, outgoing, incoming, received.len())?;
-        let me = self.rt.my_pe();
         let mut work = std::mem::take(&mut self.work);
-        assign_lanes(&mut work.out_lanes, me, outgoing.iter().map(|o| o.to));
-        assign_lanes(&mut work.in_lanes, me, incoming.iter().map(|i| i.from));
+        self.partners.assign(&mut work.out_lanes, outgoing.iter().map(|o| o.to));
+        self.partners.assign(&mut work.in_lanes, incoming.iter().map(|i| i.from));
         // Every posted receive must match before any is consumed: a refused call leaves the
         // posted receives as they were.
         if let Some(e) =
@@ -495,6 +624,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     fn validate_one(&self, buffers: &[&SymArray<'rt, T>], to: usize, inc: &Incoming) -> Result<()> {
         self.rt.check_pe(to, || format!("exchange '{}': message to", self.name))?;
         self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
+        self.check_partner(to)?;
+        self.check_partner(inc.from)?;
         match buffers.get(inc.buffer) {
             Some(buffer) => buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room),
             None => Err(Error::InvalidArgument(format!(
@@ -523,12 +654,14 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         }
         for (i, out) in outgoing.iter().enumerate() {
             self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
+            self.check_partner(out.to)?;
             if outgoing[..i].iter().filter(|o| o.to == out.to).count() >= LANES {
                 return invalid(format!("more than {LANES} messages to PE {} in one call", out.to));
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
             self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
+            self.check_partner(inc.from)?;
             if incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
                 return invalid(format!("more than {LANES} messages from PE {} in one call", inc.from));
             }
@@ -562,6 +695,19 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             }
         }
         Ok(())
+    }
+
+    /// An error when `peer` is not one of the exchange's partners.
+    fn check_partner(&self, peer: usize) -> Result<()> {
+        if self.partners.places(peer).is_some() {
+            return Ok(());
+        }
+        let named: Vec<usize> = self.partners.listed.iter().flatten().map(|p| p.0).collect();
+        Err(Error::InvalidArgument(format!(
+            "exchange '{}': PE {peer} is not a partner of PE {} (it named {named:?}); name every PE \
+             it talks to at collective_with_partners",
+            self.name, self.partners.me
+        )))
     }
 
     fn too_large(&self, sender: usize, receiver: usize, count: Option<usize>, room: usize) -> Error {
@@ -665,9 +811,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         payload: Payload<'_, T, F>,
         inc: &Incoming,
     ) -> Result<usize> {
-        let me = self.rt.my_pe();
-        let in_lane = Lane { peer: inc.from, local: inc.from * LANES, remote: me * LANES };
-        let out_lane = Lane { peer: to, local: to * LANES, remote: me * LANES };
+        let in_lane = self.partners.lane(inc.from, 0);
+        let out_lane = self.partners.lane(to, 0);
         self.announce(inc, &in_lane)?;
         let timeout = self.rt.wait_timeout();
         let announced = self.sends[out_lane.local] + 1;
