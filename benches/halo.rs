@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use md_demo::motion;
 use md_halo::{DdGrid, HaloExchange, RVec};
-use onesided::{Path, Runtime};
+use onesided::{ExchangePath, Runtime};
 use onesided_suite::bench::{self, Bench};
 
 const CUTOFF: f32 = 0.9;
@@ -23,7 +23,7 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in [("onesided", Path::Put), ("mpi", Path::Mpi)] {
+        for (variant, path) in [("onesided", ExchangePath::Put), ("mpi", ExchangePath::Mpi)] {
             let halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
             let forces: Vec<RVec> = (0..halo.local_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
             halos.push((variant, system.len(), std::cell::RefCell::new((halo, forces))));

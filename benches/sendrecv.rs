@@ -14,7 +14,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use onesided::{Alltoall, AlltoallPath, Exchange, Incoming, Outgoing, Path, PeGroup, Runtime, SymArray};
+use onesided::{
+    Alltoall, AlltoallPath, Exchange, ExchangePath, Incoming, Outgoing, PeGroup, Runtime, SymArray,
+};
 use onesided_suite::bench::{self, Bench, SIZES};
 
 /// All-to-all sizes per pair of PEs: 8 B to 256 KiB.
@@ -54,12 +56,12 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
 
     let mut exchanges = Vec::new();
     for (variant, path, two_way) in [
-        ("onesided-put", Path::Put, false),
-        ("onesided-get", Path::Get, false),
-        ("onesided-2way", Path::Put, true),
-        ("buffered", Path::Buffered, false),
-        ("mpi", Path::Mpi, false),
-        ("mpi-2way", Path::Mpi, true),
+        ("onesided-put", ExchangePath::Put, false),
+        ("onesided-get", ExchangePath::Get, false),
+        ("onesided-2way", ExchangePath::Put, true),
+        ("buffered", ExchangePath::Buffered, false),
+        ("mpi", ExchangePath::Mpi, false),
+        ("mpi-2way", ExchangePath::Mpi, true),
     ] {
         let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;
         exchange.collective_reserve(max_words)?;

@@ -29,7 +29,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, HaloExchange, RVec};
-use onesided::{Path, Runtime};
+use onesided::{ExchangePath, Runtime};
 use onesided_suite::cli;
 
 struct Options {
@@ -41,7 +41,7 @@ struct Options {
     steps: u64,
     nstlist: u64,
     threads: usize,
-    paths: Vec<Path>,
+    paths: Vec<ExchangePath>,
     verify: bool,
     dump_halo: Option<PathBuf>,
     pes: usize,
@@ -61,7 +61,7 @@ fn parse() -> Result<Options, String> {
         steps: 20,
         nstlist: 10,
         threads: 1,
-        paths: vec![Path::Put, Path::Mpi],
+        paths: vec![ExchangePath::Put, ExchangePath::Mpi],
         verify: false,
         dump_halo: None,
         pes: 2,
@@ -81,9 +81,9 @@ fn parse() -> Result<Options, String> {
             "--pes" => options.pes = cli::positive(&flag, &value()?)? as usize,
             "--path" => {
                 options.paths = match value()?.as_str() {
-                    "both" => vec![Path::Put, Path::Mpi],
-                    "onesided" => vec![Path::Put],
-                    "mpi" => vec![Path::Mpi],
+                    "both" => vec![ExchangePath::Put, ExchangePath::Mpi],
+                    "onesided" => vec![ExchangePath::Put],
+                    "mpi" => vec![ExchangePath::Mpi],
                     other => return Err(format!("--path takes mpi, onesided or both, got {other:?}")),
                 }
             }
@@ -98,7 +98,7 @@ fn parse() -> Result<Options, String> {
 
 /// What a path's run measured and found.
 struct Outcome {
-    path: Path,
+    path: ExchangePath,
     move_x_us: f64,
     move_f_us: f64,
     verified: Option<bool>,
@@ -226,7 +226,12 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
 
 /// Reports the outcome of a check every PE made: prints each failing PE's reason, and on PE
 /// 0 one line for all; returns whether every PE passed.
-fn agree(rt: &Runtime, path: Path, what: &str, local: md_demo::Result<String>) -> md_demo::Result<bool> {
+fn agree(
+    rt: &Runtime,
+    path: ExchangePath,
+    what: &str,
+    local: md_demo::Result<String>,
+) -> md_demo::Result<bool> {
     let me = rt.my_pe();
     if let Err(e) = &local {
         cli::say(&format!("PE {me}: {e}"));
@@ -244,7 +249,7 @@ fn run_path(
     options: &Options,
     setup: &Setup,
     field: &ForceField,
-    path: Path,
+    path: ExchangePath,
     first: bool,
 ) -> md_demo::Result<Outcome> {
     let me = rt.my_pe();
@@ -383,8 +388,8 @@ fn replay_motion(structure: &Structure, steps: u64, positions: &[RVec]) -> md_de
 const REPLAY_TOLERANCE: f64 = 1e-4;
 
 /// The name of a path on the command line and in the summary.
-fn label(path: Path) -> &'static str {
-    if path == Path::Mpi { "mpi" } else { "onesided" }
+fn label(path: ExchangePath) -> &'static str {
+    if path == ExchangePath::Mpi { "mpi" } else { "onesided" }
 }
 
 /// Largest deviation of parallel from serial forces, relative to the largest force: the

@@ -29,7 +29,7 @@ use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
 use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
-use onesided::{Path, Runtime};
+use onesided::{ExchangePath, Runtime};
 use onesided_suite::cli;
 use pme_redist::{
     Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
@@ -250,8 +250,11 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
 
 fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
-    let overlap_path =
-        if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) { Path::Mpi } else { Path::Put };
+    let overlap_path = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) {
+        ExchangePath::Mpi
+    } else {
+        ExchangePath::Put
+    };
     let mut home = setup.home.clone();
     let mut redist =
         Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.structure.len())?;

@@ -13,7 +13,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Error, HaloExchange, PbcBox, RVec};
-use onesided::{Path, Runtime};
+use onesided::{ExchangePath, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -160,7 +160,7 @@ fn run(
     s: &Structure,
     grid: &DdGrid,
     cutoff: f32,
-    path: Path,
+    path: ExchangePath,
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
@@ -222,8 +222,8 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     for (dims, cutoff, shape) in grids(rt.n_pes()) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
-        let onesided = run(rt, &s, &grid, cutoff, Path::Put, 9, 4096)?;
-        let mpi = run(rt, &s, &grid, cutoff, Path::Mpi, 9, 4096)?;
+        let onesided = run(rt, &s, &grid, cutoff, ExchangePath::Put, 9, 4096)?;
+        let mpi = run(rt, &s, &grid, cutoff, ExchangePath::Mpi, 9, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
         if rt.my_pe() == 0 {
             println!(
@@ -246,7 +246,7 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
         // A parallel threshold of one atom sends every pulse's packing and unpacking through
         // the pool, not only the force kernel.
         let prints =
-            pool.install(|| run(rt, &s, &grid, cutoff, Path::Put, 6, 1).map_err(|e| e.to_string()))?;
+            pool.install(|| run(rt, &s, &grid, cutoff, ExchangePath::Put, 6, 1).map_err(|e| e.to_string()))?;
         results.push(prints);
     }
     ensure!(results[0] == results[1], "1 and 2 threads gave different bits");
@@ -260,7 +260,7 @@ fn repartition_and_jumps(rt: &Runtime) -> CaseResult {
     let s = water([2, 2, 2]);
     let n = rt.n_pes();
     let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
-    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), Path::Put, &s.positions)?;
+    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), ExchangePath::Put, &s.positions)?;
     // Atom 5 jumps half the box along x, wherever it is.
     let jump = s.pbc.diagonal()[0] / 2.0;
     let home: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
@@ -310,7 +310,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
         (0..s.len() as u32).filter(|&g| grid.pe_of_position(s.positions[g as usize]) == me).collect();
     mine.reverse();
     let positions: Vec<RVec> = mine.iter().map(|&g| s.positions[g as usize]).collect();
-    let mut halo = HaloExchange::collective_new(rt, grid.clone(), Path::Put, &positions, &mine)?;
+    let mut halo = HaloExchange::collective_new(rt, grid.clone(), ExchangePath::Put, &positions, &mine)?;
     ensure!(halo.global_indices()[..halo.home_count()] == mine[..], "the engine's order was not kept");
     verify::check_halo(&halo, &s.positions)?;
     // A stray atom: PE 0 claims an atom of the last domain.
@@ -322,7 +322,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
         bad_positions.push(s.positions[stray as usize]);
         bad_ids.push(stray);
     }
-    match HaloExchange::collective_new(rt, grid.clone(), Path::Put, &bad_positions, &bad_ids) {
+    match HaloExchange::collective_new(rt, grid.clone(), ExchangePath::Put, &bad_positions, &bad_ids) {
         Err(Error::NotHome { atom, pe: 0, belongs, .. }) if atom == stray as usize => {
             ensure!(belongs == grid.cell_of(n - 1), "atom {atom} said to belong to {belongs:?}")
         }
@@ -371,7 +371,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     // Grids that differ between PEs, though both have n domains.
     let other = grid_for(&s, [1, n, 1], 0.9, n)?;
     let mine = if me == 0 { other } else { grid.clone() };
-    let message = HaloExchange::collective_from_global(rt, mine, Path::Put, &s.positions)
+    let message = HaloExchange::collective_from_global(rt, mine, ExchangePath::Put, &s.positions)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -398,8 +398,8 @@ fn every_shipped_structure(rt: &Runtime) -> CaseResult {
     for file in files {
         let s = Structure::read_gro(&file)?;
         let grid = DdGrid::choose(rt.n_pes(), s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc))?;
-        let onesided = run(rt, &s, &grid, cutoff, Path::Put, 5, 4096)?;
-        let mpi = run(rt, &s, &grid, cutoff, Path::Mpi, 5, 4096)?;
+        let onesided = run(rt, &s, &grid, cutoff, ExchangePath::Put, 5, 4096)?;
+        let mpi = run(rt, &s, &grid, cutoff, ExchangePath::Mpi, 5, 4096)?;
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         ensure!(onesided == mpi, "one-sided and MPI differ on {name}");
         if rt.my_pe() == 0 {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::{DdGrid, PbcBox};
-use onesided::{Path, Runtime};
+use onesided::{ExchangePath, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::launch;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -308,9 +308,9 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
         for path in RedistPath::ALL {
             let homes = homes(rt, structure, &pme)?;
             let overlap = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) {
-                Path::Mpi
+                ExchangePath::Mpi
             } else {
-                Path::Put
+                ExchangePath::Put
             };
             let mut redist =
                 Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use onesided::{Error, Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
+use onesided::{Error, Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -51,13 +51,18 @@ enum Build {
 
 /// Sends to the right, receives from the left at an offset that moves with the call, and
 /// returns every received buffer's contents after the last call.
-fn ring(rt: &Runtime, path: Path, calls: u64, delays: bool) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+fn ring(
+    rt: &Runtime,
+    path: ExchangePath,
+    calls: u64,
+    delays: bool,
+) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
     ring_built(rt, path, calls, delays, Build::Any)
 }
 
 fn ring_built(
     rt: &Runtime,
-    path: Path,
+    path: ExchangePath,
     calls: u64,
     delays: bool,
     build: Build,
@@ -108,12 +113,12 @@ fn ring_built(
 
 fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
     let mut results = Vec::new();
-    for path in Path::ALL {
-        let calls = if path == Path::Put { 3000 } else { 1000 };
+    for path in ExchangePath::ALL {
+        let calls = if path == ExchangePath::Put { 3000 } else { 1000 };
         results.push((path, ring(rt, path, calls, false)?));
     }
     // Put ran more calls; compare the other paths with each other and put with a fresh run.
-    let put_short = ring(rt, Path::Put, 1000, false)?;
+    let put_short = ring(rt, ExchangePath::Put, 1000, false)?;
     for (path, contents) in &results[1..] {
         ensure!(*contents == put_short, "{path} left different bytes than onesided-put");
     }
@@ -121,8 +126,8 @@ fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
 }
 
 fn random_delays_do_not_matter(rt: &Runtime) -> CaseResult {
-    let reference = ring(rt, Path::Mpi, 300, true)?;
-    for path in [Path::Put, Path::Get, Path::Buffered] {
+    let reference = ring(rt, ExchangePath::Mpi, 300, true)?;
+    for path in [ExchangePath::Put, ExchangePath::Get, ExchangePath::Buffered] {
         ensure!(ring(rt, path, 300, true)? == reference, "{path} with delays differs from MPI");
     }
     Ok(())
@@ -135,7 +140,7 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     let mut contents = Vec::new();
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let mut exchange = Exchange::<u64>::collective_new(rt, &format!("two-way {path}"), path)?;
         exchange.collective_reserve(ROOM)?;
         let in_place = SymArray::<u64>::collective_alloc(rt, "coordinates", 1000 + ROOM)?;
@@ -185,7 +190,7 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
 fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let mut exchange = Exchange::<u32>::collective_new(rt, &format!("bounded {path}"), path)?;
         exchange.collective_reserve(16)?;
         let target = SymArray::<u32>::collective_alloc(rt, "bounded target", 32)?;
@@ -201,7 +206,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         // The receiver always learns of it; on the put path the sender, which checks the
         // announced room, does too.
         let victim = 1 % n;
-        let told = me == victim || (me == 0 && path == Path::Put);
+        let told = me == victim || (me == 0 && path == ExchangePath::Put);
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, count, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
@@ -210,7 +215,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
             Ok(8) => ensure!(!told, "{path}: PE {me} missed the rejection"),
             other => return Err(format!("{path}: PE {me} got {other:?}").into()),
         }
-        if me == victim && path == Path::Put {
+        if me == victim && path == ExchangePath::Put {
             let mut untouched = vec![0u32; 32];
             target.read_local(0, &mut untouched)?;
             ensure!(untouched == vec![7; 32], "{path}: a rejected message was written");
@@ -230,7 +235,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
 fn bad_arguments(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let right = (me + 1) % n;
-    let mut exchange = Exchange::<u8>::collective_new(rt, "arguments", Path::Put)?;
+    let mut exchange = Exchange::<u8>::collective_new(rt, "arguments", ExchangePath::Put)?;
     let target = SymArray::<u8>::collective_alloc(rt, "small", 8)?;
     let outcome = exchange.sendrecv(
         &[&target],
@@ -250,7 +255,7 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(matches!(outcome, Err(Error::InvalidPe { .. })), "PE n: {outcome:?}");
-    let mut get = Exchange::<u8>::collective_new(rt, "unreserved", Path::Get)?;
+    let mut get = Exchange::<u8>::collective_new(rt, "unreserved", ExchangePath::Get)?;
     let outcome = get.sendrecv(
         &[&target],
         Outgoing { to: right, data: &[1] },
@@ -261,7 +266,8 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         "{outcome:?}"
     );
     ensure!(
-        "onesided-get".parse::<Path>()? == Path::Get && "nonsense".parse::<Path>().is_err(),
+        "onesided-get".parse::<ExchangePath>()? == ExchangePath::Get
+            && "nonsense".parse::<ExchangePath>().is_err(),
         "path names"
     );
     Ok(())
@@ -269,7 +275,7 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
 
 fn sending_to_oneself(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let mut exchange = Exchange::<u64>::collective_new(rt, &format!("self {path}"), path)?;
         exchange.collective_reserve(64)?;
         let target = SymArray::<u64>::collective_alloc(rt, "self target", 64)?;
@@ -295,7 +301,7 @@ fn sending_to_oneself(rt: &Runtime) -> CaseResult {
 fn posted_receives(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let mut exchange = Exchange::<u64>::collective_new(rt, &format!("posted {path}"), path)?;
         exchange.collective_reserve(ROOM)?;
         let target = SymArray::<u64>::collective_alloc(rt, "posted target", ROOM)?;
@@ -341,7 +347,7 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
 fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let mut exchange = Exchange::<u64>::collective_new(rt, &format!("regions {path}"), path)?;
         exchange.collective_reserve(8)?;
         let target = SymArray::<u64>::collective_alloc(rt, "regions target", 32)?;
@@ -378,7 +384,7 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     }
     // On the put path the sender places the message: PE 0 receives into its second buffer,
     // which its left neighbour, passing one buffer, does not have.
-    let mut exchange = Exchange::<u64>::collective_new(rt, "buffer lists", Path::Put)?;
+    let mut exchange = Exchange::<u64>::collective_new(rt, "buffer lists", ExchangePath::Put)?;
     let a = SymArray::<u64>::collective_alloc(rt, "list a", 8)?;
     let b = SymArray::<u64>::collective_alloc(rt, "list b", 8)?;
     let mine = [stamp(me, 3, 0)];
@@ -412,7 +418,7 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
 /// job's PE count; partnership that must be mutual; no message to a PE that is not a partner.
 fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    for path in Path::ALL {
+    for path in ExchangePath::ALL {
         let any = ring_built(rt, path, 300, false, Build::Any)?;
         for build in [Build::Partnered, Build::Packed] {
             let partnered = ring_built(rt, path, 300, false, build)?;
@@ -423,8 +429,9 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let per_partner = 2 * 4 * 64;
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);
     let ring_partners = if n == 2 { 1 } else { 2 };
-    let partnered = Exchange::<u64>::collective_with_partners(rt, "memory", Path::Put, &[left, right])?;
-    let any = Exchange::<u64>::collective_new(rt, "memory, any PE", Path::Put)?;
+    let partnered =
+        Exchange::<u64>::collective_with_partners(rt, "memory", ExchangePath::Put, &[left, right])?;
+    let any = Exchange::<u64>::collective_new(rt, "memory, any PE", ExchangePath::Put)?;
     ensure!(
         partnered.symmetric_bytes() == ring_partners * per_partner
             && any.symmetric_bytes() == n * per_partner,
@@ -456,7 +463,8 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     }
     // PE 0 names PE 1, which names nobody.
     let partners: &[usize] = if me == 0 { &[1] } else { &[] };
-    match Exchange::<u64>::collective_with_partners(rt, "one-sided partnership", Path::Put, partners) {
+    match Exchange::<u64>::collective_with_partners(rt, "one-sided partnership", ExchangePath::Put, partners)
+    {
         Err(Error::InvalidArgument(m))
             if m.contains("PE 0 names PE 1 as a partner, but PE 1 does not name it back") => {}
         other => return Err(format!("a one-sided partnership gave {:?}", other.err()).into()),
@@ -470,7 +478,7 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
 /// would wait for ever). Each PE exchanges with itself, so no partner is left waiting.
 fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
-    let mut exchange = Exchange::<u64>::collective_with_partners(rt, "mpi faults", Path::Mpi, &[me])?;
+    let mut exchange = Exchange::<u64>::collective_with_partners(rt, "mpi faults", ExchangePath::Mpi, &[me])?;
     let target = SymArray::<u64>::collective_alloc(rt, "mpi fault target", 16)?;
     const SENTINEL: u64 = 0x5e47_1ae1;
     target.write_local(0, &[SENTINEL; 16])?;

@@ -1,6 +1,6 @@
 //! Domain-decomposition halo exchange for molecular dynamics: coordinates out to the
 //! neighbouring domains every step, forces back, over `onesided` (the offset-swap send-receive)
-//! or over MPI two-sided, chosen by one parameter ([`onesided::Path`]), with identical results.
+//! or over MPI two-sided, chosen by one parameter ([`onesided::ExchangePath`]), with identical results.
 //!
 //! The crate knows no physics and no file format: an engine hands it the box, its atoms'
 //! positions and global indices, the interaction range and the grid, and gets back the halo
@@ -19,13 +19,13 @@
 //! # fn forces(halo: &md_halo::HaloExchange<'_>) -> Vec<md_halo::RVec> { vec![[0.0; 3]; halo.local_count()] }
 //! # fn main() -> md_halo::Result<()> {
 //! use md_halo::{DdGrid, HaloExchange, PbcBox};
-//! use onesided::{Path, Runtime};
+//! use onesided::{ExchangePath, Runtime};
 //!
 //! let rt = Runtime::init()?;
 //! let pbc = PbcBox::rectangular([6.0, 6.0, 6.0])?;
 //! let positions: Vec<[f32; 3]> = (0..1000).map(|i| [i as f32 * 0.006, 3.0, 3.0]).collect();
 //! let grid = DdGrid::choose(rt.n_pes(), pbc, 1.0)?;
-//! let mut halo = HaloExchange::collective_from_global(&rt, grid, Path::Put, &positions)?;
+//! let mut halo = HaloExchange::collective_from_global(&rt, grid, ExchangePath::Put, &positions)?;
 //! let mut velocities = vec![[0.1f32, 0.0, 0.0]; halo.home_count()];
 //! for step in 0..100 {
 //!     if step % 10 == 0 && step > 0 {

@@ -249,7 +249,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
             // SAFETY: no PE writes this member's send array (see send_buffer), and the slice
             // ends before this call returns.
-            let outgoing = unsafe { &self.send.local_slice()[dest * self.block..(dest + 1) * self.block] };
+            let outgoing = unsafe { self.send.local_range(dest * self.block..(dest + 1) * self.block) };
             self.recv.put_signal(dest_pe, me * self.block, outgoing, &self.arrived, me, k)?;
             self.arrived.wait_ge_from(src, k, Some(src_pe), timeout)?;
         }

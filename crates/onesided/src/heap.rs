@@ -319,6 +319,46 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// A shared view of elements `range` of this PE's copy, and of nothing else: the view an
+    /// exchange's caller takes of the regions it knows are complete while other regions of the
+    /// same array may still be written.
+    ///
+    /// # Safety
+    /// No PE (this one included, from another thread) may write elements `range` of this PE's
+    /// copy while the returned slice lives.
+    ///
+    /// # Panics
+    /// When `range` is not within the array (a bug of the caller, as an out-of-bounds index).
+    pub unsafe fn local_range(&self, range: std::ops::Range<usize>) -> &[T] {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "range {range:?} of {} elements",
+            self.len
+        );
+        // SAFETY: the range lies within the block of `len` initialised (zeroed, Pod)
+        // elements; the caller promises no concurrent writes to it for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(range.start), range.end - range.start) }
+    }
+
+    /// An exclusive view of elements `range` of this PE's copy, and of nothing else.
+    ///
+    /// # Safety
+    /// No PE may read or write elements `range` of this PE's copy while the returned slice
+    /// lives, and no other view of them may exist.
+    ///
+    /// # Panics
+    /// When `range` is not within the array.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn local_range_mut(&self, range: std::ops::Range<usize>) -> &mut [T] {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "range {range:?} of {} elements",
+            self.len
+        );
+        // SAFETY: as for local_range, with exclusivity promised by the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(range.start), range.end - range.start) }
+    }
+
     /// An exclusive view of this PE's copy.
     ///
     /// # Safety

@@ -10,7 +10,7 @@
 //! whose spline reaches it, charge by charge in received order, so the grid is the same
 //! whatever the number of threads.
 
-use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
 use rayon::prelude::*;
 
 use crate::RVec;
@@ -41,7 +41,7 @@ impl<'rt> SlabGrid<'rt> {
     ///
     /// # Collective
     /// Every PE must call it.
-    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: Path) -> Result<Self> {
+    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: ExchangePath) -> Result<Self> {
         let rank = grid.rank_of_pe(rt.my_pe());
         let (lo, hi) = rank.map_or((0, 0), |r| grid.slab(r));
         let [_, ky, kz] = grid.sizes();

@@ -10,56 +10,24 @@
 //! to the last) is shifted by that dimension's box vector on the way. Received atoms land in
 //! place, behind the home atoms, in one symmetric coordinate array.
 //!
-//! Every transfer is an [`Exchange`] on the chosen [`Path`]: the one-sided offset swap or MPI
+//! Every transfer is an [`Exchange`] on the chosen [`ExchangePath`]: the one-sided offset swap or MPI
 //! two-sided. The plan (who sends which atoms to whom, and where they land) is built once per
 //! partition; `move_x` then sends coordinates along it and `move_f` sends the forces on halo
 //! atoms back the same way in reverse, where their owners add them up.
 
-use std::mem::size_of;
-
-use bytemuck::Pod;
-use onesided::{Exchange, GlobalMaxArray, GrowthPolicy, Incoming, Outgoing, Path, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Incoming, Outgoing, Runtime, SymArray};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::pbc::{PbcBox, RVec};
 
-/// Per-atom data an engine keeps for its home atoms (velocities, charges, type ids, ...),
-/// which [`HaloExchange::collective_repartition`] moves with the atoms to their new domains.
-///
-/// Implemented for `Vec<T>` of any plain-old-data `T`; an engine with other containers can
-/// implement it for them.
-pub trait AtomState {
-    /// The bytes one atom's entry takes.
-    fn bytes_per_atom(&self) -> usize;
-    /// The number of atoms held.
-    fn atom_count(&self) -> usize;
-    /// The bytes of atom `i`'s entry (`bytes_per_atom` of them).
-    fn atom_bytes(&self, i: usize) -> &[u8];
-    /// Replaces the contents by the entries `atoms` yields, in order (each `bytes_per_atom`
-    /// long).
-    fn rebuild(&mut self, atoms: &mut dyn Iterator<Item = &[u8]>);
-}
+mod agree;
+mod migrate;
+mod plan;
 
-impl<T: Pod> AtomState for Vec<T> {
-    fn bytes_per_atom(&self) -> usize {
-        size_of::<T>()
-    }
-
-    fn atom_count(&self) -> usize {
-        self.len()
-    }
-
-    fn atom_bytes(&self, i: usize) -> &[u8] {
-        bytemuck::bytes_of(&self[i])
-    }
-
-    fn rebuild(&mut self, atoms: &mut dyn Iterator<Item = &[u8]>) {
-        self.clear();
-        self.extend(atoms.map(bytemuck::pod_read_unaligned::<T>));
-    }
-}
+use agree::{check_count, min_max, report_atom, setup_hash};
+pub use migrate::AtomState;
 
 /// The forces that came back across the periodic boundaries in one
 /// [`move_f`](HaloExchange::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
@@ -107,16 +75,6 @@ impl PairOwner<'_> {
     }
 }
 
-/// What the plan sends about each halo atom once: its global index and the fractions of its
-/// position (with the image shifts), which decide pair ownership.
-#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
-#[repr(C)]
-struct HaloRecord {
-    global: u32,
-    padding: u32,
-    fraction: [f64; 3],
-}
-
 /// One pulse of the plan: along `dim`, send to the neighbour below, receive from the one above.
 struct Pulse<'rt> {
     dim: usize,
@@ -158,7 +116,7 @@ pub struct HaloExchange<'rt> {
     /// This domain's corners in fractions.
     lower: [f64; 3],
     upper: [f64; 3],
-    path: Path,
+    path: ExchangePath,
     /// Home atoms, then halo atoms: current positions (home positions are not wrapped between
     /// repartitions, so that the plan's periodic shifts stay valid).
     coords: GlobalMaxArray<'rt, RVec>,
@@ -189,9 +147,6 @@ const PARALLEL_MIN: usize = 4096;
 
 /// Buffers grow by a fifth beyond the largest need, and keep checking every repartition.
 const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: None };
-
-/// Bytes of a migrating atom before its state: global index and position.
-const MIGRANT_HEADER: usize = 16;
 
 /// A raw pointer that threads of a scoped parallel loop write through at distinct indices.
 #[derive(Clone, Copy)]
@@ -224,7 +179,7 @@ impl<'rt> HaloExchange<'rt> {
     pub fn collective_from_global(
         rt: &'rt Runtime,
         grid: DdGrid,
-        path: Path,
+        path: ExchangePath,
         positions: &[RVec],
     ) -> Result<Self> {
         let n = positions.len() as u64;
@@ -271,7 +226,7 @@ impl<'rt> HaloExchange<'rt> {
     pub fn collective_new(
         rt: &'rt Runtime,
         grid: DdGrid,
-        path: Path,
+        path: ExchangePath,
         home_positions: &[RVec],
         home_globals: &[u32],
     ) -> Result<Self> {
@@ -311,7 +266,12 @@ impl<'rt> HaloExchange<'rt> {
     }
 
     /// Allocates everything and builds the plan for `home` (positions put into the box).
-    fn collective_setup(rt: &'rt Runtime, grid: DdGrid, path: Path, home: Vec<(u32, RVec)>) -> Result<Self> {
+    fn collective_setup(
+        rt: &'rt Runtime,
+        grid: DdGrid,
+        path: ExchangePath,
+        home: Vec<(u32, RVec)>,
+    ) -> Result<Self> {
         // The checks below are then the same on every PE.
         let (least, most) = min_max(rt, setup_hash(&grid, path))?;
         if least != most {
@@ -414,7 +374,7 @@ impl<'rt> HaloExchange<'rt> {
     }
 
     /// The communication path.
-    pub fn path(&self) -> Path {
+    pub fn path(&self) -> ExchangePath {
         self.path
     }
 
@@ -451,7 +411,7 @@ impl<'rt> HaloExchange<'rt> {
         // build and repartition, which take &mut self, so `&self` excludes them while the
         // slice lives. When one of them failed, an announced region may still be written
         // later; then the slice covers the home atoms only.
-        unsafe { &self.coords.array().local_slice()[..len] }
+        unsafe { self.coords.array().local_range(0..len) }
     }
 
     /// The positions of the home atoms, to write before [`move_x`](Self::move_x): an engine
@@ -462,7 +422,7 @@ impl<'rt> HaloExchange<'rt> {
         // which lie behind the home atoms, and only inside exchanges this PE takes part in;
         // `&mut self` excludes those while the slice lives, and nothing else refers to the
         // home region.
-        unsafe { &mut self.coords.array().local_slice_mut()[..self.n_home] }
+        unsafe { self.coords.array().local_range_mut(0..self.n_home) }
     }
 
     /// Global indices of the local atoms, in the order of [`coordinates`](Self::coordinates).
@@ -572,7 +532,7 @@ impl<'rt> HaloExchange<'rt> {
             check_count(received, pulse.send.len(), pulse.to, "forces")?;
             // SAFETY: the scratch region was filled by this pulse's exchange, which has
             // completed; no PE writes it again before this PE's next exchange.
-            let returned = unsafe { &self.force_scratch.array().local_slice()[..received] };
+            let returned = unsafe { self.force_scratch.array().local_range(0..received) };
             if pulse.sends_shifted {
                 accumulate(&mut shift_forces.along[pulse.dim], returned);
             }
@@ -580,345 +540,6 @@ impl<'rt> HaloExchange<'rt> {
         }
         Ok(shift_forces)
     }
-
-    /// Sends a per-atom field of the home atoms (`home[i]` for home atom `i`: charges, type
-    /// ids, any plain-old-data value) along the current plan, and returns it for every local
-    /// atom, in the order of [`coordinates`](Self::coordinates).
-    ///
-    /// # Collective
-    /// Every PE must call it, with a field of the same type.
-    ///
-    /// # Errors
-    /// [`Error::Config`] on every PE when some PE passes a field whose length is not its home
-    /// atom count.
-    pub fn collective_spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
-        self.usable()?;
-        let outcome = self.spread(home);
-        self.note(outcome)
-    }
-
-    fn spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
-        let me = self.rt.my_pe();
-        let width = size_of::<T>() as u64;
-        let mut agreed = [width, TOP - width, if home.len() != self.n_home { me as u64 + 1 } else { 0 }];
-        self.rt.max_u64(&mut agreed)?;
-        if agreed[2] > 0 {
-            return Err(Error::Config(format!(
-                "PE {} passes collective_spread a field whose length is not its number of home atoms",
-                agreed[2] - 1
-            )));
-        }
-        if agreed[0] != TOP - agreed[1] || width == 0 {
-            return Err(Error::Config(format!(
-                "the PEs pass collective_spread fields of {} to {} bytes per atom: every PE must pass \
-                 a field of the same type, of nonzero size",
-                TOP - agreed[1],
-                agreed[0]
-            )));
-        }
-        let mut values = home.to_vec();
-        values.reserve(self.n_local - self.n_home);
-        for q in 0..self.pulses.len() {
-            let count = self.pulses[q].count;
-            self.field_pulse(q, count, &mut values)?;
-        }
-        Ok(values)
-    }
-
-    /// Wraps home positions into the box, moves atoms that left this domain to their new home
-    /// together with their entries in `state` (each array one entry per home atom, in home
-    /// order), and rebuilds the plan. Afterwards the home atoms are in ascending global order,
-    /// and every array in `state` holds their entries in that order.
-    ///
-    /// # Collective
-    /// Every PE must call it, with the same kinds of state arrays in the same order.
-    ///
-    /// # Errors
-    /// On every PE: [`Error::MovedTooFar`] when some atom moved more than one domain along a
-    /// dimension since the last repartition; [`Error::NotFinite`] naming an atom whose
-    /// position is not finite; [`Error::Config`] when the PEs' state arrays differ in size
-    /// per atom, or an array's length is not its PE's home atom count. After such an error
-    /// nothing has moved and the exchange can go on; after an error of the communication
-    /// layer, as for [`move_x`](Self::move_x).
-    pub fn collective_repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
-        self.usable()?;
-        let outcome = self.repartition(state);
-        self.note(outcome)
-    }
-
-    fn repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
-        let me = self.rt.my_pe();
-        let record = MIGRANT_HEADER + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
-        let short = state.iter().any(|s| s.atom_count() != self.n_home);
-        let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }];
-        self.rt.max_u64(&mut agreed)?;
-        if agreed[2] > 0 {
-            return Err(Error::Config(format!(
-                "PE {} passes per-atom state to collective_repartition with an array whose length \
-                 is not its number of home atoms",
-                agreed[2] - 1
-            )));
-        }
-        if agreed[0] != TOP - agreed[1] {
-            return Err(Error::Config(format!(
-                "the PEs pass per-atom state of {} to {} bytes per atom to collective_repartition: \
-                 every PE must pass the same kinds of arrays, in the same order",
-                TOP - agreed[1] - MIGRANT_HEADER as u64,
-                agreed[0] - MIGRANT_HEADER as u64
-            )));
-        }
-        let home = &self.coordinates()[..self.n_home];
-        let broken = home.iter().zip(&self.ids).find(|(x, _)| x.iter().any(|c| !c.is_finite()));
-        if let Some((atom, pe, _)) = report_atom(self.rt, broken.map(|(_, &g)| (g, me)))? {
-            return Err(Error::NotFinite { atom, pe: Some(pe) });
-        }
-        let pbc = *self.grid.pbc();
-        let placed: Vec<(RVec, [f64; 3])> = home.iter().map(|&x| pbc.put_in_box(x)).collect();
-        let wrapped: Vec<RVec> = placed.iter().map(|p| p.0).collect();
-        let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
-            let to = self.grid.cell_of_fraction(s);
-            (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1).then(|| (g, self.grid.pe_of(to)))
-        });
-        if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
-            return Err(Error::MovedTooFar { atom, from: self.grid.cell_of(pe), to: self.grid.cell_of(to) });
-        }
-        let mut records = vec![0u8; self.n_home * record];
-        for (i, bytes) in records.chunks_exact_mut(record).enumerate() {
-            bytes[..4].copy_from_slice(&self.ids[i].to_le_bytes());
-            bytes[4..16].copy_from_slice(bytemuck::bytes_of(&wrapped[i]));
-            let mut at = MIGRANT_HEADER;
-            for s in state.iter() {
-                let entry = s.atom_bytes(i);
-                bytes[at..at + entry.len()].copy_from_slice(entry);
-                at += entry.len();
-            }
-        }
-        for dim in 0..3 {
-            if self.grid.dims()[dim] > 1 {
-                records = self.collective_migrate(dim, records, record)?;
-            }
-        }
-        let mut order: Vec<&[u8]> = records.chunks_exact(record).collect();
-        order.sort_unstable_by_key(|r| global_of(r));
-        let position = |r: &[u8]| bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
-        self.set_home(order.iter().map(|r| global_of(r)), order.iter().map(|r| position(r)))?;
-        let mut at = MIGRANT_HEADER;
-        for s in state.iter_mut() {
-            let width = s.bytes_per_atom();
-            s.rebuild(&mut order.iter().map(|r| &r[at..at + width]));
-            at += width;
-        }
-        self.collective_build_plan()
-    }
-
-    /// Sends the records (one per atom, `record` bytes, position at bytes 4..16) whose new
-    /// domain lies below or above along `dim` to those neighbours and takes in what they send.
-    fn collective_migrate(&mut self, dim: usize, records: Vec<u8>, record: usize) -> Result<Vec<u8>> {
-        let (down, up) =
-            (self.grid.neighbour(self.cell, dim, false), self.grid.neighbour(self.cell, dim, true));
-        let (mut stay, mut to_down, mut to_up) = (Vec::new(), Vec::new(), Vec::new());
-        for r in records.chunks_exact(record) {
-            let x = bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
-            let target = self.grid.cell_of_fraction(self.grid.pbc().clamped_fraction(x))[dim];
-            if target == self.cell[dim] {
-                stay.extend_from_slice(r);
-            } else if target == down[dim] {
-                to_down.extend_from_slice(r);
-            } else {
-                to_up.extend_from_slice(r);
-            }
-        }
-        let (down, up) = (self.grid.pe_of(down), self.grid.pe_of(up));
-        let counts = self.exchange_counts([(down, to_down.len()), (up, to_up.len())], [up, down])?;
-        self.byte_buffer.collective_ensure(counts[0] + counts[1])?;
-        let mut received = [0; 2];
-        self.bytes.exchange(
-            &[self.byte_buffer.array()],
-            &[Outgoing { to: down, data: &to_down }, Outgoing { to: up, data: &to_up }],
-            &[
-                Incoming { from: up, buffer: 0, offset: 0, room: counts[0] },
-                Incoming { from: down, buffer: 0, offset: counts[0], room: counts[1] },
-            ],
-            &mut received,
-        )?;
-        check_count(received[0], counts[0], up, "bytes of migrating atoms")?;
-        check_count(received[1], counts[1], down, "bytes of migrating atoms")?;
-        let start = stay.len();
-        stay.resize(start + counts[0] + counts[1], 0);
-        self.byte_buffer.array().read_local(0, &mut stay[start..])?;
-        Ok(stay)
-    }
-
-    /// Sends one count to each of `sends` and receives one from each of `from`.
-    fn exchange_counts(&mut self, sends: [(usize, usize); 2], from: [usize; 2]) -> Result<[usize; 2]> {
-        let values = [sends[0].1 as u64, sends[1].1 as u64];
-        let mut received = [0; 2];
-        self.counts.exchange(
-            &[&self.count_buffer],
-            &[
-                Outgoing { to: sends[0].0, data: &values[..1] },
-                Outgoing { to: sends[1].0, data: &values[1..] },
-            ],
-            &[
-                Incoming { from: from[0], buffer: 0, offset: 0, room: 1 },
-                Incoming { from: from[1], buffer: 0, offset: 1, room: 1 },
-            ],
-            &mut received,
-        )?;
-        let mut counts = [0u64; 2];
-        self.count_buffer.read_local(0, &mut counts)?;
-        Ok([counts[0] as usize, counts[1] as usize])
-    }
-
-    /// Sends `count` to `to` and returns the count received from `from`.
-    fn exchange_count(&mut self, to: usize, count: usize, from: usize) -> Result<usize> {
-        let incoming = Incoming { from, buffer: 0, offset: 0, room: 1 };
-        self.counts.sendrecv(&[&self.count_buffer], Outgoing { to, data: &[count as u64] }, incoming)?;
-        Ok(self.count_buffer.get_value(self.rt.my_pe(), 0)? as usize)
-    }
-
-    /// Makes the atoms `ids` at (wrapped) `positions` the home atoms.
-    fn set_home(
-        &mut self,
-        ids: impl ExactSizeIterator<Item = u32>,
-        positions: impl ExactSizeIterator<Item = RVec>,
-    ) -> Result<()> {
-        let n = ids.len();
-        self.coords.collective_ensure(n)?;
-        self.ids.clear();
-        self.ids.extend(ids);
-        let positions: Vec<RVec> = positions.collect();
-        self.coords.array().write_local(0, &positions)?;
-        self.n_home = n;
-        self.n_local = n;
-        Ok(())
-    }
-
-    /// Builds the plan from the current positions: for every pulse, which atoms this PE sends
-    /// and how many it receives; the atoms' global indices and fractions travel once, so
-    /// every PE knows its halo's indices and reference fractions.
-    ///
-    /// # Collective
-    /// Every PE builds the same sequence of pulses.
-    fn collective_build_plan(&mut self) -> Result<()> {
-        self.n_local = self.n_home;
-        self.ids.truncate(self.n_home);
-        let pbc = *self.grid.pbc();
-        self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
-        for q in 0..self.pulses.len() {
-            let (dim, first) = (self.pulses[q].dim, q == 0 || self.pulses[q - 1].dim != self.pulses[q].dim);
-            // The first pulse of a dimension considers every local atom so far (home and the
-            // halos of earlier dimensions); later pulses forward what the previous one brought.
-            let candidates = if first {
-                0..self.n_local
-            } else {
-                let previous = &self.pulses[q - 1];
-                previous.offset..previous.offset + previous.count
-            };
-            let limit = self.lower[dim] + self.grid.reach(dim);
-            let send: Vec<u32> =
-                candidates.filter(|&i| self.reference[i][dim] < limit).map(|i| i as u32).collect();
-            let (to, from) = (self.pulses[q].to, self.pulses[q].from);
-            let count = self.exchange_count(to, send.len(), from)?;
-            self.coords.collective_ensure(self.n_local + count)?;
-            let offset = self.n_local;
-            self.pulses[q].send = send;
-            let mut records: Vec<HaloRecord> = (0..self.n_local)
-                .map(|i| HaloRecord { global: self.ids[i], padding: 0, fraction: self.reference[i] })
-                .collect();
-            self.field_pulse(q, count, &mut records)?;
-            let receives_shifted = self.pulses[q].receives_shifted;
-            for r in &records[offset..] {
-                self.ids.push(r.global);
-                let mut fraction = r.fraction;
-                if receives_shifted {
-                    fraction[dim] += 1.0;
-                }
-                self.reference.push(fraction);
-            }
-            let pulse = &mut self.pulses[q];
-            pulse.offset = offset;
-            pulse.count = count;
-            self.n_local += count;
-            // The first move_x brings the positions.
-            self.move_x_pulse(q)?;
-        }
-        let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
-        self.force_scratch.collective_ensure(largest)?;
-        Ok(())
-    }
-
-    /// Pulse `q` of a per-atom field: sends the entries of the pulse's send list and appends
-    /// the `count` entries received.
-    fn field_pulse<T: Pod>(&mut self, q: usize, count: usize, values: &mut Vec<T>) -> Result<()> {
-        let width = size_of::<T>();
-        self.byte_buffer.collective_ensure(count * width)?;
-        let pulse = &self.pulses[q];
-        let packed: Vec<T> = pulse.send.iter().map(|&i| values[i as usize]).collect();
-        if pulse.to == self.rt.my_pe() {
-            check_count(packed.len(), count, pulse.from, "entries of a per-atom field")?;
-            values.extend(packed);
-            return Ok(());
-        }
-        let (to, from) = (pulse.to, pulse.from);
-        let incoming = Incoming { from, buffer: 0, offset: 0, room: count * width };
-        let outgoing = Outgoing { to, data: bytemuck::cast_slice::<T, u8>(&packed) };
-        let received = self.bytes.sendrecv(&[self.byte_buffer.array()], outgoing, incoming)?;
-        check_count(received, count * width, from, "bytes of a per-atom field")?;
-        let mut arrived = vec![0u8; received];
-        self.byte_buffer.array().read_local(0, &mut arrived)?;
-        values.extend(arrived.chunks_exact(width).map(bytemuck::pod_read_unaligned::<T>));
-        Ok(())
-    }
-
-    /// One pulse of move_x: the shifted coordinates of the send list are packed straight into
-    /// the receiver's coordinate array where the path allows it (one-sided, same node), or
-    /// into a buffer that is then sent.
-    fn move_x_pulse(&mut self, q: usize) -> Result<()> {
-        let coords = self.coords.array();
-        let parallel_min = self.parallel_min;
-        let pulse = &mut self.pulses[q];
-        // SAFETY: the prefix up to this pulse's receive region holds home atoms and atoms
-        // received in earlier pulses of this call: no PE writes it until this PE announces
-        // its receive regions again in the next move_x. The destination a packing function
-        // gets is this pulse's receive region on another PE (or, with one domain along the
-        // dimension, this PE's own region beyond the prefix): never the prefix.
-        let prefix = unsafe { &coords.local_slice()[..pulse.offset] };
-        // The shift is a whole vector, added in registers and stored at once.
-        let delta = pulse.shift;
-        let send = &pulse.send;
-        let pack = |(out, &i): (&mut RVec, &u32)| {
-            let x = prefix[i as usize];
-            *out = [x[0] + delta[0], x[1] + delta[1], x[2] + delta[2]];
-        };
-        let fill = |dest: &mut [RVec]| {
-            if !parallel(send.len(), parallel_min) {
-                dest.iter_mut().zip(send).for_each(pack);
-            } else {
-                dest.par_iter_mut().zip(send.par_iter()).for_each(pack);
-            }
-        };
-        if pulse.to == self.rt.my_pe() {
-            // The periodic image along a dimension with one domain: packed into place here,
-            // with no message, on every path.
-            check_count(send.len(), pulse.count, pulse.from, "coordinates")?;
-            // SAFETY: this pulse's receive region follows the prefix; with this PE its own
-            // partner, no other PE writes the region in this pulse (nobody else sends to it),
-            // and nothing else refers to it while it is filled.
-            let region =
-                unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
-            fill(region);
-            return Ok(());
-        }
-        let incoming = Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count };
-        let received = pulse.x.sendrecv_packed(&[coords], pulse.to, send.len(), fill, incoming)?;
-        check_count(received, pulse.count, pulse.from, "coordinates")
-    }
-}
-
-/// The global index at the start of a migrating atom's record.
-fn global_of(record: &[u8]) -> u32 {
-    u32::from_le_bytes([record[0], record[1], record[2], record[3]])
 }
 
 /// Adds `forces` to `total`, in order, in double precision.
@@ -930,79 +551,11 @@ fn accumulate(total: &mut [f64; 3], forces: &[RVec]) {
     }
 }
 
-/// The largest value the runtime's max-reduction takes.
-const TOP: u64 = i64::MAX as u64;
-
-/// The least and the largest of every PE's `value` (at most [`TOP`]), on every PE.
-///
-/// # Collective
-/// Every PE must call it.
-fn min_max(rt: &Runtime, value: u64) -> Result<(u64, u64)> {
-    let mut agreed = [value.min(TOP), TOP - value.min(TOP)];
-    rt.max_u64(&mut agreed)?;
-    Ok((TOP - agreed[1], agreed[0]))
-}
-
-/// A hash of what every PE must agree on to build one halo exchange: the grid, the box, the
-/// range and the path (at most [`TOP`]).
-fn setup_hash(grid: &DdGrid, path: Path) -> u64 {
-    let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
-    words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
-    words.push(grid.range().to_bits() as u64);
-    words.extend(path.name().bytes().map(u64::from));
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for word in words {
-        hash ^= word;
-        hash = hash.wrapping_mul(0x100_0000_01b3);
-    }
-    hash & TOP
-}
-
-/// Agrees on one atom that some PE found a problem with (`found`: the atom's global index and
-/// the PE it belongs to): returns, on every PE alike, `(atom, PE that found it, PE it
-/// belongs to)` for one such atom (the largest index found, and of those the highest PE),
-/// or `None`.
-///
-/// # Collective
-/// Every PE must call it.
-fn report_atom(rt: &Runtime, found: Option<(u32, usize)>) -> Result<Option<(usize, usize, usize)>> {
-    let me = rt.my_pe();
-    // One value names the atom and its PE, so that every PE reports the same pair.
-    let flag = found.map_or(0, |(atom, _)| (atom as u64 + 1) << PE_BITS | me as u64);
-    let flag = rt.max_u64_one(flag)?;
-    if flag == 0 {
-        return Ok(None);
-    }
-    let atom = (flag >> PE_BITS) as usize - 1;
-    let pe = (flag & ((1 << PE_BITS) - 1)) as usize;
-    // Where it belongs, from the PE that found it (an error path: one more reduction).
-    let target = match found {
-        Some((_, target)) if pe == me => target as u64 + 1,
-        _ => 0,
-    };
-    let target = rt.max_u64_one(target)? as usize - 1;
-    Ok(Some((atom, pe, target)))
-}
-
 /// Whether a loop over `len` items is worth rayon's thread pool: at least `parallel_min` of
 /// them, and more than one thread to share them. With one thread, a parallel loop only adds
 /// the hand-over to the pool's thread and back (a sleep and a wake-up, tens of microseconds).
 pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
     len >= parallel_min && rayon::current_num_threads() > 1
-}
-
-/// Bits for the PE in the value that names an atom to every PE (the atom above): up to 2^24 PEs.
-const PE_BITS: u32 = 24;
-
-/// A neighbour sent a different number of elements than the plan says.
-fn check_count(received: usize, expected: usize, from: usize, what: &str) -> Result<()> {
-    if received == expected {
-        Ok(())
-    } else {
-        Err(Error::PlanMismatch(format!(
-            "PE {from} sent {received} {what} where the plan expects {expected}; the PEs' plans disagree"
-        )))
-    }
 }
 
 /// `forces[targets[i]] += values[i]` for every `i`, in parallel above `parallel_min`. Send

@@ -1,4 +1,4 @@
-//! The MPI two-sided reference path of [`Exchange`](crate::Exchange): `MPI_Sendrecv` for one
+//! The MPI two-sided reference path: `MPI_Sendrecv` for one
 //! message each way, `MPI_Irecv` / `MPI_Isend` / `MPI_Waitall` otherwise, on a duplicate of the
 //! world communicator whose error handler returns codes, so that a message larger than the
 //! posted room is an error rather than the end of the job.
@@ -15,10 +15,36 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
+use super::{Exchange, Incoming, LANES, Outgoing, Transport, Work};
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
 use crate::runtime::Runtime;
-use crate::sendrecv::{Incoming, Outgoing};
+
+/// The MPI transport.
+pub(super) struct Mpi;
+
+impl Transport for Mpi {
+    fn exchange<'rt, T: Pod>(
+        ex: &mut Exchange<'rt, T>,
+        buffers: &[&SymArray<'rt, T>],
+        outgoing: &[Outgoing<'_, T>],
+        incoming: &[Incoming],
+        received: &mut [usize],
+        work: &mut Work,
+    ) -> Result<()> {
+        // The lane is the tag, so the forward and backward messages of a pair stay apart.
+        work.out_tags.clear();
+        work.out_tags.extend(work.out_lanes.iter().map(|l| (l.remote % LANES) as i32));
+        work.in_tags.clear();
+        work.in_tags.extend(work.in_lanes.iter().map(|l| (l.local % LANES) as i32));
+        let channel = ex.mpi.as_mut().expect("the MPI path has its communicator");
+        let outcome = channel.exchange(buffers, outgoing, &work.out_tags, incoming, &work.in_tags, received);
+        outcome.map_err(|failure| match failure {
+            MpiFailure::Truncated { from, room } => ex.too_large(from, ex.rt.my_pe(), None, room),
+            MpiFailure::Other(e) => e,
+        })
+    }
+}
 
 /// A communicator of the same members as the world, private to one exchange.
 pub(crate) struct MpiChannel {
@@ -59,12 +85,7 @@ impl MpiChannel {
     /// # Collective
     /// `MPI_Comm_dup` over the world.
     pub(crate) fn collective_new(rt: &Runtime) -> Result<Self> {
-        let comm = rt.world().duplicate();
-        // SAFETY: the communicator is valid; MPI_ERRORS_RETURN is a predefined handler.
-        let code = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
-        if code != 0 {
-            return Err(Error::Mpi { call: "MPI_Comm_set_errhandler", code });
-        }
+        let comm = collective_error_returning_world(rt)?;
         debug_assert_eq!(comm.size() as usize, rt.n_pes());
         Ok(MpiChannel { comm, fail_isend: None, isends: 0, requests: Vec::new(), statuses: Vec::new() })
     }
@@ -199,6 +220,22 @@ impl MpiChannel {
         }
         Ok(())
     }
+}
+
+/// A duplicate of the world communicator whose errors return codes instead of ending the
+/// job: what MPI reference paths use, so that a message larger than the room is an error a
+/// caller can report, and their messages never meet anyone else's.
+///
+/// # Collective
+/// `MPI_Comm_dup` over the world: every PE calls it, in the same order.
+pub fn collective_error_returning_world(rt: &Runtime) -> Result<SimpleCommunicator> {
+    let comm = rt.world().duplicate();
+    // SAFETY: the communicator is valid; MPI_ERRORS_RETURN is a predefined handler.
+    let code = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
+    if code != 0 {
+        return Err(Error::Mpi { call: "MPI_Comm_set_errhandler", code });
+    }
+    Ok(comm)
 }
 
 /// The error code an injected failure reports (`MPI_ERR_OTHER` in spirit; never read as a

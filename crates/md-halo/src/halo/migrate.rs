@@ -1,0 +1,213 @@
+//! Repartition: atoms that left a domain move to their new home, one dimension at a time,
+//! as byte records (global index, position, then each per-atom state array's entry), and the
+//! plan is rebuilt.
+
+use std::mem::size_of;
+
+use bytemuck::Pod;
+use onesided::{Incoming, Outgoing};
+
+use super::HaloExchange;
+use super::agree::{TOP, check_count, report_atom};
+use crate::error::{Error, Result};
+use crate::pbc::RVec;
+
+/// Per-atom data an engine keeps for its home atoms (velocities, charges, type ids, ...),
+/// which [`HaloExchange::collective_repartition`] moves with the atoms to their new domains.
+///
+/// Implemented for `Vec<T>` of any plain-old-data `T`; an engine with other containers can
+/// implement it for them.
+pub trait AtomState {
+    /// The bytes one atom's entry takes.
+    fn bytes_per_atom(&self) -> usize;
+    /// The number of atoms held.
+    fn atom_count(&self) -> usize;
+    /// The bytes of atom `i`'s entry (`bytes_per_atom` of them).
+    fn atom_bytes(&self, i: usize) -> &[u8];
+    /// Replaces the contents by the entries `atoms` yields, in order (each `bytes_per_atom`
+    /// long).
+    fn rebuild(&mut self, atoms: &mut dyn Iterator<Item = &[u8]>);
+}
+
+impl<T: Pod> AtomState for Vec<T> {
+    fn bytes_per_atom(&self) -> usize {
+        size_of::<T>()
+    }
+
+    fn atom_count(&self) -> usize {
+        self.len()
+    }
+
+    fn atom_bytes(&self, i: usize) -> &[u8] {
+        bytemuck::bytes_of(&self[i])
+    }
+
+    fn rebuild(&mut self, atoms: &mut dyn Iterator<Item = &[u8]>) {
+        self.clear();
+        self.extend(atoms.map(bytemuck::pod_read_unaligned::<T>));
+    }
+}
+
+/// Bytes of a migrating atom before its state: global index and position.
+const MIGRANT_HEADER: usize = 16;
+
+impl<'rt> HaloExchange<'rt> {
+    /// Wraps home positions into the box, moves atoms that left this domain to their new home
+    /// together with their entries in `state` (each array one entry per home atom, in home
+    /// order), and rebuilds the plan. Afterwards the home atoms are in ascending global order,
+    /// and every array in `state` holds their entries in that order.
+    ///
+    /// # Collective
+    /// Every PE must call it, with the same kinds of state arrays in the same order.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::MovedTooFar`] when some atom moved more than one domain along a
+    /// dimension since the last repartition; [`Error::NotFinite`] naming an atom whose
+    /// position is not finite; [`Error::Config`] when the PEs' state arrays differ in size
+    /// per atom, or an array's length is not its PE's home atom count. After such an error
+    /// nothing has moved and the exchange can go on; after an error of the communication
+    /// layer, as for [`move_x`](Self::move_x).
+    pub fn collective_repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
+        self.usable()?;
+        let outcome = self.repartition(state);
+        self.note(outcome)
+    }
+
+    pub(super) fn repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
+        let me = self.rt.my_pe();
+        let record = MIGRANT_HEADER + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
+        let short = state.iter().any(|s| s.atom_count() != self.n_home);
+        let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }];
+        self.rt.max_u64(&mut agreed)?;
+        if agreed[2] > 0 {
+            return Err(Error::Config(format!(
+                "PE {} passes per-atom state to collective_repartition with an array whose length \
+                 is not its number of home atoms",
+                agreed[2] - 1
+            )));
+        }
+        if agreed[0] != TOP - agreed[1] {
+            return Err(Error::Config(format!(
+                "the PEs pass per-atom state of {} to {} bytes per atom to collective_repartition: \
+                 every PE must pass the same kinds of arrays, in the same order",
+                TOP - agreed[1] - MIGRANT_HEADER as u64,
+                agreed[0] - MIGRANT_HEADER as u64
+            )));
+        }
+        let home = &self.coordinates()[..self.n_home];
+        let broken = home.iter().zip(&self.ids).find(|(x, _)| x.iter().any(|c| !c.is_finite()));
+        if let Some((atom, pe, _)) = report_atom(self.rt, broken.map(|(_, &g)| (g, me)))? {
+            return Err(Error::NotFinite { atom, pe: Some(pe) });
+        }
+        let pbc = *self.grid.pbc();
+        let placed: Vec<(RVec, [f64; 3])> = home.iter().map(|&x| pbc.put_in_box(x)).collect();
+        let wrapped: Vec<RVec> = placed.iter().map(|p| p.0).collect();
+        let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
+            let to = self.grid.cell_of_fraction(s);
+            (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1).then(|| (g, self.grid.pe_of(to)))
+        });
+        if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
+            return Err(Error::MovedTooFar { atom, from: self.grid.cell_of(pe), to: self.grid.cell_of(to) });
+        }
+        let mut records = vec![0u8; self.n_home * record];
+        for (i, bytes) in records.chunks_exact_mut(record).enumerate() {
+            bytes[..4].copy_from_slice(&self.ids[i].to_le_bytes());
+            bytes[4..16].copy_from_slice(bytemuck::bytes_of(&wrapped[i]));
+            let mut at = MIGRANT_HEADER;
+            for s in state.iter() {
+                let entry = s.atom_bytes(i);
+                bytes[at..at + entry.len()].copy_from_slice(entry);
+                at += entry.len();
+            }
+        }
+        for dim in 0..3 {
+            if self.grid.dims()[dim] > 1 {
+                records = self.collective_migrate(dim, records, record)?;
+            }
+        }
+        let mut order: Vec<&[u8]> = records.chunks_exact(record).collect();
+        order.sort_unstable_by_key(|r| global_of(r));
+        let position = |r: &[u8]| bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
+        self.set_home(order.iter().map(|r| global_of(r)), order.iter().map(|r| position(r)))?;
+        let mut at = MIGRANT_HEADER;
+        for s in state.iter_mut() {
+            let width = s.bytes_per_atom();
+            s.rebuild(&mut order.iter().map(|r| &r[at..at + width]));
+            at += width;
+        }
+        self.collective_build_plan()
+    }
+
+    /// Sends the records (one per atom, `record` bytes, position at bytes 4..16) whose new
+    /// domain lies below or above along `dim` to those neighbours and takes in what they send.
+    pub(super) fn collective_migrate(
+        &mut self,
+        dim: usize,
+        records: Vec<u8>,
+        record: usize,
+    ) -> Result<Vec<u8>> {
+        let (down, up) =
+            (self.grid.neighbour(self.cell, dim, false), self.grid.neighbour(self.cell, dim, true));
+        let (mut stay, mut to_down, mut to_up) = (Vec::new(), Vec::new(), Vec::new());
+        for r in records.chunks_exact(record) {
+            let x = bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
+            let target = self.grid.cell_of_fraction(self.grid.pbc().clamped_fraction(x))[dim];
+            if target == self.cell[dim] {
+                stay.extend_from_slice(r);
+            } else if target == down[dim] {
+                to_down.extend_from_slice(r);
+            } else {
+                to_up.extend_from_slice(r);
+            }
+        }
+        let (down, up) = (self.grid.pe_of(down), self.grid.pe_of(up));
+        let counts = self.exchange_counts([(down, to_down.len()), (up, to_up.len())], [up, down])?;
+        self.byte_buffer.collective_ensure(counts[0] + counts[1])?;
+        let mut received = [0; 2];
+        self.bytes.exchange(
+            &[self.byte_buffer.array()],
+            &[Outgoing { to: down, data: &to_down }, Outgoing { to: up, data: &to_up }],
+            &[
+                Incoming { from: up, buffer: 0, offset: 0, room: counts[0] },
+                Incoming { from: down, buffer: 0, offset: counts[0], room: counts[1] },
+            ],
+            &mut received,
+        )?;
+        check_count(received[0], counts[0], up, "bytes of migrating atoms")?;
+        check_count(received[1], counts[1], down, "bytes of migrating atoms")?;
+        let start = stay.len();
+        stay.resize(start + counts[0] + counts[1], 0);
+        self.byte_buffer.array().read_local(0, &mut stay[start..])?;
+        Ok(stay)
+    }
+
+    /// Sends one count to each of `sends` and receives one from each of `from`.
+    pub(super) fn exchange_counts(
+        &mut self,
+        sends: [(usize, usize); 2],
+        from: [usize; 2],
+    ) -> Result<[usize; 2]> {
+        let values = [sends[0].1 as u64, sends[1].1 as u64];
+        let mut received = [0; 2];
+        self.counts.exchange(
+            &[&self.count_buffer],
+            &[
+                Outgoing { to: sends[0].0, data: &values[..1] },
+                Outgoing { to: sends[1].0, data: &values[1..] },
+            ],
+            &[
+                Incoming { from: from[0], buffer: 0, offset: 0, room: 1 },
+                Incoming { from: from[1], buffer: 0, offset: 1, room: 1 },
+            ],
+            &mut received,
+        )?;
+        let mut counts = [0u64; 2];
+        self.count_buffer.read_local(0, &mut counts)?;
+        Ok([counts[0] as usize, counts[1] as usize])
+    }
+}
+
+/// The global index at the start of a migrating atom's record.
+fn global_of(record: &[u8]) -> u32 {
+    u32::from_le_bytes([record[0], record[1], record[2], record[3]])
+}

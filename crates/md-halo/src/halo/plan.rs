@@ -1,0 +1,215 @@
+//! The plan: which atoms each pulse sends and where received atoms land, built from the
+//! reference fractions at (re)partition; the per-atom fields that travel along it; and one
+//! pulse of `move_x`.
+
+use std::mem::size_of;
+
+use bytemuck::Pod;
+use onesided::{Incoming, Outgoing};
+use rayon::prelude::*;
+
+use super::agree::{TOP, check_count};
+use super::{HaloExchange, parallel};
+use crate::error::{Error, Result};
+use crate::pbc::RVec;
+
+/// What the plan sends about each halo atom once: its global index and the fractions of its
+/// position (with the image shifts), which decide pair ownership.
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
+#[repr(C)]
+pub(super) struct HaloRecord {
+    global: u32,
+    padding: u32,
+    fraction: [f64; 3],
+}
+
+impl<'rt> HaloExchange<'rt> {
+    /// Sends a per-atom field of the home atoms (`home[i]` for home atom `i`: charges, type
+    /// ids, any plain-old-data value) along the current plan, and returns it for every local
+    /// atom, in the order of [`coordinates`](Self::coordinates).
+    ///
+    /// # Collective
+    /// Every PE must call it, with a field of the same type.
+    ///
+    /// # Errors
+    /// [`Error::Config`] on every PE when some PE passes a field whose length is not its home
+    /// atom count.
+    pub fn collective_spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
+        self.usable()?;
+        let outcome = self.spread(home);
+        self.note(outcome)
+    }
+
+    pub(super) fn spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
+        let me = self.rt.my_pe();
+        let width = size_of::<T>() as u64;
+        let mut agreed = [width, TOP - width, if home.len() != self.n_home { me as u64 + 1 } else { 0 }];
+        self.rt.max_u64(&mut agreed)?;
+        if agreed[2] > 0 {
+            return Err(Error::Config(format!(
+                "PE {} passes collective_spread a field whose length is not its number of home atoms",
+                agreed[2] - 1
+            )));
+        }
+        if agreed[0] != TOP - agreed[1] || width == 0 {
+            return Err(Error::Config(format!(
+                "the PEs pass collective_spread fields of {} to {} bytes per atom: every PE must pass \
+                 a field of the same type, of nonzero size",
+                TOP - agreed[1],
+                agreed[0]
+            )));
+        }
+        let mut values = home.to_vec();
+        values.reserve(self.n_local - self.n_home);
+        for q in 0..self.pulses.len() {
+            let count = self.pulses[q].count;
+            self.field_pulse(q, count, &mut values)?;
+        }
+        Ok(values)
+    }
+
+    /// Sends `count` to `to` and returns the count received from `from`.
+    pub(super) fn exchange_count(&mut self, to: usize, count: usize, from: usize) -> Result<usize> {
+        let incoming = Incoming { from, buffer: 0, offset: 0, room: 1 };
+        self.counts.sendrecv(&[&self.count_buffer], Outgoing { to, data: &[count as u64] }, incoming)?;
+        Ok(self.count_buffer.get_value(self.rt.my_pe(), 0)? as usize)
+    }
+
+    /// Makes the atoms `ids` at (wrapped) `positions` the home atoms.
+    pub(super) fn set_home(
+        &mut self,
+        ids: impl ExactSizeIterator<Item = u32>,
+        positions: impl ExactSizeIterator<Item = RVec>,
+    ) -> Result<()> {
+        let n = ids.len();
+        self.coords.collective_ensure(n)?;
+        self.ids.clear();
+        self.ids.extend(ids);
+        let positions: Vec<RVec> = positions.collect();
+        self.coords.array().write_local(0, &positions)?;
+        self.n_home = n;
+        self.n_local = n;
+        Ok(())
+    }
+
+    /// Builds the plan from the current positions: for every pulse, which atoms this PE sends
+    /// and how many it receives; the atoms' global indices and fractions travel once, so
+    /// every PE knows its halo's indices and reference fractions.
+    ///
+    /// # Collective
+    /// Every PE builds the same sequence of pulses.
+    pub(super) fn collective_build_plan(&mut self) -> Result<()> {
+        self.n_local = self.n_home;
+        self.ids.truncate(self.n_home);
+        let pbc = *self.grid.pbc();
+        self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
+        for q in 0..self.pulses.len() {
+            let (dim, first) = (self.pulses[q].dim, q == 0 || self.pulses[q - 1].dim != self.pulses[q].dim);
+            // The first pulse of a dimension considers every local atom so far (home and the
+            // halos of earlier dimensions); later pulses forward what the previous one brought.
+            let candidates = if first {
+                0..self.n_local
+            } else {
+                let previous = &self.pulses[q - 1];
+                previous.offset..previous.offset + previous.count
+            };
+            let limit = self.lower[dim] + self.grid.reach(dim);
+            let send: Vec<u32> =
+                candidates.filter(|&i| self.reference[i][dim] < limit).map(|i| i as u32).collect();
+            let (to, from) = (self.pulses[q].to, self.pulses[q].from);
+            let count = self.exchange_count(to, send.len(), from)?;
+            self.coords.collective_ensure(self.n_local + count)?;
+            let offset = self.n_local;
+            self.pulses[q].send = send;
+            let mut records: Vec<HaloRecord> = (0..self.n_local)
+                .map(|i| HaloRecord { global: self.ids[i], padding: 0, fraction: self.reference[i] })
+                .collect();
+            self.field_pulse(q, count, &mut records)?;
+            let receives_shifted = self.pulses[q].receives_shifted;
+            for r in &records[offset..] {
+                self.ids.push(r.global);
+                let mut fraction = r.fraction;
+                if receives_shifted {
+                    fraction[dim] += 1.0;
+                }
+                self.reference.push(fraction);
+            }
+            let pulse = &mut self.pulses[q];
+            pulse.offset = offset;
+            pulse.count = count;
+            self.n_local += count;
+            // The first move_x brings the positions.
+            self.move_x_pulse(q)?;
+        }
+        let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
+        self.force_scratch.collective_ensure(largest)?;
+        Ok(())
+    }
+
+    /// Pulse `q` of a per-atom field: sends the entries of the pulse's send list and appends
+    /// the `count` entries received.
+    pub(super) fn field_pulse<T: Pod>(&mut self, q: usize, count: usize, values: &mut Vec<T>) -> Result<()> {
+        let width = size_of::<T>();
+        self.byte_buffer.collective_ensure(count * width)?;
+        let pulse = &self.pulses[q];
+        let packed: Vec<T> = pulse.send.iter().map(|&i| values[i as usize]).collect();
+        if pulse.to == self.rt.my_pe() {
+            check_count(packed.len(), count, pulse.from, "entries of a per-atom field")?;
+            values.extend(packed);
+            return Ok(());
+        }
+        let (to, from) = (pulse.to, pulse.from);
+        let incoming = Incoming { from, buffer: 0, offset: 0, room: count * width };
+        let outgoing = Outgoing { to, data: bytemuck::cast_slice::<T, u8>(&packed) };
+        let received = self.bytes.sendrecv(&[self.byte_buffer.array()], outgoing, incoming)?;
+        check_count(received, count * width, from, "bytes of a per-atom field")?;
+        let mut arrived = vec![0u8; received];
+        self.byte_buffer.array().read_local(0, &mut arrived)?;
+        values.extend(arrived.chunks_exact(width).map(bytemuck::pod_read_unaligned::<T>));
+        Ok(())
+    }
+
+    /// One pulse of move_x: the shifted coordinates of the send list are packed straight into
+    /// the receiver's coordinate array where the path allows it (one-sided, same node), or
+    /// into a buffer that is then sent.
+    pub(super) fn move_x_pulse(&mut self, q: usize) -> Result<()> {
+        let coords = self.coords.array();
+        let parallel_min = self.parallel_min;
+        let pulse = &mut self.pulses[q];
+        // SAFETY: the prefix up to this pulse's receive region holds home atoms and atoms
+        // received in earlier pulses of this call: no PE writes it until this PE announces
+        // its receive regions again in the next move_x. The destination a packing function
+        // gets is this pulse's receive region on another PE (or, with one domain along the
+        // dimension, this PE's own region beyond the prefix): never the prefix.
+        let prefix = unsafe { coords.local_range(0..pulse.offset) };
+        // The shift is a whole vector, added in registers and stored at once.
+        let delta = pulse.shift;
+        let send = &pulse.send;
+        let pack = |(out, &i): (&mut RVec, &u32)| {
+            let x = prefix[i as usize];
+            *out = [x[0] + delta[0], x[1] + delta[1], x[2] + delta[2]];
+        };
+        let fill = |dest: &mut [RVec]| {
+            if !parallel(send.len(), parallel_min) {
+                dest.iter_mut().zip(send).for_each(pack);
+            } else {
+                dest.par_iter_mut().zip(send.par_iter()).for_each(pack);
+            }
+        };
+        if pulse.to == self.rt.my_pe() {
+            // The periodic image along a dimension with one domain: packed into place here,
+            // with no message, on every path.
+            check_count(send.len(), pulse.count, pulse.from, "coordinates")?;
+            // SAFETY: this pulse's receive region follows the prefix; with this PE its own
+            // partner, no other PE writes the region in this pulse (nobody else sends to it),
+            // and nothing else refers to it while it is filled.
+            let region =
+                unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
+            fill(region);
+            return Ok(());
+        }
+        let incoming = Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count };
+        let received = pulse.x.sendrecv_packed(&[coords], pulse.to, send.len(), fill, incoming)?;
+        check_count(received, pulse.count, pulse.from, "coordinates")
+    }
+}

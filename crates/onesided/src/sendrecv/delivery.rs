@@ -1,0 +1,69 @@
+//! The delivery signal of the put and get paths: the call number and the message's element
+//! count in one word (`call << COUNT_BITS | count`), so that the receiver learns the count
+//! with the signal it waits for; counts too large for it, and refusals, go in the count slot
+//! first.
+
+use bytemuck::Pod;
+
+use super::{COUNT_BITS, COUNT_ELSEWHERE, Exchange, Incoming, Lane, NO_BUFFER, REJECTED, STRIDE};
+use crate::error::{Error, Result};
+
+impl<'rt, T: Pod> Exchange<'rt, T> {
+    /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
+    /// and in the count slot (before the signal) when it does not or the message was refused.
+    /// `refusal` is 0, [`REJECTED`], or `REJECTED | NO_BUFFER`.
+    pub(super) fn deliver(
+        &self,
+        to: usize,
+        lane: &Lane,
+        call: u64,
+        count: usize,
+        refusal: u64,
+    ) -> Result<()> {
+        let count = count as u64;
+        let inline = if refusal != 0 || count >= COUNT_ELSEWHERE {
+            let mut slot = [0u64; STRIDE];
+            slot[0] = count | refusal;
+            self.counts.put(to, lane.remote, &[slot])?;
+            self.rt.fence();
+            COUNT_ELSEWHERE
+        } else {
+            count
+        };
+        self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | inline)
+    }
+
+    /// The count of a delivered message, checked against the room.
+    pub(super) fn delivered_count(&self, inc: Incoming, lane: &Lane) -> Result<usize> {
+        let signal = self.from_senders.value(lane.local * STRIDE)?;
+        self.count_of(inc, lane, signal)
+    }
+
+    /// The count a delivery signal carries (or points to), checked against the room.
+    pub(super) fn count_of(&self, inc: Incoming, lane: &Lane, signal: u64) -> Result<usize> {
+        let mut count = signal & COUNT_ELSEWHERE;
+        if count == COUNT_ELSEWHERE {
+            let mut slot = [[0u64; STRIDE]];
+            self.counts.read_local(lane.local, &mut slot)?;
+            count = slot[0][0];
+        }
+        let elements = (count & !(REJECTED | NO_BUFFER)) as usize;
+        if count & NO_BUFFER != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{}': PE {} has no place for its message to PE {} in buffer {} (offset {}, \
+                 room {}): the two PEs passed different buffers; every PE must pass the same buffers \
+                 in the same order",
+                self.name,
+                inc.from,
+                self.rt.my_pe(),
+                inc.buffer,
+                inc.offset,
+                inc.room
+            )));
+        }
+        if count & REJECTED != 0 || elements > inc.room {
+            return Err(self.too_large(inc.from, self.rt.my_pe(), Some(elements), inc.room));
+        }
+        Ok(elements)
+    }
+}

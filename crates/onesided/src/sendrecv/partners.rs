@@ -1,0 +1,136 @@
+//! The partners of an exchange: per partner [`LANES`] slots in this PE's arrays and as many
+//! in the partner's, found once when the exchange is built.
+
+use bytemuck::Pod;
+
+use super::{Exchange, LANES, Lane};
+use crate::error::{Error, Result};
+use crate::heap::SymArray;
+use crate::runtime::Runtime;
+use crate::sendrecv::ExchangePath;
+
+/// The PEs an exchange talks to, and where each pair's slots sit: per partner, [`LANES`]
+/// slots in this PE's arrays and as many in the partner's. An exchange built for every PE
+/// keeps a partner's slots at the partner's number; one built for a few partners keeps them
+/// at the partner's place in its sorted list, so that its arrays grow with the partners, not
+/// with the PE count.
+pub(super) struct Partners {
+    pub(super) me: usize,
+    /// The sorted partners with, for each, this PE's place in the partner's list; `None`:
+    /// every PE, each at its own number.
+    pub(super) listed: Option<Vec<(usize, usize)>>,
+    /// Partners per PE the arrays hold (the largest list over all PEs).
+    pub(super) capacity: usize,
+}
+
+impl Partners {
+    /// This PE's place for `peer`, and the partner's place for this PE, or `None` when `peer`
+    /// is not a partner.
+    #[inline]
+    pub(super) fn places(&self, peer: usize) -> Option<(usize, usize)> {
+        match &self.listed {
+            None => Some((peer, self.me)),
+            Some(list) => list.binary_search_by_key(&peer, |p| p.0).ok().map(|i| (i, list[i].1)),
+        }
+    }
+
+    /// The lane `lane` of the pair with `peer` (a partner).
+    #[inline]
+    pub(super) fn lane(&self, peer: usize, lane: usize) -> Lane {
+        let (local, remote) = self.places(peer).expect("validated partner");
+        Lane { peer, local: local * LANES + lane, remote: remote * LANES + lane }
+    }
+
+    /// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane
+    /// `l`.
+    pub(super) fn assign(&self, lanes: &mut Vec<Lane>, peers: impl Iterator<Item = usize>) {
+        lanes.clear();
+        for peer in peers {
+            let lane = lanes.iter().filter(|l| l.peer == peer).count();
+            lanes.push(self.lane(peer, lane));
+        }
+    }
+}
+
+impl<'rt, T: Pod> Exchange<'rt, T> {
+    /// Creates a channel on `path` between this PE and `partners` only (the PEs it will send
+    /// to or receive from, in any order; repeats are ignored): its symmetric memory grows with
+    /// the largest number of partners any PE names, not with the PE count. Partnership must
+    /// be mutual: when PE `p` names `q`, `q` names `p`.
+    ///
+    /// # Collective
+    /// Every PE must create it, with the same path, in the same order.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::InvalidArgument`] for a partner that is not a PE, or when some
+    /// PE names a partner that does not name it back.
+    pub fn collective_with_partners(
+        rt: &'rt Runtime,
+        name: &str,
+        path: ExchangePath,
+        partners: &[usize],
+    ) -> Result<Self> {
+        let me = rt.my_pe();
+        let mut peers = partners.to_vec();
+        peers.sort_unstable();
+        peers.dedup();
+        let stray = peers.iter().find(|&&p| p >= rt.n_pes()).map_or(0, |&p| p as u64 + 1);
+        let mut agreed = [peers.len() as u64, stray.min(i64::MAX as u64)];
+        rt.max_u64(&mut agreed)?;
+        if agreed[1] > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{name}': partner {} is not a PE of this job of {} PEs",
+                agreed[1] - 1,
+                rt.n_pes()
+            )));
+        }
+        let capacity = agreed[0] as usize;
+        // Each PE publishes its list; each reads its partners' lists to find its place there.
+        let table = SymArray::<u64>::collective_alloc(rt, &format!("{name}: partner lists"), capacity + 1)?;
+        let mut mine = vec![u64::MAX; capacity + 1];
+        mine[0] = peers.len() as u64;
+        for (slot, &p) in mine[1..].iter_mut().zip(&peers) {
+            *slot = p as u64;
+        }
+        table.write_local(0, &mine)?;
+        rt.barrier();
+        let mut listed = Vec::with_capacity(peers.len());
+        let mut theirs = vec![0u64; capacity + 1];
+        let mut one_sided = 0;
+        for &p in &peers {
+            table.get(p, 0, &mut theirs)?;
+            let count = (theirs[0] as usize).min(capacity);
+            match theirs[1..=count].iter().position(|&q| q == me as u64) {
+                Some(place) => listed.push((p, place)),
+                None => one_sided = one_sided.max((me as u64 + 1) << 24 | p as u64),
+            }
+        }
+        // Everyone has read every list it needs before the table goes.
+        let one_sided = rt.max_u64_one(one_sided)?;
+        drop(table);
+        if one_sided > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{name}': PE {} names PE {} as a partner, but PE {} does not name it back; \
+                 partnership must be mutual",
+                (one_sided >> 24) - 1,
+                one_sided & 0xff_ffff,
+                one_sided & 0xff_ffff
+            )));
+        }
+        let partners = Partners { me, listed: Some(listed), capacity };
+        Self::collective_build(rt, name, path, partners)
+    }
+
+    /// An error when `peer` is not one of the exchange's partners.
+    pub(super) fn check_partner(&self, peer: usize) -> Result<()> {
+        if self.partners.places(peer).is_some() {
+            return Ok(());
+        }
+        let named: Vec<usize> = self.partners.listed.iter().flatten().map(|p| p.0).collect();
+        Err(Error::InvalidArgument(format!(
+            "exchange '{}': PE {peer} is not a partner of PE {} (it named {named:?}); name every PE \
+             it talks to at collective_with_partners",
+            self.name, self.partners.me
+        )))
+    }
+}

@@ -1,0 +1,189 @@
+//! The put path (the offset swap): the receiver writes where its message goes (buffer,
+//! offset, room) into the sender's slot and raises a signal with its call number; the sender
+//! waits for it, checks that the message fits, puts it straight into the final place (or packs
+//! it there through the mapping of a same-node PE) and raises the delivery signal, which
+//! carries the count. The receiver's announcement of call `k + 1` is its word that call `k`'s
+//! data was used, so one call costs one round trip of synchronisation and nothing is reset.
+
+use std::sync::atomic::{Ordering, fence};
+
+use bytemuck::Pod;
+
+use super::{
+    COUNT_BITS, Exchange, Incoming, Lane, NO_BUFFER, Outgoing, Payload, REJECTED, STRIDE, Transport, Work,
+};
+use crate::error::{Error, Result};
+use crate::heap::SymArray;
+
+/// The put transport.
+pub(super) struct Put;
+
+impl Transport for Put {
+    fn exchange<'rt, T: Pod>(
+        ex: &mut Exchange<'rt, T>,
+        buffers: &[&SymArray<'rt, T>],
+        outgoing: &[Outgoing<'_, T>],
+        incoming: &[Incoming],
+        received: &mut [usize],
+        work: &mut Work,
+    ) -> Result<()> {
+        for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
+            ex.announce(inc, lane)?;
+        }
+        let mut refused = None;
+        ex.await_each(
+            work,
+            false,
+            |ex, lane| ex.sends[lane.local] + 1,
+            |ex, i, lane| {
+                let payload = Payload::<T, fn(&mut [T])>::Data(outgoing[i].data);
+                if let Some(e) = ex.put_announced(buffers, outgoing[i].to, payload, lane)? {
+                    refused.get_or_insert(e);
+                }
+                Ok(())
+            },
+        )?;
+        ex.await_each(
+            work,
+            true,
+            |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
+            |ex, i, lane| {
+                // A refused message does not stop the others from being received.
+                match ex.delivered_count(incoming[i], lane) {
+                    Ok(count) => received[i] = count,
+                    Err(e) => {
+                        refused.get_or_insert(e);
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+impl<'rt, T: Pod> Exchange<'rt, T> {
+    /// One message each way on the put path, without the bookkeeping of many: the common case
+    /// of a halo pulse, and the one whose latency matters most.
+    pub(super) fn sendrecv_put<F: FnOnce(&mut [T])>(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        to: usize,
+        payload: Payload<'_, T, F>,
+        inc: &Incoming,
+    ) -> Result<usize> {
+        let in_lane = self.partners.lane(inc.from, 0);
+        let out_lane = self.partners.lane(to, 0);
+        self.announce(inc, &in_lane)?;
+        let timeout = self.rt.wait_timeout();
+        let announced = self.sends[out_lane.local] + 1;
+        self.from_receivers.wait_ge_from(out_lane.local * STRIDE, announced, Some(to), timeout)?;
+        let refused = self.put_announced(buffers, to, payload, &out_lane)?;
+        let delivered = self.recvs[in_lane.local] << COUNT_BITS;
+        let from = Some(inc.from);
+        let signal = self.from_senders.wait_ge_from(in_lane.local * STRIDE, delivered, from, timeout)?;
+        let received = self.count_of(*inc, &in_lane, signal)?;
+        refused.map_or(Ok(received), Err)
+    }
+
+    /// Put path, receiver side: tells the sender where this call's message goes. The
+    /// announcement is rewritten only when it changed; the signal carries the call number.
+    pub(super) fn announce(&mut self, inc: &Incoming, lane: &Lane) -> Result<()> {
+        if self.consume_posted(inc, lane)? {
+            return Ok(());
+        }
+        let call = self.next_call(lane.local, false)?;
+        let announcement = [inc.buffer as u64, inc.offset as u64, inc.room as u64];
+        if self.announced[lane.local] != Some(announcement) {
+            let mut slot = [0u64; STRIDE];
+            slot[..3].copy_from_slice(&announcement);
+            self.announcements.put(lane.peer, lane.remote, &[slot])?;
+            self.announced[lane.local] = Some(announcement);
+            // Put-with-signal order: the announcement lands before the signal.
+            self.rt.fence();
+        }
+        self.from_receivers.set(lane.peer, lane.remote * STRIDE, call)
+    }
+
+    /// The announcement in this PE's slot `slot` (buffer, offset, room).
+    pub(super) fn announcement(&self, slot: usize) -> [u64; 3] {
+        assert!(slot < self.announcements.len(), "announcement slot in range");
+        // SAFETY: the slot is in bounds; its words are read by copy, after the acquire of the
+        // announcement signal that published them; no reference into symmetric memory is made.
+        unsafe { self.announcements.element_ptr(slot).cast::<[u64; 3]>().read() }
+    }
+
+    /// Put path, sender side, once the receiver's announcement of this call is in: checks
+    /// that the message fits, puts it straight into place and delivers. Returns the refusal
+    /// when it did not fit (nothing was written, and the receiver learns of it too).
+    pub(super) fn put_announced<F: FnOnce(&mut [T])>(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        to: usize,
+        payload: Payload<'_, T, F>,
+        lane: &Lane,
+    ) -> Result<Option<Error>> {
+        let call = self.next_call(lane.local, true)?;
+        let [buffer, offset, room] = self.announcement(lane.local);
+        let count = payload.len();
+        let index = buffer as usize;
+        let buffer = buffers.get(index).copied();
+        // The receiver checked `offset + room` against its copy of the buffer, and every copy
+        // of a symmetric array has the same length: a failing check means different buffers.
+        let placeable =
+            buffer.is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
+        let fits = placeable && count as u64 <= room;
+        let refused = if fits {
+            let (buffer, offset) = (buffer.expect("checked"), offset as usize);
+            match payload {
+                Payload::Data(data) => buffer.put(to, offset, data)?,
+                Payload::Pack { count, fill } => match buffer.mapped(to) {
+                    Some(base) => {
+                        // SAFETY: the receiver announced `offset..offset + room` of this buffer
+                        // for this call and reads it only after the delivery signal below; no
+                        // other PE writes it (announcements name one sender); the range is in
+                        // bounds (checked) and mapped into this process. So this is the only
+                        // access to it until the signal.
+                        let dest =
+                            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
+                        fill(dest);
+                        fence(Ordering::Release);
+                    }
+                    None => {
+                        let mut staging = std::mem::take(&mut self.pack_buffer);
+                        staging.clear();
+                        staging.resize(count, T::zeroed());
+                        fill(&mut staging);
+                        let outcome = buffer.put(to, offset, &staging);
+                        self.pack_buffer = staging;
+                        outcome?;
+                    }
+                },
+            }
+            if buffer.mapped(to).is_none() {
+                // Put-with-signal order off the mapping: the library put lands before the
+                // delivery signal (a store through the mapping is ordered by its own fence).
+                self.rt.fence();
+            }
+            None
+        } else if !placeable {
+            Some(Error::InvalidArgument(format!(
+                "exchange '{}': PE {to} announced buffer {index} (offset {offset}, room {room}) for the \
+                 message from PE {}, which passed {} buffers that do not hold it; every PE must pass \
+                 the same buffers in the same order",
+                self.name,
+                self.rt.my_pe(),
+                buffers.len()
+            )))
+        } else {
+            Some(self.too_large(self.rt.my_pe(), to, Some(count), room as usize))
+        };
+        let refusal = match (fits, placeable) {
+            (true, _) => 0,
+            (false, true) => REJECTED,
+            (false, false) => REJECTED | NO_BUFFER,
+        };
+        self.deliver(to, lane, call, count, refusal)?;
+        Ok(refused)
+    }
+}

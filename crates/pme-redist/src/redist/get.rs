@@ -1,0 +1,158 @@
+//! The get path, as the 2013 SHMEM port of GROMACS did it: each particle PE packs its atoms by
+//! destination into its symmetric send buffer, publishes per-destination counts and offsets
+//! in a symmetric table and raises a signal at every PME rank with its call number. Each PME
+//! rank polls its sources round-robin, reads each source's entry as soon as it is published,
+//! gets the atoms straight from the sources' send buffers, and adds one to each source's
+//! `taken` counter; a source reuses its buffer only when every PME rank has taken its share
+//! (`taken` reaches the number of PME ranks times the call number: the monotonic form of the
+//! 2013 `used` counter, which never needs resetting). Forces come back the same way in
+//! reverse.
+
+use onesided::{Runtime, SignalArray, SymArray};
+
+use super::{ERROR, LINE, Redistribution, Transport, check_count, note_error};
+use crate::error::Result;
+
+/// The get transport's tables and signals.
+pub(super) struct Get<'rt> {
+    /// Slot `r`: (count, offset) of this PE's atoms for PME rank `r`.
+    table: SymArray<'rt, [u64; LINE]>,
+    /// Signal `s` on a PME rank: source `s` published call `k`.
+    published: SignalArray<'rt>,
+    /// On a source: how many PME rank shares have been taken, over all calls.
+    taken: SignalArray<'rt>,
+    /// Slot `p` on a PME rank: (count, offset) of PE `p`'s forces.
+    back_table: SymArray<'rt, [u64; LINE]>,
+    /// Signal `r` on a PE: PME rank `r` published its forces of call `k`.
+    back_published: SignalArray<'rt>,
+    /// On a PME rank: how many PEs have taken their forces, over all calls.
+    back_taken: SignalArray<'rt>,
+}
+
+impl<'rt> Get<'rt> {
+    /// # Collective
+    /// Every PE allocates the same tables.
+    pub(super) fn collective_new(rt: &'rt Runtime, name: &dyn Fn(&str) -> String, m: usize) -> Result<Self> {
+        let n = rt.n_pes();
+        Ok(Get {
+            table: SymArray::collective_alloc(rt, &name("table"), m)?,
+            published: SignalArray::collective_alloc(rt, &name("published"), n)?,
+            taken: SignalArray::collective_alloc(rt, &name("taken"), 1)?,
+            back_table: SymArray::collective_alloc(rt, &name("force table"), n)?,
+            back_published: SignalArray::collective_alloc(rt, &name("forces published"), m)?,
+            back_taken: SignalArray::collective_alloc(rt, &name("forces taken"), 1)?,
+        })
+    }
+}
+
+impl<'rt> Transport<'rt> for Get<'rt> {
+    fn wait_send_free(&self, this: &Redistribution<'rt>) -> Result<()> {
+        // Only particle PEs have a send buffer that PME ranks read.
+        if this.is_particle[this.rt.my_pe()] {
+            let m = this.grid.ranks() as u64;
+            self.taken.wait_ge(0, m * (this.calls - 1))?;
+        }
+        Ok(())
+    }
+
+    fn wait_forces_free(&self, this: &Redistribution<'rt>) -> Result<()> {
+        if this.my_rank.is_some() {
+            let n = this.rt.n_pes() as u64;
+            self.back_taken.wait_ge(0, n * (this.calls - 1))?;
+        }
+        Ok(())
+    }
+
+    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+        let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
+        let sources: Vec<usize> = (0..n).filter(|&s| this.is_particle[s]).collect();
+        let mut raw = vec![0u64; n];
+        let mut offsets = vec![0u64; n];
+        {
+            let (table, published) = (&self.table, &self.published);
+            if this.is_particle[me] {
+                let entries: Vec<[u64; LINE]> = (0..m)
+                    .map(|r| {
+                        let mut line = [0u64; LINE];
+                        line[0] = this.count_to(r);
+                        line[1] = this.dest_offsets[r] as u64;
+                        line
+                    })
+                    .collect();
+                table.write_local(0, &entries)?;
+                for r in 0..m {
+                    published.set(this.grid.pe_of(r), me, k)?;
+                }
+            }
+            let Some(rank) = this.my_rank else { return Ok(()) };
+            // Read each source's entry as soon as it is published, whichever comes first.
+            let mut pending: Vec<usize> = sources.clone();
+            while !pending.is_empty() {
+                let waits: Vec<(usize, u64)> = pending.iter().map(|&s| (s, k)).collect();
+                let s = pending.swap_remove(published.wait_any_ge(&waits)?);
+                let mut line = [[0u64; LINE]];
+                table.get(s, rank, &mut line)?;
+                raw[s] = line[0][0];
+                offsets[s] = line[0][1];
+            }
+        }
+        this.take_source_counts(&raw);
+        let taken = &self.taken;
+        for &s in &sources {
+            let (count, at) = (this.src_counts[s], this.src_offsets[s]);
+            if count > 0 {
+                // SAFETY: on the get path only this PE writes its receive buffer, and nothing
+                // reads it during the copy; the range lies inside it (counts sum to at most
+                // the total number of atoms, its length).
+                let dst = unsafe { this.recv.local_range_mut(at..at + count) };
+                this.send.array().get(s, offsets[s] as usize, dst)?;
+            }
+            taken.add(s, 0, 1)?;
+        }
+        Ok(())
+    }
+
+    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+        let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
+        let (back_table, back_published, back_taken) =
+            (&self.back_table, &self.back_published, &self.back_taken);
+        if let Some(rank) = this.my_rank {
+            let entries: Vec<[u64; LINE]> = (0..n)
+                .map(|p| {
+                    let mut line = [0u64; LINE];
+                    line[0] = this.pending.unwrap_or(this.src_counts[p] as u64);
+                    line[1] = this.src_offsets[p] as u64;
+                    line
+                })
+                .collect();
+            back_table.write_local(0, &entries)?;
+            for p in 0..n {
+                back_published.set(p, rank, k)?;
+            }
+        }
+        let mut pending: Vec<usize> = (0..m).collect();
+        while !pending.is_empty() {
+            let waits: Vec<(usize, u64)> = pending.iter().map(|&r| (r, k)).collect();
+            let r = pending.swap_remove(back_published.wait_any_ge(&waits)?);
+            let pe = this.grid.pe_of(r);
+            let mut line = [[0u64; LINE]];
+            back_table.get(pe, me, &mut line)?;
+            let (value, offset) = (line[0][0], line[0][1] as usize);
+            if value & ERROR != 0 {
+                note_error(&mut this.pending, value);
+            } else if this.is_particle[me] {
+                let count = this.dest_counts[r];
+                check_count(value as usize, count, pe)?;
+                if count > 0 {
+                    let at = this.dest_offsets[r];
+                    // SAFETY: on the get path only this PE writes its force receive buffer;
+                    // the range lies inside it (dest offsets and counts cover the home atoms).
+                    let dst = unsafe { this.force_recv.array().local_range_mut(at..at + count) };
+                    this.force_send.get(pe, offset, dst)?;
+                }
+            }
+            back_taken.add(pe, 0, 1)?;
+        }
+        Ok(())
+    }
+}

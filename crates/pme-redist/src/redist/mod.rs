@@ -1,0 +1,532 @@
+//! Redistribution of coordinates and charges from the particle PEs to the PME ranks, and of
+//! forces back, on four paths that leave the same bytes in the same places:
+//!
+//! - **onesided-get** (the 2013 design, DESIGN §5): each particle PE packs its atoms by
+//!   destination into its symmetric send buffer, publishes per-destination counts and offsets
+//!   in a symmetric table and raises a signal at every PME rank with its call number. Each PME
+//!   rank polls its sources round-robin, reads each source's entry as soon as it is published,
+//!   gets the atoms straight from the sources' send buffers, and adds one to each source's
+//!   `taken` counter; a source reuses its buffer only when every PME rank has taken its share
+//!   (`taken` reaches the number of PME ranks times the call number: the monotonic form of
+//!   the 2013 `used` counter, which never needs resetting). Forces come back the same way in
+//!   reverse.
+//! - **onesided-put**: counts go to the PME ranks first; each PME rank announces where every
+//!   source's atoms go and the sources put them there ([`onesided::Exchange`], offset swap).
+//! - **mpi**: counts, then data, with `MPI_Sendrecv` between pairs in GROMACS's partner order
+//!   (+1, -1, +2, -2, ...).
+//! - **mpi-alltoallv**: `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
+//!
+//! The plan ([`Redistribution::collective_plan`], which every PE calls at each repartition)
+//! records the PME rank of each home atom, and grows the buffers sized by the home atoms
+//! (symmetric, so sized by the most home atoms of any PE: [`onesided::GlobalMaxArray`]) when the
+//! new home sets need more; the buffers for received atoms and forces hold the whole system.
+//!
+//! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`);
+//! this file holds the interface, the plan and the packing every path shares.
+//!
+//! A PME rank lays out what it receives by source PE, so the layout, and everything computed
+//! from it, is the same on every path. The forces on a PME rank's atoms go back to their
+//! sources with the same plan in reverse and land in the sources' original (home) order.
+//!
+//! Counts travel every step from every particle PE to every PME rank and back to every PE,
+//! even when zero: they also carry errors (an atom that moved too far for the plan), so that
+//! a problem one PE finds is reported by every PE at the end of the step, never a hang.
+
+use std::fmt;
+use std::str::FromStr;
+
+use onesided::{GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
+use rayon::prelude::*;
+
+use crate::RVec;
+use crate::error::{Error, Result};
+use crate::grid::PmeGrid;
+
+mod get;
+mod mpi;
+mod put;
+
+/// An atom as it travels to its PME rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
+#[repr(C)]
+pub struct Particle {
+    /// Position in nm.
+    pub x: RVec,
+    /// Charge in e.
+    pub q: f32,
+    /// Global index.
+    pub global: u32,
+}
+
+/// Which transport a [`Redistribution`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RedistPath {
+    /// One-sided, receivers get from the senders' buffers.
+    OneSidedGet,
+    /// One-sided, senders put where the receivers announced.
+    OneSidedPut,
+    /// MPI `Sendrecv` between pairs.
+    Mpi,
+    /// MPI `Alltoall` and `Alltoallv`.
+    MpiAlltoallv,
+}
+
+impl RedistPath {
+    /// Every path, in the order reports list them.
+    pub const ALL: [RedistPath; 4] =
+        [RedistPath::OneSidedGet, RedistPath::OneSidedPut, RedistPath::Mpi, RedistPath::MpiAlltoallv];
+
+    /// The name used on command lines and in benchmark ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            RedistPath::OneSidedGet => "onesided-get",
+            RedistPath::OneSidedPut => "onesided-put",
+            RedistPath::Mpi => "mpi",
+            RedistPath::MpiAlltoallv => "mpi-alltoallv",
+        }
+    }
+}
+
+impl fmt::Display for RedistPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RedistPath {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<RedistPath> {
+        RedistPath::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            Error::Config(format!(
+                "unknown redistribution path {s:?}: expected onesided-get, onesided-put, mpi or mpi-alltoallv"
+            ))
+        })
+    }
+}
+
+/// A count with this bit set reports an error instead: an atom (low 32 bits) on a PE (the
+/// next 31 bits) moved too far for the plan.
+const ERROR: u64 = 1 << 63;
+const PE_MASK: u64 = (1 << 31) - 1;
+
+fn marker(atom: u32, pe: usize) -> u64 {
+    ERROR | (pe as u64 & PE_MASK) << 32 | atom as u64
+}
+
+/// Notes an error heard of in this step. Of several, every PE keeps the smallest marker, so
+/// that every PE reports the same atom.
+fn note_error(pending: &mut Option<u64>, value: u64) {
+    *pending = Some(pending.map_or(value, |p| p.min(value)));
+}
+
+fn decode(marked: u64) -> Error {
+    Error::MovedTooFar { atom: marked as u32, pe: ((marked >> 32) & PE_MASK) as usize }
+}
+
+/// Below this many atoms, finding destinations and packing run on the calling thread:
+/// handing a few microseconds of work to the thread pool costs more than it saves.
+const PARALLEL_MIN: usize = 4096;
+
+/// How the buffers sized by the home atoms grow: to the most any PE holds, plus a fifth.
+const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: None };
+
+/// Words per slot of the get path's tables: one cache line.
+const LINE: usize = 8;
+
+/// One transport's protocol for the two halves of a step, once the atoms are packed and the
+/// counts known: each implementation reads top to bottom in its own file.
+trait Transport<'rt> {
+    /// Waits until the send buffer may be packed again (the get path's readers of the previous
+    /// step are done).
+    fn wait_send_free(&self, _this: &Redistribution<'rt>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Waits until the force buffer may be written again.
+    fn wait_forces_free(&self, _this: &Redistribution<'rt>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Counts and atoms to the PME ranks.
+    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()>;
+
+    /// Status and forces back to the atoms' PEs.
+    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()>;
+}
+
+/// The redistribution of one set of home atoms to the PME ranks, and of their forces back.
+pub struct Redistribution<'rt> {
+    rt: &'rt Runtime,
+    grid: PmeGrid,
+    path: RedistPath,
+    my_rank: Option<usize>,
+    /// Whether each PE holds home atoms (sends) .
+    is_particle: Vec<bool>,
+    /// PME rank of each home atom when the plan was built.
+    planned: Vec<u32>,
+    /// PME rank of each home atom in this step.
+    dest: Vec<u32>,
+    /// Home indices in send order (by destination, stable).
+    order: Vec<u32>,
+    dest_counts: Vec<usize>,
+    dest_offsets: Vec<usize>,
+    src_counts: Vec<usize>,
+    src_offsets: Vec<usize>,
+    received: usize,
+    /// An error this PE found or heard of during the step, reported at its end.
+    pending: Option<u64>,
+    /// This PE found an atom too far in this step and sends its PME ranks the error in place
+    /// of its count, and no atoms.
+    withheld: bool,
+    calls: u64,
+    /// This PE's atoms packed by destination; as large as the most home atoms of any PE at
+    /// the last plan, and grown by each plan that needs more.
+    send: GlobalMaxArray<'rt, Particle>,
+    /// Room for every atom of the system.
+    recv: SymArray<'rt, Particle>,
+    /// Room for the forces of every atom of the system.
+    force_send: SymArray<'rt, RVec>,
+    /// This PE's home forces, by destination; sized as `send`.
+    force_recv: GlobalMaxArray<'rt, RVec>,
+    /// Taken out while it runs a half of the step on the rest of the state.
+    transport: Option<Box<dyn Transport<'rt> + 'rt>>,
+}
+
+impl<'rt> Redistribution<'rt> {
+    /// Sets up the redistribution of this PE's `home` atoms (empty on PME-only PEs) over
+    /// `grid`'s PME ranks, on `path`, for a system of `total_atoms`, and builds the plan.
+    ///
+    /// When every PE is a PME rank, every PE also holds atoms; otherwise the PEs that are not
+    /// PME ranks hold them and the PME ranks only receive.
+    ///
+    /// # Collective
+    /// Every PE must call it with the same grid, path and total.
+    pub fn collective_new(
+        rt: &'rt Runtime,
+        grid: PmeGrid,
+        path: RedistPath,
+        home: &[Particle],
+        total_atoms: usize,
+    ) -> Result<Self> {
+        let n = rt.n_pes();
+        let m = grid.ranks();
+        if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
+            return Err(Error::Config(format!(
+                "{m} PME ranks on PEs {:?} do not fit a job of {n} PEs",
+                (0..m).map(|r| grid.pe_of(r)).collect::<Vec<_>>()
+            )));
+        }
+        let all_pme = m == n;
+        let is_particle: Vec<bool> = (0..n).map(|pe| all_pme || grid.rank_of_pe(pe).is_none()).collect();
+        // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
+        let most_home = agree_home(rt, &is_particle, home)?;
+        let name = |what: &str| format!("pme {}: {what}", path.name());
+        let transport: Box<dyn Transport<'rt> + 'rt> = match path {
+            RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
+            RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m)?),
+            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, false)?),
+            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, true)?),
+        };
+        let mut redistribution = Redistribution {
+            rt,
+            my_rank: grid.rank_of_pe(rt.my_pe()),
+            path,
+            is_particle,
+            planned: Vec::new(),
+            dest: Vec::new(),
+            order: Vec::new(),
+            dest_counts: vec![0; m],
+            dest_offsets: vec![0; m],
+            src_counts: vec![0; n],
+            src_offsets: vec![0; n],
+            received: 0,
+            pending: None,
+            withheld: false,
+            calls: 0,
+            send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
+            recv: SymArray::collective_alloc(rt, &name("receive"), total_atoms)?,
+            force_send: SymArray::collective_alloc(rt, &name("forces out"), total_atoms)?,
+            force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
+            transport: Some(transport),
+            grid,
+        };
+        redistribution.record_plan(home);
+        Ok(redistribution)
+    }
+
+    /// The path.
+    pub fn path(&self) -> RedistPath {
+        self.path
+    }
+
+    /// This PE's PME rank, if it is one.
+    pub fn pme_rank(&self) -> Option<usize> {
+        self.my_rank
+    }
+
+    /// The PME grid.
+    pub fn grid(&self) -> &PmeGrid {
+        &self.grid
+    }
+
+    /// Builds the plan for a new set of home atoms: records where each of this PE's `home`
+    /// atoms belongs now (later steps accept an atom one slab away from there, and report one
+    /// further as having moved too far), and grows the buffers for the home atoms to the most
+    /// any PE now holds (over-allocated by a fifth, so that small changes in the home counts
+    /// cost no reallocation). Call it whenever the home atoms are (re)partitioned; the
+    /// following steps must pass the same home atoms (positions may change, their number and
+    /// order may not).
+    ///
+    /// # Collective
+    /// Every PE must call it, each with its own home atoms (none on PME-only PEs).
+    ///
+    /// # Errors
+    /// On every PE, the plan left as it was: [`Error::Config`] when a PME-only PE is given
+    /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
+    /// (naming the variable that raises its size).
+    pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
+        let most_home = agree_home(self.rt, &self.is_particle, home)?;
+        self.send.collective_ensure(most_home)?;
+        self.force_recv.collective_ensure(most_home)?;
+        self.record_plan(home);
+        Ok(())
+    }
+
+    /// Records the PME rank of each home atom, as the plan.
+    fn record_plan(&mut self, home: &[Particle]) {
+        let grid = &self.grid;
+        self.planned.clear();
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
+            self.planned.extend(home.iter().map(|p| grid.rank_of(p.x) as u32));
+        } else {
+            home.par_iter().map(|p| grid.rank_of(p.x) as u32).collect_into_vec(&mut self.planned);
+        }
+    }
+
+    /// Sends every home atom (in the order of the plan's home atoms) to its PME rank; on a PME
+    /// rank, [`received`](Self::received) then holds its atoms, by source PE.
+    ///
+    /// An atom that moved too far for the plan is not an error yet: the step goes on, so that
+    /// no PE is left waiting, and [`return_forces`](Self::return_forces) reports it on every
+    /// PE.
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn redistribute(&mut self, home: &[Particle]) -> Result<()> {
+        let me = self.rt.my_pe();
+        if home.len() != self.planned.len() || home.len() > self.send.capacity() {
+            return Err(Error::Config(format!(
+                "PE {me} redistributes {} home atoms, but the plan is for {}; after a repartition, \
+                 every PE calls collective_plan with its new home atoms",
+                home.len(),
+                self.planned.len()
+            )));
+        }
+        self.calls += 1;
+        self.pending = None;
+        let m = self.grid.ranks();
+        let grid = &self.grid;
+        // Kept between steps: a fresh vector of this size would be new pages every step.
+        let mut dest = std::mem::take(&mut self.dest);
+        dest.resize(home.len(), 0);
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
+            dest.iter_mut().zip(home).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
+        } else {
+            dest.par_iter_mut().zip(home.par_iter()).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
+        }
+        let far = dest.iter().zip(&self.planned).position(|(&now, &then)| {
+            let apart = (now as usize + m - then as usize) % m;
+            apart.min(m - apart) > 1
+        });
+        if let Some(i) = far {
+            self.pending = Some(marker(home[i].global, me));
+        }
+        self.withheld = far.is_some();
+        // Stable counting sort by destination.
+        self.dest_counts.fill(0);
+        for &d in &dest {
+            self.dest_counts[d as usize] += 1;
+        }
+        let mut next = 0;
+        for r in 0..m {
+            self.dest_offsets[r] = next;
+            next += self.dest_counts[r];
+        }
+        let mut fill = self.dest_offsets.clone();
+        self.order.resize(home.len(), 0);
+        for (i, &d) in dest.iter().enumerate() {
+            self.order[fill[d as usize]] = i as u32;
+            fill[d as usize] += 1;
+        }
+        self.dest = dest;
+        self.with_transport(|t, this| t.wait_send_free(this))?;
+        // SAFETY: no PE writes this PE's send buffer; the get path's readers of the previous
+        // call are done (awaited just above), and nobody else reads it.
+        let packed = unsafe { self.send.array().local_range_mut(0..home.len()) };
+        if !crate::parallel(home.len(), PARALLEL_MIN) {
+            packed.iter_mut().zip(&self.order).for_each(|(out, &i)| *out = home[i as usize]);
+        } else {
+            packed.par_iter_mut().zip(self.order.par_iter()).for_each(|(out, &i)| *out = home[i as usize]);
+        }
+        self.with_transport(|t, this| t.forward(this))?;
+        Ok(())
+    }
+
+    /// The atoms this PME rank received in the last [`redistribute`](Self::redistribute), by
+    /// source PE (empty elsewhere). Valid until the next call that takes `&mut self`.
+    pub fn received(&self) -> &[Particle] {
+        // SAFETY: other PEs write this PE's receive buffer only inside redistribute (which
+        // takes &mut self), and on the get path nobody but this PE writes it at all.
+        unsafe { self.recv.local_range(0..self.received) }
+    }
+
+    /// How many atoms this PME rank received from each PE in the last step.
+    pub fn received_counts(&self) -> &[usize] {
+        &self.src_counts
+    }
+
+    /// Sends `forces` (one per [`received`](Self::received) atom, on PME ranks; empty
+    /// elsewhere) back to the atoms' PEs, and returns this PE's home forces in the order of its
+    /// home atoms.
+    ///
+    /// # Collective
+    /// Every PE must call it, after [`redistribute`](Self::redistribute).
+    ///
+    /// # Errors
+    /// [`Error::MovedTooFar`] on every PE when any PE found an atom too far from its planned
+    /// slab in this step, naming the same atom everywhere; that step's forces are not
+    /// delivered. Rebuild the plan ([`collective_plan`](Self::collective_plan)) and go on.
+    pub fn return_forces(&mut self, forces: &[RVec]) -> Result<Vec<RVec>> {
+        let mut home_forces = vec![[0.0f32; 3]; self.order.len()];
+        self.return_forces_into(forces, &mut home_forces)?;
+        Ok(home_forces)
+    }
+
+    /// [`return_forces`](Self::return_forces) into `home_forces` (one per home atom), which an
+    /// MD loop keeps from step to step instead of allocating a new vector each time. After an
+    /// error, `home_forces` is unchanged.
+    ///
+    /// # Collective
+    /// As [`return_forces`](Self::return_forces).
+    pub fn return_forces_into(&mut self, forces: &[RVec], home_forces: &mut [RVec]) -> Result<()> {
+        let me = self.rt.my_pe();
+        let n_home = self.order.len();
+        if forces.len() != self.received || home_forces.len() != n_home {
+            return Err(Error::Config(format!(
+                "PE {me} returns {} forces for {} received atoms into room for {} home forces (needs {n_home})",
+                forces.len(),
+                self.received,
+                home_forces.len()
+            )));
+        }
+        self.with_transport(|t, this| t.wait_forces_free(this))?;
+        self.force_send.write_local(0, forces)?;
+        self.with_transport(|t, this| t.backward(this))?;
+        if let Some(marked) = self.pending {
+            return Err(decode(marked));
+        }
+        // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
+        // this PE's force receive buffer before the next return_forces.
+        let arrived = unsafe { self.force_recv.array().local_range(0..n_home) };
+        for (&i, f) in self.order.iter().zip(arrived) {
+            home_forces[i as usize] = *f;
+        }
+        Ok(())
+    }
+
+    /// Runs `half` with the transport on the rest of the state.
+    fn with_transport(
+        &mut self,
+        half: impl FnOnce(&mut (dyn Transport<'rt> + 'rt), &mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let mut transport = self.transport.take().expect("the transport is put back after every half");
+        let outcome = half(transport.as_mut(), self);
+        self.transport = Some(transport);
+        outcome
+    }
+
+    /// How many atoms this PE sends to PME rank `r` in this step (none when it reports an
+    /// error instead).
+    fn send_count(&self, r: usize) -> usize {
+        if self.withheld { 0 } else { self.dest_counts[r] }
+    }
+
+    /// The forward count this PE sends to PME rank `r`, with its error if it has one.
+    fn count_to(&self, r: usize) -> u64 {
+        self.pending.unwrap_or(self.dest_counts[r] as u64)
+    }
+
+    /// Notes the counts received from the sources: errors, offsets by source order.
+    fn take_source_counts(&mut self, raw: &[u64]) {
+        let mut next = 0;
+        for (s, &value) in raw.iter().enumerate() {
+            let count = if value & ERROR != 0 {
+                note_error(&mut self.pending, value);
+                0
+            } else {
+                value as usize
+            };
+            self.src_counts[s] = count;
+            self.src_offsets[s] = next;
+            next += count;
+        }
+        self.received = next;
+    }
+}
+
+/// The most home atoms any PE holds, agreed by every PE, and an error on every PE when a PE
+/// that only does PME (not a particle PE) was given home atoms.
+///
+/// # Collective
+/// One max-reduction.
+fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) -> Result<usize> {
+    let me = rt.my_pe();
+    let misplaced = if is_particle[me] || home.is_empty() { 0 } else { me as u64 + 1 };
+    let mut agreed = [home.len() as u64, misplaced];
+    rt.max_u64(&mut agreed)?;
+    if agreed[1] > 0 {
+        let pe = agreed[1] - 1;
+        return Err(Error::Config(format!(
+            "PE {pe} is a PME-only rank but was given home atoms; with a subset of PEs doing \
+             PME, the atoms belong to the other PEs"
+        )));
+    }
+    Ok(agreed[0] as usize)
+}
+
+/// A PE returned a different number of forces than it was sent atoms.
+fn check_count(got: usize, expected: usize, from: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::Verification(format!(
+            "PE {from} returns {got} forces for the {expected} atoms it was sent"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partner_order_meets_everyone_once() {
+        for n in 1..10 {
+            let mut order = super::mpi::partner_order(n);
+            assert_eq!(order.len(), n - 1);
+            if n > 2 {
+                assert_eq!(&order[..2], &[1, n - 1], "+1, then -1");
+            }
+            order.sort_unstable();
+            assert_eq!(order, (1..n).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn markers_round_trip() {
+        assert_eq!(decode(marker(12345, 3)), Error::MovedTooFar { atom: 12345, pe: 3 });
+        assert_eq!(decode(marker(u32::MAX, 1 << 20)), Error::MovedTooFar { atom: u32::MAX, pe: 1 << 20 });
+        assert!(marker(0, 0) & ERROR != 0);
+    }
+}
