@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use onesided::{
-    AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Runtime, SignalArray, SymArray,
+    AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Implementation, Runtime,
+    SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -153,13 +154,25 @@ fn direct_access_on_the_node(rt: &Runtime) -> CaseResult {
     let right = (me + 1) % n;
     let array = SymArray::<u64>::collective_alloc(rt, "direct", 64)?;
     let data: Vec<u64> = (0..64).map(|i| stamp(me, 5, i)).collect();
+    // Every PE of these runs is on one node: with Open MPI's OSHMEM the library maps every
+    // peer, so the direct variant must find a mapping and the library variant
+    // (ONESIDED_DIRECT=0) none; Sandia OpenSHMEM without XPMEM maps none.
+    let expect_mapping = rt.direct_enabled() && rt.implementation() == Implementation::Oshmem;
     match array.direct(right)? {
         Some(direct) => {
+            ensure!(expect_mapping, "PE {me} got a mapping of PE {right} where none should exist");
             ensure!(direct.pe() == right, "direct access to the wrong PE");
             direct.write(0, &data)?;
             ensure!(matches!(direct.write(60, &data[..8]), Err(Error::OutOfBounds { .. })), "direct bounds");
         }
-        None => array.put(right, 0, &data)?,
+        None => {
+            ensure!(
+                !expect_mapping,
+                "PE {me} has no mapping of PE {right} on the same node: the direct path is not being tested \
+                 (is the shared-memory transport off, e.g. UCX_TLS=tcp?)"
+            );
+            array.put(right, 0, &data)?
+        }
     }
     rt.barrier();
     let left = (me + n - 1) % n;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use onesided::{Error, Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+use onesided::{Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Outgoing, Runtime, SymArray};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -242,7 +242,10 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         Outgoing { to: right, data: &[1] },
         Incoming { from: right, buffer: 1, offset: 0, room: 1 },
     );
-    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "buffer index: {outcome:?}");
+    ensure!(
+        matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::NoSuchBuffer { .. }, .. })),
+        "buffer index: {outcome:?}"
+    );
     let outcome = exchange.sendrecv(
         &[&target],
         Outgoing { to: right, data: &[1] },
@@ -262,7 +265,7 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(
-        matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("collective_reserve")),
+        matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::NotReserved { .. }, .. })),
         "{outcome:?}"
     );
     ensure!(
@@ -326,13 +329,13 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
         }
         let again = exchange.post_receives(&[&target], &[incoming]);
         ensure!(
-            matches!(again, Err(Error::InvalidArgument(ref m)) if m.contains("already posted")),
+            matches!(again, Err(Error::Exchange { problem: ExchangeProblem::AlreadyPosted { .. }, .. })),
             "{again:?}"
         );
         let other = Incoming { from: left, buffer: 0, offset: 1, room: ROOM - 1 };
         let outcome = exchange.sendrecv(&[&target], Outgoing { to: right, data: &[] }, other);
         ensure!(
-            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("was posted")),
+            matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedMismatch { .. }, .. })),
             "{outcome:?}"
         );
         // Consume the posted receive as posted, so that every PE ends in step.
@@ -360,14 +363,14 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
         let clash = Incoming { offset: 7, ..b };
         let outcome = exchange.exchange(&[&target], &outgoing, &[a, clash], &mut received);
         ensure!(
-            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("share elements")),
+            matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::Overlapping { .. }, .. })),
             "{path}: overlapping regions: {outcome:?}"
         );
         exchange.post_receives(&[&target], &[a, b])?;
         let moved = Incoming { offset: 16, ..b };
         let outcome = exchange.exchange(&[&target], &outgoing, &[a, moved], &mut received);
         ensure!(
-            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("was posted")),
+            matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedMismatch { .. }, .. })),
             "{path}: mismatched posted receive: {outcome:?}"
         );
         // Both posted receives are still there, neither consumed by the refused call.
@@ -398,7 +401,7 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     let sender_of_pe0 = n - 1;
     if me == 0 || me == sender_of_pe0 {
         ensure!(
-            matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("same buffers")),
+            matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::BuffersDiffer { .. }, .. })),
             "different buffer lists on PE {me}: {outcome:?}"
         );
     } else {
@@ -457,7 +460,7 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
             Incoming { from: far, buffer: 0, offset: 0, room: 4 },
         );
         match refused {
-            Err(Error::InvalidArgument(m)) if m.contains("is not a partner") => {}
+            Err(Error::Exchange { problem: ExchangeProblem::NotAPartner { pe, .. }, .. }) if pe == far => {}
             other => return Err(format!("a message to a non-partner gave {other:?}").into()),
         }
     }
@@ -465,8 +468,7 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let partners: &[usize] = if me == 0 { &[1] } else { &[] };
     match Exchange::<u64>::collective_with_partners(rt, "one-sided partnership", ExchangePath::Put, partners)
     {
-        Err(Error::InvalidArgument(m))
-            if m.contains("PE 0 names PE 1 as a partner, but PE 1 does not name it back") => {}
+        Err(Error::Exchange { problem: ExchangeProblem::NotMutual { pe: 0, partner: 1 }, .. }) => {}
         other => return Err(format!("a one-sided partnership gave {:?}", other.err()).into()),
     }
     Ok(())

@@ -225,6 +225,142 @@ pub enum Error {
     /// An argument that cannot be used, with what to pass instead.
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// An exchange call that breaks its protocol: what went wrong, as a value a caller can
+    /// match on, and the channel it happened on.
+    #[error("exchange '{channel}': {problem}")]
+    Exchange {
+        /// The exchange's name.
+        channel: String,
+        /// What was wrong.
+        problem: ExchangeProblem,
+    },
+}
+
+/// How an [`Exchange`](crate::Exchange) call broke its protocol (see [`Error::Exchange`]).
+/// Every one is found before anything of the call moves, or is reported on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExchangeProblem {
+    /// A message to or from a PE the exchange was not built for.
+    #[error(
+        "PE {pe} is not a partner of PE {me} (it named {named:?}); name every PE it talks to at \
+         collective_with_partners"
+    )]
+    NotAPartner {
+        /// The PE.
+        pe: usize,
+        /// This PE.
+        me: usize,
+        /// The partners this PE named.
+        named: Vec<usize>,
+    },
+    /// A partner that is not a PE of the job.
+    #[error("partner {pe} is not a PE of this job of {n_pes} PEs")]
+    NoSuchPartner {
+        /// The partner named.
+        pe: usize,
+        /// The job's PE count.
+        n_pes: usize,
+    },
+    /// One PE names another as a partner, which does not name it back.
+    #[error(
+        "PE {pe} names PE {partner} as a partner, but PE {partner} does not name it back; partnership must be mutual"
+    )]
+    NotMutual {
+        /// The PE that named a partner.
+        pe: usize,
+        /// The partner that did not name it.
+        partner: usize,
+    },
+    /// More messages between one pair of PEs in one call than [`LANES`](crate::LANES).
+    #[error("more than {lanes} messages {} PE {pe} in one call", if *.sending { "to" } else { "from" })]
+    TooManyMessages {
+        /// The other PE.
+        pe: usize,
+        /// Whether this PE sends them (else receives them).
+        sending: bool,
+        /// The most allowed.
+        lanes: usize,
+    },
+    /// A receive names a buffer the call did not pass.
+    #[error("buffer {index} of {count} for the message from PE {from}")]
+    NoSuchBuffer {
+        /// The buffer index.
+        index: usize,
+        /// How many buffers the call passed.
+        count: usize,
+        /// The sender of the message.
+        from: usize,
+    },
+    /// Two PEs passed different buffer lists: the receiver's place is not in the sender's
+    /// list. Every PE must pass the same buffers in the same order.
+    #[error(
+        "PE {receiver} announced buffer {buffer} (offset {offset}, room {room}) for the message from PE \
+         {sender}, which has no such place; the two PEs passed different buffers; every PE must pass \
+         the same buffers in the same order"
+    )]
+    BuffersDiffer {
+        /// The sending PE.
+        sender: usize,
+        /// The receiving PE.
+        receiver: usize,
+        /// The announced buffer.
+        buffer: u64,
+        /// The announced offset.
+        offset: u64,
+        /// The announced room.
+        room: u64,
+    },
+    /// Two incoming messages would share elements of one buffer.
+    #[error(
+        "the messages from PE {first} and PE {second} would share elements of buffer {buffer}; give each \
+         incoming message its own region"
+    )]
+    Overlapping {
+        /// The sender of one message.
+        first: usize,
+        /// The sender of the other.
+        second: usize,
+        /// The buffer.
+        buffer: usize,
+    },
+    /// A message larger than the get or buffered path reserved.
+    #[error(
+        "a message of {largest} elements exceeds the {reserved} reserved per message on this path; call \
+         collective_reserve with the largest message first"
+    )]
+    NotReserved {
+        /// The largest message of the call.
+        largest: usize,
+        /// Elements reserved per message.
+        reserved: usize,
+    },
+    /// A receive from this PE was posted already and not yet consumed.
+    #[error("a receive from PE {from} is already posted; exchange before posting again")]
+    AlreadyPosted {
+        /// The sender.
+        from: usize,
+    },
+    /// A call receives differently from what was posted for it.
+    #[error(
+        "a receive from PE {from} was posted for another place than this call receives into; a posted receive must be consumed as posted"
+    )]
+    PostedMismatch {
+        /// The sender.
+        from: usize,
+    },
+    /// `received` does not have one entry per incoming message.
+    #[error("received has {got} entries for {expected} incoming messages")]
+    ReceivedLength {
+        /// Its length.
+        got: usize,
+        /// The number of incoming messages.
+        expected: usize,
+    },
+    /// The call numbers of one pair are used up (about 10^12 calls).
+    #[error("its call numbers with one partner are used up; create a new exchange")]
+    CallsExhausted,
 }
 
 /// Formats the optional updating PE of a wait.

@@ -60,7 +60,7 @@ mod signal;
 pub use alltoall::{Alltoall, AlltoallPath};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
-pub use error::{Error, Result};
+pub use error::{Error, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use rma::{DirectAccess, NbiScope};

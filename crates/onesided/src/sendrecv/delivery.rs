@@ -6,7 +6,7 @@
 use bytemuck::Pod;
 
 use super::{COUNT_BITS, COUNT_ELSEWHERE, Exchange, Incoming, Lane, NO_BUFFER, REJECTED, STRIDE};
-use crate::error::{Error, Result};
+use crate::error::{ExchangeProblem, Result};
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
@@ -49,17 +49,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         }
         let elements = (count & !(REJECTED | NO_BUFFER)) as usize;
         if count & NO_BUFFER != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "exchange '{}': PE {} has no place for its message to PE {} in buffer {} (offset {}, \
-                 room {}): the two PEs passed different buffers; every PE must pass the same buffers \
-                 in the same order",
-                self.name,
-                inc.from,
-                self.rt.my_pe(),
-                inc.buffer,
-                inc.offset,
-                inc.room
-            )));
+            return Err(self.refuse(ExchangeProblem::BuffersDiffer {
+                sender: inc.from,
+                receiver: self.rt.my_pe(),
+                buffer: inc.buffer as u64,
+                offset: inc.offset as u64,
+                room: inc.room as u64,
+            }));
         }
         if count & REJECTED != 0 || elements > inc.room {
             return Err(self.too_large(inc.from, self.rt.my_pe(), Some(elements), inc.room));

@@ -36,7 +36,7 @@ use std::str::FromStr;
 
 use bytemuck::Pod;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
 use crate::runtime::Runtime;
 use crate::signal::SignalArray;
@@ -396,10 +396,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.partners.assign(&mut lanes, incoming.iter().map(|i| i.from));
         for (inc, lane) in incoming.iter().zip(&lanes) {
             if self.posted[lane.local].is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "exchange '{}': a receive from PE {} is already posted; exchange before posting again",
-                    self.name, inc.from
-                )));
+                return Err(self.refuse(ExchangeProblem::AlreadyPosted { from: inc.from }));
             }
         }
         for (inc, lane) in incoming.iter().zip(&lanes) {
@@ -466,8 +463,9 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// - [`Error::MessageTooLarge`] when a message exceeds the room its receiver gave: on the
     ///   receiver, and on the put path also on the sender, which checks before writing
     ///   anything; the other messages of the call are still delivered;
-    /// - [`Error::InvalidArgument`] for more than [`LANES`] messages between one pair of PEs
-    ///   in one call, a buffer index out of range, or `received` of the wrong length;
+    /// - [`Error::Exchange`] for more than [`LANES`] messages between one pair of PEs in one
+    ///   call, a buffer index out of range, `received` of the wrong length, a PE that is not a
+    ///   partner, overlapping receive regions, or buffer lists that differ between PEs;
     /// - [`Error::OutOfBounds`] when `offset + room` exceeds the receiving buffer;
     /// - [`Error::WaitTimeout`] when a partner does not take part.
     pub fn exchange(
@@ -505,6 +503,11 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         };
         self.work = work;
         outcome
+    }
+
+    /// The error for `problem` on this exchange.
+    fn refuse(&self, problem: ExchangeProblem) -> Error {
+        Error::Exchange { channel: self.name.clone(), problem }
     }
 
     fn too_large(&self, sender: usize, receiver: usize, count: Option<usize>, room: usize) -> Error {
@@ -561,10 +564,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     fn next_call(&mut self, slot: usize, sending: bool) -> Result<u64> {
         let calls = if sending { &mut self.sends } else { &mut self.recvs };
         if calls[slot] + 1 >= MAX_CALLS {
-            return Err(Error::InvalidArgument(format!(
-                "exchange '{}' has used up its {MAX_CALLS} call numbers with one partner; create a new one",
-                self.name
-            )));
+            return Err(self.refuse(ExchangeProblem::CallsExhausted));
         }
         calls[slot] += 1;
         Ok(calls[slot])

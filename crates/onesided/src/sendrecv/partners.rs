@@ -4,7 +4,7 @@
 use bytemuck::Pod;
 
 use super::{Exchange, LANES, Lane};
-use crate::error::{Error, Result};
+use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 use crate::runtime::Runtime;
 use crate::sendrecv::ExchangePath;
@@ -62,8 +62,9 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Every PE must create it, with the same path, in the same order.
     ///
     /// # Errors
-    /// On every PE: [`Error::InvalidArgument`] for a partner that is not a PE, or when some
-    /// PE names a partner that does not name it back.
+    /// On every PE: [`Error::Exchange`] for a partner that is not a PE
+    /// ([`NoSuchPartner`](ExchangeProblem::NoSuchPartner)), or when some PE names a partner
+    /// that does not name it back ([`NotMutual`](ExchangeProblem::NotMutual)).
     pub fn collective_with_partners(
         rt: &'rt Runtime,
         name: &str,
@@ -78,11 +79,10 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let mut agreed = [peers.len() as u64, stray.min(i64::MAX as u64)];
         rt.max_u64(&mut agreed)?;
         if agreed[1] > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "exchange '{name}': partner {} is not a PE of this job of {} PEs",
-                agreed[1] - 1,
-                rt.n_pes()
-            )));
+            return Err(Error::Exchange {
+                channel: name.to_string(),
+                problem: ExchangeProblem::NoSuchPartner { pe: agreed[1] as usize - 1, n_pes: rt.n_pes() },
+            });
         }
         let capacity = agreed[0] as usize;
         // Each PE publishes its list; each reads its partners' lists to find its place there.
@@ -109,13 +109,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let one_sided = rt.max_u64_one(one_sided)?;
         drop(table);
         if one_sided > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "exchange '{name}': PE {} names PE {} as a partner, but PE {} does not name it back; \
-                 partnership must be mutual",
-                (one_sided >> 24) - 1,
-                one_sided & 0xff_ffff,
-                one_sided & 0xff_ffff
-            )));
+            return Err(Error::Exchange {
+                channel: name.to_string(),
+                problem: ExchangeProblem::NotMutual {
+                    pe: (one_sided >> 24) as usize - 1,
+                    partner: (one_sided & 0xff_ffff) as usize,
+                },
+            });
         }
         let partners = Partners { me, listed: Some(listed), capacity };
         Self::collective_build(rt, name, path, partners)
@@ -127,10 +127,6 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             return Ok(());
         }
         let named: Vec<usize> = self.partners.listed.iter().flatten().map(|p| p.0).collect();
-        Err(Error::InvalidArgument(format!(
-            "exchange '{}': PE {peer} is not a partner of PE {} (it named {named:?}); name every PE \
-             it talks to at collective_with_partners",
-            self.name, self.partners.me
-        )))
+        Err(self.refuse(ExchangeProblem::NotAPartner { pe: peer, me: self.partners.me, named }))
     }
 }

@@ -12,7 +12,7 @@ use bytemuck::Pod;
 use super::{
     COUNT_BITS, Exchange, Incoming, Lane, NO_BUFFER, Outgoing, Payload, REJECTED, STRIDE, Transport, Work,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
 /// The put transport.
@@ -167,14 +167,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             }
             None
         } else if !placeable {
-            Some(Error::InvalidArgument(format!(
-                "exchange '{}': PE {to} announced buffer {index} (offset {offset}, room {room}) for the \
-                 message from PE {}, which passed {} buffers that do not hold it; every PE must pass \
-                 the same buffers in the same order",
-                self.name,
-                self.rt.my_pe(),
-                buffers.len()
-            )))
+            Some(self.refuse(ExchangeProblem::BuffersDiffer {
+                sender: self.rt.my_pe(),
+                receiver: to,
+                buffer: index as u64,
+                offset,
+                room,
+            }))
         } else {
             Some(self.too_large(self.rt.my_pe(), to, Some(count), room as usize))
         };

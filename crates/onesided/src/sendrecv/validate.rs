@@ -4,7 +4,7 @@
 use bytemuck::Pod;
 
 use super::{Exchange, Incoming, LANES, Lane, Outgoing};
-use crate::error::{Error, Result};
+use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
 /// Two incoming messages whose regions share an element of the same buffer, if any.
@@ -44,13 +44,11 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.check_partner(inc.from)?;
         match buffers.get(inc.buffer) {
             Some(buffer) => buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room),
-            None => Err(Error::InvalidArgument(format!(
-                "exchange '{}': buffer {} of {} for the message from PE {}",
-                self.name,
-                inc.buffer,
-                buffers.len(),
-                inc.from
-            ))),
+            None => Err(self.refuse(ExchangeProblem::NoSuchBuffer {
+                index: inc.buffer,
+                count: buffers.len(),
+                from: inc.from,
+            })),
         }
     }
 
@@ -61,53 +59,45 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         incoming: &[Incoming],
         received: usize,
     ) -> Result<()> {
-        let invalid = |what: String| Err(Error::InvalidArgument(format!("exchange '{}': {what}", self.name)));
+        let invalid = |problem: ExchangeProblem| Err(self.refuse(problem));
         if received != incoming.len() {
-            return invalid(format!(
-                "received has {received} entries for {} incoming messages",
-                incoming.len()
-            ));
+            return invalid(ExchangeProblem::ReceivedLength { got: received, expected: incoming.len() });
         }
         for (i, out) in outgoing.iter().enumerate() {
             self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
             self.check_partner(out.to)?;
             if outgoing[..i].iter().filter(|o| o.to == out.to).count() >= LANES {
-                return invalid(format!("more than {LANES} messages to PE {} in one call", out.to));
+                return invalid(ExchangeProblem::TooManyMessages { pe: out.to, sending: true, lanes: LANES });
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
             self.rt.check_pe(inc.from, || format!("exchange '{}': message from", self.name))?;
             self.check_partner(inc.from)?;
             if incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
-                return invalid(format!("more than {LANES} messages from PE {} in one call", inc.from));
+                return invalid(ExchangeProblem::TooManyMessages {
+                    pe: inc.from,
+                    sending: false,
+                    lanes: LANES,
+                });
             }
             let Some(buffer) = buffers.get(inc.buffer) else {
-                return invalid(format!(
-                    "buffer {} of {} for the message from PE {}",
-                    inc.buffer,
-                    buffers.len(),
-                    inc.from
-                ));
+                return invalid(ExchangeProblem::NoSuchBuffer {
+                    index: inc.buffer,
+                    count: buffers.len(),
+                    from: inc.from,
+                });
             };
             buffer.check("receive", self.rt.my_pe(), inc.offset, inc.room)?;
         }
         if let Some((a, b)) = overlapping(incoming) {
-            return invalid(format!(
-                "the messages from PE {} and PE {} would share elements of buffer {} (at {} room {}, \
-                 at {} room {}); give each incoming message its own region",
-                a.from, b.from, a.buffer, a.offset, a.room, b.offset, b.room
-            ));
+            return invalid(ExchangeProblem::Overlapping { first: a.from, second: b.from, buffer: a.buffer });
         }
         if self.path.needs_reserve() {
             let largest = outgoing.iter().map(|o| o.data.len()).max().unwrap_or(0);
             if largest > self.reserved
                 || (self.staging.is_none() && !(outgoing.is_empty() && incoming.is_empty()))
             {
-                return invalid(format!(
-                    "a message of {largest} elements exceeds the {} reserved per message on the {} \
-                     path; call collective_reserve with the largest message first",
-                    self.reserved, self.path
-                ));
+                return invalid(ExchangeProblem::NotReserved { largest, reserved: self.reserved });
             }
         }
         Ok(())
@@ -127,19 +117,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         match self.posted[lane.local] {
             None => None,
             Some(posted) if posted == *inc => None,
-            Some(posted) => Some(Error::InvalidArgument(format!(
-                "exchange '{}': a receive from PE {} into buffer {} at {} (room {}) was posted, but \
-                     this call receives into buffer {} at {} (room {}); a posted receive must be consumed \
-                     as posted",
-                self.name,
-                inc.from,
-                posted.buffer,
-                posted.offset,
-                posted.room,
-                inc.buffer,
-                inc.offset,
-                inc.room
-            ))),
+            Some(_) => Some(self.refuse(ExchangeProblem::PostedMismatch { from: inc.from })),
         }
     }
 }
