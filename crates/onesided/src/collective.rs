@@ -15,7 +15,7 @@ use std::mem::size_of;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::heap::{RawSymmetric, SYMMETRIC_ALIGN};
+use crate::raw::{RawSymmetric, SYMMETRIC_ALIGN};
 use crate::runtime::{Constants, Runtime};
 
 /// Elements reduced per library call.
@@ -121,16 +121,9 @@ impl CollectiveScratch {
 }
 
 impl CollectiveScratch {
-    /// The heap address every symmetric allocation's offset is measured from.
-    pub(crate) fn heap_base(&self) -> usize {
+    /// The address of the scratch block: the first symmetric allocation of the job.
+    pub(crate) fn block_address(&self) -> usize {
         self.block.as_ref().map_or(0, |b| b.as_ptr() as usize)
-    }
-
-    /// Whether the library maps every PE's heap into this process.
-    pub(crate) fn all_pes_mapped(&self, n_pes: usize) -> bool {
-        let base = self.heap_base() as *const std::ffi::c_void;
-        // SAFETY: base is a symmetric address and every pe exists.
-        (0..n_pes).all(|pe| !unsafe { shmem_sys::shmem_ptr(base, pe as i32) }.is_null())
     }
 
     /// Element-wise maximum over all PEs, in place.

@@ -15,58 +15,38 @@ use std::ptr::NonNull;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::raw::RawSymmetric;
+pub use crate::raw::SYMMETRIC_ALIGN;
 use crate::runtime::Runtime;
 
-/// Alignment of every symmetric allocation. glibc's `memcpy` on this class of CPU is about
-/// 15x slower into destinations 1 to 15 bytes past a 64-byte boundary; 64 also keeps signal
-/// words of different arrays off shared cache lines.
-pub const SYMMETRIC_ALIGN: usize = 64;
-
-/// An untyped block of symmetric memory; freeing is explicit (there is no `Drop`: freeing is
-/// collective, and a block that is not freed is simply leaked).
-pub(crate) struct RawSymmetric {
-    ptr: NonNull<u8>,
-    bytes: usize,
+/// The symmetric heap as this process sees it, owned by the runtime: the address every
+/// allocation's offset is measured from (the first block allocated, the same on every PE
+/// relative to each PE's heap), and whether the library maps every PE's heap into this
+/// process (`shmem_ptr`: same node, shared-memory transport).
+pub(crate) struct HeapLayout {
+    base: usize,
+    all_mapped: bool,
 }
 
-impl RawSymmetric {
-    /// `shmem_align` of at least one alignment unit. Returns `None` where the heap is
-    /// exhausted; the caller must agree on the outcome with the other PEs.
-    ///
-    /// # Collective
-    /// `shmem_align` ends with a barrier.
-    ///
-    /// `bytes` must leave room for rounding up to `align` below `isize::MAX`; `align` is a
-    /// power of two.
-    pub(crate) fn collective_alloc(bytes: usize, align: usize) -> Option<RawSymmetric> {
-        debug_assert!(align.is_power_of_two() && bytes <= isize::MAX as usize - align);
-        let bytes = bytes.max(1).div_ceil(align) * align;
-        // SAFETY: OpenSHMEM is initialised (callers hold a Runtime or are creating one).
-        let ptr = unsafe { shmem_sys::shmem_align(align, bytes) };
-        let raw = NonNull::new(ptr.cast::<u8>()).map(|ptr| RawSymmetric { ptr, bytes });
-        // Open MPI's shmem_align returns NULL before its closing barrier, which the PEs that
-        // succeeded are waiting in; join it so that every PE reaches the caller's agreement.
-        #[cfg(shmem_oshmem)]
-        if raw.is_none() {
-            // SAFETY: OpenSHMEM is initialised.
-            unsafe { shmem_sys::shmem_barrier_all() };
-        }
-        raw
+impl HeapLayout {
+    /// The layout of a heap whose first block is at `first_block`; `direct` is whether
+    /// transfers may go through the mapping at all.
+    pub(crate) fn read(first_block: usize, n_pes: usize, direct: bool) -> HeapLayout {
+        let base = first_block as *const c_void;
+        // SAFETY: base is a symmetric address (a live block) and every pe exists.
+        let all_mapped =
+            direct && (0..n_pes).all(|pe| !unsafe { shmem_sys::shmem_ptr(base, pe as i32) }.is_null());
+        HeapLayout { base: first_block, all_mapped }
     }
 
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+    /// The address every symmetric allocation's offset is measured from.
+    pub(crate) fn base(&self) -> usize {
+        self.base
     }
 
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// # Collective
-    /// `shmem_free` synchronises all PEs.
-    pub(crate) fn collective_free(self) {
-        // SAFETY: the pointer came from shmem_align and is freed once (self is consumed).
-        unsafe { shmem_sys::shmem_free(self.ptr.as_ptr().cast::<c_void>()) }
+    /// Whether the library maps every PE's heap into this process (and transfers may use it).
+    pub(crate) fn all_mapped(&self) -> bool {
+        self.all_mapped
     }
 }
 
@@ -157,7 +137,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
 
         // 3. Agree on success and on the block's offset in the heap. The agreement is also the
         // barrier that publishes the zeroed, initialised memory.
-        let offset = raw.as_ref().map_or(0, |r| heap_offset(r.as_ptr() as usize, collectives.heap_base()));
+        let offset = raw.as_ref().map_or(0, |r| heap_offset(r.as_ptr() as usize, rt.heap().base()));
         let failed = if raw.is_some() { 0 } else { rt.my_pe() as i64 + 1 };
         let mut agreement = [failed, offset, i64::MAX - offset];
         collectives.reduce_max(rt.n_pes(), &mut agreement);

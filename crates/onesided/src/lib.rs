@@ -52,6 +52,7 @@ pub mod env;
 mod error;
 mod group;
 mod heap;
+mod raw;
 mod rma;
 mod runtime;
 mod sendrecv;

@@ -13,6 +13,7 @@ use mpi::topology::SimpleCommunicator;
 use crate::collective::CollectiveScratch;
 use crate::env;
 use crate::error::{Error, Result};
+use crate::heap::HeapLayout;
 
 /// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
 static INITIALISED: AtomicBool = AtomicBool::new(false);
@@ -86,9 +87,10 @@ pub struct Runtime {
     constants: Constants,
     wait_timeout: Duration,
     direct: bool,
-    /// Every PE's heap is mapped into this process and direct access is on: every signal is
-    /// written with release stores, so an acquire load alone completes a wait.
-    all_mapped: bool,
+    /// The symmetric heap's base and mapping. When every PE's heap is mapped into this
+    /// process and direct access is on, every signal is written with release stores, so an
+    /// acquire load alone completes a wait.
+    heap: HeapLayout,
     allocations: AtomicU64,
     collectives: Mutex<CollectiveScratch>,
     /// MPI must be finalised on the initialising thread.
@@ -156,7 +158,7 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let all_mapped = direct && collectives.all_pes_mapped(n_pes as usize);
+        let heap = HeapLayout::read(collectives.block_address(), n_pes as usize, direct);
         Ok(Runtime {
             universe: ManuallyDrop::new(universe),
             my_pe: my_pe as usize,
@@ -164,7 +166,7 @@ impl Runtime {
             constants,
             wait_timeout,
             direct,
-            all_mapped,
+            heap,
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
             _not_send: PhantomData,
@@ -259,10 +261,14 @@ impl Runtime {
         self.allocations.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Whether an acquire load of a signal word is enough to complete a wait (see
-    /// `all_mapped`).
+    /// Whether an acquire load of a signal word is enough to complete a wait (see `heap`).
     pub(crate) fn all_pes_mapped(&self) -> bool {
-        self.all_mapped
+        self.heap.all_mapped()
+    }
+
+    /// The symmetric heap as this process sees it.
+    pub(crate) fn heap(&self) -> &HeapLayout {
+        &self.heap
     }
 
     /// Checks a PE number; `what` names the operation and its object for the error.
