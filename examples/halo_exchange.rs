@@ -343,9 +343,12 @@ fn run_path(
     rt.max_u64(&mut medians)?;
     let [x_us, f_us, force_us, total_us] = medians.map(|ns| ns as f64 / 1000.0);
     if me == 0 {
+        // GROMACS's names for the phases (its log's cycle accounting), so the two read side
+        // by side: Comm. coord. is move_x, Wait + Comm. F is move_f (timed after a barrier
+        // here, so without the wait for the slowest rank), Force is the force kernel.
         println!(
-            "  {}: median per step on the slowest PE: move_x {x_us:.2} us, move_f {f_us:.2} us, forces {:.3} ms, \
-             communication {:.1}% of the step",
+            "  {}: median per step on the slowest PE: Comm. coord. {x_us:.2} us, Force {:.3} ms, \
+             Wait + Comm. F {f_us:.2} us; communication {:.1}% of the step",
             label(path),
             force_us / 1000.0,
             100.0 * (x_us + f_us) / total_us.max(1e-9)

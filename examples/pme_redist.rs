@@ -303,7 +303,8 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
     let [redist_us, forces_us] = medians.map(|ns| ns as f64 / 1000.0);
     if me == 0 {
         println!(
-            "  {path}: median per step on the slowest PE: redistribution {redist_us:.2} us, force return {forces_us:.2} us"
+            "  {path}: median per step on the slowest PE (GROMACS's PME redist. X/F): X {redist_us:.2} us, F \
+             {forces_us:.2} us"
         );
     }
     Ok(Outcome { path, redist_us, forces_us, verified: options.verify.then_some(checks), fingerprints })
