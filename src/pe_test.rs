@@ -7,8 +7,11 @@
 //! initialises the runtime and runs, in order, the cases that take the job's PE count.
 //!
 //! A case that fails on any PE (an error, or a panic such as a failed `assert!`) prints the
-//! PE, the case and the message, then ends the whole job at once, so no PE is left waiting
-//! for it.
+//! PE, the case and the message. After each case the PEs agree whether it failed anywhere;
+//! if so, every PE ends normally with status 1. A PE on which the case failed waits for that
+//! agreement as long as the others may still be waiting for it (their wait timeout, plus a
+//! margin); when they do not come (stuck in a barrier, say), it ends the whole job at once
+//! ([`Runtime::abort`]), so no PE is left waiting.
 //!
 //! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
 //! flags cargo passes are accepted and ignored.
@@ -20,6 +23,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
 use onesided::Runtime;
 
 use crate::launch;
@@ -218,7 +224,10 @@ fn run_as_pe(cases: &[Case]) {
         }
     };
     let (me, n) = (rt.my_pe(), rt.n_pes());
+    // The agreement's own communicator: it cannot match an MPI call a failed case left behind.
+    let verdicts = rt.world().duplicate();
     let mut ran = 0;
+    let mut failed = false;
     for case in cases.iter().filter(|c| c.pes.contains(&n)) {
         if !names.is_empty() && !names.split(',').any(|name| name == case.name) {
             continue;
@@ -237,12 +246,15 @@ fn run_as_pe(cases: &[Case]) {
                     .unwrap_or_else(|| "panicked".to_string()),
             ),
         };
-        if let Some(message) = message {
+        if let Some(message) = &message {
             println!("PE {me}/{n}: case {} FAILED: {message}", case.name);
             let _ = std::io::stdout().flush();
-            rt.abort(1);
         }
-        // Every PE has finished the case before PE 0 reports it.
+        if agree_on_failure(&rt, &verdicts, message.is_some()) {
+            failed = true;
+            break;
+        }
+        // Every PE has finished the case, its puts complete, before PE 0 reports it.
         rt.barrier();
         if me == 0 {
             println!(
@@ -254,7 +266,53 @@ fn run_as_pe(cases: &[Case]) {
         }
         ran += 1;
     }
+    if failed {
+        // Every PE knows: the job ends normally, with a failure status.
+        drop(verdicts);
+        drop(rt);
+        std::process::exit(1);
+    }
     if me == 0 {
         println!("all {ran} cases passed on {n} PEs");
     }
+}
+
+/// Whether the case failed on any PE, agreed by every PE. A PE on which it passed waits for
+/// the others as long as they take. A PE on which it failed waits as long as the others may
+/// still be waiting for it before their waits time out, plus a margin; if they have not come
+/// by then, they are stuck, and it ends the job.
+fn agree_on_failure(rt: &Runtime, verdicts: &SimpleCommunicator, failed_here: bool) -> bool {
+    let patience = failed_here.then(|| rt.wait_timeout() + Duration::from_secs(10));
+    let mine = i32::from(failed_here);
+    let mut anywhere = 0i32;
+    let started = Instant::now();
+    mpi::request::scope(|scope| {
+        let mut request =
+            verdicts.immediate_all_reduce_into(scope, &mine, &mut anywhere, SystemOperation::max());
+        let mut polls = 0u32;
+        loop {
+            match request.test() {
+                Ok(_) => break,
+                Err(pending) => request = pending,
+            }
+            if let Some(patience) = patience
+                && started.elapsed() > patience
+            {
+                println!(
+                    "PE {}/{}: the other PEs did not finish the case within {} s; ending the job",
+                    rt.my_pe(),
+                    rt.n_pes(),
+                    patience.as_secs()
+                );
+                rt.abort(1);
+            }
+            polls = polls.saturating_add(1);
+            if polls < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    anywhere != 0
 }

@@ -78,8 +78,12 @@ impl Constants {
 /// one thread of each PE at a time, in the same order on every PE.
 ///
 /// # Panics and errors
-/// If a PE unwinds from a panic while holding the runtime, dropping it calls
-/// `shmem_global_exit(1)`, which ends the whole job instead of leaving the other PEs waiting.
+/// If a PE unwinds from a panic while holding the runtime, dropping it ends the whole job
+/// with status 1 ([`abort`](Runtime::abort)) instead of leaving the other PEs waiting.
+///
+/// An error that every PE sees (bad input, an error every PE returns from a collective) should
+/// end the job normally: drop the runtime on every PE, then exit with a failure status. Only
+/// an error that leaves other PEs waiting for this one calls for [`abort`](Runtime::abort).
 pub struct Runtime {
     universe: ManuallyDrop<Universe>,
     my_pe: usize,
@@ -239,12 +243,19 @@ impl Runtime {
         unsafe { shmem_sys::shmem_quiet() }
     }
 
-    /// Ends the whole job at once with `code` (`shmem_global_exit`): for errors only this PE
-    /// knows about, when the other PEs would otherwise wait for it.
+    /// Ends the whole job at once with exit status `code`: for errors only this PE knows
+    /// about, when the other PEs would otherwise wait for it. Standard output and error are
+    /// flushed first, so a message printed before the call is not lost.
+    ///
+    /// With Open MPI's OSHMEM this is `shmem_global_exit`. Sandia OpenSHMEM's
+    /// `shmem_global_exit` raises `SIGABRT` after asking the launcher to end the job (a core
+    /// dump and a backtrace); there the job ends through `MPI_Abort` on the world
+    /// communicator instead, whose ranks are the PEs, with the same status and no signal.
+    ///
+    /// For an error that every PE sees, end normally instead: drop the runtime on every PE
+    /// and exit with a failure status.
     pub fn abort(&self, code: i32) -> ! {
-        // SAFETY: OpenSHMEM is initialised; shmem_global_exit does not return.
-        unsafe { shmem_sys::shmem_global_exit(code) };
-        std::process::exit(code)
+        end_job(&self.universe, code)
     }
 
     /// The collective scratch, locked: collectives of one PE's threads never interleave.
@@ -281,8 +292,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // The other PEs would wait for this one forever; end the job instead.
-            // SAFETY: OpenSHMEM is initialised; shmem_global_exit does not return.
-            unsafe { shmem_sys::shmem_global_exit(1) };
+            end_job(&self.universe, 1);
         }
         self.collectives.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).free();
         // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
@@ -291,6 +301,21 @@ impl Drop for Runtime {
         let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
         finalize_mpi(universe);
     }
+}
+
+/// Ends every PE of the job with exit status `code` (see [`Runtime::abort`]).
+fn end_job(universe: &Universe, code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    if cfg!(shmem_sos) {
+        use mpi::topology::Communicator;
+        universe.world().abort(code)
+    }
+    // SAFETY: OpenSHMEM is initialised (the runtime exists); shmem_global_exit does not
+    // return.
+    unsafe { shmem_sys::shmem_global_exit(code) };
+    std::process::exit(code)
 }
 
 /// The name of an OpenSHMEM thread level, for messages.
