@@ -103,6 +103,11 @@ impl<'rt> HaloExchange<'rt> {
         self.ids.truncate(self.n_home);
         let pbc = *self.grid.pbc();
         self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
+        // What travels about each local atom, kept in step with ids and reference: each pulse
+        // sends the entries of its send list and appends what it receives.
+        let mut records: Vec<HaloRecord> = (0..self.n_home)
+            .map(|i| HaloRecord { global: self.ids[i], padding: 0, fraction: self.reference[i] })
+            .collect();
         for q in 0..self.pulses.len() {
             let (dim, first) = (self.pulses[q].dim, q == 0 || self.pulses[q - 1].dim != self.pulses[q].dim);
             // The first pulse of a dimension considers every local atom so far (home and the
@@ -121,18 +126,14 @@ impl<'rt> HaloExchange<'rt> {
             self.coords.collective_ensure(self.n_local + count)?;
             let offset = self.n_local;
             self.pulses[q].send = send;
-            let mut records: Vec<HaloRecord> = (0..self.n_local)
-                .map(|i| HaloRecord { global: self.ids[i], padding: 0, fraction: self.reference[i] })
-                .collect();
             self.field_pulse(q, count, &mut records)?;
             let receives_shifted = self.pulses[q].receives_shifted;
-            for r in &records[offset..] {
-                self.ids.push(r.global);
-                let mut fraction = r.fraction;
+            for r in &mut records[offset..] {
                 if receives_shifted {
-                    fraction[dim] += 1.0;
+                    r.fraction[dim] += 1.0;
                 }
-                self.reference.push(fraction);
+                self.ids.push(r.global);
+                self.reference.push(r.fraction);
             }
             let pulse = &mut self.pulses[q];
             pulse.offset = offset;
