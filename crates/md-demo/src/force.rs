@@ -16,7 +16,7 @@ use crate::structure::Structure;
 use crate::types::{AtomParams, TypeTable};
 
 /// GROMACS's electric conversion factor, kJ mol⁻¹ nm e⁻².
-const ONE_4PI_EPS0: f64 = 138.935_458;
+pub(crate) const ONE_4PI_EPS0: f64 = 138.935_458;
 
 /// The interaction of two atoms.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +31,16 @@ impl ForceField {
     /// Lennard-Jones and reaction field (ε_rf = ∞) cut off at `cutoff` nm.
     pub fn new(cutoff: f64) -> ForceField {
         ForceField { cutoff, k_rf: 1.0 / (2.0 * cutoff.powi(3)), c_rf: 3.0 / (2.0 * cutoff) }
+    }
+
+    /// The reaction-field coefficient k_rf = 1 / (2 r_c³) in nm⁻³ (ε_rf = ∞).
+    pub fn k_rf(&self) -> f64 {
+        self.k_rf
+    }
+
+    /// The reaction-field shift c_rf = 3 / (2 r_c) in nm⁻¹: the potential is zero at the cutoff.
+    pub fn c_rf(&self) -> f64 {
+        self.c_rf
     }
 
     /// The scalar force `f` (the force on the first atom is `f * r`, with `r` pointing from the

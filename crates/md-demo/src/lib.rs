@@ -6,11 +6,14 @@
 //!   built-in table or a types file;
 //! - [`force`]: a Lennard-Jones plus reaction-field force on a domain's atoms, and the serial
 //!   reference with energy and virial;
+//! - [`cluster`]: the fast force kernel: a clustered Verlet pair list and a vectorised
+//!   kernel, bit for bit the same for any number of threads;
 //! - [`motion`]: deterministic displacements between steps, and the Verlet buffer they need;
 //! - [`verify`]: the halo against a brute-force search, forces and virial against the serial
 //!   computation, fingerprints to compare paths bit for bit.
 #![deny(missing_docs)]
 
+pub mod cluster;
 mod error;
 pub mod force;
 pub mod motion;

@@ -53,5 +53,5 @@ mod pbc;
 
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::{AtomState, HaloExchange, PairOwner, ShiftForces};
+pub use halo::{AtomState, HaloExchange, PairOwner, ShiftForces, Zone};
 pub use pbc::{PbcBox, RVec};

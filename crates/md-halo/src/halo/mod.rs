@@ -73,6 +73,64 @@ impl PairOwner<'_> {
             self.lower[d] <= corner && corner < self.upper[d]
         })
     }
+
+    /// The zone of local atom `i`: where its reference fractions lie against the domain, per
+    /// dimension, so that [`Zone::pairs_with`] answers [`owns`](Self::owns) from two bytes.
+    pub fn zone(&self, i: usize) -> Zone {
+        let mut bits = 0u8;
+        for (d, &s) in self.reference[i].iter().enumerate() {
+            bits |= u8::from(s < self.lower[d]) << d | u8::from(s >= self.upper[d]) << (d + 3);
+        }
+        Zone(bits)
+    }
+
+    /// The zones of all local atoms, in local order.
+    pub fn zones(&self) -> Vec<Zone> {
+        (0..self.reference.len()).map(|i| self.zone(i)).collect()
+    }
+}
+
+/// Where a local atom lies against its domain, per dimension: below the domain's lower
+/// boundary, within it, or at or above its upper boundary (a halo atom from above). A domain
+/// computes a pair when, along every dimension, the lower of the two atoms lies within the
+/// domain: neither is below, and not both are above. Home atoms are [`Zone::HOME`]. A force
+/// kernel keeps one byte per atom and decides ownership with two bit operations, for any
+/// number of atoms at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Zone(u8);
+
+impl Zone {
+    /// Within the domain along every dimension.
+    pub const HOME: Zone = Zone(0);
+    /// Bits `0..3`: below the domain along dimension `d`.
+    pub const BELOW: u8 = 0b000_111;
+    /// Bits `3..6`: at or above the domain's upper boundary along dimension `d - 3`.
+    pub const ABOVE: u8 = 0b111_000;
+
+    /// The zone with these bits ([`BELOW`](Self::BELOW) and [`ABOVE`](Self::ABOVE)); other bits
+    /// are dropped.
+    pub fn from_bits(bits: u8) -> Zone {
+        Zone(bits & (Self::BELOW | Self::ABOVE))
+    }
+
+    /// The bits of the zone.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether the domain computes the pair of an atom in zone `self` with one in `other`:
+    /// the answer of [`PairOwner::owns`] for the two atoms.
+    #[inline]
+    pub fn pairs_with(self, other: Zone) -> bool {
+        Zone::pair_bits(self.0, other.0)
+    }
+
+    /// [`pairs_with`](Self::pairs_with) on raw bits, for vectorised loops.
+    #[inline(always)]
+    pub fn pair_bits(a: u8, b: u8) -> bool {
+        ((a | b) & Self::BELOW) == 0 && (a & b & Self::ABOVE) == 0
+    }
 }
 
 /// One pulse of the plan: along `dim`, send to the neighbour below, receive from the one above.
@@ -588,4 +646,38 @@ fn scatter_add(forces: &mut [RVec], targets: &[u32], values: &[RVec], parallel_m
             f[d] += v[d];
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_decide_ownership_as_the_fractions_do() {
+        // Fractions below, on and inside both boundaries, and above, in every combination.
+        let values = [0.1, 0.25, 0.3, 0.49999, 0.5, 0.7, 1.2];
+        let mut reference = Vec::new();
+        for &x in &values {
+            for &y in &values {
+                for &z in &[0.1, 0.3, 0.6] {
+                    reference.push([x, y, z]);
+                }
+            }
+        }
+        let owner = PairOwner { reference: &reference, lower: [0.25, 0.25, 0.25], upper: [0.5, 0.5, 0.5] };
+        let zones = owner.zones();
+        let mut owned = 0;
+        for i in 0..reference.len() {
+            for j in 0..reference.len() {
+                let want = owner.owns(i, j);
+                assert_eq!(zones[i].pairs_with(zones[j]), want, "{:?} and {:?}", reference[i], reference[j]);
+                owned += usize::from(want);
+            }
+        }
+        assert!(owned > 0 && owned < reference.len() * reference.len());
+        assert_eq!(
+            owner.zone(reference.iter().position(|r| *r == [0.3, 0.3, 0.3]).expect("inside")),
+            Zone::HOME
+        );
+    }
 }

@@ -1,0 +1,818 @@
+//! The fast force kernel: the demo force field (Lennard-Jones plus reaction field) on a
+//! domain's local atoms through a clustered Verlet pair list, in the manner of GROMACS's
+//! nbnxm (Páll and Hess 2013).
+//!
+//! - **Layout.** The atoms are sorted into columns over the x-y plane and by z within a
+//!   column, each column padded to a multiple of [`J_CLUSTER`] slots. Four consecutive slots
+//!   form an *i-cluster*, eight a *j-cluster*. Coordinates and parameters live in plain `f32`
+//!   arrays in slot order, so the eight atoms of a j-cluster are one vector load.
+//! - **Pair list.** Built every `nstlist` steps with the list radius `rlist` (the cutoff plus
+//!   the Verlet buffer): for every i-cluster, the j-clusters whose bounding boxes lie within
+//!   `rlist`, each with a 32-bit mask of the atom pairs that interact (not padding, not the
+//!   same molecule, owned by this domain by their [zones](Zone), and each pair once: slot of
+//!   i below slot of j).
+//!   Between builds the list is reused; the kernel applies the cutoff itself.
+//! - **Kernel.** 4 × 8 pairs per list entry, written as loops over the eight j lanes that the
+//!   compiler turns into vector instructions (AVX2 where the processor has it, chosen at run
+//!   time; SSE2 otherwise); every pair is evaluated once and its force added to both atoms
+//!   (Newton's third law).
+//! - **Threads.** The i-clusters are cut into chunks of a fixed size; each chunk adds into its
+//!   own force buffer and the buffers are summed in chunk order. Chunks depend on the system
+//!   only, so the forces are bit for bit the same for any number of threads, and the same on
+//!   either instruction set (no fused multiply-add, no approximate reciprocal).
+
+use md_halo::{HaloExchange, RVec, Zone};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::force::{ForceField, ONE_4PI_EPS0, Topology};
+
+/// Atoms per i-cluster.
+pub const I_CLUSTER: usize = 4;
+/// Atoms per j-cluster: the vector width of the kernel.
+pub const J_CLUSTER: usize = 8;
+/// i-clusters per chunk, the unit of threading and of force accumulation.
+const CHUNK_CLUSTERS: usize = 128;
+/// The slot of padding.
+const PADDING: u32 = u32::MAX;
+/// Mask bit of the pair (i atom `a`, j atom `b`) of an entry.
+const BIT: [[u32; J_CLUSTER]; I_CLUSTER] = {
+    let mut bits = [[0u32; J_CLUSTER]; I_CLUSTER];
+    let mut a = 0;
+    while a < I_CLUSTER {
+        let mut b = 0;
+        while b < J_CLUSTER {
+            bits[a][b] = 1 << (a * J_CLUSTER + b);
+            b += 1;
+        }
+        a += 1;
+    }
+    bits
+};
+
+/// The instruction set the kernel runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 (F and VL) on 256-bit vectors: the AVX2 kernel with twice the registers.
+    Avx512,
+    /// 256-bit AVX2 vectors: one j-cluster per instruction.
+    Avx2,
+    /// The architecture's baseline (SSE2 on x86-64).
+    Baseline,
+}
+
+impl Isa {
+    /// The best the processor running this has.
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Baseline
+    }
+
+    /// Whether the processor running this can run the kernel on `self`.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Baseline => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Isa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isa::Avx512 => "AVX-512",
+            Isa::Avx2 => "AVX2",
+            Isa::Baseline => "baseline SIMD",
+        })
+    }
+}
+
+/// An axis-aligned bounding box; empty (lower above upper) when it holds no atom.
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    lower: [f32; 3],
+    upper: [f32; 3],
+}
+
+impl Bounds {
+    const EMPTY: Bounds = Bounds { lower: [f32::INFINITY; 3], upper: [f32::NEG_INFINITY; 3] };
+
+    fn add(&mut self, x: [f32; 3]) {
+        for ((lower, upper), c) in self.lower.iter_mut().zip(&mut self.upper).zip(x) {
+            *lower = lower.min(c);
+            *upper = upper.max(c);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lower[0] > self.upper[0]
+    }
+
+    /// Squared distance between two boxes along the dimensions `dims`.
+    fn distance2(&self, other: &Bounds, dims: std::ops::Range<usize>) -> f32 {
+        dims.map(|d| {
+            let gap = (other.lower[d] - self.upper[d]).max(self.lower[d] - other.upper[d]).max(0.0);
+            gap * gap
+        })
+        .sum()
+    }
+}
+
+/// The constants of the kernel, in single precision.
+#[derive(Clone, Copy, Debug)]
+struct Constants {
+    cutoff2: f32,
+    k_rf: f32,
+    c_rf: f32,
+}
+
+/// A slice of the pair list: consecutive i-clusters, their entries, and the force buffer
+/// they add into.
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    /// The i-clusters with entries, ascending.
+    i_clusters: Vec<u32>,
+    /// Entries of `i_clusters[e]` are `starts[e]..starts[e + 1]`.
+    starts: Vec<u32>,
+    /// The j-cluster of each entry.
+    j_clusters: Vec<u32>,
+    /// Which of the 4 × 8 pairs of each entry interact (bit `8a + b`).
+    masks: Vec<u32>,
+    /// The slots this chunk's forces touch: `lower..lower + force.len() / 3`.
+    lower: usize,
+    /// Forces on slots `lower..`, x, y and z in three consecutive runs.
+    force: Vec<f32>,
+}
+
+impl Chunk {
+    fn span(&self) -> usize {
+        self.force.len() / 3
+    }
+}
+
+/// Atom data in slot order.
+#[derive(Clone, Debug, Default)]
+struct Slots {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    z: Vec<f32>,
+    /// Charge times √(1/4πε₀): the product of two is the Coulomb prefactor.
+    charge: Vec<f32>,
+    /// √(6 C6) and √(12 C12): the product of two is the geometric combination, times the
+    /// factors of the force.
+    sqrt_c6: Vec<f32>,
+    sqrt_c12: Vec<f32>,
+}
+
+/// The clustered Verlet pair list of one domain, with the kernel that computes forces from
+/// it. Build it after every repartition (the local atoms change), use it for every step until
+/// the next.
+#[derive(Clone, Debug)]
+pub struct PairList {
+    /// The local atom in each slot, [`PADDING`] where none.
+    atom_of_slot: Vec<u32>,
+    /// The slot of each local atom.
+    slot_of_atom: Vec<u32>,
+    slots: Slots,
+    chunks: Vec<Chunk>,
+    constants: Constants,
+    isa: Isa,
+    /// Interacting pairs in the list.
+    pairs: usize,
+    /// Summed chunk forces per slot (x, y, z runs), reused between steps.
+    total: Vec<f32>,
+}
+
+impl PairList {
+    /// The pair list of a domain's local atoms (home and halo, as [`HaloExchange::move_x`]
+    /// left them) with the domain's pair ownership, at the list radius of the halo plan (the
+    /// cutoff plus the Verlet buffer), for the [best](Isa::detect) instruction set.
+    ///
+    /// # Errors
+    /// As [`PairList::build`].
+    pub fn for_domain(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> Result<PairList> {
+        PairList::build(
+            halo.coordinates(),
+            halo.global_indices(),
+            &halo.pair_owner().zones(),
+            topology,
+            field,
+            halo.grid().range() as f64,
+            Isa::detect(),
+        )
+    }
+
+    /// The pair list of the atoms at `positions` (global indices `ids`, real-space
+    /// coordinates, no periodicity): every pair within `rlist` that is not excluded and whose
+    /// [`zones`](Zone) pair with each other, each once. All atoms in [`Zone::HOME`] computes
+    /// every pair.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the arrays differ in length, `rlist` is below the cutoff, a
+    /// position is not finite, a global index has no entry in `topology`, or the kernel cannot
+    /// run on `isa` here.
+    pub fn build(
+        positions: &[RVec],
+        ids: &[u32],
+        zones: &[Zone],
+        topology: &Topology,
+        field: &ForceField,
+        rlist: f64,
+        isa: Isa,
+    ) -> Result<PairList> {
+        if rlist.is_nan() || rlist < field.cutoff {
+            return Err(Error::Config(format!(
+                "the pair-list radius {rlist} nm is below the cutoff {} nm: pairs would be missed",
+                field.cutoff
+            )));
+        }
+        if !isa.available() {
+            return Err(Error::Config(format!(
+                "this processor cannot run the {isa} kernel: use Isa::detect()"
+            )));
+        }
+        if positions.len() != ids.len() || zones.len() != ids.len() {
+            return Err(Error::Config(format!(
+                "{} positions and {} zones for {} global indices",
+                positions.len(),
+                zones.len(),
+                ids.len()
+            )));
+        }
+        if let Some(i) = positions.iter().position(|x| x.iter().any(|c| !c.is_finite())) {
+            return Err(Error::Config(format!(
+                "local atom {i} (global {}) has a position that is not finite: {:?}",
+                ids[i], positions[i]
+            )));
+        }
+        if let Some(&g) = ids.iter().find(|&&g| g as usize >= topology.params.len()) {
+            return Err(Error::Config(format!(
+                "global index {g} is beyond the topology's {} atoms",
+                topology.params.len()
+            )));
+        }
+        let mut columns = Columns::new(positions, rlist as f32);
+        let atom_of_slot = columns.slots(positions);
+        let mut slot_of_atom = vec![0u32; positions.len()];
+        for (slot, &atom) in atom_of_slot.iter().enumerate() {
+            if atom != PADDING {
+                slot_of_atom[atom as usize] = slot as u32;
+            }
+        }
+        let scale = ONE_4PI_EPS0.sqrt();
+        let param = |slot: usize, f: &dyn Fn(usize) -> f32| match atom_of_slot[slot] {
+            PADDING => 0.0,
+            atom => f(ids[atom as usize] as usize),
+        };
+        let n_slots = atom_of_slot.len();
+        let p = &topology.params;
+        let mut slots = Slots {
+            charge: (0..n_slots).map(|s| param(s, &|g| (p[g].charge as f64 * scale) as f32)).collect(),
+            sqrt_c6: (0..n_slots).map(|s| param(s, &|g| (6.0 * p[g].c6 as f64).sqrt() as f32)).collect(),
+            sqrt_c12: (0..n_slots).map(|s| param(s, &|g| (12.0 * p[g].c12 as f64).sqrt() as f32)).collect(),
+            ..Slots::default()
+        };
+        let molecule: Vec<u32> = atom_of_slot
+            .iter()
+            .map(|&a| if a == PADDING { PADDING } else { topology.molecules[ids[a as usize] as usize] })
+            .collect();
+        gather(&atom_of_slot, positions, &mut slots);
+        let bounds = |first: usize, len: usize| {
+            let mut b = Bounds::EMPTY;
+            for &atom in &atom_of_slot[first..first + len] {
+                if let Some(&x) = positions.get(atom as usize) {
+                    b.add(x);
+                }
+            }
+            b
+        };
+        let i_bounds: Vec<Bounds> =
+            (0..n_slots / I_CLUSTER).map(|c| bounds(c * I_CLUSTER, I_CLUSTER)).collect();
+        let j_bounds: Vec<Bounds> =
+            (0..n_slots / J_CLUSTER).map(|c| bounds(c * J_CLUSTER, J_CLUSTER)).collect();
+        let zone: Vec<u8> =
+            atom_of_slot.iter().map(|&a| zones.get(a as usize).map_or(0, |z| z.bits())).collect();
+        let search = Search {
+            columns: &columns,
+            i_bounds: &i_bounds,
+            j_bounds: &j_bounds,
+            atom_of_slot: &atom_of_slot,
+            molecule: &molecule,
+            slots: &slots,
+            rlist2: (rlist * rlist) as f32,
+            // Rounding of the box distances must never drop a pair within rlist.
+            bounds_rlist2: ((rlist * (1.0 + 1e-5) + 1e-6).powi(2)) as f32,
+            zone: &zone,
+        };
+        let n_i = n_slots / I_CLUSTER;
+        let chunks: Vec<Chunk> = (0..n_i.div_ceil(CHUNK_CLUSTERS))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK_CLUSTERS..((c + 1) * CHUNK_CLUSTERS).min(n_i);
+                match isa {
+                    // SAFETY: `isa.available()` was checked above.
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => unsafe { search_avx512(&search, range, n_slots) },
+                    _ => search.chunk(range, n_slots),
+                }
+            })
+            .collect();
+        let pairs = chunks.iter().flat_map(|c| &c.masks).map(|m| m.count_ones() as usize).sum();
+        let constants = Constants {
+            cutoff2: (field.cutoff * field.cutoff) as f32,
+            k_rf: field.k_rf() as f32,
+            c_rf: field.c_rf() as f32,
+        };
+        Ok(PairList {
+            atom_of_slot,
+            slot_of_atom,
+            slots,
+            chunks,
+            constants,
+            isa,
+            pairs,
+            total: vec![0.0; 3 * n_slots],
+        })
+    }
+
+    /// The number of local atoms the list was built for.
+    pub fn len(&self) -> usize {
+        self.slot_of_atom.len()
+    }
+
+    /// Whether the list was built for no atoms.
+    pub fn is_empty(&self) -> bool {
+        self.slot_of_atom.is_empty()
+    }
+
+    /// The atom pairs in the list (within `rlist` of each other at the build, or close).
+    pub fn pairs(&self) -> usize {
+        self.pairs
+    }
+
+    /// The list entries (i-cluster, j-cluster): each costs the kernel 32 pair evaluations.
+    pub fn entries(&self) -> usize {
+        self.chunks.iter().map(|c| c.masks.len()).sum()
+    }
+
+    /// The instruction set the kernel runs with.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The forces on the local atoms at `positions` (the same atoms, in the same order, as
+    /// at the build) from the pairs in the list within the cutoff, written to `forces`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `positions` does not hold the atoms the list was built for
+    /// (rebuild it after every repartition).
+    pub fn forces(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<()> {
+        self.compute::<false>(positions, forces).map(|_| ())
+    }
+
+    /// As [`forces`](Self::forces), and returns the potential energy of the pairs.
+    ///
+    /// # Errors
+    /// As [`forces`](Self::forces).
+    pub fn forces_and_energy(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<f64> {
+        self.compute::<true>(positions, forces)
+    }
+
+    fn compute<const ENERGY: bool>(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<f64> {
+        if positions.len() != self.len() {
+            return Err(Error::Config(format!(
+                "the pair list was built for {} atoms, not {}: rebuild it after every repartition",
+                self.len(),
+                positions.len()
+            )));
+        }
+        gather(&self.atom_of_slot, positions, &mut self.slots);
+        let (slots, constants, isa) = (&self.slots, self.constants, self.isa);
+        let energy: f64 = self
+            .chunks
+            .par_iter_mut()
+            .map(|chunk| match isa {
+                // SAFETY: `build` accepted `Isa::Avx2` only where the processor has AVX2.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { chunk_avx2::<ENERGY>(chunk, slots, constants) },
+                // SAFETY: `build` accepted `Isa::Avx512` only where the processor has it.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { chunk_avx512::<ENERGY>(chunk, slots, constants) },
+                _ => chunk_kernel::<ENERGY>(chunk, slots, constants),
+            })
+            .collect::<Vec<f64>>()
+            .iter()
+            .sum();
+        self.reduce(forces);
+        Ok(energy)
+    }
+
+    /// Sums the chunks' forces in chunk order and writes them to the atoms.
+    fn reduce(&mut self, forces: &mut Vec<RVec>) {
+        const BLOCK: usize = 1024;
+        let n = self.atom_of_slot.len();
+        let chunks = &self.chunks;
+        let (tx, rest) = self.total.split_at_mut(n);
+        let (ty, tz) = rest.split_at_mut(n);
+        tx.par_chunks_mut(BLOCK)
+            .zip(ty.par_chunks_mut(BLOCK))
+            .zip(tz.par_chunks_mut(BLOCK))
+            .enumerate()
+            .for_each(|(b, ((tx, ty), tz))| {
+                let block = b * BLOCK..b * BLOCK + tx.len();
+                tx.fill(0.0);
+                ty.fill(0.0);
+                tz.fill(0.0);
+                for chunk in chunks {
+                    let (lo, hi) =
+                        (chunk.lower.max(block.start), (chunk.lower + chunk.span()).min(block.end));
+                    if lo >= hi {
+                        continue;
+                    }
+                    let span = chunk.span();
+                    let (fx, fy, fz) =
+                        (&chunk.force[..span], &chunk.force[span..2 * span], &chunk.force[2 * span..]);
+                    for slot in lo..hi {
+                        let (t, c) = (slot - block.start, slot - chunk.lower);
+                        tx[t] += fx[c];
+                        ty[t] += fy[c];
+                        tz[t] += fz[c];
+                    }
+                }
+            });
+        forces.resize(self.slot_of_atom.len(), [0.0; 3]);
+        let (tx, ty, tz) = (&self.total[..n], &self.total[n..2 * n], &self.total[2 * n..]);
+        forces.par_iter_mut().zip(self.slot_of_atom.par_iter()).for_each(|(f, &slot)| {
+            let s = slot as usize;
+            *f = [tx[s], ty[s], tz[s]];
+        });
+    }
+}
+
+/// Copies the coordinates into slot order (padding keeps what it has: its mask bits are
+/// clear).
+fn gather(atom_of_slot: &[u32], positions: &[RVec], slots: &mut Slots) {
+    let n = atom_of_slot.len();
+    for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
+        v.resize(n, 0.0);
+    }
+    for (((&atom, x), y), z) in atom_of_slot.iter().zip(&mut slots.x).zip(&mut slots.y).zip(&mut slots.z) {
+        if let Some(p) = positions.get(atom as usize) {
+            (*x, *y, *z) = (p[0], p[1], p[2]);
+        }
+    }
+}
+
+/// Columns over the x-y plane of the atoms' bounding box, each about as wide as a j-cluster
+/// of atoms is tall.
+struct Columns {
+    lower: [f32; 2],
+    width: [f32; 2],
+    dims: [usize; 2],
+    /// Slots of column `c` are `first[c]..first[c + 1]`; its atoms fill the first `atoms[c]`.
+    first: Vec<usize>,
+    atoms: Vec<usize>,
+    /// The x-y bounding box of each column's atoms.
+    bounds: Vec<Bounds>,
+}
+
+impl Columns {
+    fn new(positions: &[RVec], rlist: f32) -> Columns {
+        let mut all = Bounds::EMPTY;
+        for &x in positions {
+            all.add(x);
+        }
+        let (lower, extent) = if positions.is_empty() {
+            ([0.0; 3], [1.0; 3])
+        } else {
+            (all.lower, std::array::from_fn(|d| (all.upper[d] - all.lower[d]).max(1e-3)))
+        };
+        // About J_CLUSTER atoms per cube of the column's width at the average density, and
+        // no wider than the list radius.
+        let density = positions.len().max(1) as f32 / (extent[0] * extent[1] * extent[2]);
+        let side = (J_CLUSTER as f32 / density).cbrt().min(rlist.max(1e-3));
+        let dims: [usize; 2] =
+            std::array::from_fn(|d| ((extent[d] / side).round() as usize).clamp(1, 1 << 12));
+        Columns {
+            lower: [lower[0], lower[1]],
+            width: std::array::from_fn(|d| extent[d] / dims[d] as f32),
+            dims,
+            first: Vec::new(),
+            atoms: Vec::new(),
+            bounds: Vec::new(),
+        }
+    }
+
+    fn column_of(&self, x: RVec) -> [usize; 2] {
+        std::array::from_fn(|d| {
+            (((x[d] - self.lower[d]) / self.width[d]).max(0.0) as usize).min(self.dims[d] - 1)
+        })
+    }
+
+    fn count(&self) -> usize {
+        self.dims[0] * self.dims[1]
+    }
+
+    /// Sorts the atoms into the columns (by z within each, ties by index) and returns the atom
+    /// of every slot; fills `first`, `atoms` and `bounds`.
+    fn slots(&mut self, positions: &[RVec]) -> Vec<u32> {
+        let n_columns = self.count();
+        let column: Vec<usize> = positions
+            .iter()
+            .map(|&x| {
+                let [i, j] = self.column_of(x);
+                i * self.dims[1] + j
+            })
+            .collect();
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); n_columns];
+        for (atom, &c) in column.iter().enumerate() {
+            members[c].push(atom as u32);
+        }
+        self.first = Vec::with_capacity(n_columns + 1);
+        self.atoms = Vec::with_capacity(n_columns);
+        self.bounds = Vec::with_capacity(n_columns);
+        let mut atom_of_slot = Vec::with_capacity(positions.len() + n_columns * J_CLUSTER);
+        for list in &mut members {
+            list.sort_by(|&a, &b| {
+                positions[a as usize][2].total_cmp(&positions[b as usize][2]).then(a.cmp(&b))
+            });
+            let mut b = Bounds::EMPTY;
+            for &a in list.iter() {
+                b.add(positions[a as usize]);
+            }
+            self.first.push(atom_of_slot.len());
+            self.atoms.push(list.len());
+            self.bounds.push(b);
+            atom_of_slot.extend_from_slice(list);
+            atom_of_slot.resize(atom_of_slot.len().next_multiple_of(J_CLUSTER), PADDING);
+        }
+        self.first.push(atom_of_slot.len());
+        atom_of_slot
+    }
+}
+
+/// What the pair search of the chunks shares.
+struct Search<'a> {
+    columns: &'a Columns,
+    i_bounds: &'a [Bounds],
+    j_bounds: &'a [Bounds],
+    atom_of_slot: &'a [u32],
+    molecule: &'a [u32],
+    /// Coordinates in slot order.
+    slots: &'a Slots,
+    rlist2: f32,
+    bounds_rlist2: f32,
+    /// Zone bits in slot order.
+    zone: &'a [u8],
+}
+
+impl Search<'_> {
+    /// The entries of i-clusters `range`, and the force buffer they need.
+    #[inline(always)]
+    fn chunk(&self, range: std::ops::Range<usize>, n_slots: usize) -> Chunk {
+        let mut chunk =
+            Chunk { lower: (range.start * I_CLUSTER) / J_CLUSTER * J_CLUSTER, ..Chunk::default() };
+        let mut upper = (range.end * I_CLUSTER).min(n_slots);
+        let columns = self.columns;
+        for ci in range {
+            let ib = &self.i_bounds[ci];
+            if ib.is_empty() {
+                continue;
+            }
+            let first_entry = chunk.j_clusters.len();
+            let own_column = columns.first.partition_point(|&f| f <= ci * I_CLUSTER) - 1;
+            let reach = self.bounds_rlist2.sqrt();
+            let span = |d: usize| {
+                let lo =
+                    ((ib.lower[d] - reach - columns.lower[d]) / columns.width[d]).floor().max(0.0) as usize;
+                let hi = ((ib.upper[d] - columns.lower[d] + reach) / columns.width[d]).max(0.0) as usize;
+                lo.min(columns.dims[d] - 1)..=hi.min(columns.dims[d] - 1)
+            };
+            for cx in span(0) {
+                for cy in span(1) {
+                    let column = cx * columns.dims[1] + cy;
+                    // Each pair once: j slots above some i slot, so no column before this one.
+                    if column < own_column || columns.atoms[column] == 0 {
+                        continue;
+                    }
+                    if ib.distance2(&columns.bounds[column], 0..2) >= self.bounds_rlist2 {
+                        continue;
+                    }
+                    let first_j = columns.first[column] / J_CLUSTER;
+                    let real_j = columns.atoms[column].div_ceil(J_CLUSTER);
+                    let j_range = &self.j_bounds[first_j..first_j + real_j];
+                    // Clusters are sorted by z: skip those entirely below the i-cluster.
+                    let start = j_range.partition_point(|b| b.upper[2] < ib.lower[2] - reach);
+                    for (k, jb) in j_range.iter().enumerate().skip(start) {
+                        if jb.lower[2] > ib.upper[2] + reach {
+                            break;
+                        }
+                        let cj = first_j + k;
+                        if (cj + 1) * J_CLUSTER <= ci * I_CLUSTER + 1
+                            || ib.distance2(jb, 0..3) >= self.bounds_rlist2
+                        {
+                            continue;
+                        }
+                        let mask = self.mask(ci, cj);
+                        if mask != 0 {
+                            chunk.j_clusters.push(cj as u32);
+                            chunk.masks.push(mask);
+                            upper = upper.max((cj + 1) * J_CLUSTER);
+                        }
+                    }
+                }
+            }
+            if chunk.j_clusters.len() > first_entry {
+                if chunk.starts.is_empty() {
+                    chunk.starts.push(first_entry as u32);
+                }
+                chunk.i_clusters.push(ci as u32);
+                chunk.starts.push(chunk.j_clusters.len() as u32);
+            }
+        }
+        chunk.force = vec![0.0; 3 * (upper - chunk.lower)];
+        chunk
+    }
+
+    /// The interacting pairs of an entry; zero when none of them is within `rlist`.
+    #[inline(always)]
+    fn mask(&self, ci: usize, cj: usize) -> u32 {
+        let (mut mask, mut near) = (0u32, 0u32);
+        let sj = cj * J_CLUSTER;
+        let lanes =
+            |v: &[u32]| -> [u32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
+        let coordinate =
+            |v: &[f32]| -> [f32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
+        let (molecule_j, atom_j) = (lanes(self.molecule), lanes(self.atom_of_slot));
+        let zone_j: [u8; J_CLUSTER] = self.zone[sj..sj + J_CLUSTER].try_into().expect("a j-cluster");
+        let (xj, yj, zj) = (coordinate(&self.slots.x), coordinate(&self.slots.y), coordinate(&self.slots.z));
+        for a in 0..I_CLUSTER {
+            let si = ci * I_CLUSTER + a;
+            let (xi, yi, zi, molecule_i) =
+                (self.slots.x[si], self.slots.y[si], self.slots.z[si], self.molecule[si]);
+            let (real_i, zone_i) = (self.atom_of_slot[si] != PADDING, self.zone[si]);
+            let (mut valid, mut close) = ([false; J_CLUSTER], [false; J_CLUSTER]);
+            for b in 0..J_CLUSTER {
+                valid[b] = real_i
+                    & (sj + b > si)
+                    & (atom_j[b] != PADDING)
+                    & (molecule_j[b] != molecule_i)
+                    & Zone::pair_bits(zone_i, zone_j[b]);
+                let (dx, dy, dz) = (xi - xj[b], yi - yj[b], zi - zj[b]);
+                close[b] = dx * dx + dy * dy + dz * dz < self.rlist2;
+            }
+            let row = bits(valid);
+            mask |= row << (a * J_CLUSTER);
+            near |= row & bits(close);
+        }
+        if near != 0 { mask } else { 0 }
+    }
+}
+
+/// The pair search of one chunk with AVX-512 code generation.
+///
+/// # Safety
+/// The processor must have AVX-512F and AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
+unsafe fn search_avx512(search: &Search<'_>, range: std::ops::Range<usize>, n_slots: usize) -> Chunk {
+    search.chunk(range, n_slots)
+}
+
+/// Lane `b` of `lanes` as bit `b`.
+#[inline(always)]
+fn bits(lanes: [bool; J_CLUSTER]) -> u32 {
+    lanes.iter().enumerate().fold(0, |m, (b, &v)| m | (u32::from(v) << b))
+}
+
+/// The kernel over one chunk with AVX2 code generation.
+///
+/// # Safety
+/// The processor must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn chunk_avx2<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
+    chunk_kernel::<ENERGY>(chunk, slots, k)
+}
+
+/// The kernel over one chunk with AVX-512 code generation on 256-bit vectors (32 vector
+/// registers, mask registers).
+///
+/// # Safety
+/// The processor must have AVX-512F and AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f,avx512vl")]
+unsafe fn chunk_avx512<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
+    chunk_kernel::<ENERGY>(chunk, slots, k)
+}
+
+/// The kernel over one chunk: forces into the chunk's buffer, and the energy when `ENERGY`.
+#[inline(always)]
+fn chunk_kernel<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
+    let span = chunk.span();
+    chunk.force.fill(0.0);
+    let (fx, rest) = chunk.force.split_at_mut(span);
+    let (fy, fz) = rest.split_at_mut(span);
+    let lower = chunk.lower;
+    let mut energy = 0.0f64;
+    let lanes = |v: &[f32], slot: usize| -> [f32; J_CLUSTER] {
+        v[slot..slot + J_CLUSTER].try_into().expect("a j-cluster is J_CLUSTER slots")
+    };
+    let quad = |v: &[f32], slot: usize| -> [f32; I_CLUSTER] {
+        v[slot..slot + I_CLUSTER].try_into().expect("an i-cluster is I_CLUSTER slots")
+    };
+    for (e, &ci) in chunk.i_clusters.iter().enumerate() {
+        let si = ci as usize * I_CLUSTER;
+        let (xi, yi, zi) = (quad(&slots.x, si), quad(&slots.y, si), quad(&slots.z, si));
+        let (qi, c6i, c12i) = (quad(&slots.charge, si), quad(&slots.sqrt_c6, si), quad(&slots.sqrt_c12, si));
+        let mut fi = [[[0.0f32; J_CLUSTER]; 3]; I_CLUSTER];
+        let mut vsum = [0.0f32; J_CLUSTER];
+        let entries = chunk.starts[e] as usize..chunk.starts[e + 1] as usize;
+        for (&cj, &mask) in chunk.j_clusters[entries.clone()].iter().zip(&chunk.masks[entries]) {
+            let sj = cj as usize * J_CLUSTER;
+            let (xj, yj, zj) = (lanes(&slots.x, sj), lanes(&slots.y, sj), lanes(&slots.z, sj));
+            let (qj, c6j, c12j) =
+                (lanes(&slots.charge, sj), lanes(&slots.sqrt_c6, sj), lanes(&slots.sqrt_c12, sj));
+            let mut fj = [[0.0f32; J_CLUSTER]; 3];
+            // One row of the entry: i atom `a` against the eight j atoms, as eight lanes.
+            let mut row = |a: usize, fi: &mut [[f32; J_CLUSTER]; 3]| {
+                for b in 0..J_CLUSTER {
+                    let dx = xi[a] - xj[b];
+                    let dy = yi[a] - yj[b];
+                    let dz = zi[a] - zj[b];
+                    let r2 = dx * dx + dy * dy + dz * dz;
+                    let inside = ((mask & BIT[a][b]) != 0) & (r2 < k.cutoff2);
+                    // Outside lanes compute on a harmless distance and contribute zero.
+                    let r2 = if inside { r2 } else { 1.0 };
+                    let rinv = 1.0 / r2.sqrt();
+                    let rinv2 = rinv * rinv;
+                    let rinv6 = rinv2 * rinv2 * rinv2;
+                    // 6 C6 and 12 C12: the slots hold √(6 C6) and √(12 C12).
+                    let c6 = c6i[a] * c6j[b];
+                    let c12 = c12i[a] * c12j[b];
+                    let qq = qi[a] * qj[b];
+                    let f = ((c12 * rinv6 - c6) * rinv6 + qq * (rinv - 2.0 * k.k_rf * r2)) * rinv2;
+                    let f = if inside { f } else { 0.0 };
+                    fi[0][b] += f * dx;
+                    fi[1][b] += f * dy;
+                    fi[2][b] += f * dz;
+                    fj[0][b] -= f * dx;
+                    fj[1][b] -= f * dy;
+                    fj[2][b] -= f * dz;
+                    if ENERGY {
+                        let v = (c12 * (1.0 / 12.0) * rinv6 - c6 * (1.0 / 6.0)) * rinv6
+                            + qq * (rinv + k.k_rf * r2 - k.c_rf);
+                        vsum[b] += if inside { v } else { 0.0 };
+                    }
+                }
+            };
+            // Unrolled, so that the accumulators stay in registers.
+            let [f0, f1, f2, f3] = &mut fi;
+            row(0, f0);
+            row(1, f1);
+            row(2, f2);
+            row(3, f3);
+            let j = sj - lower;
+            for (dst, add) in
+                [&mut fx[j..j + J_CLUSTER], &mut fy[j..j + J_CLUSTER], &mut fz[j..j + J_CLUSTER]]
+                    .into_iter()
+                    .zip(&fj)
+            {
+                for (d, a) in dst.iter_mut().zip(add) {
+                    *d += a;
+                }
+            }
+        }
+        let i = si - lower;
+        for (a, f) in fi.iter().enumerate() {
+            fx[i + a] += f[0].iter().fold(0.0, |s, v| s + v);
+            fy[i + a] += f[1].iter().fold(0.0, |s, v| s + v);
+            fz[i + a] += f[2].iter().fold(0.0, |s, v| s + v);
+        }
+        if ENERGY {
+            energy += vsum.iter().fold(0.0f64, |s, &v| s + v as f64);
+        }
+    }
+    energy
+}
+
+#[cfg(test)]
+mod tests;

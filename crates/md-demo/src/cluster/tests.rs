@@ -1,0 +1,162 @@
+use super::*;
+use crate::Structure;
+use crate::types::TypeTable;
+
+fn water(replicate: [usize; 3]) -> (Structure, Topology) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data");
+    let s = Structure::read_gro(std::path::Path::new(&format!("{dir}/spc216.gro")))
+        .expect("spc216")
+        .replicate(replicate)
+        .expect("replicable");
+    let topology = Topology::new(&s, &TypeTable::builtin(), "spc216.gro").expect("SPC names");
+    (s, topology)
+}
+
+/// Every pair once, in double precision: forces and energy.
+fn brute_force(x: &[RVec], topology: &Topology, field: &ForceField, zones: &[Zone]) -> (Vec<[f64; 3]>, f64) {
+    let mut forces = vec![[0.0f64; 3]; x.len()];
+    let mut energy = 0.0;
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            if topology.excluded(i as u32, j as u32) || !zones[i].pairs_with(zones[j]) {
+                continue;
+            }
+            let r: [f64; 3] = std::array::from_fn(|d| x[i][d] as f64 - x[j][d] as f64);
+            let r2 = r.iter().map(|c| c * c).sum::<f64>();
+            if r2 < field.cutoff * field.cutoff {
+                let (f, v) = field.pair(&topology.params[i], &topology.params[j], r2);
+                for d in 0..3 {
+                    forces[i][d] += f * r[d];
+                    forces[j][d] -= f * r[d];
+                }
+                energy += v;
+            }
+        }
+    }
+    (forces, energy)
+}
+
+fn ids(n: usize) -> Vec<u32> {
+    (0..n as u32).collect()
+}
+
+fn home(n: usize) -> Vec<Zone> {
+    vec![Zone::HOME; n]
+}
+
+/// Zones of every kind, varied along the atoms.
+fn mixed_zones(n: usize) -> Vec<Zone> {
+    (0..n).map(|i| Zone::from_bits(if i % 3 == 0 { 0 } else { (i * 37 % 64) as u8 })).collect()
+}
+
+/// Largest deviation relative to the largest force.
+fn worst(want: &[[f64; 3]], got: &[RVec]) -> f64 {
+    let largest = want.iter().flatten().fold(0f64, |m, v| m.max(v.abs()));
+    want.iter()
+        .zip(got)
+        .flat_map(|(w, g)| (0..3).map(move |d| (w[d] - g[d] as f64).abs()))
+        .fold(0.0, f64::max)
+        / largest
+}
+
+#[test]
+fn forces_and_energy_match_a_double_precision_sum_over_every_pair() {
+    let (s, topology) = water([1, 1, 1]);
+    let field = ForceField::new(0.8);
+    let zones = mixed_zones(s.len());
+    for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()) {
+        let mut list =
+            PairList::build(&s.positions, &ids(s.len()), &zones, &topology, &field, 0.9, isa).expect("valid");
+        let mut forces = Vec::new();
+        let energy = list.forces_and_energy(&s.positions, &mut forces).expect("same atoms");
+        let (want, want_energy) = brute_force(&s.positions, &topology, &field, &zones);
+        assert!(worst(&want, &forces) < 2e-5, "{isa}: forces off by {:e}", worst(&want, &forces));
+        assert!(
+            (energy - want_energy).abs() < 1e-5 * want_energy.abs(),
+            "{isa}: energy {energy} vs {want_energy}"
+        );
+    }
+}
+
+#[test]
+fn a_list_built_with_a_buffer_stays_right_while_atoms_move_less_than_it() {
+    let (s, topology) = water([2, 1, 1]);
+    let field = ForceField::new(0.7);
+    let mut list =
+        PairList::build(&s.positions, &ids(s.len()), &home(s.len()), &topology, &field, 0.8, Isa::detect())
+            .expect("valid");
+    // Every atom moves up to 0.04 nm (less than half the 0.1 nm buffer), in varied directions.
+    let moved: Vec<RVec> = s
+        .positions
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let t = i as f32 * 0.7;
+            [x[0] + 0.04 * t.sin(), x[1] + 0.04 * t.cos() * 0.6, x[2] - 0.04 * (t * 1.3).sin() * 0.8]
+        })
+        .collect();
+    let mut forces = Vec::new();
+    list.forces(&moved, &mut forces).expect("same atoms");
+    let (want, _) = brute_force(&moved, &topology, &field, &home(s.len()));
+    assert!(worst(&want, &forces) < 2e-5, "forces off by {:e}", worst(&want, &forces));
+}
+
+#[test]
+fn forces_are_the_same_bits_for_any_thread_count() {
+    let (s, topology) = water([2, 2, 1]);
+    let field = ForceField::new(0.9);
+    let zones = mixed_zones(s.len());
+    let run = |threads: usize, isa: Isa| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        pool.install(|| {
+            let mut list = PairList::build(&s.positions, &ids(s.len()), &zones, &topology, &field, 1.0, isa)
+                .expect("valid");
+            let mut forces = Vec::new();
+            let energy = list.forces_and_energy(&s.positions, &mut forces).expect("same atoms");
+            (forces.iter().flatten().map(|f| f.to_bits()).collect::<Vec<u32>>(), energy.to_bits())
+        })
+    };
+    for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()) {
+        let reference = run(1, isa);
+        assert!(reference.0.len() == 3 * s.len());
+        for threads in [2, 3] {
+            assert!(run(threads, isa) == reference, "{threads} threads, {isa}: different bits");
+        }
+    }
+}
+
+#[test]
+fn tiny_and_empty_systems_work_and_bad_input_is_refused() {
+    let (s, topology) = water([1, 1, 1]);
+    let field = ForceField::new(0.8);
+    for n in [0usize, 1, 2, 3, 5, 9, 17] {
+        let x = &s.positions[..n];
+        let mut list =
+            PairList::build(x, &ids(n), &home(n), &topology, &field, 0.8, Isa::detect()).expect("valid");
+        let mut forces = vec![[9.0; 3]; 2];
+        list.forces(x, &mut forces).expect("same atoms");
+        let (want, _) = brute_force(x, &topology, &field, &home(n));
+        assert_eq!(forces.len(), n);
+        for (w, g) in want.iter().zip(&forces) {
+            for d in 0..3 {
+                assert!(
+                    (w[d] - g[d] as f64).abs() <= 1e-4 * w[d].abs().max(1.0),
+                    "{n} atoms: {w:?} vs {g:?}"
+                );
+            }
+        }
+    }
+    let x = &s.positions[..10];
+    let refused = PairList::build(x, &ids(10), &home(10), &topology, &field, 0.7, Isa::Baseline);
+    assert!(matches!(refused, Err(Error::Config(m)) if m.contains("below the cutoff")));
+    let mut list =
+        PairList::build(x, &ids(10), &home(10), &topology, &field, 0.8, Isa::Baseline).expect("valid");
+    let stale = list.forces(&s.positions[..11], &mut Vec::new());
+    assert!(matches!(stale, Err(Error::Config(m)) if m.contains("rebuild")));
+    let mut bad = x.to_vec();
+    bad[3][1] = f32::NAN;
+    let refused = PairList::build(&bad, &ids(10), &home(10), &topology, &field, 0.8, Isa::Baseline);
+    assert!(matches!(refused, Err(Error::Config(m)) if m.contains("local atom 3")));
+    let refused = PairList::build(x, &ids(10), &home(9), &topology, &field, 0.8, Isa::Baseline);
+    assert!(matches!(refused, Err(Error::Config(m)) if m.contains("9 zones")));
+}
