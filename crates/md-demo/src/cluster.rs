@@ -310,6 +310,14 @@ impl PairList {
             (0..n_slots / J_CLUSTER).map(|c| bounds(c * J_CLUSTER, J_CLUSTER)).collect();
         let zone: Vec<u8> =
             atom_of_slot.iter().map(|&a| zones.get(a as usize).map_or(0, |z| z.bits())).collect();
+        let summaries = |size: usize| -> Vec<Summary> {
+            (0..n_slots / size)
+                .map(|c| {
+                    let slots = c * size..(c + 1) * size;
+                    Summary::of(&atom_of_slot[slots.clone()], &molecule[slots.clone()], &zone[slots])
+                })
+                .collect()
+        };
         let search = Search {
             columns: &columns,
             i_bounds: &i_bounds,
@@ -321,6 +329,8 @@ impl PairList {
             // Rounding of the box distances must never drop a pair within rlist.
             bounds_rlist2: ((rlist * (1.0 + 1e-5) + 1e-6).powi(2)) as f32,
             zone: &zone,
+            i_summary: summaries(I_CLUSTER),
+            j_summary: summaries(J_CLUSTER),
         };
         let n_i = n_slots / I_CLUSTER;
         let chunks: Vec<Chunk> = (0..n_i.div_ceil(CHUNK_CLUSTERS))
@@ -467,12 +477,19 @@ impl PairList {
     }
 }
 
-/// Copies the coordinates into slot order (padding keeps what it has: its mask bits are
-/// clear).
+/// Where padding in `slot` sits: far from every atom and from all other padding, so that
+/// the pair search finds nothing near it (the kernel ignores it by its mask bits).
+fn far(slot: usize) -> f32 {
+    1e9 + 1e6 * slot as f32
+}
+
+/// Copies the coordinates into slot order; padding keeps its place [far] away.
 fn gather(atom_of_slot: &[u32], positions: &[RVec], slots: &mut Slots) {
     let n = atom_of_slot.len();
-    for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
-        v.resize(n, 0.0);
+    if slots.x.len() != n {
+        for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
+            *v = (0..n).map(far).collect();
+        }
     }
     for (((&atom, x), y), z) in atom_of_slot.iter().zip(&mut slots.x).zip(&mut slots.y).zip(&mut slots.z) {
         if let Some(p) = positions.get(atom as usize) {
@@ -582,6 +599,34 @@ struct Search<'a> {
     bounds_rlist2: f32,
     /// Zone bits in slot order.
     zone: &'a [u8],
+    /// Per i-cluster and per j-cluster: what the fast path of [`Search::mask`] needs.
+    i_summary: Vec<Summary>,
+    j_summary: Vec<Summary>,
+}
+
+/// What decides, for most entries, that every pair of real atoms interacts.
+#[derive(Clone, Copy, Debug, Default)]
+struct Summary {
+    /// One bit per molecule hash: two clusters with no common bit share no molecule.
+    molecules: u64,
+    /// The OR of the atoms' zone bits.
+    zones: u8,
+    /// Bit `k` set when slot `k` of the cluster holds an atom.
+    real: u8,
+}
+
+impl Summary {
+    fn of(atoms: &[u32], molecules: &[u32], zones: &[u8]) -> Summary {
+        let mut summary = Summary::default();
+        for (k, ((&atom, &molecule), &zone)) in atoms.iter().zip(molecules).zip(zones).enumerate() {
+            if atom != PADDING {
+                summary.molecules |= 1 << (molecule.wrapping_mul(0x9E37_79B1) >> 26);
+                summary.zones |= zone;
+                summary.real |= 1 << k;
+            }
+        }
+        summary
+    }
 }
 
 impl Search<'_> {
@@ -655,8 +700,34 @@ impl Search<'_> {
     /// The interacting pairs of an entry; zero when none of them is within `rlist`.
     #[inline(always)]
     fn mask(&self, ci: usize, cj: usize) -> u32 {
+        let (si, sj) = (ci * I_CLUSTER, cj * J_CLUSTER);
+        let (is, js) = (self.i_summary[ci], self.j_summary[cj]);
+        if sj >= si + I_CLUSTER && is.molecules & js.molecules == 0 && Zone::pair_bits(is.zones, js.zones) {
+            // Every pair of real atoms interacts: no common molecule, the zones agree, and
+            // every j slot lies above every i slot. Padding sits far away (see `gather`).
+            let lanes =
+                |v: &[f32]| -> [f32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
+            let quad =
+                |v: &[f32]| -> [f32; I_CLUSTER] { v[si..si + I_CLUSTER].try_into().expect("an i-cluster") };
+            let (xj, yj, zj) = (lanes(&self.slots.x), lanes(&self.slots.y), lanes(&self.slots.z));
+            let (xi, yi, zi) = (quad(&self.slots.x), quad(&self.slots.y), quad(&self.slots.z));
+            let mut closest = [f32::INFINITY; J_CLUSTER];
+            for a in 0..I_CLUSTER {
+                for b in 0..J_CLUSTER {
+                    let (dx, dy, dz) = (xi[a] - xj[b], yi[a] - yj[b], zi[a] - zj[b]);
+                    let r2 = dx * dx + dy * dy + dz * dz;
+                    closest[b] = if r2 < closest[b] { r2 } else { closest[b] };
+                }
+            }
+            let closest = closest.iter().fold(f32::INFINITY, |m, &r2| if r2 < m { r2 } else { m });
+            if closest >= self.rlist2 {
+                return 0;
+            }
+            let rows =
+                (0..I_CLUSTER).filter(|a| is.real & (1 << a) != 0).fold(0u32, |m, a| m | 0xFF << (8 * a));
+            return rows & (u32::from(js.real) * 0x0101_0101);
+        }
         let (mut mask, mut near) = (0u32, 0u32);
-        let sj = cj * J_CLUSTER;
         let lanes =
             |v: &[u32]| -> [u32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
         let coordinate =
