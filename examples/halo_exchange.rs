@@ -20,8 +20,12 @@
 //! the program, which migrates with the atoms); every `nstlist` steps the atoms are
 //! repartitioned and the pair list is built again (with the same buffer as the halo). With `--verify`, the halo is checked against a brute-force search after
 //! every repartition, the forces and the virial against a serial computation at the last
-//! step, and the final positions against a serial replay of the motion. The last line for
-//! each path is
+//! step, and the final positions against a serial replay of the motion.
+//!
+//! Per path it prints the median per step of each phase under GROMACS's names (Comm. coord.,
+//! Force, Wait + Comm. F with the wait for the slowest PE apart, Neighbor search), the same
+//! as `phases path=<p> comm_coord_us=<t> force_us=<t> wait_us=<t> comm_f_us=<t> search_us=<t>
+//! step_us=<t> kernel=<isa>` for scripts, and last
 //! `summary path=<p> atoms=<n> pes=<k> steps=<s> move_x_us=<t> move_f_us=<t> verified=<yes|no|off>`.
 
 use std::path::PathBuf;
@@ -287,9 +291,11 @@ fn run_path(
     if options.verify {
         halo_checks = verify::check_halo(&halo, &structure.positions).map(|()| String::new());
     }
-    let (mut move_x, mut move_f, mut force, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut move_x, mut move_f, mut force) = (Vec::new(), Vec::new(), Vec::new());
     let mut search = std::time::Duration::ZERO;
+    let mut wait = Vec::new();
     let mut list: Option<PairList> = None;
+    let mut list_isa = None;
     let mut forces = Vec::new();
     let mut fingerprints = Vec::new();
     for step in 0..options.steps {
@@ -313,7 +319,9 @@ fn run_path(
         if options.kernel == Kernel::Cluster && list.is_none() {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
-            list = Some(PairList::for_domain(&halo, topology, field)?);
+            let built = PairList::for_domain(&halo, topology, field)?;
+            list_isa = Some(built.isa());
+            list = Some(built);
             force_start = Instant::now();
             search += force_start - moved_x;
         }
@@ -323,10 +331,14 @@ fn run_path(
         }
         let computed = Instant::now();
         let coordinates_print = verify::fingerprint(halo.coordinates());
+        // The wait for the slowest PE, which GROMACS counts in Wait + Comm. F; timed apart,
+        // so that move_f measures communication alone.
+        let fingerprinted = Instant::now();
         rt.barrier();
         let before_f = Instant::now();
         let shift_forces = halo.move_f(&mut forces)?;
         let moved_f = Instant::now();
+        wait.push(before_f - fingerprinted);
         fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()])));
         if options.verify && step + 1 == options.steps {
             let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, topology, field)?;
@@ -350,7 +362,6 @@ fn run_path(
         move_x.push(moved_x - start);
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);
-        total.push((moved_x - start) + (computed - force_start) + (moved_f - before_f));
     }
     if options.verify {
         let repartitions = (options.steps - 1) / options.nstlist;
@@ -379,24 +390,33 @@ fn run_path(
         median_us(&mut move_x),
         median_us(&mut move_f),
         median_us(&mut force),
-        median_us(&mut total),
         search_us,
+        median_us(&mut wait),
     ]
     .map(|us| (us * 1000.0) as u64);
     rt.max_u64(&mut medians)?;
-    let [x_us, f_us, force_us, total_us, search_us] = medians.map(|ns| ns as f64 / 1000.0);
+    let [x_us, f_us, force_us, search_us, wait_us] = medians.map(|ns| ns as f64 / 1000.0);
     if me == 0 {
         // GROMACS's names for the phases (its log's cycle accounting), so the two read side
-        // by side: Comm. coord. is move_x, Wait + Comm. F is move_f (timed after a barrier
-        // here, so without the wait for the slowest rank), Force is the force kernel, Neighbor
-        // search the pair-list build.
+        // by side: Comm. coord. is move_x, Wait + Comm. F the wait for the slowest PE plus
+        // move_f, Force the force kernel, Neighbor search the pair-list build (its mean per
+        // step). The step is their sum.
+        let step_us = x_us + search_us + force_us + wait_us + f_us;
         println!(
             "  {}: median per step on the slowest PE: Comm. coord. {x_us:.2} us, Force {:.3} ms, \
-             Wait + Comm. F {f_us:.2} us, Neighbor search {:.3} ms; communication {:.1}% of the step",
+             Wait + Comm. F {:.2} us (wait {wait_us:.2}, move_f {f_us:.2}), Neighbor search {:.3} ms; \
+             communication {:.1}% of the step",
             label(path),
             force_us / 1000.0,
+            wait_us + f_us,
             search_us / 1000.0,
-            100.0 * (x_us + f_us) / (total_us + search_us).max(1e-9)
+            100.0 * (x_us + f_us) / step_us.max(1e-9)
+        );
+        println!(
+            "phases path={} comm_coord_us={x_us:.2} force_us={force_us:.2} wait_us={wait_us:.2} \
+             comm_f_us={f_us:.2} search_us={search_us:.2} step_us={step_us:.2} kernel={}",
+            label(path),
+            list_isa.map_or("reference".to_string(), |isa| isa.to_string().replace(' ', "-"))
         );
     }
     Ok(Outcome {
