@@ -213,14 +213,9 @@ pub fn markdown(configurations: &[(Run, usize)]) -> String {
             } else {
                 " | | ".to_string()
             };
-            let _ = writeln!(
-                s,
-                "| {head} | {name} | {} | {} | {} | {:.2}x |",
-                us(*gv),
-                us(*ov),
-                us(*mv),
-                ov / gv
-            );
+            // GROMACS's force return alone is an estimate and may come out at zero.
+            let ratio = if *gv > 0.0 { format!("{:.2}x", ov / gv) } else { "–".to_string() };
+            let _ = writeln!(s, "| {head} | {name} | {} | {} | {} | {ratio} |", us(*gv), us(*ov), us(*mv));
         }
         let _ = writeln!(
             s,
@@ -258,10 +253,13 @@ pub fn markdown(configurations: &[(Run, usize)]) -> String {
     s
 }
 
+/// One configuration's bars: its label and the GROMACS, one-sided and MPI values.
+type Bars = (String, [f64; 3]);
+
 /// Bars per configuration: halo communication (coordinates out plus forces back, without the
 /// wait) and, where measured, the PME redistribution, for GROMACS, one-sided and MPI.
 pub fn svg(configurations: &[(Run, usize)]) -> String {
-    let panels: Vec<(&str, Vec<(String, [f64; 3])>)> = vec![
+    let panels: Vec<(&str, Vec<Bars>)> = vec![
         (
             "Halo: Comm. coord. + Comm. F per step (wait excluded)",
             configurations
