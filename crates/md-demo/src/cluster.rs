@@ -25,7 +25,7 @@ use md_halo::{HaloExchange, RVec, Zone};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::force::{ForceField, ONE_4PI_EPS0, Topology};
+use crate::force::{ForceField, ONE_4PI_EPS0, Topology, bucket};
 
 /// Atoms per i-cluster.
 pub const I_CLUSTER: usize = 4;
@@ -120,6 +120,16 @@ impl Bounds {
             *lower = lower.min(c);
             *upper = upper.max(c);
         }
+    }
+
+    /// The box around all of `boxes`.
+    fn union(boxes: &[Bounds]) -> Bounds {
+        let mut all = Bounds::EMPTY;
+        for b in boxes.iter().filter(|b| !b.is_empty()) {
+            all.add(b.lower);
+            all.add(b.upper);
+        }
+        all
     }
 
     fn is_empty(&self) -> bool {
@@ -306,8 +316,8 @@ impl PairList {
         };
         let i_bounds: Vec<Bounds> =
             (0..n_slots / I_CLUSTER).map(|c| bounds(c * I_CLUSTER, I_CLUSTER)).collect();
-        let j_bounds: Vec<Bounds> =
-            (0..n_slots / J_CLUSTER).map(|c| bounds(c * J_CLUSTER, J_CLUSTER)).collect();
+        // A j-cluster is two consecutive i-clusters.
+        let j_bounds: Vec<Bounds> = i_bounds.chunks(J_CLUSTER / I_CLUSTER).map(Bounds::union).collect();
         let zone: Vec<u8> =
             atom_of_slot.iter().map(|&a| zones.get(a as usize).map_or(0, |z| z.bits())).collect();
         let summaries = |size: usize| -> Vec<Summary> {
@@ -559,15 +569,13 @@ impl Columns {
                 i * self.dims[1] + j
             })
             .collect();
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); n_columns];
-        for (atom, &c) in column.iter().enumerate() {
-            members[c].push(atom as u32);
-        }
+        let (mut members, start) = bucket(&column, n_columns);
         self.first = Vec::with_capacity(n_columns + 1);
         self.atoms = Vec::with_capacity(n_columns);
         self.bounds = Vec::with_capacity(n_columns);
         let mut atom_of_slot = Vec::with_capacity(positions.len() + n_columns * J_CLUSTER);
-        for list in &mut members {
+        for c in 0..n_columns {
+            let list = &mut members[start[c]..start[c + 1]];
             list.sort_by(|&a, &b| {
                 positions[a as usize][2].total_cmp(&positions[b as usize][2]).then(a.cmp(&b))
             });
@@ -637,6 +645,7 @@ impl Search<'_> {
             Chunk { lower: (range.start * I_CLUSTER) / J_CLUSTER * J_CLUSTER, ..Chunk::default() };
         let mut upper = (range.end * I_CLUSTER).min(n_slots);
         let columns = self.columns;
+        let reach = self.bounds_rlist2.sqrt();
         for ci in range {
             let ib = &self.i_bounds[ci];
             if ib.is_empty() {
@@ -644,7 +653,6 @@ impl Search<'_> {
             }
             let first_entry = chunk.j_clusters.len();
             let own_column = columns.first.partition_point(|&f| f <= ci * I_CLUSTER) - 1;
-            let reach = self.bounds_rlist2.sqrt();
             let span = |d: usize| {
                 let lo =
                     ((ib.lower[d] - reach - columns.lower[d]) / columns.width[d]).floor().max(0.0) as usize;
@@ -705,12 +713,10 @@ impl Search<'_> {
         if sj >= si + I_CLUSTER && is.molecules & js.molecules == 0 && Zone::pair_bits(is.zones, js.zones) {
             // Every pair of real atoms interacts: no common molecule, the zones agree, and
             // every j slot lies above every i slot. Padding sits far away (see `gather`).
-            let lanes =
-                |v: &[f32]| -> [f32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
-            let quad =
-                |v: &[f32]| -> [f32; I_CLUSTER] { v[si..si + I_CLUSTER].try_into().expect("an i-cluster") };
-            let (xj, yj, zj) = (lanes(&self.slots.x), lanes(&self.slots.y), lanes(&self.slots.z));
-            let (xi, yi, zi) = (quad(&self.slots.x), quad(&self.slots.y), quad(&self.slots.z));
+            let [xj, yj, zj]: [[f32; J_CLUSTER]; 3] =
+                [&self.slots.x, &self.slots.y, &self.slots.z].map(|v| cluster(v, sj));
+            let [xi, yi, zi]: [[f32; I_CLUSTER]; 3] =
+                [&self.slots.x, &self.slots.y, &self.slots.z].map(|v| cluster(v, si));
             let mut closest = [f32::INFINITY; J_CLUSTER];
             for a in 0..I_CLUSTER {
                 for b in 0..J_CLUSTER {
@@ -728,13 +734,11 @@ impl Search<'_> {
             return rows & (u32::from(js.real) * 0x0101_0101);
         }
         let (mut mask, mut near) = (0u32, 0u32);
-        let lanes =
-            |v: &[u32]| -> [u32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
-        let coordinate =
-            |v: &[f32]| -> [f32; J_CLUSTER] { v[sj..sj + J_CLUSTER].try_into().expect("a j-cluster") };
-        let (molecule_j, atom_j) = (lanes(self.molecule), lanes(self.atom_of_slot));
-        let zone_j: [u8; J_CLUSTER] = self.zone[sj..sj + J_CLUSTER].try_into().expect("a j-cluster");
-        let (xj, yj, zj) = (coordinate(&self.slots.x), coordinate(&self.slots.y), coordinate(&self.slots.z));
+        let (molecule_j, atom_j): ([u32; J_CLUSTER], [u32; J_CLUSTER]) =
+            (cluster(self.molecule, sj), cluster(self.atom_of_slot, sj));
+        let zone_j: [u8; J_CLUSTER] = cluster(self.zone, sj);
+        let [xj, yj, zj]: [[f32; J_CLUSTER]; 3] =
+            [&self.slots.x, &self.slots.y, &self.slots.z].map(|v| cluster(v, sj));
         for a in 0..I_CLUSTER {
             let si = ci * I_CLUSTER + a;
             let (xi, yi, zi, molecule_i) =
@@ -766,6 +770,13 @@ impl Search<'_> {
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
 unsafe fn search_avx512(search: &Search<'_>, range: std::ops::Range<usize>, n_slots: usize) -> Chunk {
     search.chunk(range, n_slots)
+}
+
+/// The `N` values of `v` from `first` on: a cluster's slots as one array, so that loops over
+/// it vectorise without bounds checks.
+#[inline(always)]
+fn cluster<T: Copy, const N: usize>(v: &[T], first: usize) -> [T; N] {
+    v[first..first + N].try_into().expect("a cluster lies within the slots")
 }
 
 /// Lane `b` of `lanes` as bit `b`.
@@ -804,24 +815,21 @@ fn chunk_kernel<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constan
     let (fy, fz) = rest.split_at_mut(span);
     let lower = chunk.lower;
     let mut energy = 0.0f64;
-    let lanes = |v: &[f32], slot: usize| -> [f32; J_CLUSTER] {
-        v[slot..slot + J_CLUSTER].try_into().expect("a j-cluster is J_CLUSTER slots")
-    };
-    let quad = |v: &[f32], slot: usize| -> [f32; I_CLUSTER] {
-        v[slot..slot + I_CLUSTER].try_into().expect("an i-cluster is I_CLUSTER slots")
-    };
     for (e, &ci) in chunk.i_clusters.iter().enumerate() {
         let si = ci as usize * I_CLUSTER;
-        let (xi, yi, zi) = (quad(&slots.x, si), quad(&slots.y, si), quad(&slots.z, si));
-        let (qi, c6i, c12i) = (quad(&slots.charge, si), quad(&slots.sqrt_c6, si), quad(&slots.sqrt_c12, si));
+        let (xi, yi, zi): ([f32; I_CLUSTER], [f32; I_CLUSTER], [f32; I_CLUSTER]) =
+            (cluster(&slots.x, si), cluster(&slots.y, si), cluster(&slots.z, si));
+        let (qi, c6i, c12i): ([f32; I_CLUSTER], [f32; I_CLUSTER], [f32; I_CLUSTER]) =
+            (cluster(&slots.charge, si), cluster(&slots.sqrt_c6, si), cluster(&slots.sqrt_c12, si));
         let mut fi = [[[0.0f32; J_CLUSTER]; 3]; I_CLUSTER];
         let mut vsum = [0.0f32; J_CLUSTER];
         let entries = chunk.starts[e] as usize..chunk.starts[e + 1] as usize;
         for (&cj, &mask) in chunk.j_clusters[entries.clone()].iter().zip(&chunk.masks[entries]) {
             let sj = cj as usize * J_CLUSTER;
-            let (xj, yj, zj) = (lanes(&slots.x, sj), lanes(&slots.y, sj), lanes(&slots.z, sj));
-            let (qj, c6j, c12j) =
-                (lanes(&slots.charge, sj), lanes(&slots.sqrt_c6, sj), lanes(&slots.sqrt_c12, sj));
+            let (xj, yj, zj): ([f32; J_CLUSTER], [f32; J_CLUSTER], [f32; J_CLUSTER]) =
+                (cluster(&slots.x, sj), cluster(&slots.y, sj), cluster(&slots.z, sj));
+            let (qj, c6j, c12j): ([f32; J_CLUSTER], [f32; J_CLUSTER], [f32; J_CLUSTER]) =
+                (cluster(&slots.charge, sj), cluster(&slots.sqrt_c6, sj), cluster(&slots.sqrt_c12, sj));
             let mut fj = [[0.0f32; J_CLUSTER]; 3];
             // One row of the entry: i atom `a` against the eight j atoms, as eight lanes.
             let mut row = |a: usize, fi: &mut [[f32; J_CLUSTER]; 3]| {

@@ -156,7 +156,7 @@ impl Cells {
 
 /// Items `0..index.len()` grouped by `index` (a counting sort): the items, and where each
 /// group starts.
-fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
+pub(crate) fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
     let mut start = vec![0usize; groups + 1];
     for &c in index {
         start[c + 1] += 1;
