@@ -148,6 +148,19 @@ impl PmeGrid {
         self.box_vectors
     }
 
+    /// The reciprocal box (GROMACS's `recipbox`): `recip[e][d]` is ∂s_d/∂x_e, the change of
+    /// fractional coordinate `d` with Cartesian coordinate `e`; a wave vector of integers `m`
+    /// is the Cartesian vector `Σ_d m_d recip[e][d]`.
+    pub fn reciprocal_box(&self) -> [[f64; 3]; 3] {
+        self.recip
+    }
+
+    /// The box volume in nm³.
+    pub fn volume(&self) -> f64 {
+        let b = &self.box_vectors;
+        b[0][0] as f64 * b[1][1] as f64 * b[2][2] as f64
+    }
+
     /// The number of PME ranks.
     pub fn ranks(&self) -> usize {
         self.pes.len()

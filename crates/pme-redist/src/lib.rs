@@ -10,18 +10,31 @@
 //!   every repartition) and the per-step [`redistribute`](Redistribution::redistribute) and
 //!   [`return_forces`](Redistribution::return_forces) on a [`RedistPath`];
 //! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab, the overlap
-//!   exchange between slabs, the force gather; and their serial references.
+//!   exchange between slabs, the force gather; and their serial references;
+//! - [`SlabFft`]: the distributed real-to-complex 3-D FFT of the grid, slabs along x in real
+//!   space and along y in reciprocal space, its transposes on the library's all-to-all;
+//! - [`Reciprocal`]: smooth PME's solve (B-spline moduli, influence function, energy), with
+//!   [`ewald_coefficient`] from GROMACS's `ewald-rtol`;
+//! - [`Pme`]: a whole mesh step (spread, FFT, solve, FFT, gather) timed per phase;
+//! - [`reference`]: the direct Ewald sum and serial PME it is checked against.
 #![deny(missing_docs)]
 
 mod error;
+mod fft;
 mod grid;
+mod pme;
 mod redist;
+pub mod reference;
+mod solve;
 pub mod spline;
 mod spread;
 
 pub use error::{Error, Result};
+pub use fft::{Complex32, SlabFft};
 pub use grid::PmeGrid;
+pub use pme::{MeshStep, Pme, PmeTimes};
 pub use redist::{Particle, RedistPath, Redistribution};
+pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
 pub use spread::{SlabGrid, serial_gather, serial_spread};
 
 /// A position, force or box vector: x, y and z, in nm (positions, box vectors) or

@@ -154,6 +154,16 @@ impl<'rt> SlabGrid<'rt> {
         &self.data[OVERLAP * self.plane_len()..]
     }
 
+    /// This rank's slab, to overwrite (with the convolved grid, say) before
+    /// [`collective_return_overlap`](Self::collective_return_overlap) and the gather.
+    pub fn slab_mut(&mut self) -> &mut [f32] {
+        if self.rank.is_none() {
+            return &mut [];
+        }
+        let start = OVERLAP * self.plane_len();
+        &mut self.data[start..]
+    }
+
     /// The x planes of the slab.
     pub fn planes(&self) -> (usize, usize) {
         (self.lo, self.hi)

@@ -1,0 +1,184 @@
+//! A whole PME mesh step on the PME ranks: spread, distributed FFT, solve, backward FFT,
+//! gather, with the time of each phase under the names of GROMACS's cycle accounting.
+
+use std::time::{Duration, Instant};
+
+use mpi::traits::CommunicatorCollectives;
+use onesided::{AlltoallPath, ExchangePath, PeGroup};
+
+use crate::RVec;
+use crate::error::{Error, Result};
+use crate::fft::SlabFft;
+use crate::grid::PmeGrid;
+use crate::redist::Particle;
+use crate::solve::Reciprocal;
+use crate::spread::SlabGrid;
+
+/// Time spent per phase since the [`Pme`] was made (or [`reset`](PmeTimes::reset)), under
+/// the names of GROMACS's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PmeTimes {
+    /// `PME spread`: the charges onto the slab, and the overlap planes to the slab below.
+    pub spread: Duration,
+    /// `PME 3D-FFT`: the 1-D transforms and the packing around the transposes, both ways.
+    pub fft: Duration,
+    /// `PME 3D-FFT Comm.`: the transposes (all-to-all), both ways.
+    pub fft_comm: Duration,
+    /// `PME solve Elec`: energy and convolution.
+    pub solve: Duration,
+    /// `PME gather`: the overlap planes back from the slab below, and the forces.
+    pub gather: Duration,
+    /// Steps timed.
+    pub steps: u64,
+}
+
+impl PmeTimes {
+    /// Starts again from zero.
+    pub fn reset(&mut self) {
+        *self = PmeTimes::default();
+    }
+
+    /// `(GROMACS's name, time)` of each phase, in step order.
+    pub fn phases(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("PME spread", self.spread),
+            ("PME 3D-FFT", self.fft),
+            ("PME 3D-FFT Comm.", self.fft_comm),
+            ("PME solve Elec", self.solve),
+            ("PME gather", self.gather),
+        ]
+    }
+}
+
+/// The result of a mesh step on one PE.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MeshStep {
+    /// This PME rank's share of the reciprocal energy, kJ mol⁻¹ (zero on other PEs): the
+    /// shares sum to the energy ([`Pme::collective_energy`]).
+    pub energy: f64,
+    /// The reciprocal force on each particle given, in their order, kJ mol⁻¹ nm⁻¹.
+    pub forces: Vec<RVec>,
+}
+
+/// Smooth PME's mesh part over the PME ranks of a [`PmeGrid`].
+pub struct Pme<'g, 'rt> {
+    group: &'g PeGroup<'rt>,
+    slab: SlabGrid<'rt>,
+    fft: SlabFft<'g, 'rt>,
+    solver: Option<Reciprocal>,
+    times: PmeTimes,
+}
+
+impl<'g, 'rt> Pme<'g, 'rt> {
+    /// The mesh part of PME on `grid` with Ewald coefficient `beta` (nm⁻¹; see
+    /// [`ewald_coefficient`](crate::ewald_coefficient)), over `group`, which must hold the
+    /// grid's PME ranks in slab order. The overlap planes between slabs travel over
+    /// `overlap_path`, the FFT's transposes over `fft_path`.
+    ///
+    /// # Collective
+    /// Every PE of the job must call it with the same arguments.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a `beta` that is not positive, a group that is not the grid's
+    /// PME ranks, or a path the group cannot use; [`Error::Comm`] when the symmetric heap is
+    /// too small.
+    pub fn collective_new(
+        group: &'g PeGroup<'rt>,
+        grid: &PmeGrid,
+        beta: f64,
+        overlap_path: ExchangePath,
+        fft_path: AlltoallPath,
+    ) -> Result<Self> {
+        let rt = group.runtime();
+        let slab = SlabGrid::collective_new(rt, grid, overlap_path)?;
+        let fft = SlabFft::collective_new(group, grid, fft_path)?;
+        // Every PE checks beta, so that a bad one is an error everywhere.
+        let lines = fft.spectrum_lines();
+        let solver = Reciprocal::new(grid, beta, lines)?;
+        let solver = group.my_rank().map(|_| solver);
+        Ok(Pme { group, slab, fft, solver, times: PmeTimes::default() })
+    }
+
+    /// The time per phase so far.
+    pub fn times(&self) -> &PmeTimes {
+        &self.times
+    }
+
+    /// The time per phase, to reset between warm-up and measurement.
+    pub fn times_mut(&mut self) -> &mut PmeTimes {
+        &mut self.times
+    }
+
+    /// The slab grid (after a step, the convolved grid on this rank's planes).
+    pub fn slab_grid(&self) -> &SlabGrid<'rt> {
+        &self.slab
+    }
+
+    /// The FFT.
+    pub fn fft(&self) -> &SlabFft<'g, 'rt> {
+        &self.fft
+    }
+
+    /// One mesh step for `particles`, all the atoms this PME rank received (empty on PEs
+    /// that are not PME ranks): their reciprocal forces and this rank's share of the energy.
+    ///
+    /// # Collective
+    /// Every PE of the job must call it (the overlap exchanges are over all PEs; PEs outside
+    /// the group return at once from the parts that are the group's).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for particles on a PE that is not a PME rank; [`Error::Comm`] when
+    /// communication fails.
+    pub fn collective_step(&mut self, particles: &[Particle]) -> Result<MeshStep> {
+        let is_member = self.group.my_rank().is_some();
+        if !is_member && !particles.is_empty() {
+            return Err(Error::Config(format!(
+                "PE {} is not a PME rank but was given {} particles for the PME mesh",
+                self.group.runtime().my_pe(),
+                particles.len()
+            )));
+        }
+        let start = Instant::now();
+        self.slab.spread(particles);
+        self.slab.collective_reduce_overlap()?;
+        let spread = start.elapsed();
+        let mut step = MeshStep::default();
+        if let Some(solver) = &self.solver {
+            let start = Instant::now();
+            let comm_before = self.fft.transpose_time();
+            self.fft.forward(self.slab.slab())?;
+            let forward = start.elapsed();
+            let start = Instant::now();
+            step.energy = solver.solve(self.fft.spectrum_mut())?;
+            self.times.solve += start.elapsed();
+            let start = Instant::now();
+            self.fft.backward(self.slab.slab_mut())?;
+            let comm = self.fft.transpose_time() - comm_before;
+            self.times.fft += forward + start.elapsed() - comm;
+            self.times.fft_comm += comm;
+        }
+        let start = Instant::now();
+        self.slab.collective_return_overlap()?;
+        step.forces = self.slab.gather(particles);
+        self.times.gather += start.elapsed();
+        self.times.spread += spread;
+        self.times.steps += 1;
+        Ok(step)
+    }
+
+    /// The reciprocal energy: the sum of every PME rank's share, in rank order, so the same
+    /// bits on every PE and every path.
+    ///
+    /// # Collective
+    /// Every PE of the job must call it, each with the share its step returned (zero on PEs
+    /// that are not PME ranks).
+    ///
+    /// # Errors
+    /// Never at present; the result type leaves room for a reduction that can fail.
+    pub fn collective_energy(&self, share: f64) -> Result<f64> {
+        let world = self.group.runtime().world();
+        let mut shares = vec![0.0f64; self.group.runtime().n_pes()];
+        world.all_gather_into(&share, &mut shares[..]);
+        Ok((0..self.group.len()).map(|r| shares[self.group.members()[r]]).sum())
+    }
+}

@@ -1,0 +1,257 @@
+//! The reciprocal-space solve of smooth PME (Essmann et al. 1995, as GROMACS's
+//! `solve_pme_yzx` does it): the Ewald coefficient from a tolerance, the B-spline moduli, the
+//! influence function, the reciprocal energy and the convolution.
+//!
+//! With `X(m)` the forward transform of the charge grid `Q` (a sum with `exp(-2πi m·k/K)`),
+//! the reciprocal energy is
+//!
+//! ```text
+//! E = ½ Σ_{m ≠ 0} η(m) |X(m)|²,   η(m) = f exp(-π² |m|² / β²) / (π V |m|² B(m))
+//! ```
+//!
+//! with `f` the electric conversion factor, `V` the box volume, `m` the reciprocal vector of
+//! the integer wave vector (through the reciprocal box, so also in a triclinic box) and
+//! `B(m)` the product of the B-spline moduli of its three components. Multiplying the
+//! spectrum by `η` and transforming back (unnormalised) gives the convolution of `Q` with the
+//! influence function, whose gradient at each charge, through its spline, is the force on it.
+//!
+//! The influence function depends only on the box and the grid, so it is tabulated once per
+//! rank for its part of the spectrum; a step costs one multiplication and one addition per
+//! complex value.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::fft::Complex32;
+use crate::grid::PmeGrid;
+use crate::spline::{ORDER, weights};
+
+/// GROMACS's electric conversion factor `1 / (4π ε₀)`, kJ mol⁻¹ nm e⁻².
+pub const ONE_4PI_EPS0: f64 = 138.935_458;
+
+/// The Ewald splitting coefficient β (nm⁻¹) at which the real-space term
+/// `erfc(β r) / r` has fallen to `rtol` of its unscreened value at the cutoff: GROMACS's
+/// `calc_ewaldcoeff_q` (`ewald-rtol`, default 1e-5), the same bisection to the same bits.
+///
+/// # Errors
+/// [`Error::Config`] for a cutoff that is not a positive length or a tolerance outside (0, 1).
+pub fn ewald_coefficient(cutoff: f64, rtol: f64) -> Result<f64> {
+    if !(cutoff > 0.0 && cutoff.is_finite()) {
+        return Err(Error::Config(format!(
+            "the Ewald coefficient needs a positive real-space cutoff, got {cutoff} nm"
+        )));
+    }
+    if !(rtol > 0.0 && rtol < 1.0) {
+        return Err(Error::Config(format!(
+            "ewald-rtol must lie strictly between 0 and 1 (GROMACS's default is 1e-5), got {rtol}"
+        )));
+    }
+    let mut beta = 5.0f64;
+    let mut doublings = 0;
+    loop {
+        doublings += 1;
+        beta *= 2.0;
+        if libm::erfc(beta * cutoff) <= rtol {
+            break;
+        }
+    }
+    let (mut low, mut high) = (0.0f64, beta);
+    for _ in 0..doublings + 60 {
+        beta = (low + high) / 2.0;
+        if libm::erfc(beta * cutoff) > rtol {
+            low = beta;
+        } else {
+            high = beta;
+        }
+    }
+    Ok(beta)
+}
+
+/// `|b(m)|⁻²` of smooth PME for `m = 0..k`: the squared modulus of the discrete Fourier
+/// transform of the B-spline at the integer points, as GROMACS's `make_bspline_moduli`
+/// computes it, with a zero (possible for odd orders) replaced by the mean of its neighbours.
+pub fn bspline_moduli(k: usize) -> Vec<f64> {
+    let (at_integers, _) = weights(0.0);
+    // The spline's values at 1, 2, .., ORDER - 1, placed from index 1 (GROMACS's bsp_data).
+    let mut data = vec![0.0f64; k];
+    for (i, &w) in at_integers.iter().take(ORDER - 1).enumerate() {
+        data[(i + 1) % k] += w;
+    }
+    let mut moduli: Vec<f64> = (0..k)
+        .map(|m| {
+            let (mut c, mut s) = (0.0f64, 0.0f64);
+            for (j, &d) in data.iter().enumerate() {
+                let arg = 2.0 * std::f64::consts::PI * (m * j % k) as f64 / k as f64;
+                c += d * arg.cos();
+                s += d * arg.sin();
+            }
+            c * c + s * s
+        })
+        .collect();
+    for m in 0..k {
+        if moduli[m] < 1e-7 {
+            moduli[m] = 0.5 * (moduli[(m + k - 1) % k] + moduli[(m + 1) % k]);
+        }
+    }
+    moduli
+}
+
+/// The wave number of grid index `i` of `k`: `i` up to half the grid, `i - k` above it.
+fn wave(i: usize, k: usize) -> f64 {
+    if i < k.div_ceil(2) { i as f64 } else { i as f64 - k as f64 }
+}
+
+/// The influence function η of a grid and an Ewald coefficient, in double precision.
+pub(crate) struct Influence {
+    k: [usize; 3],
+    moduli: [Vec<f64>; 3],
+    recip: [[f64; 3]; 3],
+    volume: f64,
+    /// π² / β².
+    factor: f64,
+}
+
+impl Influence {
+    pub(crate) fn new(grid: &PmeGrid, beta: f64) -> Influence {
+        let k = grid.sizes();
+        Influence {
+            k,
+            moduli: k.map(bspline_moduli),
+            recip: grid.reciprocal_box(),
+            volume: grid.volume(),
+            factor: std::f64::consts::PI * std::f64::consts::PI / (beta * beta),
+        }
+    }
+
+    /// η at grid index `[x, y, z]` (z up to `Kz / 2` for the half spectrum; in a full
+    /// spectrum, `z` above `Kz / 2` stands for `z - Kz`), zero at the origin. The wave numbers
+    /// wrap as GROMACS's `solve_pme_yzx` wraps them.
+    pub(crate) fn at(&self, [x, y, z]: [usize; 3]) -> f64 {
+        if x == 0 && y == 0 && z == 0 {
+            return 0.0;
+        }
+        let [kx, ky, kz] = self.k;
+        let (mx, my) = (wave(x, kx), wave(y, ky));
+        let mz = if z <= kz / 2 { z as f64 } else { z as f64 - kz as f64 };
+        let r = &self.recip;
+        let m = [mx * r[0][0], mx * r[1][0] + my * r[1][1], mx * r[2][0] + my * r[2][1] + mz * r[2][2]];
+        let m2 = m[0] * m[0] + m[1] * m[1] + m[2] * m[2];
+        let denominator = std::f64::consts::PI
+            * self.volume
+            * m2
+            * self.moduli[0][x]
+            * self.moduli[1][y]
+            * self.moduli[2][z];
+        ONE_4PI_EPS0 * (-self.factor * m2).exp() / denominator
+    }
+}
+
+/// The influence function on one rank's part of the spectrum, and the solve with it.
+#[derive(Clone, Debug)]
+pub struct Reciprocal {
+    beta: f64,
+    /// η per complex value of the spectrum, in its layout `[kz][y - lo][x]`.
+    eta: Vec<f32>,
+    /// The same, times the number of times the value stands for itself and its mirror in
+    /// the energy sum (1 on the planes kz = 0 and kz = Kz/2, 2 elsewhere), halved: the
+    /// energy is `Σ weight |X|²`.
+    weight: Vec<f64>,
+}
+
+impl Reciprocal {
+    /// The influence function of `grid` with Ewald coefficient `beta` (nm⁻¹) on the y lines
+    /// `lines` of a spectrum with `Kz / 2 + 1` values per z line (a [`SlabFft`](crate::SlabFft)'s
+    /// layout).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a `beta` that is not a positive finite number, or lines beyond
+    /// the grid.
+    pub fn new(grid: &PmeGrid, beta: f64, lines: Range<usize>) -> Result<Reciprocal> {
+        if !(beta > 0.0 && beta.is_finite()) {
+            return Err(Error::Config(format!(
+                "the Ewald coefficient must be a positive number of inverse nm, got {beta} \
+                 (see ewald_coefficient for the one of a cutoff and ewald-rtol)"
+            )));
+        }
+        let [kx, ky, kz] = grid.sizes();
+        if lines.end > ky || lines.start > lines.end {
+            return Err(Error::Config(format!(
+                "y lines {lines:?} of a spectrum lie outside the grid's {ky} lines"
+            )));
+        }
+        let kzc = kz / 2 + 1;
+        let influence = Influence::new(grid, beta);
+        let n = kzc * lines.len() * kx;
+        let (mut eta, mut weight) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for c in 0..kzc {
+            let corner = if c == 0 || (kz.is_multiple_of(2) && c == kz / 2) { 0.5 } else { 1.0 };
+            for y in lines.clone() {
+                for x in 0..kx {
+                    let value = influence.at([x, y, c]);
+                    eta.push(value as f32);
+                    weight.push(corner * value);
+                }
+            }
+        }
+        Ok(Reciprocal { beta, eta, weight })
+    }
+
+    /// The Ewald coefficient.
+    pub fn beta(&self) -> f64 {
+        self.beta
+    }
+
+    /// The solve: the reciprocal energy of this rank's part of the spectrum (summed in
+    /// spectrum order, in double precision), and the spectrum multiplied by the influence
+    /// function, ready for the backward transform.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a spectrum of another size than the one this was built for.
+    pub fn solve(&self, spectrum: &mut [Complex32]) -> Result<f64> {
+        if spectrum.len() != self.eta.len() {
+            return Err(Error::Config(format!(
+                "the PME solve was built for {} spectrum values and was given {}",
+                self.eta.len(),
+                spectrum.len()
+            )));
+        }
+        let mut energy = 0.0f64;
+        for ((v, &eta), &w) in spectrum.iter_mut().zip(&self.eta).zip(&self.weight) {
+            energy += w * v.norm_sqr() as f64;
+            *v *= eta;
+        }
+        Ok(energy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ewald_coefficient_reaches_the_tolerance_at_the_cutoff() {
+        let beta = ewald_coefficient(0.9, 1e-5).expect("valid");
+        assert!((libm::erfc(beta * 0.9) - 1e-5).abs() < 1e-12, "erfc(β rc) = {}", libm::erfc(beta * 0.9));
+        // GROMACS's log for rc = 0.9 nm, ewald-rtol 1e-5: "Using a Gaussian width (1/beta) of 0.288146 nm".
+        assert!((1.0 / beta - 0.288146).abs() < 5e-7, "1/β = {}", 1.0 / beta);
+        assert!(ewald_coefficient(0.9, 0.0).is_err());
+        assert!(ewald_coefficient(0.9, 1.0).is_err());
+        assert!(ewald_coefficient(-1.0, 1e-5).is_err());
+    }
+
+    #[test]
+    fn moduli_of_the_cubic_spline() {
+        // For order 4, |Σ M4(k+1) e^{2πi m k/K}|² = (2/3 + cos(2π m/K) / 3)².
+        let k = 12;
+        for (m, &v) in bspline_moduli(k).iter().enumerate() {
+            let want = (2.0 / 3.0 + (2.0 * std::f64::consts::PI * m as f64 / k as f64).cos() / 3.0).powi(2);
+            assert!((v - want).abs() < 1e-14, "m = {m}: {v} against {want}");
+        }
+    }
+
+    #[test]
+    fn wave_numbers_wrap_past_half_the_grid() {
+        assert_eq!((0..6).map(|i| wave(i, 6)).collect::<Vec<_>>(), [0.0, 1.0, 2.0, -3.0, -2.0, -1.0]);
+        assert_eq!((0..5).map(|i| wave(i, 5)).collect::<Vec<_>>(), [0.0, 1.0, 2.0, -2.0, -1.0]);
+    }
+}
