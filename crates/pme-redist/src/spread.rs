@@ -76,15 +76,15 @@ impl<'rt> SlabGrid<'rt> {
         if self.rank.is_none() {
             return;
         }
-        let [_, ky, kz] = self.grid.sizes();
+        let kz = self.grid.sizes()[2];
         let plane_len = self.plane_len();
         let planes = self.data.len() / plane_len.max(1);
         // Bucket the charges by the local plane of their grid line (stable: received order).
-        let located: Vec<([usize; 3], [[f64; ORDER]; 3])> =
-            particles.par_iter().map(|p| locate_weights(&self.grid, p.x)).collect();
+        let located: Vec<Stencil> =
+            particles.par_iter().map(|p| Stencil::new(&self.grid, p.x, false)).collect();
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); planes];
-        for (i, (index, _)) in located.iter().enumerate() {
-            buckets[self.top_plane(index[0])].push(i as u32);
+        for (i, stencil) in located.iter().enumerate() {
+            buckets[self.top_plane(stencil.line)].push(i as u32);
         }
         self.data.par_chunks_mut(plane_len).enumerate().for_each(|(plane, values)| {
             values.fill(0.0);
@@ -93,15 +93,13 @@ impl<'rt> SlabGrid<'rt> {
             for (above, bucket) in reaching.iter().enumerate() {
                 let j = ORDER - 1 - above;
                 for &i in bucket {
-                    let (index, w) = &located[i as usize];
-                    let q = particles[i as usize].q as f64;
-                    let wx = q * w[0][j];
-                    for (a, &wy) in w[1].iter().enumerate() {
-                        let y = (index[1] + ky + a + 1 - ORDER) % ky;
+                    let stencil = &located[i as usize];
+                    let wx = particles[i as usize].q as f64 * stencil.w[0][j];
+                    for (&y, &wy) in stencil.y.iter().zip(&stencil.w[1]) {
+                        let row = &mut values[y as usize * kz..(y as usize + 1) * kz];
                         let wxy = wx * wy;
-                        for (b, &wz) in w[2].iter().enumerate() {
-                            let z = (index[2] + kz + b + 1 - ORDER) % kz;
-                            values[y * kz + z] += (wxy * wz) as f32;
+                        for (&z, &wz) in stencil.z.iter().zip(&stencil.w[2]) {
+                            row[z as usize] += (wxy * wz) as f32;
                         }
                     }
                 }
@@ -173,32 +171,67 @@ impl<'rt> SlabGrid<'rt> {
     /// of the grid interpolated at the particle (after both overlap exchanges), through the
     /// reciprocal box as GROMACS's `gather_f_bsplines` does, so also in a triclinic box.
     pub fn gather(&self, particles: &[Particle]) -> Vec<RVec> {
-        let [_, ky, kz] = self.grid.sizes();
+        let kz = self.grid.sizes()[2];
         let plane_len = self.plane_len();
         let (grid, data, lo) = (&self.grid, &self.data, self.lo);
         particles
             .par_iter()
             .map(|p| {
-                let (index, w, dw) = locate_weights_derivatives(grid, p.x);
+                let stencil = Stencil::new(grid, p.x, true);
+                let (w, dw) = (&stencil.w, &stencil.dw);
                 let mut gradient = [0.0f64; 3];
                 // The local plane of the charge's line, minus the spline's reach below it.
-                let first = index[0] - lo + OVERLAP + 1 - ORDER;
+                let first = stencil.line - lo + OVERLAP + 1 - ORDER;
+                // Along z first, as GROMACS's gather does: two sums per grid line, then three
+                // products per line instead of three per point.
                 for i in 0..ORDER {
-                    let plane = (first + i) * plane_len;
-                    for a in 0..ORDER {
-                        let y = (index[1] + ky + a + 1 - ORDER) % ky;
-                        for b in 0..ORDER {
-                            let z = (index[2] + kz + b + 1 - ORDER) % kz;
-                            let v = data[plane + y * kz + z] as f64;
-                            gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
-                            gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
-                            gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+                    let plane = &data[(first + i) * plane_len..(first + i + 1) * plane_len];
+                    for (a, &y) in stencil.y.iter().enumerate() {
+                        let row = &plane[y as usize * kz..(y as usize + 1) * kz];
+                        let (mut along, mut slope) = (0.0f64, 0.0f64);
+                        for (b, &z) in stencil.z.iter().enumerate() {
+                            let v = row[z as usize] as f64;
+                            along += v * w[2][b];
+                            slope += v * dw[2][b];
                         }
+                        gradient[0] += dw[0][i] * w[1][a] * along;
+                        gradient[1] += w[0][i] * dw[1][a] * along;
+                        gradient[2] += w[0][i] * w[1][a] * slope;
                     }
                 }
                 grid.force(p.q as f64, gradient).map(|f| f as f32)
             })
             .collect()
+    }
+}
+
+/// Where a charge's spline lands on the grid: the x line at or below it, the `ORDER` y and z
+/// lines its spline covers (wrapped once, here, so no loop divides), and the weights (with
+/// their derivatives for the gather).
+struct Stencil {
+    line: usize,
+    y: [u32; ORDER],
+    z: [u32; ORDER],
+    w: [[f64; ORDER]; 3],
+    dw: [[f64; ORDER]; 3],
+}
+
+impl Stencil {
+    fn new(grid: &PmeGrid, x: RVec, derivatives: bool) -> Stencil {
+        let [_, ky, kz] = grid.sizes();
+        let (index, fraction) = grid.locate(x);
+        let lines = |i: usize, k: usize| -> [u32; ORDER] {
+            std::array::from_fn(|a| ((i + k + a + 1 - ORDER) % k) as u32)
+        };
+        let (mut w, mut dw) = ([[0.0; ORDER]; 3], [[0.0; ORDER]; 3]);
+        for d in 0..3 {
+            if derivatives {
+                (w[d], dw[d]) = weights(fraction[d]);
+            } else {
+                w[d] = weights(fraction[d]).0;
+            }
+        }
+        Stencil { line: index[0], y: lines(index[1], ky), z: lines(index[2], kz), w, dw }
     }
 }
 

@@ -1,0 +1,129 @@
+//! The PME mesh between 2 PEs, both PME ranks, on every all-to-all path in the same run:
+//!
+//! - `pme_fft/{ordered-onesided,node-aware-onesided,ordered-mpi,mpi}/<K>`: a forward and a
+//!   backward distributed 3-D FFT of a `K³` grid (K = 48, 96, 128), transposes included;
+//! - `pme_fft_comm/.../<K>`: the same iterations, timing only the two transposes (the
+//!   all-to-all calls) of each;
+//! - `pme_step/{onesided,mpi}/<atoms>`: a whole PME step on a water box of about 20 000 and
+//!   100 000 atoms (0.12 nm grid, order 4, ewald-rtol 1e-5 at 0.9 nm): coordinates and charges
+//!   to the PME ranks, spread, FFT, solve, FFT, gather, forces back; one-sided is the put
+//!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
+//!   redistribution, MPI overlaps and `MPI_Alltoall`.
+//!
+//! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_mesh` launches
+//! 2 PEs through scripts/pe-run, one thread each.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use md_demo::types::TypeTable;
+use md_halo::DdGrid;
+use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided_suite::bench::{self, Bench};
+use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient};
+
+/// The transposes benchmarked, with `mpi` (`MPI_Alltoall`) the reference of the ratios.
+const FFT_PATHS: [AlltoallPath; 4] = [
+    AlltoallPath::OrderedOneSided,
+    AlltoallPath::NodeAwareOneSided,
+    AlltoallPath::OrderedMpi,
+    AlltoallPath::Mpi,
+];
+
+fn main() {
+    bench::main(2, run);
+}
+
+fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
+    let pme: Vec<usize> = (0..rt.n_pes()).collect();
+    let group = PeGroup::collective_new(rt, "pme", &pme)?;
+    // One grid at a time, so that the symmetric heap holds one grid's buffers.
+    for k in [48usize, 96, 128] {
+        let edge = 0.12 * k as f32;
+        let grid =
+            PmeGrid::with_sizes([[edge, 0.0, 0.0], [0.0, edge, 0.0], [0.0, 0.0, edge]], [k, k, k], &pme)?;
+        let rank = group.my_rank().ok_or("every PE is a PME rank")?;
+        let (lo, hi) = grid.slab(rank);
+        let slab: Vec<f32> = (lo * k * k..hi * k * k).map(|i| ((i * 7919) % 1009) as f32 / 1009.0).collect();
+        let mut ffts = Vec::new();
+        for path in FFT_PATHS {
+            ffts.push((path, RefCell::new(SlabFft::collective_new(&group, &grid, path)?)));
+        }
+        let slab = &slab;
+        let mut benches = Vec::new();
+        for (timed_group, comm_only) in [("pme_fft", false), ("pme_fft_comm", true)] {
+            for (path, fft) in &ffts {
+                benches.push(Bench::sized(timed_group, path.name(), k, move |iters| {
+                    let mut fft = fft.borrow_mut();
+                    let mut back = vec![0.0f32; slab.len()];
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        rt.barrier();
+                        let (start, comm) = (Instant::now(), fft.transpose_time());
+                        fft.forward(slab)?;
+                        fft.backward(&mut back)?;
+                        total += if comm_only { fft.transpose_time() - comm } else { start.elapsed() };
+                    }
+                    Ok(total)
+                }));
+            }
+        }
+        bench::run(rt, benches)?;
+    }
+    steps(rt, &group)
+}
+
+/// One configuration's whole PME step.
+struct Step<'g, 'rt> {
+    redist: Redistribution<'rt>,
+    mesh: Pme<'g, 'rt>,
+    home: Vec<Particle>,
+    home_forces: Vec<RVec>,
+}
+
+fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std::error::Error>> {
+    let pme: Vec<usize> = (0..rt.n_pes()).collect();
+    let table = TypeTable::builtin();
+    let beta = ewald_coefficient(0.9, 1e-5)?;
+    let configurations = [
+        ("onesided", RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
+        ("mpi", RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
+    ];
+    for system in bench::water_systems()? {
+        let params = table.assign(&system.atoms, "data/spc216.gro")?;
+        let grid = PmeGrid::new(system.pbc.vectors(), 0.12, &pme)?;
+        let domains = DdGrid::choose(rt.n_pes(), system.pbc, 1e-3)?;
+        let home: Vec<Particle> = (0..system.len())
+            .filter(|&g| domains.pe_of_position(system.positions[g]) == rt.my_pe())
+            .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
+            .collect();
+        let mut steps = Vec::new();
+        for (name, path, overlap, fft_path) in configurations {
+            let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;
+            let mesh = Pme::collective_new(group, &grid, beta, overlap, fft_path)?;
+            let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
+            steps.push((name, RefCell::new(step)));
+        }
+        let benches = steps
+            .iter()
+            .map(|(name, step)| {
+                Bench::sized("pme_step", name, system.len(), move |iters| {
+                    let mut guard = step.borrow_mut();
+                    let step = &mut *guard;
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        rt.barrier();
+                        let start = Instant::now();
+                        step.redist.redistribute(&step.home)?;
+                        let result = step.mesh.collective_step(step.redist.received())?;
+                        step.redist.return_forces_into(&result.forces, &mut step.home_forces)?;
+                        total += start.elapsed();
+                    }
+                    Ok(total)
+                })
+            })
+            .collect();
+        bench::run(rt, benches)?;
+    }
+    Ok(())
+}

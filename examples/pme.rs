@@ -1,0 +1,433 @@
+//! Whole PME steps on a real system: coordinates and charges to the PME ranks, charge
+//! spreading, the distributed 3-D FFT (its transposes on the library's all-to-all), the
+//! solve, the backward FFT, the force gather and the forces back to their owners, timed per
+//! phase under the names of GROMACS's cycle accounting.
+//!
+//! ```text
+//! scripts/pe-run -n 2 target/release/examples/pme --replicate 3,3,3 --verify
+//! cargo run --release --example pme -- --pes 2 --replicate 3,3,3 --fft-path all --verify
+//! ```
+//!
+//! Options: `--gro FILE` (any GROMACS structure; default: the SPC water box in data/),
+//! `--types FILE` (charges for atom names the built-in table lacks), `--replicate NX,NY,NZ`,
+//! `--spacing NM` (grid spacing, default 0.12) or `--grid KX,KY,KZ`, `--cutoff NM` and
+//! `--rtol R` (the Ewald coefficient from the real-space cutoff and GROMACS's `ewald-rtol`,
+//! defaults 0.9 and 1e-5), `--pme-pes M` (default every PE; fewer puts PME on the last M),
+//! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|all` (the redistribution; default
+//! onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
+//! (the transposes; default: ordered-onesided with a one-sided redistribution, mpi with an
+//! MPI one), `--steps S`, `--verify`, `--threads T`, and `--pes N` when the program launches
+//! itself.
+//!
+//! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
+//! every 10 steps. The overlap planes between slabs travel one-sided (put) with a one-sided
+//! redistribution and over MPI with an MPI one. `--verify` checks the last step's energy and
+//! forces against serial PME in double precision on the same grid, and that every
+//! configuration gave the same bits. The last line per configuration is `summary path=<p>
+//! fft_path=<f> atoms=<n> pes=<k> pme_pes=<m> grid=<KxKxK> steps=<s> redist_x_us= spread_us=
+//! fft_us= fft_comm_us= solve_us= gather_us= redist_f_us= step_us= energy=<kJ/mol>
+//! verified=<yes|no|off>`, each time the mean per step on the slowest PE.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use md_demo::types::TypeTable;
+use md_demo::{Structure, motion, verify::fingerprint};
+use md_halo::DdGrid;
+use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided_suite::cli;
+use pme_redist::reference::serial_pme;
+use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
+
+struct Options {
+    gro: PathBuf,
+    types: Option<PathBuf>,
+    replicate: [usize; 3],
+    spacing: f32,
+    grid: Option<[usize; 3]>,
+    cutoff: f64,
+    rtol: f64,
+    pme_pes: Option<usize>,
+    paths: Vec<RedistPath>,
+    fft_paths: Option<Vec<AlltoallPath>>,
+    steps: u64,
+    verify: bool,
+    threads: usize,
+    pes: usize,
+}
+
+const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
+[--cutoff NM] [--rtol R] [--pme-pes M] [--path onesided-put|onesided-get|mpi|mpi-alltoallv|all] \
+[--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--threads T] \
+[--pes N]";
+
+/// Steps between two redistribution plans.
+const REPLAN: u64 = 10;
+
+fn parse() -> Result<Options, String> {
+    let mut options = Options {
+        gro: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro")),
+        types: None,
+        replicate: [2, 2, 2],
+        spacing: 0.12,
+        grid: None,
+        cutoff: 0.9,
+        rtol: 1e-5,
+        pme_pes: None,
+        paths: vec![RedistPath::OneSidedPut, RedistPath::Mpi],
+        fft_paths: None,
+        steps: 20,
+        verify: false,
+        threads: 1,
+        pes: 2,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
+        let positive = |v: String| cli::positive(&flag, &v);
+        match flag.as_str() {
+            "--gro" => options.gro = value()?.into(),
+            "--types" => options.types = Some(value()?.into()),
+            "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
+            "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
+            "--grid" => options.grid = Some(cli::triple(&flag, &value()?)?),
+            "--cutoff" => options.cutoff = cli::length(&flag, &value()?)? as f64,
+            "--rtol" => {
+                let v = value()?;
+                options.rtol = v.parse().map_err(|_| format!("--rtol needs a number, got {v:?}"))?;
+            }
+            "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
+            "--path" => {
+                let v = value()?;
+                options.paths = if v == "all" {
+                    RedistPath::ALL.to_vec()
+                } else {
+                    vec![v.parse().map_err(|e: pme_redist::Error| e.to_string())?]
+                };
+            }
+            "--fft-path" => {
+                let v = value()?;
+                options.fft_paths = Some(if v == "all" {
+                    AlltoallPath::ALL.to_vec()
+                } else {
+                    vec![v.parse().map_err(|e: onesided::Error| e.to_string())?]
+                });
+            }
+            "--steps" => options.steps = positive(value()?)?,
+            "--threads" => options.threads = positive(value()?)? as usize,
+            "--pes" => options.pes = positive(value()?)? as usize,
+            "--verify" => options.verify = true,
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            other => return Err(format!("unknown option {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// The system, its charges, the grid, the Ewald coefficient and this PE's home atoms.
+struct Setup {
+    structure: Structure,
+    charges: Vec<f32>,
+    grid: PmeGrid,
+    pme: Vec<usize>,
+    beta: f64,
+    home: Vec<Particle>,
+}
+
+fn main() {
+    let (options, rt) = cli::start("pme", parse, |o| o.pes, |o| o.threads);
+    // Input errors are found by every PE alike, before any communication.
+    let setup = match prepare(&rt, &options) {
+        Ok(setup) => setup,
+        Err(e) => {
+            cli::say(&format!("pme: PE {}: {e}", rt.my_pe()));
+            drop(rt);
+            std::process::exit(1)
+        }
+    };
+    match run(&rt, &options, &setup) {
+        Ok(true) => {}
+        Ok(false) => {
+            drop(rt);
+            std::process::exit(1)
+        }
+        // Errors every PE finds alike (a bad path for the group, an atom that moved too far):
+        // the job can end normally.
+        Err(e @ (pme_redist::Error::MovedTooFar { .. } | pme_redist::Error::Config(_))) => {
+            cli::say(&format!("pme: PE {}: {e}", rt.my_pe()));
+            drop(rt);
+            std::process::exit(1)
+        }
+        Err(e) => {
+            cli::say(&format!("pme: PE {}: {e}", rt.my_pe()));
+            rt.abort(1)
+        }
+    }
+}
+
+fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error::Error>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .build_global()
+        .map_err(|e| format!("cannot start {} threads: {e}", options.threads))?;
+    let structure = Structure::read_gro(&options.gro)?.replicate(options.replicate)?;
+    let mut table = TypeTable::builtin();
+    if let Some(types) = &options.types {
+        table = table.read_file(types)?;
+    }
+    let charges: Vec<f32> = table
+        .assign(&structure.atoms, &options.gro.display().to_string())?
+        .iter()
+        .map(|p| p.charge)
+        .collect();
+    let n = rt.n_pes();
+    let m = options.pme_pes.unwrap_or(n);
+    if m > n {
+        return Err(format!("--pme-pes {m} does not fit a job of {n} PEs; use at most {n}").into());
+    }
+    let pme: Vec<usize> = if m == n { (0..n).collect() } else { (n - m..n).collect() };
+    let particle_pes = if m == n { n } else { n - m };
+    let grid = match options.grid {
+        Some(k) => PmeGrid::with_sizes(structure.pbc.vectors(), k, &pme)?,
+        None => PmeGrid::new(structure.pbc.vectors(), options.spacing, &pme)?,
+    };
+    let beta = ewald_coefficient(options.cutoff, options.rtol)?;
+    let domains = DdGrid::choose(particle_pes, structure.pbc, 1e-3)?;
+    let me = rt.my_pe();
+    let home: Vec<Particle> = if me < particle_pes {
+        (0..structure.len())
+            .filter(|&g| domains.pe_of_position(structure.positions[g]) == me)
+            .map(|g| Particle { x: structure.positions[g], q: charges[g], global: g as u32 })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Setup { structure, charges, grid, pme, beta, home })
+}
+
+/// The transpose path that goes with a redistribution path by default.
+fn matching_fft_path(path: RedistPath) -> AlltoallPath {
+    match path {
+        RedistPath::OneSidedGet | RedistPath::OneSidedPut => AlltoallPath::OrderedOneSided,
+        RedistPath::Mpi | RedistPath::MpiAlltoallv => AlltoallPath::Mpi,
+    }
+}
+
+/// What one configuration measured: mean per step on the slowest PE, in µs, by phase.
+struct Outcome {
+    path: RedistPath,
+    fft_path: AlltoallPath,
+    /// redist X, spread, FFT, FFT comm., solve, gather, redist F, whole step.
+    us: [f64; 8],
+    energy: f64,
+    verified: Option<bool>,
+    prints: Vec<(u64, u64)>,
+}
+
+const PHASES: [&str; 8] = [
+    "PME redist. X",
+    "PME spread",
+    "PME 3D-FFT",
+    "PME 3D-FFT Comm.",
+    "PME solve Elec",
+    "PME gather",
+    "PME redist. F",
+    "step",
+];
+
+fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<bool> {
+    let me = rt.my_pe();
+    let group = PeGroup::collective_new(rt, "pme", &setup.pme)?;
+    if me == 0 {
+        let [kx, ky, kz] = setup.grid.sizes();
+        println!(
+            "{}: {} atoms, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz}, order {}, beta {:.6} nm^-1 (cutoff {} nm, ewald-rtol {:e})",
+            setup.structure.title,
+            setup.structure.len(),
+            rt.n_pes(),
+            setup.pme.len(),
+            pme_redist::spline::ORDER,
+            setup.beta,
+            options.cutoff,
+            options.rtol
+        );
+    }
+    let mut outcomes = Vec::new();
+    for &path in &options.paths {
+        let fft_paths = options.fft_paths.clone().unwrap_or_else(|| vec![matching_fft_path(path)]);
+        for fft_path in fft_paths {
+            outcomes.push(run_configuration(rt, options, setup, &group, path, fft_path)?);
+        }
+    }
+    let mut all = true;
+    if outcomes.len() > 1 {
+        let same = outcomes.windows(2).all(|w| w[0].prints == w[1].prints);
+        if me == 0 {
+            println!(
+                "configurations bit-identical (energy and forces back at their owners, every step): {}",
+                if same { "yes" } else { "NO" }
+            );
+        }
+        all &= !options.verify || same;
+    }
+    if let [first, .., last] = &outcomes[..]
+        && me == 0
+    {
+        let ratio = |i: usize| if last.us[i] > 0.0 { first.us[i] / last.us[i] } else { f64::NAN };
+        println!(
+            "ratio {}+{} / {}+{}: redist X {:.2}, FFT comm. {:.2}, redist F {:.2}, step {:.2}",
+            first.path,
+            first.fft_path,
+            last.path,
+            last.fft_path,
+            ratio(0),
+            ratio(3),
+            ratio(6),
+            ratio(7)
+        );
+    }
+    let [kx, ky, kz] = setup.grid.sizes();
+    for o in &outcomes {
+        all &= o.verified != Some(false);
+        if me == 0 {
+            let [x, spread, fft, comm, solve, gather, f, step] = o.us;
+            println!(
+                "summary path={} fft_path={} atoms={} pes={} pme_pes={} grid={kx}x{ky}x{kz} steps={} redist_x_us={x:.2} \
+                 spread_us={spread:.2} fft_us={fft:.2} fft_comm_us={comm:.2} solve_us={solve:.2} gather_us={gather:.2} \
+                 redist_f_us={f:.2} step_us={step:.2} energy={:.6} verified={}",
+                o.path,
+                o.fft_path,
+                setup.structure.len(),
+                rt.n_pes(),
+                setup.pme.len(),
+                options.steps,
+                o.energy,
+                match o.verified {
+                    None => "off",
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                }
+            );
+        }
+    }
+    Ok(all)
+}
+
+fn run_configuration(
+    rt: &Runtime,
+    options: &Options,
+    setup: &Setup,
+    group: &PeGroup<'_>,
+    path: RedistPath,
+    fft_path: AlltoallPath,
+) -> pme_redist::Result<Outcome> {
+    let me = rt.my_pe();
+    let overlap = match path {
+        RedistPath::Mpi | RedistPath::MpiAlltoallv => ExchangePath::Mpi,
+        RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
+    };
+    let mut home = setup.home.clone();
+    let mut redist =
+        Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.structure.len())?;
+    let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
+    let mut home_forces = vec![[0.0f32; 3]; home.len()];
+    let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut prints = Vec::new();
+    let (mut energy, mut verified) = (0.0, None);
+    // The first step is a warm-up (page faults, FFT plans' first touch): not timed.
+    for step in 0..=options.steps {
+        if step > 0 && step % REPLAN == 0 {
+            redist.collective_plan(&home)?;
+        }
+        if step == 1 {
+            mesh.times_mut().reset();
+            (x_time, f_time, step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        }
+        rt.barrier();
+        let start = Instant::now();
+        redist.redistribute(&home)?;
+        let x_done = Instant::now();
+        let result = mesh.collective_step(redist.received())?;
+        let f_start = Instant::now();
+        redist.return_forces_into(&result.forces, &mut home_forces)?;
+        let end = Instant::now();
+        x_time += x_done - start;
+        f_time += end - f_start;
+        step_time += end - start;
+        energy = mesh.collective_energy(result.energy)?;
+        prints.push((energy.to_bits(), fingerprint(&home_forces)));
+        if options.verify && step == options.steps {
+            verified = Some(verify(rt, setup, &home, &home_forces, energy, step)?);
+        }
+        for p in &mut home {
+            p.x = motion::displaced(p.global, step, p.x);
+        }
+    }
+    let times = mesh.times();
+    let per_step = |t: Duration| t.as_nanos() as u64 / options.steps;
+    let mut ns = [
+        per_step(x_time),
+        per_step(times.spread),
+        per_step(times.fft),
+        per_step(times.fft_comm),
+        per_step(times.solve),
+        per_step(times.gather),
+        per_step(f_time),
+        per_step(step_time),
+    ];
+    rt.max_u64(&mut ns)?;
+    let us = ns.map(|v| v as f64 / 1000.0);
+    if me == 0 {
+        let phases: Vec<String> = PHASES.iter().zip(&us).map(|(name, t)| format!("{name} {t:.1}")).collect();
+        println!("  {path} + {fft_path}: us per step on the slowest PE: {}", phases.join(", "));
+    }
+    Ok(Outcome { path, fft_path, us, energy, verified, prints })
+}
+
+/// The last step against serial PME on the same grid, in double precision; every PE returns
+/// the same verdict.
+fn verify(
+    rt: &Runtime,
+    setup: &Setup,
+    home: &[Particle],
+    home_forces: &[RVec],
+    energy: f64,
+    step: u64,
+) -> pme_redist::Result<bool> {
+    let me = rt.my_pe();
+    // The positions every atom has now, replayed from the start with the same arithmetic.
+    let mut positions = setup.structure.positions.clone();
+    for s in 0..step {
+        for (g, x) in positions.iter_mut().enumerate() {
+            *x = motion::displaced(g as u32, s, *x);
+        }
+    }
+    let serial = serial_pme(&setup.grid, &positions, &setup.charges, setup.beta)?;
+    let mut failures = Vec::new();
+    if (energy - serial.energy).abs() > 1e-5 * serial.energy.abs() {
+        failures.push(format!("the reciprocal energy {energy} deviates from the serial {}", serial.energy));
+    }
+    let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let worst = home
+        .iter()
+        .zip(home_forces)
+        .flat_map(|(p, f)| {
+            let s = serial.forces[p.global as usize];
+            (0..3).map(move |d| (s[d] - f[d] as f64).abs())
+        })
+        .fold(0f64, f64::max);
+    if worst / largest > 1e-4 {
+        failures.push(format!("the forces deviate {:.2e} from serial PME", worst / largest));
+    }
+    for f in &failures {
+        cli::say(&format!("PE {me}: {f}"));
+    }
+    let failed = rt.max_u64_one(u64::from(!failures.is_empty()))?;
+    if me == 0 {
+        println!(
+            "  energy and forces against serial PME (double precision, same grid): {}",
+            if failed == 0 { "ok" } else { "FAILED" }
+        );
+    }
+    Ok(failed == 0)
+}
