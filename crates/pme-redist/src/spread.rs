@@ -33,6 +33,12 @@ pub struct SlabGrid<'rt> {
     reduce: Exchange<'rt, f32>,
     back: Exchange<'rt, f32>,
     overlap: SymArray<'rt, f32>,
+    /// The stencils of the last spread and the positions they were made for: the gather of
+    /// the same particles reuses them, as GROMACS's gather reuses its spread's splines.
+    stencils: Vec<Stencil>,
+    spread_positions: Vec<RVec>,
+    /// The spread's records, sorted by plane (kept to reuse the allocation).
+    spread_points: Vec<SpreadPoint>,
 }
 
 impl<'rt> SlabGrid<'rt> {
@@ -55,6 +61,9 @@ impl<'rt> SlabGrid<'rt> {
             reduce: Exchange::collective_new(rt, "pme overlap", path)?,
             back: Exchange::collective_new(rt, "pme overlap return", path)?,
             overlap: SymArray::collective_alloc(rt, "pme overlap planes", OVERLAP * ky * kz)?,
+            stencils: Vec::new(),
+            spread_positions: Vec::new(),
+            spread_points: Vec::new(),
         })
     }
 
@@ -79,32 +88,58 @@ impl<'rt> SlabGrid<'rt> {
         let kz = self.grid.sizes()[2];
         let plane_len = self.plane_len();
         let planes = self.data.len() / plane_len.max(1);
-        // Bucket the charges by the local plane of their grid line (stable: received order).
-        let located: Vec<Stencil> =
-            particles.par_iter().map(|p| Stencil::new(&self.grid, p.x, false)).collect();
-        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); planes];
-        for (i, stencil) in located.iter().enumerate() {
-            buckets[self.top_plane(stencil.line)].push(i as u32);
+        let mut located = std::mem::take(&mut self.stencils);
+        particles.par_iter().map(|p| Stencil::new(&self.grid, p.x)).collect_into_vec(&mut located);
+        self.spread_positions.clear();
+        self.spread_positions.extend(particles.iter().map(|p| p.x));
+        // The charges sorted by the local plane of their grid line (stable: received order
+        // within a plane), as compact single-precision records, so that each plane reads four
+        // contiguous runs.
+        let mut start = vec![0usize; planes + 1];
+        for stencil in &located {
+            start[self.top_plane(stencil.line) + 1] += 1;
         }
+        for plane in 0..planes {
+            start[plane + 1] += start[plane];
+        }
+        let mut fill = start.clone();
+        let mut sorted = std::mem::take(&mut self.spread_points);
+        sorted.resize(located.len(), SpreadPoint::default());
+        for (stencil, p) in located.iter().zip(particles) {
+            let plane = self.top_plane(stencil.line);
+            sorted[fill[plane]] = SpreadPoint::new(stencil, p.q);
+            fill[plane] += 1;
+        }
+        let sorted_ref = &sorted;
         self.data.par_chunks_mut(plane_len).enumerate().for_each(|(plane, values)| {
             values.fill(0.0);
             // Charges whose line lies at or up to OVERLAP planes above this one reach it.
-            let reaching = &buckets[plane..(plane + ORDER).min(planes)];
-            for (above, bucket) in reaching.iter().enumerate() {
+            for above in 0..ORDER.min(planes - plane) {
                 let j = ORDER - 1 - above;
-                for &i in bucket {
-                    let stencil = &located[i as usize];
-                    let wx = particles[i as usize].q as f64 * stencil.w[0][j];
-                    for (&y, &wy) in stencil.y.iter().zip(&stencil.w[1]) {
+                for point in &sorted_ref[start[plane + above]..start[plane + above + 1]] {
+                    let wx = point.wx[j];
+                    for (&y, &wy) in point.y.iter().zip(&point.wy) {
                         let row = &mut values[y as usize * kz..(y as usize + 1) * kz];
                         let wxy = wx * wy;
-                        for (&z, &wz) in stencil.z.iter().zip(&stencil.w[2]) {
-                            row[z as usize] += (wxy * wz) as f32;
+                        if point.z_run {
+                            // Four neighbouring points: one short vector.
+                            let z = point.z[0] as usize;
+                            let run: &mut [f32; ORDER] =
+                                (&mut row[z..z + ORDER]).try_into().expect("ORDER points");
+                            for (v, &w) in run.iter_mut().zip(&point.wz) {
+                                *v += wxy * w;
+                            }
+                        } else {
+                            for (&z, &w) in point.z.iter().zip(&point.wz) {
+                                row[z as usize] += wxy * w;
+                            }
                         }
                     }
                 }
             }
         });
+        self.spread_points = sorted;
+        self.stencils = located;
     }
 
     /// Adds the overlap planes to the slab below, whose owner adds them to its top planes:
@@ -171,67 +206,117 @@ impl<'rt> SlabGrid<'rt> {
     /// of the grid interpolated at the particle (after both overlap exchanges), through the
     /// reciprocal box as GROMACS's `gather_f_bsplines` does, so also in a triclinic box.
     pub fn gather(&self, particles: &[Particle]) -> Vec<RVec> {
-        let kz = self.grid.sizes()[2];
-        let plane_len = self.plane_len();
-        let (grid, data, lo) = (&self.grid, &self.data, self.lo);
-        particles
-            .par_iter()
-            .map(|p| {
-                let stencil = Stencil::new(grid, p.x, true);
-                let (w, dw) = (&stencil.w, &stencil.dw);
-                let mut gradient = [0.0f64; 3];
-                // The local plane of the charge's line, minus the spline's reach below it.
-                let first = stencil.line - lo + OVERLAP + 1 - ORDER;
-                // Along z first, as GROMACS's gather does: two sums per grid line, then three
-                // products per line instead of three per point.
-                for i in 0..ORDER {
-                    let plane = &data[(first + i) * plane_len..(first + i + 1) * plane_len];
-                    for (a, &y) in stencil.y.iter().enumerate() {
-                        let row = &plane[y as usize * kz..(y as usize + 1) * kz];
-                        let (mut along, mut slope) = (0.0f64, 0.0f64);
-                        for (b, &z) in stencil.z.iter().enumerate() {
-                            let v = row[z as usize] as f64;
-                            along += v * w[2][b];
-                            slope += v * dw[2][b];
-                        }
-                        gradient[0] += dw[0][i] * w[1][a] * along;
-                        gradient[1] += w[0][i] * dw[1][a] * along;
-                        gradient[2] += w[0][i] * w[1][a] * slope;
-                    }
-                }
-                grid.force(p.q as f64, gradient).map(|f| f as f32)
-            })
-            .collect()
+        let reuse = particles.len() == self.stencils.len()
+            && particles
+                .iter()
+                .zip(&self.spread_positions)
+                .all(|(p, x)| p.x.map(f32::to_bits) == x.map(f32::to_bits));
+        let (grid, data, lo) = (&self.grid, &self.data[..], self.lo);
+        if reuse {
+            particles
+                .par_iter()
+                .zip(&self.stencils)
+                .map(|(p, stencil)| force_on(grid, data, lo, p, stencil))
+                .collect()
+        } else {
+            particles.par_iter().map(|p| force_on(grid, data, lo, p, &Stencil::new(grid, p.x))).collect()
+        }
     }
 }
 
+/// The force on `p` from the local grid `data` (planes `lo - OVERLAP ..` of `grid`) through its
+/// stencil.
+fn force_on(grid: &PmeGrid, data: &[f32], lo: usize, p: &Particle, stencil: &Stencil) -> RVec {
+    let [_, ky, kz] = grid.sizes();
+    let plane_len = ky * kz;
+    let (w, dw) = (&stencil.w, &stencil.dw);
+    let mut gradient = [0.0f64; 3];
+    // The local plane of the charge's line, minus the spline's reach below it.
+    let first = stencil.line - lo + OVERLAP + 1 - ORDER;
+    // Along z first, as GROMACS's gather does: two sums per grid line, then three
+    // products per line instead of three per point.
+    for i in 0..ORDER {
+        let plane = &data[(first + i) * plane_len..(first + i + 1) * plane_len];
+        for (a, &y) in stencil.y.iter().enumerate() {
+            let row = &plane[y as usize * kz..(y as usize + 1) * kz];
+            let values: [f32; ORDER] = match stencil.z_run {
+                Some(z) => row[z as usize..z as usize + ORDER].try_into().expect("ORDER points"),
+                None => stencil.z.map(|z| row[z as usize]),
+            };
+            let (mut along, mut slope) = (0.0f64, 0.0f64);
+            for b in 0..ORDER {
+                along += values[b] as f64 * w[2][b];
+                slope += values[b] as f64 * dw[2][b];
+            }
+            gradient[0] += dw[0][i] * w[1][a] * along;
+            gradient[1] += w[0][i] * dw[1][a] * along;
+            gradient[2] += w[0][i] * w[1][a] * slope;
+        }
+    }
+    grid.force(p.q as f64, gradient).map(|f| f as f32)
+}
+
 /// Where a charge's spline lands on the grid: the x line at or below it, the `ORDER` y and z
-/// lines its spline covers (wrapped once, here, so no loop divides), and the weights (with
-/// their derivatives for the gather).
+/// lines its spline covers (wrapped once, here, so no loop divides), the first of the z lines
+/// when they are neighbours in memory (no wrap), and the weights with their derivatives.
 struct Stencil {
     line: usize,
     y: [u32; ORDER],
     z: [u32; ORDER],
+    z_run: Option<u32>,
     w: [[f64; ORDER]; 3],
     dw: [[f64; ORDER]; 3],
 }
 
 impl Stencil {
-    fn new(grid: &PmeGrid, x: RVec, derivatives: bool) -> Stencil {
+    fn new(grid: &PmeGrid, x: RVec) -> Stencil {
         let [_, ky, kz] = grid.sizes();
         let (index, fraction) = grid.locate(x);
+        // i < k, so i + k + a + 1 - ORDER lies in [k - 3, 2k): one conditional subtraction
+        // wraps it (a division here was a third of the spread).
         let lines = |i: usize, k: usize| -> [u32; ORDER] {
-            std::array::from_fn(|a| ((i + k + a + 1 - ORDER) % k) as u32)
+            std::array::from_fn(|a| {
+                let line = i + k + a + 1 - ORDER;
+                (if line >= k { line - k } else { line }) as u32
+            })
         };
-        let (mut w, mut dw) = ([[0.0; ORDER]; 3], [[0.0; ORDER]; 3]);
-        for d in 0..3 {
-            if derivatives {
-                (w[d], dw[d]) = weights(fraction[d]);
-            } else {
-                w[d] = weights(fraction[d]).0;
-            }
+        let z = lines(index[2], kz);
+        let z_run = (z[ORDER - 1] == z[0] + (ORDER - 1) as u32).then_some(z[0]);
+        let both: [([f64; ORDER], [f64; ORDER]); 3] = std::array::from_fn(|d| weights(fraction[d]));
+        Stencil {
+            line: index[0],
+            y: lines(index[1], ky),
+            z,
+            z_run,
+            w: both.map(|b| b.0),
+            dw: both.map(|b| b.1),
         }
-        Stencil { line: index[0], y: lines(index[1], ky), z: lines(index[2], kz), w, dw }
+    }
+}
+
+/// What spreading one charge needs, in single precision: the charge times its x weights, the
+/// y and z weights and lines, and whether the z lines are neighbours in memory.
+#[derive(Clone, Copy, Debug, Default)]
+struct SpreadPoint {
+    wx: [f32; ORDER],
+    wy: [f32; ORDER],
+    wz: [f32; ORDER],
+    y: [u32; ORDER],
+    z: [u32; ORDER],
+    z_run: bool,
+}
+
+impl SpreadPoint {
+    fn new(stencil: &Stencil, q: f32) -> SpreadPoint {
+        let q = q as f64;
+        SpreadPoint {
+            wx: stencil.w[0].map(|w| (q * w) as f32),
+            wy: stencil.w[1].map(|w| w as f32),
+            wz: stencil.w[2].map(|w| w as f32),
+            y: stencil.y,
+            z: stencil.z,
+            z_run: stencil.z_run.is_some(),
+        }
     }
 }
 
