@@ -10,9 +10,11 @@ use onesided::{Alltoall, AlltoallPath, Error, PeGroup, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
-/// The value rank `from` sends to rank `to` as element `i` in call `call`.
+/// The value rank `from` sends to rank `to` as element `i` in call `call` (elements past 4095
+/// mix their high bits in, so every element of a large block differs from its neighbours').
 fn stamp(from: usize, to: usize, call: u64, i: usize) -> u32 {
-    ((from as u32) << 28) | ((to as u32) << 24) | ((call as u32 & 0xfff) << 12) | i as u32
+    (((from as u32) << 28) | ((to as u32) << 24) | ((call as u32 & 0xfff) << 12) | (i as u32 & 0xfff))
+        ^ ((i >> 12) as u32).wrapping_mul(0x9e37_79b9)
 }
 
 fn groups_translate_ranks(rt: &Runtime) -> CaseResult {
@@ -64,8 +66,9 @@ fn bad_groups_fail_on_every_pe(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
-/// Runs `calls` all-to-alls on `group` with every path and checks each result; returns the
-/// last result of every path.
+/// Runs `calls` all-to-alls on `group` with every path and checks each result, every other
+/// call with the blocks written by `collective_run_packed`; returns the last result of every
+/// path.
 fn run_all_paths(
     rt: &Runtime,
     group: &PeGroup<'_>,
@@ -100,13 +103,28 @@ fn run_all_paths(
             if call % 37 == 0 {
                 std::thread::sleep(Duration::from_micros((rt.my_pe() as u64 * 131 + call) % 400));
             }
-            let send = alltoall.send_buffer();
-            for to in 0..n {
-                for i in 0..block {
-                    send[to * block + i] = stamp(me, to, call, i);
+            let received = if call % 2 == 0 {
+                let mut packed = vec![false; n];
+                let received = alltoall.collective_run_packed(|to, out| {
+                    packed[to] = out.len() == block;
+                    for (i, v) in out.iter_mut().enumerate() {
+                        *v = stamp(me, to, call, i);
+                    }
+                })?;
+                ensure!(
+                    packed.iter().all(|&p| p),
+                    "{path} call {call}: not every block was packed once: {packed:?}"
+                );
+                received
+            } else {
+                let send = alltoall.send_buffer();
+                for to in 0..n {
+                    for i in 0..block {
+                        send[to * block + i] = stamp(me, to, call, i);
+                    }
                 }
-            }
-            let received = alltoall.collective_run()?;
+                alltoall.collective_run()?
+            };
             for from in 0..n {
                 for i in 0..block {
                     let got = received[from * block + i];
@@ -129,6 +147,17 @@ fn every_path_gives_the_same_bytes(rt: &Runtime) -> CaseResult {
         let results = run_all_paths(rt, &world, block, if block > 100 { 20 } else { 200 })?;
         ensure!(results.windows(2).all(|w| w[0] == w[1]), "paths differ for blocks of {block}");
     }
+    Ok(())
+}
+
+/// Blocks large enough that the one-sided paths pack straight into mapped receivers
+/// ([`onesided::DIRECT_PACK_MIN`]), alternating with calls that copy: the same bytes on every
+/// path, no call seeing another's data.
+fn large_packed_blocks_give_the_same_bytes(rt: &Runtime) -> CaseResult {
+    let world = PeGroup::collective_world(rt)?;
+    let block = onesided::DIRECT_PACK_MIN / size_of::<u32>() + 3;
+    let results = run_all_paths(rt, &world, block, 6)?;
+    ensure!(results.windows(2).all(|w| w[0] == w[1]), "paths differ for blocks of {block}");
     Ok(())
 }
 
@@ -156,6 +185,7 @@ fn main() {
         groups_translate_ranks,
         bad_groups_fail_on_every_pe,
         every_path_gives_the_same_bytes,
+        large_packed_blocks_give_the_same_bytes,
         all_to_all_within_subsets,
         path_names,
     ];

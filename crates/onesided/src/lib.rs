@@ -58,7 +58,7 @@ mod runtime;
 mod sendrecv;
 mod signal;
 
-pub use alltoall::{Alltoall, AlltoallPath};
+pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
 pub use error::{Error, ExchangeProblem, Result};

@@ -24,14 +24,17 @@
 //!
 //! The transpose goes over whichever [`AlltoallPath`] the FFT was built with; every path
 //! leaves the same bytes, so the spectrum and everything computed from it is bit for bit the
-//! same on each.
+//! same on each. On the one-sided paths, blocks of at least [`DIRECT_PACK_MIN`] bytes are
+//! packed straight into the receivers' buffers where they are mapped (PEs on the node:
+//! [`Alltoall::collective_run_packed`]), so a block is copied once, by the packing; smaller
+//! blocks, and the MPI paths, pack into the send buffer and copy from there.
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex;
-use onesided::{Alltoall, AlltoallPath, PeGroup};
+use onesided::{Alltoall, AlltoallPath, DIRECT_PACK_MIN, PeGroup};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
@@ -209,7 +212,9 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         &mut self.spectrum
     }
 
-    /// The time spent in the transposes (the all-to-all, both ways) since creation.
+    /// The time spent in the transposes' communication, both ways, since creation: the
+    /// all-to-all call after packing (as GROMACS's `PME 3D-FFT Comm.` counts it), or, where
+    /// the one-sided paths pack straight into the receivers' memory, the packing and signals.
     pub fn transpose_time(&self) -> Duration {
         self.transposing
     }
@@ -258,20 +263,17 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             transpose(&self.plane, target, ky, kzc);
             self.plans.y.process_with_scratch(target, &mut self.scratch);
         }
-        // The transpose: to rank r, per plane and kz, r's y lines.
-        let m = self.x_bounds.len() - 1;
-        let send = self.alltoall.send_buffer();
-        let block = send.len() / m;
-        for r in 0..m {
-            let (lo, hi) = (self.y_bounds[r], self.y_bounds[r + 1]);
-            let out = &mut send[r * block..];
-            for (run, line) in self.planes.chunks_exact(ky).enumerate() {
+        // The transpose: to rank r, per plane and kz, r's y lines, packed straight into r's
+        // receive buffer where it is mapped.
+        let (planes, y_bounds) = (&self.planes, &self.y_bounds);
+        let received = transpose_packed(&mut self.alltoall, &mut self.transposing, |r, out| {
+            let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
+            for (run, line) in planes.chunks_exact(ky).enumerate() {
                 out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
             }
-        }
-        let start = Instant::now();
-        let received = self.alltoall.collective_run()?;
-        self.transposing += start.elapsed();
+        })?;
+        let m = self.x_bounds.len() - 1;
+        let block = received.len() / m;
         // From rank s, [plane][kz][my y] into [kz][my y][x].
         let lines = self.y_bounds[me + 1] - self.y_bounds[me];
         let kx = self.k[0];
@@ -318,26 +320,23 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         if !self.spectrum.is_empty() {
             self.plans.x_inverse.process_with_scratch(&mut self.spectrum, &mut self.scratch);
         }
-        // To rank s, per plane of s and kz, my y lines.
+        // To rank s, per plane of s and kz, my y lines, packed straight into s's receive
+        // buffer where it is mapped.
         let m = self.x_bounds.len() - 1;
         let lines = self.lines_of(me);
-        let send = self.alltoall.send_buffer();
-        let block = send.len() / m;
-        for s in 0..m {
-            let x0 = self.x_bounds[s];
-            let out = &mut send[s * block..];
-            for p in 0..self.x_bounds[s + 1] - x0 {
+        let (spectrum, x_bounds) = (&self.spectrum, &self.x_bounds);
+        let received = transpose_packed(&mut self.alltoall, &mut self.transposing, |s, out| {
+            let x0 = x_bounds[s];
+            for p in 0..x_bounds[s + 1] - x0 {
                 for c in 0..kzc {
                     let run = &mut out[(p * kzc + c) * lines..(p * kzc + c + 1) * lines];
                     for (y, v) in run.iter_mut().enumerate() {
-                        *v = self.spectrum[(c * lines + y) * kx + x0 + p];
+                        *v = spectrum[(c * lines + y) * kx + x0 + p];
                     }
                 }
             }
-        }
-        let start = Instant::now();
-        let received = self.alltoall.collective_run()?;
-        self.transposing += start.elapsed();
+        })?;
+        let block = received.len() / m;
         for r in 0..m {
             let (lo, hi) = (self.y_bounds[r], self.y_bounds[r + 1]);
             let from = &received[r * block..];
@@ -375,6 +374,34 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             ))
         })
     }
+}
+
+/// The all-to-all with its blocks written by `pack`, adding the time of the communication to
+/// `clock`: where the one-sided paths pack straight into the receivers' memory (blocks of at
+/// least [`DIRECT_PACK_MIN`] bytes) the packing and the signals, since the packing is the
+/// transfer; otherwise the library call alone, after packing into the send buffer, as
+/// GROMACS's `PME 3D-FFT Comm.` times its `MPI_Alltoall`.
+fn transpose_packed<'a>(
+    alltoall: &'a mut Alltoall<'_, '_, Complex32>,
+    clock: &mut Duration,
+    mut pack: impl FnMut(usize, &mut [Complex32]),
+) -> Result<&'a [Complex32]> {
+    let one_sided =
+        matches!(alltoall.path(), AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided);
+    if one_sided && alltoall.block() * size_of::<Complex32>() >= DIRECT_PACK_MIN {
+        let start = Instant::now();
+        let received = alltoall.collective_run_packed(pack)?;
+        *clock += start.elapsed();
+        return Ok(received);
+    }
+    let block = alltoall.block();
+    for (r, out) in alltoall.send_buffer().chunks_exact_mut(block).enumerate() {
+        pack(r, out);
+    }
+    let start = Instant::now();
+    let received = alltoall.collective_run()?;
+    *clock += start.elapsed();
+    Ok(received)
 }
 
 /// `to[c * rows + r] = from[r * cols + c]`: a `rows × cols` matrix into `cols × rows`.

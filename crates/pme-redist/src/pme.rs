@@ -20,9 +20,11 @@ use crate::spread::SlabGrid;
 pub struct PmeTimes {
     /// `PME spread`: the charges onto the slab, and the overlap planes to the slab below.
     pub spread: Duration,
-    /// `PME 3D-FFT`: the 1-D transforms and the packing around the transposes, both ways.
+    /// `PME 3D-FFT`: the 1-D transforms, the unpacking after the transposes and, on the MPI
+    /// paths, the packing before them, both ways.
     pub fft: Duration,
-    /// `PME 3D-FFT Comm.`: the transposes (all-to-all), both ways.
+    /// `PME 3D-FFT Comm.`: the transposes' communication, both ways (see
+    /// [`SlabFft::transpose_time`]; on the one-sided paths it holds the packing).
     pub fft_comm: Duration,
     /// `PME solve Elec`: energy and convolution.
     pub solve: Duration,
