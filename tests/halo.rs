@@ -259,6 +259,41 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// The plan every domain builds collectively, against `md_halo::model`, which computes every
+/// domain's plan in one process without a runtime: the same pulses, the same counts.
+fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
+    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+        let s = system(shape);
+        let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
+        let halo = HaloExchange::collective_from_global(rt, grid.clone(), ExchangePath::Put, &s.positions)?;
+        let model = md_halo::model::halo_traffic(&grid, &s.positions);
+        let mine = &model[rt.my_pe()];
+        let counts: Vec<(usize, usize)> = mine.pulses.iter().map(|p| (p.sent, p.received)).collect();
+        ensure!(
+            mine.home == halo.home_count() && mine.local() == halo.local_count(),
+            "{dims:?} ({shape:?}): the model has {} home and {} local atoms, the plan {} and {}",
+            mine.home,
+            mine.local(),
+            halo.home_count(),
+            halo.local_count()
+        );
+        ensure!(
+            counts == halo.pulse_counts(),
+            "{dims:?} ({shape:?}): the model's pulses {counts:?} against the plan's {:?}",
+            halo.pulse_counts()
+        );
+        let to: Vec<usize> = mine.pulses.iter().map(|p| p.to).collect();
+        let expected: Vec<usize> = (0..3)
+            .flat_map(|d| {
+                let below = grid.pe_of(grid.neighbour(grid.cell_of(rt.my_pe()), d, false));
+                std::iter::repeat_n(below, grid.pulses()[d])
+            })
+            .collect();
+        ensure!(to == expected, "{dims:?}: the model sends to {to:?}, the plan to {expected:?}");
+    }
+    Ok(())
+}
+
 fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
     let (dims, cutoff, shape) = grids(rt.n_pes())[0];
     let s = system(shape);
@@ -489,6 +524,7 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
 fn main() {
     let mut cases = onesided_suite::cases![TWO_THREE_FOUR =>
         grids_halos_forces_and_paths_agree,
+        model_matches_the_plan,
         thread_count_does_not_change_results,
         repartition_and_jumps,
         engine_api_and_misuse,
@@ -501,6 +537,7 @@ fn main() {
         pes: &[8],
         run: grids_halos_forces_and_paths_agree,
     });
+    cases.push(pe_test::Case { name: "model_matches_the_plan", pes: &[8], run: model_matches_the_plan });
     cases.push(pe_test::Case {
         name: "bad_input_fails_on_every_pe",
         pes: &[2],

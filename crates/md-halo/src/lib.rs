@@ -11,7 +11,9 @@
 //! - [`HaloExchange`]: the plan, built at (re)partition, and [`move_x`](HaloExchange::move_x) /
 //!   [`move_f`](HaloExchange::move_f) every step; per-atom state of any plain-old-data type
 //!   migrates with its atoms ([`AtomState`]), and any per-atom field travels along the plan
-//!   ([`collective_spread`](HaloExchange::collective_spread)).
+//!   ([`collective_spread`](HaloExchange::collective_spread));
+//! - [`model`]: every domain's plan computed in one process without a runtime, for scale
+//!   models.
 //!
 //! An engine's step, with velocities migrating at repartition:
 //!
@@ -49,6 +51,7 @@
 mod error;
 mod grid;
 mod halo;
+pub mod model;
 mod pbc;
 
 pub use error::{Error, Result};

@@ -28,6 +28,7 @@ mod plan;
 
 use agree::{check_count, min_max, report_atom, setup_hash};
 pub use migrate::AtomState;
+pub(crate) use plan::sends;
 
 /// The forces that came back across the periodic boundaries in one
 /// [`move_f`](HaloExchange::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
@@ -449,6 +450,12 @@ impl<'rt> HaloExchange<'rt> {
     /// Pulses per dimension.
     pub fn pulses(&self) -> [usize; 3] {
         self.grid.pulses()
+    }
+
+    /// Per pulse, in the order the exchange runs them: how many atoms this PE sends and how
+    /// many it receives (what [`crate::model::halo_traffic`] computes without a runtime).
+    pub fn pulse_counts(&self) -> Vec<(usize, usize)> {
+        self.pulses.iter().map(|p| (p.send.len(), p.count)).collect()
     }
 
     /// Atoms this PE sends per step, over all pulses.

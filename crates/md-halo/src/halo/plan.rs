@@ -23,6 +23,18 @@ pub(super) struct HaloRecord {
     fraction: [f64; 3],
 }
 
+/// The local atoms among `candidates` that a pulse along `dim` sends down: those whose
+/// reference fraction lies below `limit` (the domain's lower face plus the range). The one
+/// rule of the plan, shared by the exchange and by [`crate::model`].
+pub(crate) fn sends(
+    reference: &[[f64; 3]],
+    candidates: std::ops::Range<usize>,
+    dim: usize,
+    limit: f64,
+) -> impl Iterator<Item = u32> + '_ {
+    candidates.filter(move |&i| reference[i][dim] < limit).map(|i| i as u32)
+}
+
 impl<'rt> HaloExchange<'rt> {
     /// Sends a per-atom field of the home atoms (`home[i]` for home atom `i`: charges, type
     /// ids, any plain-old-data value) along the current plan, and returns it for every local
@@ -119,8 +131,7 @@ impl<'rt> HaloExchange<'rt> {
                 previous.offset..previous.offset + previous.count
             };
             let limit = self.lower[dim] + self.grid.reach(dim);
-            let send: Vec<u32> =
-                candidates.filter(|&i| self.reference[i][dim] < limit).map(|i| i as u32).collect();
+            let send: Vec<u32> = sends(&self.reference, candidates, dim, limit).collect();
             let (to, from) = (self.pulses[q].to, self.pulses[q].from);
             let count = self.exchange_count(to, send.len(), from)?;
             self.coords.collective_ensure(self.n_local + count)?;
