@@ -222,6 +222,13 @@ const COLOURS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"
 
 /// An SVG plot of time against message size, both logarithmic, one line per variant.
 pub fn svg(group: &str, points: &[Point]) -> Option<String> {
+    let in_bytes = points.iter().filter(|p| p.group == group).all(|p| p.is_bytes);
+    let x_label = if in_bytes { "message size" } else { "size (atoms)" };
+    svg_labelled(group, points, &format!("{group}: median time per operation"), x_label)
+}
+
+/// [`svg`] with its own title and horizontal axis label.
+pub fn svg_labelled(group: &str, points: &[Point], title: &str, x_label: &str) -> Option<String> {
     let table = by_group(points).remove(group)?;
     let in_bytes = points.iter().filter(|p| p.group == group).all(|p| p.is_bytes);
     let size_label = |n: u64| if in_bytes { format_bytes(n) } else { n.to_string() };
@@ -243,7 +250,7 @@ pub fn svg(group: &str, points: &[Point]) -> Option<String> {
     let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{group}: median time per operation</text>"#,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{title}</text>"#,
         (left + w - right) / 2.0
     );
     for decade in (y_min as i32)..=(y_max as i32) {
@@ -275,7 +282,7 @@ pub fn svg(group: &str, points: &[Point]) -> Option<String> {
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         (left + w - right) / 2.0,
         h - 14.0,
-        if in_bytes { "message size" } else { "size (atoms)" }
+        x_label
     );
     let _ = writeln!(
         s,
