@@ -11,11 +11,21 @@
 //! `--cutoff NM`, `--grid NX,NY,NZ` (default: chosen from the PE count), `--steps S`,
 //! `--nstlist K` (repartition and pair-search interval), `--threads T`,
 //! `--path mpi|onesided|both`, `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
-//! (the clustered pair-list kernel, or the plain cell-list loop it is checked against), and
-//! `--pes N` when the program launches itself.
+//! (the clustered pair-list kernel, or the plain cell-list loop it is checked against),
+//! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term on the reference
+//! kernel and the reciprocal part on every PE's slab of the grid, `--spacing NM` and
+//! `--rtol R` as GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the
+//! program launches itself.
+//!
+//! With `--coulomb pme` each step also sends the home atoms to their PME slabs, runs the mesh
+//! (spread, distributed FFT on the library's all-to-all, solve, gather) and brings the
+//! reciprocal forces back, one-sided on the one-sided path and over MPI on the MPI path; it
+//! prints those phases per step under GROMACS's names, and `--verify` checks the reciprocal
+//! forces against serial PME and the real-space forces (with their exclusion corrections)
+//! against the serial computation.
 //!
 //! The program drives the halo exchange as an MD engine would, through its public API only.
-//! Each step: `move_x`, a Lennard-Jones plus reaction-field force on home and halo atoms,
+//! Each step: `move_x`, a Lennard-Jones plus reaction-field (or real-space Ewald) force on home and halo atoms,
 //! `move_f`, then every home atom takes a step with its velocity (a per-atom state kept by
 //! the program, which migrates with the atoms); every `nstlist` steps the atoms are
 //! repartitioned and the pair list is built again (with the same buffer as the halo). With `--verify`, the halo is checked against a brute-force search after
@@ -36,8 +46,10 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, HaloExchange, RVec};
-use onesided::{ExchangePath, Runtime};
+use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::cli;
+use pme_redist::reference::serial_pme;
+use pme_redist::{Particle, Pme, PmeGrid, RedistPath, Redistribution, ewald_coefficient};
 
 struct Options {
     gro: PathBuf,
@@ -52,7 +64,10 @@ struct Options {
     verify: bool,
     dump_halo: Option<PathBuf>,
     pes: usize,
-    kernel: Kernel,
+    kernel: Option<Kernel>,
+    pme: bool,
+    spacing: f32,
+    rtol: f64,
 }
 
 /// Which force kernel computes the step's forces.
@@ -66,7 +81,7 @@ enum Kernel {
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
-[--dump-halo DIR] [--kernel cluster|reference] [--pes N]";
+[--dump-halo DIR] [--kernel cluster|reference] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -82,7 +97,10 @@ fn parse() -> Result<Options, String> {
         verify: false,
         dump_halo: None,
         pes: 2,
-        kernel: Kernel::Cluster,
+        kernel: None,
+        pme: false,
+        spacing: 0.12,
+        rtol: 1e-5,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -106,11 +124,23 @@ fn parse() -> Result<Options, String> {
                 }
             }
             "--kernel" => {
-                options.kernel = match value()?.as_str() {
+                options.kernel = Some(match value()?.as_str() {
                     "cluster" => Kernel::Cluster,
                     "reference" => Kernel::Reference,
                     other => return Err(format!("--kernel takes cluster or reference, got {other:?}")),
+                })
+            }
+            "--coulomb" => {
+                options.pme = match value()?.as_str() {
+                    "rf" => false,
+                    "pme" => true,
+                    other => return Err(format!("--coulomb takes rf or pme, got {other:?}")),
                 }
+            }
+            "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
+            "--rtol" => {
+                let v = value()?;
+                options.rtol = v.parse().map_err(|_| format!("--rtol needs a number, got {v:?}"))?;
             }
             "--verify" => options.verify = true,
             "--dump-halo" => options.dump_halo = Some(value()?.into()),
@@ -118,7 +148,20 @@ fn parse() -> Result<Options, String> {
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
     }
+    if options.pme && options.kernel == Some(Kernel::Cluster) {
+        return Err(
+            "the clustered kernel computes reaction field only: --coulomb pme runs on --kernel reference"
+                .to_string(),
+        );
+    }
     Ok(options)
+}
+
+impl Options {
+    /// The force kernel: the clustered one unless asked otherwise or PME needs the reference.
+    fn kernel(&self) -> Kernel {
+        self.kernel.unwrap_or(if self.pme { Kernel::Reference } else { Kernel::Cluster })
+    }
 }
 
 /// What a path's run measured and found.
@@ -127,8 +170,9 @@ struct Outcome {
     move_x_us: f64,
     move_f_us: f64,
     verified: Option<bool>,
-    /// Per step: fingerprints of the coordinates after move_x and the forces after move_f.
-    fingerprints: Vec<(u64, u64)>,
+    /// Per step: fingerprints of the coordinates after move_x, the forces after move_f and
+    /// (with PME) the reciprocal energy and forces back at their owners.
+    fingerprints: Vec<(u64, u64, u64)>,
 }
 
 /// The system and everything derived from it, the same on every PE.
@@ -136,6 +180,8 @@ struct Setup {
     structure: Structure,
     topology: Topology,
     grid: DdGrid,
+    /// With --coulomb pme: the grid over every PE and the Ewald coefficient.
+    pme: Option<(PmeGrid, f64)>,
 }
 
 fn main() {
@@ -180,12 +226,27 @@ fn prepare(rt: &Runtime, options: &Options) -> md_demo::Result<Setup> {
         Some(dims) => DdGrid::new(dims, structure.pbc, range, rt.n_pes())?,
         None => DdGrid::choose(rt.n_pes(), structure.pbc, range)?,
     };
-    Ok(Setup { structure, topology, grid })
+    let pme = if options.pme {
+        let all: Vec<usize> = (0..rt.n_pes()).collect();
+        let pme_grid = PmeGrid::new(structure.pbc.vectors(), options.spacing, &all).map_err(config)?;
+        Some((pme_grid, ewald_coefficient(options.cutoff as f64, options.rtol).map_err(config)?))
+    } else {
+        None
+    };
+    Ok(Setup { structure, topology, grid, pme })
+}
+
+/// A PME error as the demo's.
+fn config(e: pme_redist::Error) -> md_demo::Error {
+    md_demo::Error::Config(e.to_string())
 }
 
 fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> {
     let me = rt.my_pe();
-    let field = ForceField::new(options.cutoff as f64);
+    let field = match &setup.pme {
+        Some((_, beta)) => ForceField::ewald(options.cutoff as f64, *beta),
+        None => ForceField::new(options.cutoff as f64),
+    };
     let (structure, grid) = (&setup.structure, &setup.grid);
     if me == 0 {
         let [nx, ny, nz] = grid.dims();
@@ -298,6 +359,35 @@ fn run_path(
     let mut list_isa = None;
     let mut forces = Vec::new();
     let mut fingerprints = Vec::new();
+    // With PME: the mesh over every PE, fed along the redistribution's plan; the one-sided
+    // path uses one-sided puts, overlap planes and transposes, the MPI path MPI for all three.
+    let group = match &setup.pme {
+        Some(_) => Some(PeGroup::collective_new(rt, "pme", &(0..rt.n_pes()).collect::<Vec<_>>())?),
+        None => None,
+    };
+    let mut pme = match (&setup.pme, &group) {
+        (Some((pme_grid, beta)), Some(group)) => {
+            let (redist_path, overlap, fft_path) = match path {
+                ExchangePath::Mpi => (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
+                _ => (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
+            };
+            let home = particles(&halo, topology);
+            let redist = Redistribution::collective_new(rt, pme_grid.clone(), redist_path, &home, n_atoms)
+                .map_err(config)?;
+            let mesh = Pme::collective_new(group, pme_grid, *beta, overlap, fft_path).map_err(config)?;
+            Some(MeshState {
+                redist,
+                mesh,
+                home,
+                forces: Vec::new(),
+                energy: 0.0,
+                x: Vec::new(),
+                f: Vec::new(),
+            })
+        }
+        _ => None,
+    };
+    let mut pme_checks = Ok(String::new());
     for step in 0..options.steps {
         if step > 0 && step % options.nstlist == 0 {
             // The configuration the new plan is built from, for the brute-force search.
@@ -305,6 +395,10 @@ fn run_path(
                 if options.verify { Some(verify::gather_positions(rt, &halo, n_atoms)?) } else { None };
             halo.collective_repartition(&mut [&mut velocities])?;
             list = None;
+            if let Some(state) = pme.as_mut() {
+                state.home = particles(&halo, topology);
+                state.redist.collective_plan(&state.home).map_err(config)?;
+            }
             if let (Some(positions), Ok(_)) = (&before, &halo_checks) {
                 halo_checks = verify::check_halo(&halo, positions).map(|()| String::new());
             }
@@ -316,7 +410,7 @@ fn run_path(
         halo.move_x()?;
         let moved_x = Instant::now();
         let mut force_start = moved_x;
-        if options.kernel == Kernel::Cluster && list.is_none() {
+        if options.kernel() == Kernel::Cluster && list.is_none() {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
             let built = PairList::for_domain(&halo, topology, field)?;
@@ -339,7 +433,16 @@ fn run_path(
         let shift_forces = halo.move_f(&mut forces)?;
         let moved_f = Instant::now();
         wait.push(before_f - fingerprinted);
-        fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()])));
+        let mut mesh_print = 0;
+        if let Some(state) = pme.as_mut() {
+            state.step(rt, &halo, step == 0)?;
+            mesh_print = verify::fingerprint(&state.forces) ^ state.energy.to_bits();
+            if options.verify && step + 1 == options.steps {
+                pme_checks = verify::gather_positions(rt, &halo, n_atoms)
+                    .and_then(|positions| state.check(setup, topology, &positions));
+            }
+        }
+        fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()]), mesh_print));
         if options.verify && step + 1 == options.steps {
             let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, topology, field)?;
             let ok = deviation.force <= FORCE_TOLERANCE && deviation.virial <= FORCE_TOLERANCE;
@@ -378,6 +481,14 @@ fn run_path(
                 .map(|worst| format!(" (largest difference {worst:.1e} nm)"))
         });
         checks_pass &= agree(rt, path, "final positions against a serial replay of the motion", replay)?;
+        if pme.is_some() {
+            checks_pass &= agree(
+                rt,
+                path,
+                "reciprocal energy and forces against serial PME (double precision, same grid)",
+                pme_checks,
+            )?;
+        }
     }
     // Medians per PE, then the slowest PE: a step is as fast as its slowest domain.
     let median_us = |times: &mut Vec<std::time::Duration>| -> f64 {
@@ -396,12 +507,34 @@ fn run_path(
     .map(|us| (us * 1000.0) as u64);
     rt.max_u64(&mut medians)?;
     let [x_us, f_us, force_us, search_us, wait_us] = medians.map(|ns| ns as f64 / 1000.0);
+    // With PME: the redistributions' medians and the mesh phases' means per timed step (the
+    // first step is a warm-up), on the slowest PE; in PME_PHASES order.
+    let mut pme_us = [0.0f64; 7];
+    if let Some(state) = pme.as_mut() {
+        let timed = options.steps.saturating_sub(1).max(1) as f64;
+        let times = state.mesh.times();
+        let mean = |t: std::time::Duration| t.as_secs_f64() * 1e6 / timed;
+        let mut ns = [
+            median_us(&mut state.x),
+            mean(times.spread),
+            mean(times.fft),
+            mean(times.fft_comm),
+            mean(times.solve),
+            mean(times.gather),
+            median_us(&mut state.f),
+        ]
+        .map(|us| (us * 1000.0) as u64);
+        rt.max_u64(&mut ns)?;
+        pme_us = ns.map(|ns| ns as f64 / 1000.0);
+    }
+    let pme_total: f64 = pme_us.iter().sum();
+    let pme_comm = pme_us[0] + pme_us[3] + pme_us[6];
     if me == 0 {
         // GROMACS's names for the phases (its log's cycle accounting), so the two read side
         // by side: Comm. coord. is move_x, Wait + Comm. F the wait for the slowest PE plus
         // move_f, Force the force kernel, Neighbor search the pair-list build (its mean per
         // step). The step is their sum.
-        let step_us = x_us + search_us + force_us + wait_us + f_us;
+        let step_us = x_us + search_us + force_us + wait_us + f_us + pme_total;
         println!(
             "  {}: median per step on the slowest PE: Comm. coord. {x_us:.2} us, Force {:.3} ms, \
              Wait + Comm. F {:.2} us (wait {wait_us:.2}, move_f {f_us:.2}), Neighbor search {:.3} ms; \
@@ -410,12 +543,26 @@ fn run_path(
             force_us / 1000.0,
             wait_us + f_us,
             search_us / 1000.0,
-            100.0 * (x_us + f_us) / step_us.max(1e-9)
+            100.0 * (x_us + f_us + pme_comm) / step_us.max(1e-9)
         );
+        if pme.is_some() {
+            let phases: Vec<String> =
+                PME_PHASES.iter().zip(&pme_us).map(|(name, us)| format!("{name} {us:.1}")).collect();
+            println!("  {}: PME, us per step on the slowest PE: {}", label(path), phases.join(", "));
+        }
         println!(
             "phases path={} comm_coord_us={x_us:.2} force_us={force_us:.2} wait_us={wait_us:.2} \
-             comm_f_us={f_us:.2} search_us={search_us:.2} step_us={step_us:.2} kernel={}",
+             comm_f_us={f_us:.2} search_us={search_us:.2} pme_redist_x_us={:.2} pme_spread_us={:.2} \
+             pme_fft_us={:.2} pme_fft_comm_us={:.2} pme_solve_us={:.2} pme_gather_us={:.2} pme_redist_f_us={:.2} \
+             step_us={step_us:.2} kernel={}",
             label(path),
+            pme_us[0],
+            pme_us[1],
+            pme_us[2],
+            pme_us[3],
+            pme_us[4],
+            pme_us[5],
+            pme_us[6],
             list_isa.map_or("reference".to_string(), |isa| isa.to_string().replace(' ', "-"))
         );
     }
@@ -426,6 +573,91 @@ fn run_path(
         verified: options.verify.then_some(checks_pass),
         fingerprints,
     })
+}
+
+/// The PME part of a step: the redistribution to the slabs, the mesh, and what came back.
+struct MeshState<'g, 'rt> {
+    redist: Redistribution<'rt>,
+    mesh: Pme<'g, 'rt>,
+    /// The home atoms as the redistribution takes them (positions refreshed every step).
+    home: Vec<Particle>,
+    /// The reciprocal forces on the home atoms, in home order, after the last step.
+    forces: Vec<RVec>,
+    /// The reciprocal energy of the last step, summed over the PME ranks.
+    energy: f64,
+    /// Time of `PME redist. X` and `PME redist. F` per timed step.
+    x: Vec<std::time::Duration>,
+    f: Vec<std::time::Duration>,
+}
+
+/// The home atoms of `halo` with their charges, as PME particles.
+fn particles(halo: &HaloExchange<'_>, topology: &Topology) -> Vec<Particle> {
+    let home = halo.home_count();
+    halo.coordinates()[..home]
+        .iter()
+        .zip(&halo.global_indices()[..home])
+        .map(|(&x, &g)| Particle { x, q: topology.params[g as usize].charge, global: g })
+        .collect()
+}
+
+impl MeshState<'_, '_> {
+    /// One PME step on the home atoms' current positions; `warm_up` leaves it untimed (page
+    /// faults, the FFT plans' first touch).
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    fn step(&mut self, rt: &Runtime, halo: &HaloExchange<'_>, warm_up: bool) -> md_demo::Result<()> {
+        let home = halo.home_count();
+        for (p, &x) in self.home.iter_mut().zip(&halo.coordinates()[..home]) {
+            p.x = x;
+        }
+        self.forces.resize(home, [0.0; 3]);
+        rt.barrier();
+        let start = Instant::now();
+        self.redist.redistribute(&self.home).map_err(config)?;
+        let x_done = Instant::now();
+        let result = self.mesh.collective_step(self.redist.received()).map_err(config)?;
+        let f_start = Instant::now();
+        self.redist.return_forces_into(&result.forces, &mut self.forces).map_err(config)?;
+        let end = Instant::now();
+        self.energy = self.mesh.collective_energy(result.energy).map_err(config)?;
+        if warm_up {
+            self.mesh.times_mut().reset();
+        } else {
+            self.x.push(x_done - start);
+            self.f.push(end - f_start);
+        }
+        Ok(())
+    }
+
+    /// The last step's reciprocal energy and forces against serial PME on `positions` (every
+    /// atom's, gathered).
+    fn check(&self, setup: &Setup, topology: &Topology, positions: &[RVec]) -> md_demo::Result<String> {
+        let Some((pme_grid, beta)) = &setup.pme else { return Ok(String::new()) };
+        let charges: Vec<f32> = topology.params.iter().map(|p| p.charge).collect();
+        let serial = serial_pme(pme_grid, positions, &charges, *beta).map_err(config)?;
+        if (self.energy - serial.energy).abs() > 1e-5 * serial.energy.abs() {
+            return Err(md_demo::Error::Verification(format!(
+                "the reciprocal energy {} deviates from the serial {}",
+                self.energy, serial.energy
+            )));
+        }
+        let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+        let mut worst = 0f64;
+        for (p, f) in self.home.iter().zip(&self.forces) {
+            let s = serial.forces[p.global as usize];
+            for d in 0..3 {
+                worst = worst.max((s[d] - f64::from(f[d])).abs() / largest);
+            }
+        }
+        if worst > FORCE_TOLERANCE {
+            return Err(md_demo::Error::Verification(format!(
+                "the reciprocal forces deviate {worst:.2e} of the largest from serial PME (tolerance \
+                 {FORCE_TOLERANCE:.0e})"
+            )));
+        }
+        Ok(format!(" (energy {:.3} kJ/mol, largest force deviation {worst:.1e})", self.energy))
+    }
 }
 
 /// Replays every atom's motion serially from the start and returns the largest distance
@@ -454,6 +686,17 @@ fn replay_motion(structure: &Structure, steps: u64, positions: &[RVec]) -> md_de
 /// How far a replayed position may lie from the run's: rounding of positions wrapped at every
 /// repartition, far below one step.
 const REPLAY_TOLERANCE: f64 = 1e-4;
+
+/// GROMACS's names for the PME phases, in the order the step report prints them.
+const PME_PHASES: [&str; 7] = [
+    "PME redist. X",
+    "PME spread",
+    "PME 3D-FFT",
+    "PME 3D-FFT Comm.",
+    "PME solve Elec",
+    "PME gather",
+    "PME redist. F",
+];
 
 /// The name of a path on the command line and in the summary.
 fn label(path: ExchangePath) -> &'static str {

@@ -25,7 +25,7 @@ use md_halo::{HaloExchange, RVec, Zone};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::force::{ForceField, ONE_4PI_EPS0, Topology, bucket};
+use crate::force::{Electrostatics, ForceField, ONE_4PI_EPS0, Topology, bucket};
 
 /// Atoms per i-cluster.
 pub const I_CLUSTER: usize = 4;
@@ -237,8 +237,8 @@ impl PairList {
     ///
     /// # Errors
     /// [`Error::Config`] when the arrays differ in length, `rlist` is below the cutoff, a
-    /// position is not finite, a global index has no entry in `topology`, or the kernel cannot
-    /// run on `isa` here.
+    /// position is not finite, a global index has no entry in `topology`, the force field is
+    /// not reaction field, or the kernel cannot run on `isa` here.
     pub fn build(
         positions: &[RVec],
         ids: &[u32],
@@ -253,6 +253,13 @@ impl PairList {
                 "the pair-list radius {rlist} nm is below the cutoff {} nm: pairs would be missed",
                 field.cutoff
             )));
+        }
+        if field.electrostatics() != Electrostatics::ReactionField {
+            return Err(Error::Config(
+                "the clustered kernel computes reaction-field electrostatics only; for Ewald (PME) \
+                 use the reference kernel (force::domain_forces)"
+                    .to_string(),
+            ));
         }
         if !isa.available() {
             return Err(Error::Config(format!(

@@ -1,6 +1,7 @@
 //! A real force, so that the exchanged forces mean something: Lennard-Jones plus
-//! reaction-field electrostatics (ε_rf = ∞) within a cutoff, pairs within one molecule
-//! excluded, found with cell lists.
+//! electrostatics within a cutoff, reaction field (ε_rf = ∞) or the real-space part of Ewald
+//! summation (with the exclusion corrections and self energy PME needs), pairs within one
+//! molecule excluded, found with cell lists.
 //!
 //! On a domain, a pair within the cutoff is computed where the halo exchange says it is owned
 //! ([`HaloExchange::owns_pair`]): every pair exactly once across all domains. Each atom
@@ -18,6 +19,21 @@ use crate::types::{AtomParams, TypeTable};
 /// GROMACS's electric conversion factor, kJ mol⁻¹ nm e⁻².
 pub(crate) const ONE_4PI_EPS0: f64 = 138.935_458;
 
+/// How the electrostatic interaction is computed within the cutoff.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Electrostatics {
+    /// Reaction field with ε_rf = ∞, shifted to zero at the cutoff.
+    ReactionField,
+    /// The real-space part of Ewald summation (PME): `erfc(β r) / r`, shifted to zero at the
+    /// cutoff as GROMACS's default `coulomb-modifier = Potential-shift` does; the rest of the
+    /// electrostatics comes from the reciprocal sum (`pme_redist::Pme`).
+    Ewald {
+        /// The splitting coefficient β in nm⁻¹ (GROMACS's `ewaldcoeff_q`;
+        /// `pme_redist::ewald_coefficient` gives it from the cutoff and `ewald-rtol`).
+        beta: f64,
+    },
+}
+
 /// The interaction of two atoms.
 #[derive(Clone, Copy, Debug)]
 pub struct ForceField {
@@ -25,12 +41,42 @@ pub struct ForceField {
     pub cutoff: f64,
     k_rf: f64,
     c_rf: f64,
+    electrostatics: Electrostatics,
+    /// Ewald: erfc(β r_c) / r_c, the potential shift.
+    shift: f64,
 }
+
+/// 2 / √π.
+const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
 impl ForceField {
     /// Lennard-Jones and reaction field (ε_rf = ∞) cut off at `cutoff` nm.
     pub fn new(cutoff: f64) -> ForceField {
-        ForceField { cutoff, k_rf: 1.0 / (2.0 * cutoff.powi(3)), c_rf: 3.0 / (2.0 * cutoff) }
+        ForceField {
+            cutoff,
+            k_rf: 1.0 / (2.0 * cutoff.powi(3)),
+            c_rf: 3.0 / (2.0 * cutoff),
+            electrostatics: Electrostatics::ReactionField,
+            shift: 0.0,
+        }
+    }
+
+    /// Lennard-Jones and the real-space part of Ewald electrostatics with splitting
+    /// coefficient `beta` (nm⁻¹), both cut off at `cutoff` nm. Pairs within a molecule get
+    /// the exclusion correction ([`exclusion`](Self::exclusion)), and a system its self
+    /// energy ([`self_energy`](Self::self_energy)): with the reciprocal energy of the same β
+    /// they make the whole Ewald electrostatic energy.
+    pub fn ewald(cutoff: f64, beta: f64) -> ForceField {
+        ForceField {
+            electrostatics: Electrostatics::Ewald { beta },
+            shift: libm::erfc(beta * cutoff) / cutoff,
+            ..ForceField::new(cutoff)
+        }
+    }
+
+    /// The electrostatics.
+    pub fn electrostatics(&self) -> Electrostatics {
+        self.electrostatics
     }
 
     /// The reaction-field coefficient k_rf = 1 / (2 r_c³) in nm⁻³ (ε_rf = ∞).
@@ -56,10 +102,45 @@ impl ForceField {
         let qq = ONE_4PI_EPS0 * a.charge as f64 * b.charge as f64;
         if qq != 0.0 {
             let rinv = rinv2.sqrt();
-            f += qq * (rinv * rinv2 - 2.0 * self.k_rf);
-            v += qq * (rinv + self.k_rf * r2 - self.c_rf);
+            match self.electrostatics {
+                Electrostatics::ReactionField => {
+                    f += qq * (rinv * rinv2 - 2.0 * self.k_rf);
+                    v += qq * (rinv + self.k_rf * r2 - self.c_rf);
+                }
+                Electrostatics::Ewald { beta } => {
+                    let r = r2 * rinv;
+                    let screened = libm::erfc(beta * r) * rinv;
+                    f += qq * (screened + TWO_OVER_SQRT_PI * beta * (-beta * beta * r2).exp()) * rinv2;
+                    v += qq * (screened - self.shift);
+                }
+            }
         }
         (f, v)
+    }
+
+    /// The correction of a pair within one molecule (excluded from [`pair`](Self::pair)) at
+    /// squared distance `r2`, as `(f, v)` like `pair`: under Ewald the reciprocal sum counts
+    /// every pair, excluded or not, so each excluded pair takes back its `erf(β r) / r` part
+    /// (GROMACS puts this into `Coulomb (SR)`); nothing under reaction field.
+    pub fn exclusion(&self, a: &AtomParams, b: &AtomParams, r2: f64) -> (f64, f64) {
+        let Electrostatics::Ewald { beta } = self.electrostatics else { return (0.0, 0.0) };
+        let qq = ONE_4PI_EPS0 * a.charge as f64 * b.charge as f64;
+        if qq == 0.0 || r2 == 0.0 {
+            return (0.0, 0.0);
+        }
+        let rinv2 = 1.0 / r2;
+        let rinv = rinv2.sqrt();
+        let r = r2 * rinv;
+        let unscreened = libm::erf(beta * r) * rinv;
+        (qq * (TWO_OVER_SQRT_PI * beta * (-beta * beta * r2).exp() - unscreened) * rinv2, -qq * unscreened)
+    }
+
+    /// The self energy of charges `charges` (e) under Ewald, `-β / √π f Σ q²` in kJ mol⁻¹
+    /// (GROMACS puts it into `Coul. recip.`); zero under reaction field.
+    pub fn self_energy(&self, charges: impl IntoIterator<Item = f32>) -> f64 {
+        let Electrostatics::Ewald { beta } = self.electrostatics else { return 0.0 };
+        let sum: f64 = charges.into_iter().map(|q| q as f64 * q as f64).sum();
+        -beta / std::f64::consts::PI.sqrt() * ONE_4PI_EPS0 * sum
     }
 }
 
@@ -182,6 +263,7 @@ pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &Force
     let cells = Cells::new(x, field.cutoff);
     let rc2 = field.cutoff * field.cutoff;
     let owner = halo.pair_owner();
+    let ewald = matches!(field.electrostatics(), Electrostatics::Ewald { .. });
     let per_atom: Vec<(RVec, f64)> = (0..x.len())
         .into_par_iter()
         .map(|i| {
@@ -190,7 +272,11 @@ pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &Force
             for members in cells.around(x[i]) {
                 for &j in members {
                     let j = j as usize;
-                    if j == i || topology.excluded(ids[i], ids[j]) {
+                    if j == i {
+                        continue;
+                    }
+                    let excluded = topology.excluded(ids[i], ids[j]);
+                    if excluded && !ewald {
                         continue;
                     }
                     let r: [f64; 3] = std::array::from_fn(|d| x[i][d] as f64 - x[j][d] as f64);
@@ -198,7 +284,9 @@ pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &Force
                     if r2 >= rc2 || !owner.owns(i, j) {
                         continue;
                     }
-                    let (scalar, energy) = field.pair(pi, &topology.params[ids[j] as usize], r2);
+                    let pj = &topology.params[ids[j] as usize];
+                    let (scalar, energy) =
+                        if excluded { field.exclusion(pi, pj, r2) } else { field.pair(pi, pj, r2) };
                     for d in 0..3 {
                         f[d] += scalar * r[d];
                     }
@@ -208,7 +296,9 @@ pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &Force
             ([f[0] as f32, f[1] as f32, f[2] as f32], v)
         })
         .collect();
-    let energy = per_atom.iter().map(|p| p.1).sum();
+    // The self energy of the home atoms, once per atom over all domains.
+    let home = ids[..halo.home_count()].iter().map(|&g| topology.params[g as usize].charge);
+    let energy = per_atom.iter().map(|p| p.1).sum::<f64>() + field.self_energy(home);
     (per_atom.into_iter().map(|p| p.0).collect(), energy)
 }
 
@@ -217,7 +307,10 @@ pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &Force
 pub struct SerialForces {
     /// The force on every atom.
     pub forces: Vec<[f64; 3]>,
-    /// The potential energy.
+    /// The potential energy: Lennard-Jones and the electrostatics within the cutoff; under
+    /// Ewald also the exclusion corrections of pairs within a molecule and the self energy, so
+    /// that adding the reciprocal energy of the same β gives the whole electrostatic energy
+    /// (GROMACS's `Coulomb (SR)` plus `Coul. recip.`, with the LJ terms).
     pub energy: f64,
     /// The virial of the pair forces, `-½ Σ_pairs r_ij ⊗ f_ij`, as `[row][column]`.
     pub virial: [[f64; 3]; 3],
@@ -258,6 +351,7 @@ pub fn serial_forces(
     let (members, start) = bucket(&cell_index, dims[0] * dims[1] * dims[2]);
     let v = pbc.vectors();
     let rc2 = field.cutoff * field.cutoff;
+    let ewald = matches!(field.electrostatics(), Electrostatics::Ewald { .. });
     let per_atom: Vec<([f64; 3], f64, [[f64; 3]; 3])> = (0..wrapped.len())
         .into_par_iter()
         .map(|i| {
@@ -279,7 +373,11 @@ pub fn serial_forces(
                 let cell = index(neighbour);
                 for &j in &members[start[cell]..start[cell + 1]] {
                     let j = j as usize;
-                    if j == i || topology.excluded(i as u32, j as u32) {
+                    if j == i {
+                        continue;
+                    }
+                    let excluded = topology.excluded(i as u32, j as u32);
+                    if excluded && !ewald {
                         continue;
                     }
                     let r: [f64; 3] =
@@ -288,7 +386,9 @@ pub fn serial_forces(
                     if r2 >= rc2 {
                         continue;
                     }
-                    let (scalar, pair_energy) = field.pair(&topology.params[i], &topology.params[j], r2);
+                    let (pi, pj) = (&topology.params[i], &topology.params[j]);
+                    let (scalar, pair_energy) =
+                        if excluded { field.exclusion(pi, pj, r2) } else { field.pair(pi, pj, r2) };
                     for d in 0..3 {
                         f[d] += scalar * r[d];
                         for e in 0..3 {
@@ -302,7 +402,8 @@ pub fn serial_forces(
             (f, energy, virial)
         })
         .collect();
-    let energy = per_atom.iter().map(|p| p.1).sum();
+    let energy = per_atom.iter().map(|p| p.1).sum::<f64>()
+        + field.self_energy(topology.params.iter().map(|p| p.charge));
     let virial = std::array::from_fn(|d| std::array::from_fn(|e| per_atom.iter().map(|p| p.2[d][e]).sum()));
     Ok(SerialForces { forces: per_atom.into_iter().map(|p| p.0).collect(), energy, virial })
 }
@@ -327,6 +428,79 @@ mod tests {
         let charged = AtomParams { charge: -0.82, c6: 0.0, c12: 0.0 };
         let (f, _) = field.pair(&charged, &charged, 1.0 - 1e-12);
         assert!(f.abs() < 1e-6, "Coulomb part at the cutoff: {f}");
+    }
+
+    #[test]
+    fn ewald_forces_are_minus_the_energy_gradient_and_vanish_at_the_cutoff() {
+        let field = ForceField::ewald(0.9, 3.47);
+        let (a, b) = (
+            AtomParams { charge: -0.82, c6: 0.002_617_4, c12: 2.633_4e-6 },
+            AtomParams { charge: 0.41, c6: 0.0, c12: 0.0 },
+        );
+        for r in [0.1f64, 0.25, 0.5, 0.85] {
+            let h = 1e-6;
+            for what in ["pair", "exclusion"] {
+                let f = |r: f64| {
+                    if what == "pair" { field.pair(&a, &b, r * r) } else { field.exclusion(&a, &b, r * r) }
+                };
+                let numeric = -(f(r + h).1 - f(r - h).1) / (2.0 * h);
+                // The force on the first atom is f r along r: its magnitude is f r.
+                let analytic = f(r).0 * r;
+                assert!(
+                    (numeric - analytic).abs() < 1e-5 * analytic.abs().max(1.0),
+                    "{what} at {r}: {numeric} against {analytic}"
+                );
+            }
+        }
+        // The shifted potential is zero at the cutoff (LJ aside).
+        let charged = AtomParams { charge: 0.41, c6: 0.0, c12: 0.0 };
+        assert!(field.pair(&charged, &charged, 0.81).1.abs() < 1e-9);
+        // Reaction field has no exclusion correction and no self energy.
+        let rf = ForceField::new(0.9);
+        assert_eq!(rf.exclusion(&a, &b, 0.01), (0.0, 0.0));
+        assert_eq!(rf.self_energy([0.41f32, -0.82]), 0.0);
+        assert!(
+            (field.self_energy([1.0f32]) + 3.47 / std::f64::consts::PI.sqrt() * ONE_4PI_EPS0).abs() < 1e-9
+        );
+    }
+
+    /// The whole Ewald electrostatic energy (real space with exclusion corrections and self
+    /// energy, plus the reciprocal sum) does not depend on the splitting β, and neither do the
+    /// forces: the real-space and reciprocal parts must be each other's complements.
+    #[test]
+    fn ewald_total_does_not_depend_on_the_splitting() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data");
+        let water = Structure::read_gro(std::path::Path::new(&format!("{dir}/spc216.gro"))).expect("spc216");
+        let topology = Topology::new(&water, &TypeTable::builtin(), "spc216.gro").expect("SPC names");
+        let charges: Vec<f32> = topology.params.iter().map(|p| p.charge).collect();
+        let total = |beta: f64| {
+            let real = serial_forces(&water.positions, &water.pbc, &topology, &ForceField::ewald(0.9, beta))
+                .expect("cutoff fits");
+            let reciprocal = pme_redist::reference::ewald_sum(
+                water.pbc.vectors(),
+                &water.positions,
+                &charges,
+                beta,
+                1e-14,
+            )
+            .expect("valid");
+            let forces: Vec<[f64; 3]> = real
+                .forces
+                .iter()
+                .zip(&reciprocal.forces)
+                .map(|(a, b)| std::array::from_fn(|d| a[d] + b[d]))
+                .collect();
+            (real.energy + reciprocal.energy, forces)
+        };
+        let (e1, f1) = total(3.47);
+        let (e2, f2) = total(4.2);
+        assert!((e1 - e2).abs() < 1e-4 * e1.abs(), "total energy {e1} at β 3.47 against {e2} at 4.2");
+        let largest = f1.iter().flatten().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in f1.iter().zip(&f2).enumerate() {
+            for d in 0..3 {
+                assert!((a[d] - b[d]).abs() < 2e-3 * largest, "atom {i}: {a:?} against {b:?}");
+            }
+        }
     }
 
     /// Brute force over every pair and every image within two box vectors.
