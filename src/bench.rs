@@ -242,8 +242,12 @@ fn paired_ratios(rt: &Runtime, benches: &mut [Bench<'_>], ran: &[bool]) -> Vec<P
     out
 }
 
-/// Where paired ratios are kept, beside criterion's results.
+/// Where paired ratios are kept, beside criterion's results (`CRITERION_HOME`, else
+/// `target/criterion`).
 pub fn paired_path() -> std::path::PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return std::path::PathBuf::from(home).join("paired-ratios.json");
+    }
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
     target.join("criterion").join("paired-ratios.json")

@@ -134,9 +134,14 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
             println!("{label}: launching {n_cases} cases with {pes} PEs: {}", launch::PE_RUN);
             let started = Instant::now();
             match launch_once(pes, &names, variant.env, timeout) {
-                Ok(()) => {
+                Ok(Launch::Ran) => {
                     let seconds = started.elapsed().as_secs_f64();
                     println!("{label}: {pes} PEs ok ({seconds:.1} s)");
+                }
+                Ok(Launch::Skipped) => {
+                    println!(
+                        "{label}: {pes} PEs SKIPPED: the emulated nodes cannot be made here (see above)"
+                    );
                 }
                 Err(why) => {
                     println!("{label}: {pes} PEs FAILED: {why}");
@@ -155,8 +160,32 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     }
 }
 
+/// How a launch that did not fail ended.
+enum Launch {
+    /// The cases ran.
+    Ran,
+    /// The launch asked for emulated nodes (`ONESIDED_NODES`) and this machine cannot make
+    /// them: `scripts/pe-run` said why and exited with status 4.
+    Skipped,
+}
+
+/// Whether a launch with `env` asks `scripts/pe-run` for more than one emulated node.
+fn wants_nodes(env: &[(&str, &str)]) -> bool {
+    let nodes = env
+        .iter()
+        .find(|(name, _)| *name == "ONESIDED_NODES")
+        .map(|(_, value)| value.to_string())
+        .or_else(|| std::env::var("ONESIDED_NODES").ok());
+    nodes.and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n > 1)
+}
+
 /// Runs one launch, relaying its output line by line, within `timeout`.
-fn launch_once(pes: usize, names: &[&str], env: &[(&str, &str)], timeout: Duration) -> Result<(), String> {
+fn launch_once(
+    pes: usize,
+    names: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<Launch, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
     let mut child = launch::command(pes, exe)
         .env(FILTER_VAR, names.join(","))
@@ -205,13 +234,16 @@ fn launch_once(pes: usize, names: &[&str], env: &[(&str, &str)], timeout: Durati
     };
     let out = out.join().unwrap_or_default();
     let _ = err.join();
+    if status.code() == Some(4) && wants_nodes(env) {
+        return Ok(Launch::Skipped);
+    }
     if !status.success() {
         return Err(format!("the launcher exited with {status}"));
     }
     if !out.iter().any(|l| l.starts_with("all ")) {
         return Err("the PEs ended without reporting".to_string());
     }
-    Ok(())
+    Ok(Launch::Ran)
 }
 
 fn run_as_pe(cases: &[Case]) {

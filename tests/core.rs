@@ -3,6 +3,7 @@
 //! collectives. Values encode the sender PE and the element index, so a misplaced element is
 //! caught.
 
+use mpi::traits::{Communicator, CommunicatorCollectives};
 use std::time::Duration;
 
 use onesided::{
@@ -154,10 +155,16 @@ fn direct_access_on_the_node(rt: &Runtime) -> CaseResult {
     let right = (me + 1) % n;
     let array = SymArray::<u64>::collective_alloc(rt, "direct", 64)?;
     let data: Vec<u64> = (0..64).map(|i| stamp(me, 5, i)).collect();
-    // Every PE of these runs is on one node: with Open MPI's OSHMEM the library maps every
-    // peer, so the direct variant must find a mapping and the library variant
-    // (ONESIDED_DIRECT=0) none; Sandia OpenSHMEM without XPMEM maps none.
-    let expect_mapping = rt.direct_enabled() && rt.implementation() == Implementation::Oshmem;
+    // With Open MPI's OSHMEM the library maps every peer on this PE's node (MPI's
+    // shared-memory communicator: all PEs in a single-node run, the PEs of the same emulated
+    // node under `pe-run --nodes`) and none beyond it, so the direct variant must find a
+    // mapping exactly there and the library variant (ONESIDED_DIRECT=0) none; Sandia
+    // OpenSHMEM without XPMEM maps none.
+    let node = rt.world().split_shared(me as i32);
+    let mut node_members = vec![0i32; node.size() as usize];
+    node.all_gather_into(&(me as i32), &mut node_members[..]);
+    let same_node = node_members.contains(&(right as i32));
+    let expect_mapping = rt.direct_enabled() && rt.implementation() == Implementation::Oshmem && same_node;
     match array.direct(right)? {
         Some(direct) => {
             ensure!(expect_mapping, "PE {me} got a mapping of PE {right} where none should exist");
