@@ -12,10 +12,10 @@
 //! `--nstlist K` (repartition and pair-search interval), `--threads T`,
 //! `--path mpi|onesided|both`, `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
 //! (the clustered pair-list kernel, or the plain cell-list loop it is checked against),
-//! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term on the reference
-//! kernel and the reciprocal part on every PE's slab of the grid, `--spacing NM` and
-//! `--rtol R` as GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the
-//! program launches itself.
+//! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
+//! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
+//! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
+//! itself.
 //!
 //! With `--coulomb pme` each step also sends the home atoms to their PME slabs, runs the mesh
 //! (spread, distributed FFT on the library's all-to-all, solve, gather) and brings the
@@ -36,7 +36,9 @@
 //! Force, Wait + Comm. F with the wait for the slowest PE apart, Neighbor search), the same
 //! as `phases path=<p> comm_coord_us=<t> force_us=<t> wait_us=<t> comm_f_us=<t> search_us=<t>
 //! step_us=<t> kernel=<isa>` for scripts, and last
-//! `summary path=<p> atoms=<n> pes=<k> steps=<s> move_x_us=<t> move_f_us=<t> verified=<yes|no|off>`.
+//! `summary path=<p> atoms=<n> pes=<k> steps=<s> move_x_us=<t> move_f_us=<t> verified=<yes|no|off>
+//! fingerprint=<hex>`, the fingerprint covering every PE's coordinates, forces (and PME
+//! results) at every step: the same for the same job wherever its PEs run.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -64,7 +66,7 @@ struct Options {
     verify: bool,
     dump_halo: Option<PathBuf>,
     pes: usize,
-    kernel: Option<Kernel>,
+    kernel: Kernel,
     pme: bool,
     spacing: f32,
     rtol: f64,
@@ -97,7 +99,7 @@ fn parse() -> Result<Options, String> {
         verify: false,
         dump_halo: None,
         pes: 2,
-        kernel: None,
+        kernel: Kernel::Cluster,
         pme: false,
         spacing: 0.12,
         rtol: 1e-5,
@@ -124,11 +126,11 @@ fn parse() -> Result<Options, String> {
                 }
             }
             "--kernel" => {
-                options.kernel = Some(match value()?.as_str() {
+                options.kernel = match value()?.as_str() {
                     "cluster" => Kernel::Cluster,
                     "reference" => Kernel::Reference,
                     other => return Err(format!("--kernel takes cluster or reference, got {other:?}")),
-                })
+                }
             }
             "--coulomb" => {
                 options.pme = match value()?.as_str() {
@@ -148,20 +150,7 @@ fn parse() -> Result<Options, String> {
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
     }
-    if options.pme && options.kernel == Some(Kernel::Cluster) {
-        return Err(
-            "the clustered kernel computes reaction field only: --coulomb pme runs on --kernel reference"
-                .to_string(),
-        );
-    }
     Ok(options)
-}
-
-impl Options {
-    /// The force kernel: the clustered one unless asked otherwise or PME needs the reference.
-    fn kernel(&self) -> Kernel {
-        self.kernel.unwrap_or(if self.pme { Kernel::Reference } else { Kernel::Cluster })
-    }
 }
 
 /// What a path's run measured and found.
@@ -290,9 +279,12 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
     }
     for outcome in &outcomes {
         all_verified &= outcome.verified != Some(false);
+        let steps: Vec<[u64; 3]> = outcome.fingerprints.iter().map(|&(x, f, m)| [x, f, m]).collect();
+        let job = verify::job_fingerprint(rt, &steps)?;
         if me == 0 {
             println!(
-                "summary path={} atoms={} pes={} steps={} move_x_us={:.2} move_f_us={:.2} verified={}",
+                "summary path={} atoms={} pes={} steps={} move_x_us={:.2} move_f_us={:.2} verified={} \
+                 fingerprint={job:016x}",
                 label(outcome.path),
                 structure.len(),
                 rt.n_pes(),
@@ -410,7 +402,7 @@ fn run_path(
         halo.move_x()?;
         let moved_x = Instant::now();
         let mut force_start = moved_x;
-        if options.kernel() == Kernel::Cluster && list.is_none() {
+        if options.kernel == Kernel::Cluster && list.is_none() {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
             let built = PairList::for_domain(&halo, topology, field)?;

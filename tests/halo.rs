@@ -160,12 +160,12 @@ fn run(
     rt: &Runtime,
     s: &Structure,
     grid: &DdGrid,
-    cutoff: f32,
+    field: &ForceField,
     path: ExchangePath,
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
-    let field = ForceField::new(cutoff as f64);
+    let cutoff = field.cutoff as f32;
     let topology = topology(s)?;
     let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
     halo.set_parallel_min(parallel_min);
@@ -193,12 +193,12 @@ fn run(
         halo.move_x()?;
         let list = match &mut list {
             Some(list) => list,
-            None => list.insert(PairList::for_domain(&halo, &topology, &field)?),
+            None => list.insert(PairList::for_domain(&halo, &topology, field)?),
         };
         list.forces(halo.coordinates(), &mut forces)?;
         if step + 1 == steps {
             // The plain cell-list loop, from both ends of every pair, agrees on this domain.
-            let (plain, _) = domain_forces(&halo, &topology, &field);
+            let (plain, _) = domain_forces(&halo, &topology, field);
             let largest = plain.iter().flatten().fold(0f32, |m, f| m.max(f.abs()));
             let worst = plain
                 .iter()
@@ -215,7 +215,7 @@ fn run(
         let shift_forces = halo.move_f(&mut forces)?;
         prints.push((x_print, verify::fingerprint(&forces[..halo.home_count()])));
         if step + 1 == steps {
-            let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, &topology, &field)?;
+            let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, &topology, field)?;
             ensure!(
                 deviation.force < 1e-4 && deviation.virial < 1e-4,
                 "{path} on {:?}: forces and virial deviate {:.2e} and {:.2e} from the serial computation",
@@ -245,14 +245,36 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     for (dims, cutoff, shape) in grids(rt.n_pes()) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
-        let onesided = run(rt, &s, &grid, cutoff, ExchangePath::Put, 9, 4096)?;
-        let mpi = run(rt, &s, &grid, cutoff, ExchangePath::Mpi, 9, 4096)?;
+        let field = ForceField::new(cutoff as f64);
+        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 9, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 9, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
         if rt.my_pe() == 0 {
             println!(
                 "  {shape:?}, grid {dims:?}, cutoff {cutoff} nm, pulses {:?}: halo, state, fields, forces, \
                  virial and paths agree",
                 grid.pulses()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The real-space part of Ewald electrostatics (PME's, GROMACS's `ewald-rtol` 1e-5) on every
+/// grid: the clustered kernel with its exclusion corrections against the plain loop on each
+/// domain, and the forces and virial after move_f against the serial computation (with the
+/// corrections of the pairs within each molecule); one-sided and MPI the same bits.
+fn ewald_real_space_on_every_grid(rt: &Runtime) -> CaseResult {
+    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+        let s = system(shape);
+        let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
+        let field = ForceField::ewald(cutoff as f64, pme_redist::ewald_coefficient(cutoff as f64, 1e-5)?);
+        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 4, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 4, 4096)?;
+        ensure!(onesided == mpi, "one-sided and MPI differ under Ewald on {dims:?} ({shape:?})");
+        if rt.my_pe() == 0 {
+            println!(
+                "  {shape:?}, grid {dims:?}, cutoff {cutoff} nm: Ewald real-space forces and virial agree"
             );
         }
     }
@@ -303,8 +325,10 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
         // A parallel threshold of one atom sends every pulse's packing and unpacking through
         // the pool, not only the force kernel.
-        let prints =
-            pool.install(|| run(rt, &s, &grid, cutoff, ExchangePath::Put, 6, 1).map_err(|e| e.to_string()))?;
+        let prints = pool.install(|| {
+            run(rt, &s, &grid, &ForceField::new(cutoff as f64), ExchangePath::Put, 6, 1)
+                .map_err(|e| e.to_string())
+        })?;
         results.push(prints);
     }
     ensure!(results[0] == results[1], "1 and 2 threads gave different bits");
@@ -456,8 +480,9 @@ fn every_shipped_structure(rt: &Runtime) -> CaseResult {
     for file in files {
         let s = Structure::read_gro(&file)?;
         let grid = DdGrid::choose(rt.n_pes(), s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc))?;
-        let onesided = run(rt, &s, &grid, cutoff, ExchangePath::Put, 5, 4096)?;
-        let mpi = run(rt, &s, &grid, cutoff, ExchangePath::Mpi, 5, 4096)?;
+        let field = ForceField::new(cutoff as f64);
+        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 5, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 5, 4096)?;
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         ensure!(onesided == mpi, "one-sided and MPI differ on {name}");
         if rt.my_pe() == 0 {
@@ -524,6 +549,7 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
 fn main() {
     let mut cases = onesided_suite::cases![TWO_THREE_FOUR =>
         grids_halos_forces_and_paths_agree,
+        ewald_real_space_on_every_grid,
         model_matches_the_plan,
         thread_count_does_not_change_results,
         repartition_and_jumps,

@@ -1,5 +1,6 @@
 //! Times the clustered pair search and force kernel on one process, no communication:
-//! `cargo run --release -p md-demo --example force_kernel -- [NX,NY,NZ] [cutoff] [rlist] [threads]`.
+//! `cargo run --release -p md-demo --example force_kernel -- [NX,NY,NZ] [cutoff] [rlist] [threads] [rf|ewald]`
+//! (`ewald`: the real-space part of PME with GROMACS's `ewald-rtol` 1e-5 at the cutoff).
 use std::time::Instant;
 
 use md_demo::Structure;
@@ -21,7 +22,11 @@ fn main() {
         .replicate([rep[0], rep[1], rep[2]])
         .expect("replicable");
     let topology = Topology::new(&s, &TypeTable::builtin(), "spc216.gro").expect("SPC names");
-    let field = ForceField::new(cutoff);
+    let field = match args.get(5).map_or("rf", |s| s) {
+        "rf" => ForceField::new(cutoff),
+        "ewald" => ForceField::ewald(cutoff, pme_redist::ewald_coefficient(cutoff, 1e-5).expect("valid")),
+        other => panic!("electrostatics rf or ewald, not {other}"),
+    };
     let ids: Vec<u32> = (0..s.len() as u32).collect();
     let zones = vec![md_halo::Zone::HOME; s.len()];
     for isa in [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|isa| isa.available()) {

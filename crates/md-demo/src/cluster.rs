@@ -1,6 +1,6 @@
-//! The fast force kernel: the demo force field (Lennard-Jones plus reaction field) on a
-//! domain's local atoms through a clustered Verlet pair list, in the manner of GROMACS's
-//! nbnxm (Páll and Hess 2013).
+//! The fast force kernel: the demo force field (Lennard-Jones plus reaction field, or the
+//! real-space part of Ewald summation for PME) on a domain's local atoms through a clustered
+//! Verlet pair list, in the manner of GROMACS's nbnxm (Páll and Hess 2013).
 //!
 //! - **Layout.** The atoms are sorted into columns over the x-y plane and by z within a
 //!   column, each column padded to a multiple of [`J_CLUSTER`] slots. Four consecutive slots
@@ -20,12 +20,20 @@
 //!   own force buffer and the buffers are summed in chunk order. Chunks depend on the system
 //!   only, so the forces are bit for bit the same for any number of threads, and the same on
 //!   either instruction set (no fused multiply-add, no approximate reciprocal).
+//! - **Ewald.** Under [`Electrostatics::Ewald`] the kernel evaluates `erfc(βr)` in single
+//!   precision with the rational approximation of Abramowitz and Stegun (7.1.26, absolute
+//!   error below 1.5 × 10⁻⁷) and `exp(−β²r²)` with a polynomial that vectorises, shared by the
+//!   potential and the force. Pairs within a molecule, which the mask leaves out, still need
+//!   their Ewald exclusion correction (the reciprocal sum counts them): the list keeps those
+//!   pairs apart and adds their correction in double precision after the kernel, in a fixed
+//!   order.
 
 use md_halo::{HaloExchange, RVec, Zone};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::force::{Electrostatics, ForceField, ONE_4PI_EPS0, Topology, bucket};
+use crate::types::AtomParams;
 
 /// Atoms per i-cluster.
 pub const I_CLUSTER: usize = 4;
@@ -152,6 +160,50 @@ struct Constants {
     cutoff2: f32,
     k_rf: f32,
     c_rf: f32,
+    /// Ewald: the splitting coefficient β, 2β/√π, and the potential shift erfc(β r_c)/r_c.
+    beta: f32,
+    two_beta_over_sqrt_pi: f32,
+    ewald_shift: f32,
+}
+
+/// `erfc(x)` and `exp(-x²)` for `x ≥ 0` in single precision, in straight-line code that
+/// vectorises: `erfc` by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5 × 10⁻⁷, up
+/// to 7 × 10⁻⁷ for x < 1 after single-precision rounding),
+/// whose factor `exp(-x²)` the Ewald force needs as well.
+#[inline(always)]
+fn erfc_and_gaussian(x: f32) -> (f32, f32) {
+    const P: f32 = 0.327_591_1;
+    const A: [f32; 5] = [0.254_829_6, -0.284_496_74, 1.421_413_7, -1.453_152_1, 1.061_405_4];
+    let gaussian = exp_nonpositive(-(x * x));
+    let t = 1.0 / (1.0 + P * x);
+    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
+    (poly * gaussian, gaussian)
+}
+
+/// `exp(y)` for `-87 < y ≤ 0` in single precision (relative error about 2 × 10⁻⁷): with
+/// `y = n ln 2 + r` and `|r| ≤ ln 2 / 2`, a degree-7 Taylor polynomial in `r`, and `2ⁿ` put
+/// into the exponent bits. Adding 1.5 × 2²³ rounds `y log₂ e` to the nearest integer `n` and leaves `n`
+/// in the low bits of the sum, so every step is a plain vector instruction (no conversion).
+#[inline(always)]
+fn exp_nonpositive(y: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let y = if y > -87.0 { y } else { -87.0 };
+    let shifted = y * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let r = (y - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0 / 5040.0;
+    let p = p * r + 1.0 / 720.0;
+    let p = p * r + 1.0 / 120.0;
+    let p = p * r + 1.0 / 24.0;
+    let p = p * r + 1.0 / 6.0;
+    let p = p * r + 0.5;
+    let p = p * r + 1.0;
+    let p = p * r + 1.0;
+    // The low bits of `shifted` are n + 2²², so (n + 127) << 23 is 2ⁿ's bit pattern.
+    let two_n = shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23;
+    p * f32::from_bits(two_n)
 }
 
 /// A slice of the pair list: consecutive i-clusters, their entries, and the force buffer
@@ -209,6 +261,12 @@ pub struct PairList {
     pairs: usize,
     /// Summed chunk forces per slot (x, y, z runs), reused between steps.
     total: Vec<f32>,
+    /// The force field the list was built for.
+    field: ForceField,
+    /// Under Ewald: the pairs within one molecule that this domain owns, as local atoms
+    /// `(i, j)` with `i < j`, and their parameters; empty otherwise.
+    exclusions: Vec<[u32; 2]>,
+    exclusion_params: Vec<[AtomParams; 2]>,
 }
 
 impl PairList {
@@ -233,12 +291,13 @@ impl PairList {
     /// The pair list of the atoms at `positions` (global indices `ids`, real-space
     /// coordinates, no periodicity): every pair within `rlist` that is not excluded and whose
     /// [`zones`](Zone) pair with each other, each once. All atoms in [`Zone::HOME`] computes
-    /// every pair.
+    /// every pair. Under Ewald electrostatics the excluded pairs whose zones pair are kept
+    /// too, for their exclusion correction ([`ForceField::exclusion`]).
     ///
     /// # Errors
     /// [`Error::Config`] when the arrays differ in length, `rlist` is below the cutoff, a
-    /// position is not finite, a global index has no entry in `topology`, the force field is
-    /// not reaction field, or the kernel cannot run on `isa` here.
+    /// position is not finite, a global index has no entry in `topology`, or the kernel cannot
+    /// run on `isa` here.
     pub fn build(
         positions: &[RVec],
         ids: &[u32],
@@ -253,13 +312,6 @@ impl PairList {
                 "the pair-list radius {rlist} nm is below the cutoff {} nm: pairs would be missed",
                 field.cutoff
             )));
-        }
-        if field.electrostatics() != Electrostatics::ReactionField {
-            return Err(Error::Config(
-                "the clustered kernel computes reaction-field electrostatics only; for Ewald (PME) \
-                 use the reference kernel (force::domain_forces)"
-                    .to_string(),
-            ));
         }
         if !isa.available() {
             return Err(Error::Config(format!(
@@ -363,11 +415,21 @@ impl PairList {
             })
             .collect();
         let pairs = chunks.iter().flat_map(|c| &c.masks).map(|m| m.count_ones() as usize).sum();
+        let beta = match field.electrostatics() {
+            Electrostatics::Ewald { beta } => beta,
+            Electrostatics::ReactionField => 0.0,
+        };
         let constants = Constants {
             cutoff2: (field.cutoff * field.cutoff) as f32,
             k_rf: field.k_rf() as f32,
             c_rf: field.c_rf() as f32,
+            beta: beta as f32,
+            two_beta_over_sqrt_pi: (beta * std::f64::consts::FRAC_2_SQRT_PI) as f32,
+            ewald_shift: field.ewald_shift() as f32,
         };
+        let exclusions = if beta > 0.0 { excluded_pairs(ids, zones, topology) } else { Vec::new() };
+        let exclusion_params =
+            exclusions.iter().map(|pair| pair.map(|a| topology.params[ids[a as usize] as usize])).collect();
         Ok(PairList {
             atom_of_slot,
             slot_of_atom,
@@ -377,6 +439,9 @@ impl PairList {
             isa,
             pairs,
             total: vec![0.0; 3 * n_slots],
+            field: *field,
+            exclusions,
+            exclusion_params,
         })
     }
 
@@ -415,7 +480,8 @@ impl PairList {
         self.compute::<false>(positions, forces).map(|_| ())
     }
 
-    /// As [`forces`](Self::forces), and returns the potential energy of the pairs.
+    /// As [`forces`](Self::forces), and returns the potential energy of the pairs (under
+    /// Ewald with the exclusion corrections, without the self energy).
     ///
     /// # Errors
     /// As [`forces`](Self::forces).
@@ -424,6 +490,18 @@ impl PairList {
     }
 
     fn compute<const ENERGY: bool>(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<f64> {
+        if self.constants.beta > 0.0 {
+            self.compute_with::<ENERGY, true>(positions, forces)
+        } else {
+            self.compute_with::<ENERGY, false>(positions, forces)
+        }
+    }
+
+    fn compute_with<const ENERGY: bool, const EWALD: bool>(
+        &mut self,
+        positions: &[RVec],
+        forces: &mut Vec<RVec>,
+    ) -> Result<f64> {
         if positions.len() != self.len() {
             return Err(Error::Config(format!(
                 "the pair list was built for {} atoms, not {}: rebuild it after every repartition",
@@ -439,17 +517,39 @@ impl PairList {
             .map(|chunk| match isa {
                 // SAFETY: `build` accepted `Isa::Avx2` only where the processor has AVX2.
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { chunk_avx2::<ENERGY>(chunk, slots, constants) },
+                Isa::Avx2 => unsafe { chunk_avx2::<ENERGY, EWALD>(chunk, slots, constants) },
                 // SAFETY: `build` accepted `Isa::Avx512` only where the processor has it.
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe { chunk_avx512::<ENERGY>(chunk, slots, constants) },
-                _ => chunk_kernel::<ENERGY>(chunk, slots, constants),
+                Isa::Avx512 => unsafe { chunk_avx512::<ENERGY, EWALD>(chunk, slots, constants) },
+                _ => chunk_kernel::<ENERGY, EWALD>(chunk, slots, constants),
             })
             .collect::<Vec<f64>>()
             .iter()
             .sum();
         self.reduce(forces);
-        Ok(energy)
+        Ok(energy + self.exclusion_corrections(positions, forces))
+    }
+
+    /// Adds the Ewald exclusion corrections of the pairs within a molecule to `forces`, in
+    /// list order, and returns their energy.
+    fn exclusion_corrections(&self, positions: &[RVec], forces: &mut [RVec]) -> f64 {
+        let rc2 = self.field.cutoff * self.field.cutoff;
+        let mut energy = 0.0;
+        for (&[i, j], [pi, pj]) in self.exclusions.iter().zip(&self.exclusion_params) {
+            let (i, j) = (i as usize, j as usize);
+            let r: [f64; 3] = std::array::from_fn(|d| positions[i][d] as f64 - positions[j][d] as f64);
+            let r2 = r.iter().map(|c| c * c).sum::<f64>();
+            if r2 >= rc2 {
+                continue;
+            }
+            let (f, v) = self.field.exclusion(pi, pj, r2);
+            for d in 0..3 {
+                forces[i][d] += (f * r[d]) as f32;
+                forces[j][d] -= (f * r[d]) as f32;
+            }
+            energy += v;
+        }
+        energy
     }
 
     /// Sums the chunks' forces in chunk order and writes them to the atoms.
@@ -492,6 +592,27 @@ impl PairList {
             *f = [tx[s], ty[s], tz[s]];
         });
     }
+}
+
+/// The pairs `(i, j)`, `i < j`, of local atoms in one molecule whose zones pair: the excluded
+/// pairs this domain owns, in the order of their first atom.
+fn excluded_pairs(ids: &[u32], zones: &[Zone], topology: &Topology) -> Vec<[u32; 2]> {
+    let mut by_molecule: Vec<u32> = (0..ids.len() as u32).collect();
+    by_molecule.sort_unstable_by_key(|&a| (topology.molecules[ids[a as usize] as usize], a));
+    let mut pairs = Vec::new();
+    for molecule in by_molecule.chunk_by(|&a, &b| {
+        topology.molecules[ids[a as usize] as usize] == topology.molecules[ids[b as usize] as usize]
+    }) {
+        for (n, &i) in molecule.iter().enumerate() {
+            for &j in &molecule[n + 1..] {
+                if zones[i as usize].pairs_with(zones[j as usize]) {
+                    pairs.push([i, j]);
+                }
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
 }
 
 /// Where padding in `slot` sits: far from every atom and from all other padding, so that
@@ -798,8 +919,12 @@ fn bits(lanes: [bool; J_CLUSTER]) -> u32 {
 /// The processor must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn chunk_avx2<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
-    chunk_kernel::<ENERGY>(chunk, slots, k)
+unsafe fn chunk_avx2<const ENERGY: bool, const EWALD: bool>(
+    chunk: &mut Chunk,
+    slots: &Slots,
+    k: Constants,
+) -> f64 {
+    chunk_kernel::<ENERGY, EWALD>(chunk, slots, k)
 }
 
 /// The kernel over one chunk with AVX-512 code generation on 256-bit vectors (32 vector
@@ -809,13 +934,22 @@ unsafe fn chunk_avx2<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Co
 /// The processor must have AVX-512F and AVX-512VL.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avx512f,avx512vl")]
-unsafe fn chunk_avx512<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
-    chunk_kernel::<ENERGY>(chunk, slots, k)
+unsafe fn chunk_avx512<const ENERGY: bool, const EWALD: bool>(
+    chunk: &mut Chunk,
+    slots: &Slots,
+    k: Constants,
+) -> f64 {
+    chunk_kernel::<ENERGY, EWALD>(chunk, slots, k)
 }
 
-/// The kernel over one chunk: forces into the chunk's buffer, and the energy when `ENERGY`.
+/// The kernel over one chunk: forces into the chunk's buffer, and the energy when `ENERGY`;
+/// Ewald's real-space electrostatics when `EWALD`, else reaction field.
 #[inline(always)]
-fn chunk_kernel<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constants) -> f64 {
+fn chunk_kernel<const ENERGY: bool, const EWALD: bool>(
+    chunk: &mut Chunk,
+    slots: &Slots,
+    k: Constants,
+) -> f64 {
     let span = chunk.span();
     chunk.force.fill(0.0);
     let (fx, rest) = chunk.force.split_at_mut(span);
@@ -824,58 +958,20 @@ fn chunk_kernel<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constan
     let mut energy = 0.0f64;
     for (e, &ci) in chunk.i_clusters.iter().enumerate() {
         let si = ci as usize * I_CLUSTER;
-        let (xi, yi, zi): ([f32; I_CLUSTER], [f32; I_CLUSTER], [f32; I_CLUSTER]) =
-            (cluster(&slots.x, si), cluster(&slots.y, si), cluster(&slots.z, si));
-        let (qi, c6i, c12i): ([f32; I_CLUSTER], [f32; I_CLUSTER], [f32; I_CLUSTER]) =
-            (cluster(&slots.charge, si), cluster(&slots.sqrt_c6, si), cluster(&slots.sqrt_c12, si));
+        let i = Lanes::<I_CLUSTER>::load(slots, si);
         let mut fi = [[[0.0f32; J_CLUSTER]; 3]; I_CLUSTER];
         let mut vsum = [0.0f32; J_CLUSTER];
         let entries = chunk.starts[e] as usize..chunk.starts[e + 1] as usize;
         for (&cj, &mask) in chunk.j_clusters[entries.clone()].iter().zip(&chunk.masks[entries]) {
             let sj = cj as usize * J_CLUSTER;
-            let (xj, yj, zj): ([f32; J_CLUSTER], [f32; J_CLUSTER], [f32; J_CLUSTER]) =
-                (cluster(&slots.x, sj), cluster(&slots.y, sj), cluster(&slots.z, sj));
-            let (qj, c6j, c12j): ([f32; J_CLUSTER], [f32; J_CLUSTER], [f32; J_CLUSTER]) =
-                (cluster(&slots.charge, sj), cluster(&slots.sqrt_c6, sj), cluster(&slots.sqrt_c12, sj));
+            let j = Lanes::<J_CLUSTER>::load(slots, sj);
             let mut fj = [[0.0f32; J_CLUSTER]; 3];
-            // One row of the entry: i atom `a` against the eight j atoms, as eight lanes.
-            let mut row = |a: usize, fi: &mut [[f32; J_CLUSTER]; 3]| {
-                for b in 0..J_CLUSTER {
-                    let dx = xi[a] - xj[b];
-                    let dy = yi[a] - yj[b];
-                    let dz = zi[a] - zj[b];
-                    let r2 = dx * dx + dy * dy + dz * dz;
-                    let inside = ((mask & BIT[a][b]) != 0) & (r2 < k.cutoff2);
-                    // Outside lanes compute on a harmless distance and contribute zero.
-                    let r2 = if inside { r2 } else { 1.0 };
-                    let rinv = 1.0 / r2.sqrt();
-                    let rinv2 = rinv * rinv;
-                    let rinv6 = rinv2 * rinv2 * rinv2;
-                    // 6 C6 and 12 C12: the slots hold √(6 C6) and √(12 C12).
-                    let c6 = c6i[a] * c6j[b];
-                    let c12 = c12i[a] * c12j[b];
-                    let qq = qi[a] * qj[b];
-                    let f = ((c12 * rinv6 - c6) * rinv6 + qq * (rinv - 2.0 * k.k_rf * r2)) * rinv2;
-                    let f = if inside { f } else { 0.0 };
-                    fi[0][b] += f * dx;
-                    fi[1][b] += f * dy;
-                    fi[2][b] += f * dz;
-                    fj[0][b] -= f * dx;
-                    fj[1][b] -= f * dy;
-                    fj[2][b] -= f * dz;
-                    if ENERGY {
-                        let v = (c12 * (1.0 / 12.0) * rinv6 - c6 * (1.0 / 6.0)) * rinv6
-                            + qq * (rinv + k.k_rf * r2 - k.c_rf);
-                        vsum[b] += if inside { v } else { 0.0 };
-                    }
-                }
-            };
             // Unrolled, so that the accumulators stay in registers.
             let [f0, f1, f2, f3] = &mut fi;
-            row(0, f0);
-            row(1, f1);
-            row(2, f2);
-            row(3, f3);
+            row::<ENERGY, EWALD>(0, mask, &i, &j, &k, f0, &mut fj, &mut vsum);
+            row::<ENERGY, EWALD>(1, mask, &i, &j, &k, f1, &mut fj, &mut vsum);
+            row::<ENERGY, EWALD>(2, mask, &i, &j, &k, f2, &mut fj, &mut vsum);
+            row::<ENERGY, EWALD>(3, mask, &i, &j, &k, f3, &mut fj, &mut vsum);
             let j = sj - lower;
             for (dst, add) in
                 [&mut fx[j..j + J_CLUSTER], &mut fy[j..j + J_CLUSTER], &mut fz[j..j + J_CLUSTER]]
@@ -898,6 +994,96 @@ fn chunk_kernel<const ENERGY: bool>(chunk: &mut Chunk, slots: &Slots, k: Constan
         }
     }
     energy
+}
+
+/// The atoms of a cluster as `N` lanes: coordinates and parameters.
+struct Lanes<const N: usize> {
+    x: [f32; N],
+    y: [f32; N],
+    z: [f32; N],
+    q: [f32; N],
+    c6: [f32; N],
+    c12: [f32; N],
+}
+
+impl<const N: usize> Lanes<N> {
+    /// The `N` slots from `first` on.
+    #[inline(always)]
+    fn load(slots: &Slots, first: usize) -> Lanes<N> {
+        Lanes {
+            x: cluster(&slots.x, first),
+            y: cluster(&slots.y, first),
+            z: cluster(&slots.z, first),
+            q: cluster(&slots.charge, first),
+            c6: cluster(&slots.sqrt_c6, first),
+            c12: cluster(&slots.sqrt_c12, first),
+        }
+    }
+}
+
+/// One row of an entry: i atom `a` against the eight j atoms, as eight lanes. A function
+/// rather than a closure so that it is always inlined into the kernel of each instruction set.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn row<const ENERGY: bool, const EWALD: bool>(
+    a: usize,
+    mask: u32,
+    i: &Lanes<I_CLUSTER>,
+    j: &Lanes<J_CLUSTER>,
+    k: &Constants,
+    fi: &mut [[f32; J_CLUSTER]; 3],
+    fj: &mut [[f32; J_CLUSTER]; 3],
+    vsum: &mut [f32; J_CLUSTER],
+) {
+    // Ewald: erfc(βr)/r and exp(-β²r²) of the row's lanes first, in a loop of their own
+    // (measured 5 % faster than within the main loop).
+    let (mut screened, mut gaussian) = ([0.0f32; J_CLUSTER], [0.0f32; J_CLUSTER]);
+    if EWALD {
+        for b in 0..J_CLUSTER {
+            let dx = i.x[a] - j.x[b];
+            let dy = i.y[a] - j.y[b];
+            let dz = i.z[a] - j.z[b];
+            let r2 = dx * dx + dy * dy + dz * dz;
+            let r = if r2 < k.cutoff2 { r2 } else { 1.0 }.sqrt();
+            let (erfc, g) = erfc_and_gaussian(k.beta * r);
+            screened[b] = erfc / r;
+            gaussian[b] = g;
+        }
+    }
+    for b in 0..J_CLUSTER {
+        let dx = i.x[a] - j.x[b];
+        let dy = i.y[a] - j.y[b];
+        let dz = i.z[a] - j.z[b];
+        let r2 = dx * dx + dy * dy + dz * dz;
+        let inside = ((mask & BIT[a][b]) != 0) & (r2 < k.cutoff2);
+        // Outside lanes compute on a harmless distance and contribute zero.
+        let r2 = if inside { r2 } else { 1.0 };
+        let rinv = 1.0 / r2.sqrt();
+        let rinv2 = rinv * rinv;
+        let rinv6 = rinv2 * rinv2 * rinv2;
+        // 6 C6 and 12 C12: the slots hold √(6 C6) and √(12 C12).
+        let c6 = i.c6[a] * j.c6[b];
+        let c12 = i.c12[a] * j.c12[b];
+        let qq = i.q[a] * j.q[b];
+        let coulomb = if EWALD {
+            screened[b] + k.two_beta_over_sqrt_pi * gaussian[b]
+        } else {
+            rinv - 2.0 * k.k_rf * r2
+        };
+        let f = ((c12 * rinv6 - c6) * rinv6 + qq * coulomb) * rinv2;
+        let f = if inside { f } else { 0.0 };
+        fi[0][b] += f * dx;
+        fi[1][b] += f * dy;
+        fi[2][b] += f * dz;
+        fj[0][b] -= f * dx;
+        fj[1][b] -= f * dy;
+        fj[2][b] -= f * dz;
+        if ENERGY {
+            let coulomb = if EWALD { screened[b] - k.ewald_shift } else { rinv + k.k_rf * r2 - k.c_rf };
+            let v = (c12 * (1.0 / 12.0) * rinv6 - c6 * (1.0 / 6.0)) * rinv6 + qq * coulomb;
+            vsum[b] += if inside { v } else { 0.0 };
+        }
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,11 @@ impl ForceField {
         self.electrostatics
     }
 
+    /// Under Ewald the potential shift erfc(β r_c) / r_c in nm⁻¹ (zero under reaction field).
+    pub fn ewald_shift(&self) -> f64 {
+        self.shift
+    }
+
     /// The reaction-field coefficient k_rf = 1 / (2 r_c³) in nm⁻³ (ε_rf = ∞).
     pub fn k_rf(&self) -> f64 {
         self.k_rf

@@ -291,3 +291,19 @@ pub fn fingerprint<T: bytemuck::Pod>(values: &[T]) -> u64 {
     }
     hash
 }
+
+/// One fingerprint of every PE's `values` together, the same on every PE: what a run
+/// produced, to compare with another run of the same job (one node against several, say).
+///
+/// # Collective
+/// Every PE must call it.
+///
+/// # Errors
+/// As [`Runtime::max_u64`].
+pub fn job_fingerprint<T: bytemuck::Pod>(rt: &Runtime, values: &[T]) -> onesided::Result<u64> {
+    // Each PE's fingerprint in its own slot (63 bits, what the reduction carries).
+    let mut per_pe = vec![0u64; rt.n_pes()];
+    per_pe[rt.my_pe()] = fingerprint(values) >> 1;
+    rt.max_u64(&mut per_pe)?;
+    Ok(fingerprint(&per_pe))
+}

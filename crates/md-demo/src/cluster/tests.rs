@@ -12,19 +12,25 @@ fn water(replicate: [usize; 3]) -> (Structure, Topology) {
     (s, topology)
 }
 
-/// Every pair once, in double precision: forces and energy.
+/// Every pair once, in double precision: forces and energy (under Ewald with the exclusion
+/// corrections of the pairs within a molecule).
 fn brute_force(x: &[RVec], topology: &Topology, field: &ForceField, zones: &[Zone]) -> (Vec<[f64; 3]>, f64) {
     let mut forces = vec![[0.0f64; 3]; x.len()];
     let mut energy = 0.0;
     for i in 0..x.len() {
         for j in i + 1..x.len() {
-            if topology.excluded(i as u32, j as u32) || !zones[i].pairs_with(zones[j]) {
+            if !zones[i].pairs_with(zones[j]) {
                 continue;
             }
             let r: [f64; 3] = std::array::from_fn(|d| x[i][d] as f64 - x[j][d] as f64);
             let r2 = r.iter().map(|c| c * c).sum::<f64>();
             if r2 < field.cutoff * field.cutoff {
-                let (f, v) = field.pair(&topology.params[i], &topology.params[j], r2);
+                let (pi, pj) = (&topology.params[i], &topology.params[j]);
+                let (f, v) = if topology.excluded(i as u32, j as u32) {
+                    field.exclusion(pi, pj, r2)
+                } else {
+                    field.pair(pi, pj, r2)
+                };
                 for d in 0..3 {
                     forces[i][d] += f * r[d];
                     forces[j][d] -= f * r[d];
@@ -78,6 +84,48 @@ fn forces_and_energy_match_a_double_precision_sum_over_every_pair() {
     }
 }
 
+/// The splitting coefficient of GROMACS's `ewald-rtol = 1e-5` at a 0.8 nm cutoff.
+const BETA_08: f64 = 3.905_2;
+
+#[test]
+fn ewald_forces_and_energy_match_a_double_precision_sum_over_every_pair() {
+    let (s, topology) = water([1, 1, 1]);
+    let field = ForceField::ewald(0.8, BETA_08);
+    let zones = mixed_zones(s.len());
+    let (want, want_energy) = brute_force(&s.positions, &topology, &field, &zones);
+    for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()) {
+        let mut list =
+            PairList::build(&s.positions, &ids(s.len()), &zones, &topology, &field, 0.9, isa).expect("valid");
+        let mut forces = Vec::new();
+        let energy = list.forces_and_energy(&s.positions, &mut forces).expect("same atoms");
+        assert!(worst(&want, &forces) < 2e-5, "{isa}: forces off by {:e}", worst(&want, &forces));
+        assert!(
+            (energy - want_energy).abs() < 1e-5 * want_energy.abs(),
+            "{isa}: energy {energy} vs {want_energy}"
+        );
+    }
+}
+
+#[test]
+fn exp_and_erfc_are_accurate_in_single_precision() {
+    for n in 0..=4000 {
+        let x = n as f32 * 1e-3;
+        let (erfc, gaussian) = erfc_and_gaussian(x);
+        // Against the exact exponential of the same single-precision argument -x².
+        let want_gaussian = (-f64::from(x * x)).exp();
+        assert!(
+            (gaussian as f64 - want_gaussian).abs() <= 4e-7 * want_gaussian,
+            "exp(-{x}²) = {gaussian}, not {want_gaussian}"
+        );
+        let want_erfc = libm::erfc(x as f64);
+        // The approximation's 1.5e-7, and single-precision rounding where its five terms of
+        // about ±1.4 cancel to about 1 (small x): at most 6.4e-7 measured, below x = 1.
+        assert!((erfc as f64 - want_erfc).abs() <= 7e-7, "erfc({x}) = {erfc}, not {want_erfc}");
+    }
+    assert_eq!(exp_nonpositive(0.0), 1.0);
+    assert!(exp_nonpositive(-200.0) > 0.0 && exp_nonpositive(-200.0) < 1e-37);
+}
+
 #[test]
 fn a_list_built_with_a_buffer_stays_right_while_atoms_move_less_than_it() {
     let (s, topology) = water([2, 1, 1]);
@@ -104,23 +152,24 @@ fn a_list_built_with_a_buffer_stays_right_while_atoms_move_less_than_it() {
 #[test]
 fn forces_are_the_same_bits_for_any_thread_count() {
     let (s, topology) = water([2, 2, 1]);
-    let field = ForceField::new(0.9);
     let zones = mixed_zones(s.len());
-    let run = |threads: usize, isa: Isa| {
+    let run = |threads: usize, isa: Isa, field: &ForceField| {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
         pool.install(|| {
-            let mut list = PairList::build(&s.positions, &ids(s.len()), &zones, &topology, &field, 1.0, isa)
+            let mut list = PairList::build(&s.positions, &ids(s.len()), &zones, &topology, field, 1.0, isa)
                 .expect("valid");
             let mut forces = Vec::new();
             let energy = list.forces_and_energy(&s.positions, &mut forces).expect("same atoms");
             (forces.iter().flatten().map(|f| f.to_bits()).collect::<Vec<u32>>(), energy.to_bits())
         })
     };
-    for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()) {
-        let reference = run(1, isa);
-        assert!(reference.0.len() == 3 * s.len());
-        for threads in [2, 3] {
-            assert!(run(threads, isa) == reference, "{threads} threads, {isa}: different bits");
+    for field in [ForceField::new(0.9), ForceField::ewald(0.9, 3.47)] {
+        for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()) {
+            let reference = run(1, isa, &field);
+            assert!(reference.0.len() == 3 * s.len());
+            for threads in [2, 3] {
+                assert!(run(threads, isa, &field) == reference, "{threads} threads, {isa}: different bits");
+            }
         }
     }
 }
