@@ -16,8 +16,8 @@
 //! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|all` (the redistribution; default
 //! onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
 //! (the transposes; default: ordered-onesided with a one-sided redistribution, mpi with an
-//! MPI one), `--steps S`, `--verify`, `--threads T`, and `--pes N` when the program launches
-//! itself.
+//! MPI one), `--steps S`, `--verify`, `--energies`, `--threads T`, and `--pes N` when the
+//! program launches itself.
 //!
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
 //! every 10 steps. The overlap planes between slabs travel one-sided (put) with a one-sided
@@ -26,18 +26,30 @@
 //! configuration gave the same bits. The last line per configuration is `summary path=<p>
 //! fft_path=<f> atoms=<n> pes=<k> pme_pes=<m> grid=<KxKxK> steps=<s> redist_x_us= spread_us=
 //! fft_us= fft_comm_us= solve_us= gather_us= redist_f_us= step_us= energy=<kJ/mol>
-//! verified=<yes|no|off>`, each time the mean per step on the slowest PE.
+//! verified=<yes|no|off> fingerprint=<hex>`, each time the mean per step on the slowest PE;
+//! the fingerprint covers every PE's energy and forces back at every step, the same for the
+//! same job wherever its PEs run.
+//!
+//! `--energies` adds, for the coordinates as read (before the first step moves them), the
+//! electrostatic energy by part, in kJ/mol, computed on PE 0 after the steps: `energies atoms=<n>
+//! beta=<nm^-1> reciprocal=<the distributed mesh> reciprocal_serial=<serial PME, double
+//! precision, same grid> coulomb_real=<real-space Ewald Coulomb: pairs within the cutoff
+//! (potential-shifted), exclusion corrections and self energy, md_demo::force::serial_forces
+//! without Lennard-Jones> self=<the self energy, part of coulomb_real> net_charge=<e>
+//! charge_correction=<-π f Q² / (2 V β²), GROMACS's net-charge term; in neither of the
+//! others>`. scripts/gromacs-pme-check sets these beside GROMACS's energies.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use md_demo::types::TypeTable;
+use md_demo::force::{ForceField, Topology, serial_forces};
+use md_demo::types::{AtomParams, TypeTable};
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
 use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
-use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
+use pme_redist::{ONE_4PI_EPS0, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
 
 struct Options {
     gro: PathBuf,
@@ -52,14 +64,15 @@ struct Options {
     fft_paths: Option<Vec<AlltoallPath>>,
     steps: u64,
     verify: bool,
+    energies: bool,
     threads: usize,
     pes: usize,
 }
 
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
 [--cutoff NM] [--rtol R] [--pme-pes M] [--path onesided-put|onesided-get|mpi|mpi-alltoallv|all] \
-[--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--threads T] \
-[--pes N]";
+[--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--energies] \
+[--threads T] [--pes N]";
 
 /// Steps between two redistribution plans.
 const REPLAN: u64 = 10;
@@ -78,6 +91,7 @@ fn parse() -> Result<Options, String> {
         fft_paths: None,
         steps: 20,
         verify: false,
+        energies: false,
         threads: 1,
         pes: 2,
     };
@@ -117,6 +131,7 @@ fn parse() -> Result<Options, String> {
             "--threads" => options.threads = positive(value()?)? as usize,
             "--pes" => options.pes = positive(value()?)? as usize,
             "--verify" => options.verify = true,
+            "--energies" => options.energies = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
@@ -220,6 +235,8 @@ struct Outcome {
     /// redist X, spread, FFT, FFT comm., solve, gather, redist F, whole step.
     us: [f64; 8],
     energy: f64,
+    /// The reciprocal energy of the first step, at the coordinates as read.
+    first_energy: f64,
     verified: Option<bool>,
     prints: Vec<(u64, u64)>,
 }
@@ -289,12 +306,14 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
     let [kx, ky, kz] = setup.grid.sizes();
     for o in &outcomes {
         all &= o.verified != Some(false);
+        let steps: Vec<[u64; 2]> = o.prints.iter().map(|&(e, f)| [e, f]).collect();
+        let job = md_demo::verify::job_fingerprint(rt, &steps)?;
         if me == 0 {
             let [x, spread, fft, comm, solve, gather, f, step] = o.us;
             println!(
                 "summary path={} fft_path={} atoms={} pes={} pme_pes={} grid={kx}x{ky}x{kz} steps={} redist_x_us={x:.2} \
                  spread_us={spread:.2} fft_us={fft:.2} fft_comm_us={comm:.2} solve_us={solve:.2} gather_us={gather:.2} \
-                 redist_f_us={f:.2} step_us={step:.2} energy={:.6} verified={}",
+                 redist_f_us={f:.2} step_us={step:.2} energy={:.6} verified={} fingerprint={job:016x}",
                 o.path,
                 o.fft_path,
                 setup.structure.len(),
@@ -310,7 +329,40 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             );
         }
     }
+    if options.energies && me == 0 {
+        print_energies(options, setup, outcomes[0].first_energy)?;
+    }
     Ok(all)
+}
+
+/// The `energies` line (see the module documentation) for the coordinates as read, with the
+/// reciprocal energy `reciprocal` the mesh gave for them.
+fn print_energies(options: &Options, setup: &Setup, reciprocal: f64) -> pme_redist::Result<()> {
+    let positions = &setup.structure.positions;
+    let serial = serial_pme(&setup.grid, positions, &setup.charges, setup.beta)?;
+    // Coulomb only: the charges with Lennard-Jones switched off, molecules as the demo's.
+    let topology = Topology {
+        params: setup.charges.iter().map(|&charge| AtomParams { charge, c6: 0.0, c12: 0.0 }).collect(),
+        molecules: setup.structure.molecules.clone(),
+    };
+    let field = ForceField::ewald(options.cutoff, setup.beta);
+    let real = serial_forces(positions, &setup.structure.pbc, &topology, &field)
+        .map_err(|e| pme_redist::Error::Config(format!("--energies: {e}")))?;
+    let self_energy = field.self_energy(setup.charges.iter().copied());
+    let net_charge: f64 = setup.charges.iter().map(|&q| q as f64).sum();
+    // GROMACS's ewald_charge_correction (epsilon_r = 1): the energy of a uniform neutralising
+    // background, which the reciprocal sum over non-zero wave vectors leaves out.
+    let charge_correction = -std::f64::consts::PI * ONE_4PI_EPS0 * net_charge * net_charge
+        / (2.0 * setup.structure.pbc.volume() * setup.beta * setup.beta);
+    println!(
+        "energies atoms={} beta={:.10} reciprocal={reciprocal:.6} reciprocal_serial={:.6} coulomb_real={:.6} \
+         self={self_energy:.6} net_charge={net_charge:.6} charge_correction={charge_correction:.6}",
+        setup.structure.len(),
+        setup.beta,
+        serial.energy,
+        real.energy
+    );
+    Ok(())
 }
 
 fn run_configuration(
@@ -333,7 +385,7 @@ fn run_configuration(
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut prints = Vec::new();
-    let (mut energy, mut verified) = (0.0, None);
+    let (mut energy, mut first_energy, mut verified) = (0.0, 0.0, None);
     // The first step is a warm-up (page faults, FFT plans' first touch): not timed.
     for step in 0..=options.steps {
         if step > 0 && step % REPLAN == 0 {
@@ -355,6 +407,9 @@ fn run_configuration(
         f_time += end - f_start;
         step_time += end - start;
         energy = mesh.collective_energy(result.energy)?;
+        if step == 0 {
+            first_energy = energy;
+        }
         prints.push((energy.to_bits(), fingerprint(&home_forces)));
         if options.verify && step == options.steps {
             verified = Some(verify(rt, setup, &home, &home_forces, energy, step)?);
@@ -381,7 +436,7 @@ fn run_configuration(
         let phases: Vec<String> = PHASES.iter().zip(&us).map(|(name, t)| format!("{name} {t:.1}")).collect();
         println!("  {path} + {fft_path}: us per step on the slowest PE: {}", phases.join(", "));
     }
-    Ok(Outcome { path, fft_path, us, energy, verified, prints })
+    Ok(Outcome { path, fft_path, us, energy, first_energy, verified, prints })
 }
 
 /// The last step against serial PME on the same grid, in double precision; every PE returns
