@@ -106,6 +106,8 @@ pub struct SlabFft<'g, 'rt> {
     scratch: Vec<Complex32>,
     /// Time spent in the all-to-all, both ways, since creation.
     transposing: Duration,
+    /// The transposes' packing and communication on every path.
+    exchanging: Duration,
 }
 
 /// `r * n / m` for `r` in `0..=m`: the split of `n` items over `m` ranks that [`PmeGrid`]
@@ -173,6 +175,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             plane: vec![Complex32::default(); k[1] * kzc],
             scratch,
             transposing: Duration::ZERO,
+            exchanging: Duration::ZERO,
         })
     }
 
@@ -217,6 +220,13 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// the one-sided paths pack straight into the receivers' memory, the packing and signals.
     pub fn transpose_time(&self) -> Duration {
         self.transposing
+    }
+
+    /// The time spent in the transposes' packing and communication, both ways, since
+    /// creation, on every path: what one path's transpose costs against another's (on the
+    /// one-sided paths the packing can be the transfer; on the others it comes before it).
+    pub fn exchange_time(&self) -> Duration {
+        self.exchanging
     }
 
     fn planes_of(&self, r: usize) -> usize {
@@ -266,7 +276,8 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         // The transpose: to rank r, per plane and kz, r's y lines, packed straight into r's
         // receive buffer where it is mapped.
         let (planes, y_bounds) = (&self.planes, &self.y_bounds);
-        let received = transpose_packed(&mut self.alltoall, &mut self.transposing, |r, out| {
+        let clocks = (&mut self.transposing, &mut self.exchanging);
+        let received = transpose_packed(&mut self.alltoall, clocks, |r, out| {
             let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
             for (run, line) in planes.chunks_exact(ky).enumerate() {
                 out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
@@ -274,20 +285,15 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         })?;
         let m = self.x_bounds.len() - 1;
         let block = received.len() / m;
-        // From rank s, [plane][kz][my y] into [kz][my y][x].
+        // From rank s, [plane][kz][my y] into [kz][my y][x]: a transpose of s's planes against
+        // this rank's (kz, y) lines.
         let lines = self.y_bounds[me + 1] - self.y_bounds[me];
         let kx = self.k[0];
         for s in 0..m {
             let x0 = self.x_bounds[s];
-            let from = &received[s * block..];
-            for p in 0..self.x_bounds[s + 1] - x0 {
-                for c in 0..kzc {
-                    let run = &from[(p * kzc + c) * lines..(p * kzc + c + 1) * lines];
-                    for (y, &v) in run.iter().enumerate() {
-                        self.spectrum[(c * lines + y) * kx + x0 + p] = v;
-                    }
-                }
-            }
+            let planes = self.x_bounds[s + 1] - x0;
+            let runs = kzc * lines;
+            transpose_strided(&received[s * block..], runs, &mut self.spectrum[x0..], kx, planes, runs);
         }
         if !self.spectrum.is_empty() {
             self.plans.x.process_with_scratch(&mut self.spectrum, &mut self.scratch);
@@ -325,16 +331,11 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let m = self.x_bounds.len() - 1;
         let lines = self.lines_of(me);
         let (spectrum, x_bounds) = (&self.spectrum, &self.x_bounds);
-        let received = transpose_packed(&mut self.alltoall, &mut self.transposing, |s, out| {
+        let clocks = (&mut self.transposing, &mut self.exchanging);
+        let received = transpose_packed(&mut self.alltoall, clocks, |s, out| {
             let x0 = x_bounds[s];
-            for p in 0..x_bounds[s + 1] - x0 {
-                for c in 0..kzc {
-                    let run = &mut out[(p * kzc + c) * lines..(p * kzc + c + 1) * lines];
-                    for (y, v) in run.iter_mut().enumerate() {
-                        *v = spectrum[(c * lines + y) * kx + x0 + p];
-                    }
-                }
-            }
+            let runs = kzc * lines;
+            transpose_strided(&spectrum[x0..], kx, out, runs, runs, x_bounds[s + 1] - x0);
         })?;
         let block = received.len() / m;
         for r in 0..m {
@@ -376,32 +377,61 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     }
 }
 
-/// The all-to-all with its blocks written by `pack`, adding the time of the communication to
-/// `clock`: where the one-sided paths pack straight into the receivers' memory (blocks of at
-/// least [`DIRECT_PACK_MIN`] bytes) the packing and the signals, since the packing is the
-/// transfer; otherwise the library call alone, after packing into the send buffer, as
-/// GROMACS's `PME 3D-FFT Comm.` times its `MPI_Alltoall`.
+/// The all-to-all with its blocks written by `pack`. It adds to `communication` the time of
+/// the communication: where the one-sided paths pack straight into the receivers' memory
+/// (blocks of at least [`DIRECT_PACK_MIN`] bytes) the packing and the signals, since the
+/// packing is the transfer; otherwise the library call alone, after packing into the send
+/// buffer, as GROMACS's `PME 3D-FFT Comm.` times its `MPI_Alltoall`. It adds to `exchange`
+/// the packing and the communication on every path, the cost to compare between paths.
 fn transpose_packed<'a>(
     alltoall: &'a mut Alltoall<'_, '_, Complex32>,
-    clock: &mut Duration,
+    (communication, exchange): (&mut Duration, &mut Duration),
     mut pack: impl FnMut(usize, &mut [Complex32]),
 ) -> Result<&'a [Complex32]> {
     let one_sided =
         matches!(alltoall.path(), AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided);
+    let start = Instant::now();
     if one_sided && alltoall.block() * size_of::<Complex32>() >= DIRECT_PACK_MIN {
-        let start = Instant::now();
         let received = alltoall.collective_run_packed(pack)?;
-        *clock += start.elapsed();
+        *communication += start.elapsed();
+        *exchange += start.elapsed();
         return Ok(received);
     }
     let block = alltoall.block();
     for (r, out) in alltoall.send_buffer().chunks_exact_mut(block).enumerate() {
         pack(r, out);
     }
-    let start = Instant::now();
+    let packed = Instant::now();
     let received = alltoall.collective_run()?;
-    *clock += start.elapsed();
+    *communication += packed.elapsed();
+    *exchange += start.elapsed();
     Ok(received)
+}
+
+/// `to[c * to_stride + r] = from[r * from_stride + c]` for `r < rows`, `c < cols`: a `rows ×
+/// cols` block of one matrix into another, transposed, in tiles small enough that the lines
+/// read and the lines written both stay in the L1 cache (one of the two is strided).
+fn transpose_strided(
+    from: &[Complex32],
+    from_stride: usize,
+    to: &mut [Complex32],
+    to_stride: usize,
+    rows: usize,
+    cols: usize,
+) {
+    const TILE: usize = 16;
+    for r0 in (0..rows).step_by(TILE) {
+        let r1 = (r0 + TILE).min(rows);
+        for c0 in (0..cols).step_by(TILE) {
+            let c1 = (c0 + TILE).min(cols);
+            for r in r0..r1 {
+                let row = &from[r * from_stride..];
+                for c in c0..c1 {
+                    to[c * to_stride + r] = row[c];
+                }
+            }
+        }
+    }
 }
 
 /// `to[c * rows + r] = from[r * cols + c]`: a `rows × cols` matrix into `cols × rows`.
