@@ -16,7 +16,8 @@
 //! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
 //! flags cargo passes are accepted and ignored.
 //! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600); the PEs'
-//! `ONESIDED_WAIT_TIMEOUT` defaults to 30 s unless set.
+//! `ONESIDED_WAIT_TIMEOUT` defaults to 30 s unless set. `ONESIDED_TEST_PES` (such as `2,4`)
+//! keeps only the launches with those PE counts.
 
 use std::io::{BufRead, BufReader, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -68,6 +69,7 @@ macro_rules! ensure {
 
 const FILTER_VAR: &str = "ONESIDED_TEST_FILTER";
 const LAUNCH_TIMEOUT_VAR: &str = "ONESIDED_TEST_LAUNCH_TIMEOUT";
+const PES_VAR: &str = "ONESIDED_TEST_PES";
 const WAIT_TIMEOUT_VAR: &str = onesided::env::WAIT_TIMEOUT;
 
 /// A configuration the cases run under: a label and environment variables for the PEs.
@@ -114,6 +116,15 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     let mut counts: Vec<usize> = selected.iter().flat_map(|c| c.pes.iter().copied()).collect();
     counts.sort_unstable();
     counts.dedup();
+    if let Ok(only) = std::env::var(PES_VAR) {
+        match only.split(',').map(|n| n.trim().parse::<usize>()).collect::<Result<Vec<_>, _>>() {
+            Ok(only) => counts.retain(|n| only.contains(n)),
+            Err(_) => {
+                println!("{suite}: {PES_VAR}={only:?} is not a list of PE counts such as 2,4");
+                return 1;
+            }
+        }
+    }
     let timeout = match std::env::var(LAUNCH_TIMEOUT_VAR) {
         Err(_) => Duration::from_secs(600),
         Ok(v) => match v.parse::<u64>() {
