@@ -1,8 +1,11 @@
 # Emulated nodes on one machine, for scripts/pe-run --nodes K (sourced, not run).
 #
-# Each node is a network namespace with its own hostname (a UTS namespace), joined to the
-# others by a veth pair on a bridge in a private subnet (10.213.X.0/24, X the first not in use
-# on this machine). The Open MPI launcher reaches a node through an rsh agent that enters its
+# Each node is a network namespace with its own hostname (a UTS namespace) and its own boot
+# id (a mount namespace in which /proc/sys/kernel/random/boot_id is a file of the node's),
+# joined to the others by a veth pair on a bridge in a private subnet (10.213.X.0/24, X the
+# first not in use on this machine). UCX tells hosts apart by the boot id: with the machine's
+# one boot id it would take PEs on different nodes for one host and join them by shared
+# memory, not TCP. The Open MPI launcher reaches a node through an rsh agent that enters its
 # namespaces and starts the daemon there; between nodes the PEs talk TCP over the bridge (the
 # OpenSHMEM library sees different hosts: no shared-memory mapping), within a node shared
 # memory as usual. With a rate (NODES_RATE, tc's units such as 1gbit) both ends of every link
@@ -72,6 +75,7 @@ nodes_up() {
             fi
         fi
         hosts+=("10.213.$x.$((10 + i)):$slots")
+        cat /proc/sys/kernel/random/uuid >"$NODES_DIR/boot_id.node$i"
     done
     flock -u "$lock"
     NODES_HOSTS=$(IFS=,; echo "${hosts[*]}")
@@ -87,7 +91,8 @@ nodes_up() {
         done
         echo '    *) echo "pe-run agent: $host is not an emulated node of this run" >&2; exit 1 ;;'
         echo 'esac'
-        echo 'exec ip netns exec "$ns" unshare --uts /bin/sh -c "hostname $name; $*"'
+        echo "dir=$NODES_DIR"
+        echo 'exec ip netns exec "$ns" unshare --uts --mount /bin/sh -c "hostname $name && mount --bind $dir/boot_id.$name /proc/sys/kernel/random/boot_id && $*"'
     } >"$NODES_AGENT"
     chmod +x "$NODES_AGENT"
 }
