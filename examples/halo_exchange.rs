@@ -538,8 +538,11 @@ fn run_path(
             100.0 * (x_us + f_us + pme_comm) / step_us.max(1e-9)
         );
         if pme.is_some() {
-            let phases: Vec<String> =
-                PME_PHASES.iter().zip(&pme_us).map(|(name, us)| format!("{name} {us:.1}")).collect();
+            let phases: Vec<String> = onesided_suite::yardstick::PME_PHASES
+                .iter()
+                .zip(&pme_us)
+                .map(|(name, us)| format!("{name} {us:.1}"))
+                .collect();
             println!("  {}: PME, us per step on the slowest PE: {}", label(path), phases.join(", "));
         }
         println!(
@@ -678,17 +681,6 @@ fn replay_motion(structure: &Structure, steps: u64, positions: &[RVec]) -> md_de
 /// How far a replayed position may lie from the run's: rounding of positions wrapped at every
 /// repartition, far below one step.
 const REPLAY_TOLERANCE: f64 = 1e-4;
-
-/// GROMACS's names for the PME phases, in the order the step report prints them.
-const PME_PHASES: [&str; 7] = [
-    "PME redist. X",
-    "PME spread",
-    "PME 3D-FFT",
-    "PME 3D-FFT Comm.",
-    "PME solve Elec",
-    "PME gather",
-    "PME redist. F",
-];
 
 /// The name of a path on the command line and in the summary.
 fn label(path: ExchangePath) -> &'static str {

@@ -241,17 +241,6 @@ struct Outcome {
     prints: Vec<(u64, u64)>,
 }
 
-const PHASES: [&str; 8] = [
-    "PME redist. X",
-    "PME spread",
-    "PME 3D-FFT",
-    "PME 3D-FFT Comm.",
-    "PME solve Elec",
-    "PME gather",
-    "PME redist. F",
-    "step",
-];
-
 fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<bool> {
     let me = rt.my_pe();
     let group = PeGroup::collective_new(rt, "pme", &setup.pme)?;
@@ -433,7 +422,8 @@ fn run_configuration(
     rt.max_u64(&mut ns)?;
     let us = ns.map(|v| v as f64 / 1000.0);
     if me == 0 {
-        let phases: Vec<String> = PHASES.iter().zip(&us).map(|(name, t)| format!("{name} {t:.1}")).collect();
+        let names = onesided_suite::yardstick::PME_PHASES.iter().chain(&["step"]);
+        let phases: Vec<String> = names.zip(&us).map(|(name, t)| format!("{name} {t:.1}")).collect();
         println!("  {path} + {fft_path}: us per step on the slowest PE: {}", phases.join(", "));
     }
     Ok(Outcome { path, fft_path, us, energy, first_energy, verified, prints })

@@ -5,6 +5,18 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+/// GROMACS's names for the phases of a PME step (its log's cycle accounting), in the order
+/// of the step, under which the examples report theirs.
+pub const PME_PHASES: [&str; 7] = [
+    "PME redist. X",
+    "PME spread",
+    "PME 3D-FFT",
+    "PME 3D-FFT Comm.",
+    "PME solve Elec",
+    "PME gather",
+    "PME redist. F",
+];
+
 /// The per-step phases of one program's MD step, in microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Phases {
