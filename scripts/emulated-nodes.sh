@@ -3,10 +3,11 @@
 # Each node is a network namespace with its own hostname (a UTS namespace), joined to the
 # others by a veth pair on a bridge in a private subnet (10.213.X.0/24, X the first not in use
 # on this machine). Open MPI tells nodes apart by hostname: between nodes MPI goes over TCP and
-# OSHMEM maps no peer (shmem_ptr is NULL). UCX, under OSHMEM, tells hosts apart by the boot id,
-# which all nodes share, so it still joins PEs on different nodes by shared memory. With
-# NODES_SEPARATE_HOSTS=1 each node gets a boot id of its own (a mount namespace in which
-# /proc/sys/kernel/random/boot_id is a file of the node's) and UCX uses TCP between nodes too. The Open MPI launcher reaches a node through an rsh agent that enters its
+# OSHMEM maps no peer (shmem_ptr is NULL). UCX, under OSHMEM, tells hosts apart by the boot id:
+# each node gets one of its own (a mount namespace in which /proc/sys/kernel/random/boot_id is
+# a file of the node's), so UCX too uses TCP between nodes. With NODES_SHARED_BOOT_ID=1 the
+# nodes keep the machine's, and UCX joins PEs on different nodes by shared memory while MPI
+# still talks TCP. The Open MPI launcher reaches a node through an rsh agent that enters its
 # namespaces and starts the daemon there; between nodes the PEs talk TCP over the bridge (the
 # OpenSHMEM library sees different hosts: no shared-memory mapping), within a node shared
 # memory as usual. With a rate (NODES_RATE, tc's units such as 1gbit) both ends of every link
@@ -76,10 +77,10 @@ nodes_up() {
             fi
         fi
         hosts+=("10.213.$x.$((10 + i)):$slots")
-        if [[ ${NODES_SEPARATE_HOSTS:-0} == 1 ]]; then
-            cat /proc/sys/kernel/random/uuid >"$NODES_DIR/boot_id.node$i"
-        else
+        if [[ ${NODES_SHARED_BOOT_ID:-0} == 1 ]]; then
             cp /proc/sys/kernel/random/boot_id "$NODES_DIR/boot_id.node$i"
+        else
+            cat /proc/sys/kernel/random/uuid >"$NODES_DIR/boot_id.node$i"
         fi
     done
     flock -u "$lock"

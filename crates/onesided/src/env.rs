@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`]; default [`DEFAULT_WAIT_TIMEOUT`] |
 //! | [`DIRECT`] `ONESIDED_DIRECT` | [`Runtime::init`](crate::Runtime::init) | `1` (default): puts, gets and signals to PEs whose memory the library maps into this process (`shmem_ptr`: same node, shared-memory transport) are plain copies and stores; `0`: always call the library |
+//! | [`OVERSUBSCRIBED`] `ONESIDED_OVERSUBSCRIBED` | [`Runtime::init`](crate::Runtime::init) | `1`: waits sleep between polls once they have spun a while, so that PEs sharing a core run; `0`: they yield; unset: `1` where the node's PEs outnumber its online cores ([`Runtime::oversubscribed`](crate::Runtime::oversubscribed)) |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
 //! | [`OMPI_OSC`] `OMPI_MCA_osc` | [`Runtime::init`](crate::Runtime::init) with OSHMEM | must be `ucx`: with Open MPI's default one-sided component every OSHMEM program crashes in `shmem_finalize` |
@@ -23,6 +24,10 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `0` turns off transfers through the shared-memory mapping of same-node PEs.
 pub const DIRECT: &str = "ONESIDED_DIRECT";
+
+/// `1` or `0` says whether PEs share cores (more PEs than cores on the machine), overriding
+/// what [`Runtime::init`](crate::Runtime::init) finds out from the node's PEs and cores.
+pub const OVERSUBSCRIBED: &str = "ONESIDED_OVERSUBSCRIBED";
 
 /// Symmetric heap size of Open MPI's OSHMEM.
 pub const OSHMEM_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_HEAP_SIZE";
@@ -61,6 +66,22 @@ pub(crate) fn direct() -> Result<bool> {
             value: other.to_string(),
             problem: "expected 1 (use the shared-memory mapping of same-node PEs) or 0 (always \
                       call the library)"
+                .to_string(),
+        }),
+    }
+}
+
+/// Reads [`OVERSUBSCRIBED`]: `None` when unset (the runtime decides).
+pub(crate) fn oversubscribed() -> Result<Option<bool>> {
+    match std::env::var(OVERSUBSCRIBED).as_deref() {
+        Err(_) => Ok(None),
+        Ok("1") | Ok("on") | Ok("yes") | Ok("true") => Ok(Some(true)),
+        Ok("0") | Ok("off") | Ok("no") | Ok("false") => Ok(Some(false)),
+        Ok(other) => Err(Error::Environment {
+            variable: OVERSUBSCRIBED,
+            value: other.to_string(),
+            problem: "expected 1 (PEs share cores: waits sleep between polls) or 0 (each PE has \
+                      a core: waits spin and yield), or leave it unset to decide from the node"
                 .to_string(),
         }),
     }

@@ -91,6 +91,8 @@ pub struct Runtime {
     constants: Constants,
     wait_timeout: Duration,
     direct: bool,
+    /// More PEs on this node than cores this process may run on: waits sleep between polls.
+    oversubscribed: bool,
     /// The symmetric heap's base and mapping. When every PE's heap is mapped into this
     /// process and direct access is on, every signal is written with release stores, so an
     /// acquire load alone completes a wait.
@@ -114,7 +116,7 @@ impl Runtime {
     ///
     /// # Errors
     /// - [`Error::AlreadyInitialized`] on a second call in the process;
-    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT` is malformed or, with Open MPI,
+    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT`, `ONESIDED_DIRECT` or `ONESIDED_OVERSUBSCRIBED` is malformed or, with Open MPI,
     ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
     /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
     pub fn init() -> Result<Runtime> {
@@ -123,6 +125,7 @@ impl Runtime {
         env::check_launch_environment()?;
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
+        let oversubscribed_setting = env::oversubscribed()?;
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
@@ -150,6 +153,7 @@ impl Runtime {
                 provided: shmem_thread_level_name(provided),
             });
         }
+        let oversubscribed = oversubscribed_setting.unwrap_or_else(|| node_is_oversubscribed(&universe));
         // SAFETY: OpenSHMEM is initialised.
         let (my_pe, n_pes) = unsafe { (shmem_sys::shmem_my_pe(), shmem_sys::shmem_n_pes()) };
         let constants = Constants::read();
@@ -170,6 +174,7 @@ impl Runtime {
             constants,
             wait_timeout,
             direct,
+            oversubscribed,
             heap,
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
@@ -272,6 +277,14 @@ impl Runtime {
         self.allocations.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Whether PEs share cores: the node runs more PEs than it has cores online, or
+    /// `ONESIDED_OVERSUBSCRIBED=1` says so (see [`env`](crate::env)). Waits then sleep
+    /// between polls once they have spun a while, rather than yield, so that the PE they wait
+    /// for gets the core.
+    pub fn oversubscribed(&self) -> bool {
+        self.oversubscribed
+    }
+
     /// Whether an acquire load of a signal word is enough to complete a wait (see `heap`).
     pub(crate) fn all_pes_mapped(&self) -> bool {
         self.heap.all_mapped()
@@ -301,6 +314,29 @@ impl Drop for Runtime {
         let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
         finalize_mpi(universe);
     }
+}
+
+/// Whether the PEs on this node (MPI's shared-memory split of the world) outnumber its cores.
+///
+/// The cores are those the kernel has online, not this process's affinity: a PE bound to one
+/// core sees one, though its neighbours have cores of their own.
+fn node_is_oversubscribed(universe: &Universe) -> bool {
+    use mpi::topology::Communicator;
+    let node_pes = universe.world().split_shared(0).size() as usize;
+    let cores = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(list.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    node_pes > cores
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`; `None` if malformed.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |count, range| {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        (last >= first).then(|| count + last - first + 1)
+    })
 }
 
 /// Ends every PE of the job with exit status `code` (see [`Runtime::abort`]).
@@ -342,5 +378,20 @@ fn finalize_mpi(universe: Universe) {
         std::mem::forget(universe);
     } else {
         drop(universe);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-1"), Some(2));
+        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(count_cpu_list("0-x"), None);
     }
 }

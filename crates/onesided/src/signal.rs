@@ -2,8 +2,9 @@
 //! put), awaited locally with `>=`.
 //!
 //! Values only grow (a step or call number), so a signal never needs resetting and a late
-//! waiter still sees that its value was reached. Waits spin briefly, then yield the core, and
-//! give up after the runtime's timeout with an error naming the PE, the signal, the value
+//! waiter still sees that its value was reached. Waits spin briefly, then yield the core (or,
+//! where PEs share cores, sleep between polls: [`Runtime::oversubscribed`]), drive the
+//! library's progress as they poll, and give up after the runtime's timeout with an error naming the PE, the signal, the value
 //! awaited and the value seen.
 
 use std::ffi::c_ulonglong;
@@ -28,9 +29,20 @@ const POLLS_PER_PROGRESS: u32 = 16;
 /// library is called only for the progress of anything else it may have in flight.
 const POLLS_PER_PROGRESS_MAPPED: u32 = 1024;
 
+/// How long a wait sleeps between polls, once it has spun [`SPIN_POLLS`] times, when the
+/// node has more PEs than cores: long enough for the scheduler to run a PE that shares the
+/// core (the partner a wait is usually for), short beside a time slice.
+const OVERSUBSCRIBED_NAP: Duration = Duration::from_micros(20);
+
 /// Calls `ready` until it returns true or `timeout` has passed (then returns the time waited).
-/// Spins first, then yields, so PEs sharing a core (oversubscription) still progress.
-pub(crate) fn poll_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> Result<(), Duration> {
+/// Spins first, then yields the core; where PEs outnumber the node's cores (`oversubscribed`)
+/// it sleeps instead, since a yield does not make the scheduler run the PE that shares the
+/// core, and a spinning waiter would hold it until its time slice ends.
+pub(crate) fn poll_until(
+    timeout: Duration,
+    oversubscribed: bool,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), Duration> {
     // The clock is read only once a wait has lasted a few dozen polls, so short waits (the
     // common case) cost no system call; the timeout counts from that first reading.
     let mut start: Option<Instant> = None;
@@ -42,6 +54,8 @@ pub(crate) fn poll_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> 
         polls += 1;
         if polls < SPIN_POLLS {
             spin_loop();
+        } else if oversubscribed {
+            std::thread::sleep(OVERSUBSCRIBED_NAP);
         } else {
             std::thread::yield_now();
         }
@@ -168,12 +182,17 @@ impl<'rt> SignalArray<'rt> {
         Ok(self.test(index, value))
     }
 
-    /// `shmem_test`: reads the word and drives the library's progress, which transports that
-    /// emulate remote writes with messages need.
+    /// Drives the library's progress once, then `shmem_test`s the word. Transports that
+    /// emulate remote writes with messages (UCX over TCP between nodes) apply them only while
+    /// the target progresses, and Open MPI's OSHMEM does not progress inside `shmem_test`.
     fn test(&self, index: usize, value: u64) -> bool {
         let cmp_ge = self.runtime().constants().cmp_ge;
-        // SAFETY: index is in bounds (checked by callers).
-        let reached = unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
+        // SAFETY: index is in bounds (checked by callers); progress takes no arguments and is
+        // called from the thread that initialised the library, as every library call here.
+        let reached = unsafe {
+            shmem_sys::shmem_sys_progress();
+            shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value)
+        } != 0;
         if reached {
             // Data put before the signal must not be read before the signal was seen.
             fence(Ordering::Acquire);
@@ -243,7 +262,7 @@ impl<'rt> SignalArray<'rt> {
             }
         }
         let mut polls = 0;
-        match poll_until(timeout, || self.poll(index, value, &mut polls)) {
+        match poll_until(timeout, self.runtime().oversubscribed(), || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
             Err(waited) => Err(Error::WaitTimeout {
                 pe: self.runtime().my_pe(),
@@ -276,14 +295,15 @@ impl<'rt> SignalArray<'rt> {
         }
         let mut found = 0;
         let mut polls = 0u32;
-        let outcome =
-            poll_until(timeout, || match waits.iter().position(|&(i, v)| self.poll(i, v, &mut polls)) {
+        let outcome = poll_until(timeout, self.runtime().oversubscribed(), || {
+            match waits.iter().position(|&(i, v)| self.poll(i, v, &mut polls)) {
                 Some(position) => {
                     found = position;
                     true
                 }
                 None => false,
-            });
+            }
+        });
         match outcome {
             Ok(()) => Ok(found),
             Err(waited) => {

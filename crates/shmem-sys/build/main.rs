@@ -153,7 +153,13 @@ fn emit_link(install: &Install) {
         println!("cargo::rustc-link-lib=dylib={lib}");
     }
     match install.implementation {
-        Implementation::Oshmem => println!("cargo::rustc-cfg=shmem_oshmem"),
+        Implementation::Oshmem => {
+            // The shim's shmem_sys_progress calls opal_progress, which lives in Open PAL.
+            if !install.libs.iter().any(|lib| lib == "open-pal") {
+                println!("cargo::rustc-link-lib=dylib=open-pal");
+            }
+            println!("cargo::rustc-cfg=shmem_oshmem")
+        }
         Implementation::Sos => println!("cargo::rustc-cfg=shmem_sos"),
     }
     if install.spec >= SPEC_1_5 {

@@ -25,6 +25,14 @@ const int shmem_sys_minor_version = SHMEM_MINOR_VERSION;
 
 shmem_ctx_t shmem_sys_ctx_default(void) { return SHMEM_CTX_DEFAULT; }
 
+#ifdef OSHMEM_SHMEM_H
+/* Open PAL's progress engine, which OSHMEM's transport layers (spml, atomic) register with. */
+extern int opal_progress(void);
+void shmem_sys_progress(void) { (void)opal_progress(); }
+#else
+void shmem_sys_progress(void) {}
+#endif
+
 const size_t shmem_sys_sizeof_ctx = sizeof(shmem_ctx_t);
 const size_t shmem_sys_sizeof_long = sizeof(long);
 const size_t shmem_sys_sizeof_long_long = sizeof(long long);

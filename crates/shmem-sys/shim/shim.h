@@ -39,6 +39,12 @@ extern const int shmem_sys_minor_version;
 /* The default communication context (a macro or a global, depending on the library). */
 shmem_ctx_t shmem_sys_ctx_default(void);
 
+/* Drives the library's communication progress once: Open MPI's OSHMEM polls its transports
+ * only inside blocking calls (shmem_test does not), so a PE that waits by testing must call
+ * this for remote writes that need the target's help (over TCP, say) to land. A no-op where
+ * the library's tests progress on their own (Sandia OpenSHMEM). */
+void shmem_sys_progress(void);
+
 /* Sizes of C types as the installed compiler and header see them, for the layout tests. */
 extern const size_t shmem_sys_sizeof_ctx;
 extern const size_t shmem_sys_sizeof_long;
