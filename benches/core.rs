@@ -3,7 +3,7 @@
 //!
 //! - `pingpong/onesided/B`: put-with-signal, the partner answers in kind; one round trip per
 //!   iteration. `pingpong/raw/B`: the same through the C library directly (put, fence,
-//!   atomic set, `shmem_test` loop). `pingpong/mpi/B`: `MPI_Send` / `MPI_Recv`.
+//!   atomic set, `shmem_wait_until`). `pingpong/mpi/B`: `MPI_Send` / `MPI_Recv`.
 //! - `put/onesided/B`: a safe put followed by quiet; `put/raw/B`: `shmem_putmem` +
 //!   `shmem_quiet` through the raw bindings, the C library's own latency.
 //! - `get/onesided/B`, `get/raw/B`: blocking get.
@@ -70,11 +70,12 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                     step.set(s);
                     // SAFETY: symmetric addresses in bounds; the partner exists. The C
                     // library's own put-with-signal of spec 1.4: put, fence, atomic set, and
-                    // a shmem_test loop on the local signal.
+                    // shmem_wait_until on the local signal (a shmem_test loop never returns
+                    // with Open MPI's OSHMEM over TCP: its test does not progress).
                     unsafe {
                         let signal = signals.as_ptr();
                         if me == PARTNER {
-                            while shmem_sys::shmem_ulonglong_test(signal, cmp_ge, s) == 0 {}
+                            shmem_sys::shmem_ulonglong_wait_until(signal, cmp_ge, s);
                         }
                         shmem_sys::shmem_putmem(
                             data.as_ptr().cast::<c_void>(),
@@ -85,7 +86,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                         shmem_sys::shmem_fence();
                         shmem_sys::shmem_ulonglong_atomic_set(signal, s, other as i32);
                         if me == LEADER {
-                            while shmem_sys::shmem_ulonglong_test(signal, cmp_ge, s) == 0 {}
+                            shmem_sys::shmem_ulonglong_wait_until(signal, cmp_ge, s);
                         }
                     }
                 }
