@@ -3,11 +3,12 @@
 //! - `pme_fft/{ordered-onesided,node-aware-onesided,ordered-mpi,mpi}/<K>`: a forward and a
 //!   backward distributed 3-D FFT of a `K³` grid (K = 48, 96, 128), transposes included;
 //! - `pme_fft_comm/.../<K>`: the same iterations, timing only the two transposes' communication
-//!   as GROMACS's `PME 3D-FFT Comm.` counts it (the all-to-all call after packing; where the
-//!   one-sided paths pack straight into the receivers' memory, the packing, which is the
-//!   transfer);
-//! - `pme_fft_transpose/.../<K>`: the same iterations, timing the two transposes' packing and
-//!   communication on every path: the cost of one path's transpose against another's;
+//!   as GROMACS's `PME 3D-FFT Comm.` counts it (the all-to-all call without packing and
+//!   unpacking; where the one-sided paths write straight into the receivers' layout, that
+//!   single pass, which is the transfer);
+//! - `pme_fft_transpose/.../<K>`: the same iterations, timing the two whole transposes
+//!   (packing, communication, unpacking) on every path: the cost of one path's transpose
+//!   against another's;
 //! - `pme_step/{onesided,mpi}/<atoms>`: a whole PME step on a water box of about 20 000 and
 //!   100 000 atoms (0.12 nm grid, order 4, ewald-rtol 1e-5 at 0.9 nm): coordinates and charges
 //!   to the PME ranks, spread, FFT, solve, FFT, gather, forces back; one-sided is the put

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mpi::traits::Communicator;
-use onesided::{Alltoall, AlltoallPath, Error, PeGroup, Runtime};
+use onesided::{Alltoall, AlltoallPath, Error, PeGroup, Runtime, SymArray};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -172,6 +172,82 @@ fn all_to_all_within_subsets(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// `collective_run_fused` as a transpose: sender `s`'s element `i` for rank `r` lands at
+/// `i * n + s` of `r`'s target (interleaved with every other sender's), written directly
+/// where `r` is mapped and packed, sent and unpacked where not; on every path, over calls that
+/// alternate with plain runs of the same all-to-all, with the target's guard elements intact.
+fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
+    let world = PeGroup::collective_world(rt)?;
+    let n = world.len();
+    let me = world.my_rank().ok_or("every PE is in the world group")?;
+    for block in [3usize, 700] {
+        let guard = 5;
+        let target = SymArray::<u32>::collective_alloc(rt, "fused target", block * n + guard)?;
+        for path in AlltoallPath::ALL {
+            if path == AlltoallPath::Shmem && world.active_set().is_none() {
+                continue;
+            }
+            let mut alltoall =
+                Alltoall::<u32>::collective_new(&world, &format!("fused {path}"), block, path)?;
+            for call in 1..=40u64 {
+                if call % 3 == 0 {
+                    let send = alltoall.send_buffer();
+                    for to in 0..n {
+                        for i in 0..block {
+                            send[to * block + i] = stamp(me, to, call, i);
+                        }
+                    }
+                    let received = alltoall.collective_run()?;
+                    ensure!(received[0] == stamp(0, me, call, 0), "{path} call {call}: plain run");
+                    continue;
+                }
+                let base = target.as_ptr();
+                let (mut packed, mut unpacked) = (vec![0usize; n], vec![0usize; n]);
+                let direct = |to: usize, remote: std::ptr::NonNull<u32>| {
+                    for i in 0..block {
+                        // SAFETY: element i * n + me of `to`'s target: only this PE writes it,
+                        // inside the array (i < block, me < n).
+                        unsafe { remote.as_ptr().add(i * n + me).write(stamp(me, to, call, i)) };
+                    }
+                };
+                let pack = |to: usize, out: &mut [u32]| {
+                    packed[to] += 1;
+                    for (i, v) in out.iter_mut().enumerate() {
+                        *v = stamp(me, to, call, i);
+                    }
+                };
+                let unpack = |from: usize, incoming: &[u32]| {
+                    unpacked[from] += 1;
+                    for (i, &v) in incoming.iter().enumerate() {
+                        // SAFETY: element i * n + from of this PE's target, which only the
+                        // block from `from` fills.
+                        unsafe { base.add(i * n + from).write(v) };
+                    }
+                };
+                // SAFETY: `direct` and `unpack` write disjoint elements (sender index me or
+                // from), inside the array; no PE reads its target during the call.
+                unsafe { alltoall.collective_run_fused(&target, direct, pack, unpack)? };
+                ensure!(packed == unpacked || path.name().contains("onesided"), "{path}: packed {packed:?}");
+                // SAFETY: the call has returned; no PE writes the target before this PE's next
+                // fused call.
+                let got = unsafe { target.local_slice() };
+                for from in 0..n {
+                    for i in 0..block {
+                        let v = got[i * n + from];
+                        ensure!(
+                            v == stamp(from, me, call, i),
+                            "{path} call {call}: element {i} from rank {from} is {v:#x}"
+                        );
+                    }
+                }
+                ensure!(got[block * n..].iter().all(|&v| v == 0), "{path} call {call}: guard written");
+                rt.barrier();
+            }
+        }
+    }
+    Ok(())
+}
+
 fn path_names(_rt: &Runtime) -> CaseResult {
     for path in AlltoallPath::ALL {
         ensure!(path.name().parse::<AlltoallPath>()? == path, "{path}");
@@ -187,6 +263,7 @@ fn main() {
         every_path_gives_the_same_bytes,
         large_packed_blocks_give_the_same_bytes,
         all_to_all_within_subsets,
+        fused_runs_write_the_receivers_layout,
         path_names,
     ];
     pe_test::main_with_variants("alltoall", &cases, pe_test::DIRECT_AND_LIBRARY);

@@ -21,6 +21,7 @@
 use std::ffi::{c_int, c_long};
 use std::fmt;
 use std::mem::{MaybeUninit, size_of};
+use std::ptr::NonNull;
 use std::str::FromStr;
 
 use bytemuck::Pod;
@@ -318,6 +319,101 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         }
         // SAFETY: as in collective_run.
         Ok(unsafe { self.recv.local_slice() })
+    }
+
+    /// An all-to-all whose blocks go straight to their final places in the members' `target`
+    /// arrays: to a member whose memory is mapped into this process, on the one-sided paths
+    /// (whatever the block size: unlike [`collective_run_packed`](Self::collective_run_packed),
+    /// which saves only the copy out of the send buffer, this saves the unpacking as well),
+    /// `direct(rank, base)` writes this
+    /// member's elements into that rank's copy of `target` (its element 0 at `base`) once the
+    /// rank is ready, so each element is copied once, packing, moving and unpacking in one
+    /// pass. To every other rank, and on every other path, `pack(rank, block)` fills the
+    /// block for it, the blocks travel as in [`collective_run`](Self::collective_run), and
+    /// `unpack(rank, block)` is called on the receiver for each block that came that way, to
+    /// place it in `target`.
+    ///
+    /// For a transpose between two distributed layouts (the slabs of a 3-D FFT), `direct` is
+    /// the pack and unpack fused: it reads this member's data and writes each element where
+    /// the receiver's `unpack` would have put it.
+    ///
+    /// # Collective
+    /// As [`collective_run`](Self::collective_run), with the same `target` on every member.
+    ///
+    /// # Safety
+    /// - `direct(rank, base)` writes only elements of `rank`'s copy of `target` that no
+    ///   other member writes in this call and that `rank` does not access during the call,
+    ///   within the array's length, through `base` only, and is done when it returns.
+    /// - No member accesses its own `target` from entering the call until it returns, apart
+    ///   from what `unpack` does, and `unpack` writes only what no member's `direct` writes.
+    ///
+    /// # Errors
+    /// As [`collective_run`](Self::collective_run).
+    pub unsafe fn collective_run_fused<U: Pod>(
+        &mut self,
+        target: &SymArray<'_, U>,
+        mut direct: impl FnMut(usize, NonNull<U>),
+        mut pack: impl FnMut(usize, &mut [T]),
+        mut unpack: impl FnMut(usize, &[T]),
+    ) -> Result<()> {
+        let Some(me) = self.group.my_rank() else {
+            return self.collective_run().map(|_| ());
+        };
+        let one_sided = matches!(self.path, AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided);
+        let block = self.block;
+        if !one_sided {
+            for (r, out) in self.send_buffer().chunks_exact_mut(block.max(1)).enumerate() {
+                pack(r, out);
+            }
+            let received = self.collective_run()?;
+            for (r, incoming) in received.chunks_exact(block.max(1)).enumerate() {
+                unpack(r, incoming);
+            }
+            return Ok(());
+        }
+        self.calls += 1;
+        let k = self.calls;
+        let timeout = self.group.runtime().wait_timeout();
+        // Ready for every source at once, as in collective_run_packed: from here on the
+        // sources may write this member's target and receive buffer.
+        for &(_, src) in &self.phases {
+            self.ready.set(self.group.pe_of(src)?, me, k)?;
+        }
+        for &(dest, _) in &self.phases {
+            let dest_pe = self.group.pe_of(dest)?;
+            self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
+            match target.mapped(dest_pe) {
+                Some(base) => {
+                    // `dest` is ready for call k (its target is free to write) and reads what
+                    // `direct` writes only after the arrived signal below (caller's contract).
+                    direct(dest, base);
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+                    self.arrived.set(dest_pe, me, k)?;
+                }
+                None => {
+                    let range = dest * block..(dest + 1) * block;
+                    // SAFETY: no PE writes this member's send array (see send_buffer), and the
+                    // slice ends before the put reads it.
+                    pack(dest, unsafe { self.send.local_range_mut(range.clone()) });
+                    // SAFETY: as above; the shared slice ends with the put.
+                    let outgoing = unsafe { self.send.local_range(range) };
+                    self.recv.put_signal(dest_pe, me * block, outgoing, &self.arrived, me, k)?;
+                }
+            }
+        }
+        for &(_, src) in &self.phases {
+            let src_pe = self.group.pe_of(src)?;
+            self.arrived.wait_ge_from(src, k, Some(src_pe), timeout)?;
+            // Mapping is mutual (the same node, direct access on in every PE), so a source
+            // this member cannot map could not map it either and sent its block.
+            if target.mapped(src_pe).is_none() {
+                // SAFETY: `src` wrote block `src` of the receive buffer before its arrived
+                // signal, seen above, and writes it again only after this member's ready
+                // signal of the next call.
+                unpack(src, unsafe { self.recv.local_range(src * block..(src + 1) * block) });
+            }
+        }
+        Ok(())
     }
 
     fn run_one_sided(&mut self, me: usize) -> Result<()> {

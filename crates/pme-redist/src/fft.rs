@@ -24,17 +24,19 @@
 //!
 //! The transpose goes over whichever [`AlltoallPath`] the FFT was built with; every path
 //! leaves the same bytes, so the spectrum and everything computed from it is bit for bit the
-//! same on each. On the one-sided paths, blocks of at least [`DIRECT_PACK_MIN`] bytes are
-//! packed straight into the receivers' buffers where they are mapped (PEs on the node:
-//! [`Alltoall::collective_run_packed`]), so a block is copied once, by the packing; smaller
-//! blocks, and the MPI paths, pack into the send buffer and copy from there.
+//! same on each. On the one-sided paths, to ranks whose memory is mapped (PEs on the node),
+//! each element is written straight to its place in the receiver's layout
+//! ([`Alltoall::collective_run_fused`]): packing, moving and unpacking are one strided pass,
+//! which is why the planes and the spectrum live in symmetric memory. Other ranks, and the
+//! MPI and shmem paths, pack into the all-to-all's send buffer, and the receiver unpacks.
 
 use std::ops::Range;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex;
-use onesided::{Alltoall, AlltoallPath, DIRECT_PACK_MIN, PeGroup};
+use onesided::{Alltoall, AlltoallPath, PeGroup, SymArray};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
@@ -96,17 +98,22 @@ pub struct SlabFft<'g, 'rt> {
     rank: Option<usize>,
     plans: Plans,
     alltoall: Alltoall<'g, 'rt, Complex32>,
-    /// This rank's planes in complex form, `[plane][kz][y]`.
-    planes: Vec<Complex32>,
-    /// This rank's spectrum, `[kz][y - y_lo][x]`.
-    spectrum: Vec<Complex32>,
+    /// This rank's planes in complex form, `[plane][kz][y]`, in the first `planes_len`
+    /// elements: symmetric (as long as the widest rank's), since the backward transpose's
+    /// senders write it directly where they can.
+    planes: SymArray<'rt, Complex32>,
+    planes_len: usize,
+    /// This rank's spectrum, `[kz][y - y_lo][x]`, in the first `spectrum_len` elements:
+    /// symmetric for the forward transpose's senders.
+    spectrum: SymArray<'rt, Complex32>,
+    spectrum_len: usize,
     /// One real line and one transposed plane.
     line: Vec<f32>,
     plane: Vec<Complex32>,
     scratch: Vec<Complex32>,
-    /// Time spent in the all-to-all, both ways, since creation.
+    /// Time spent in the transposes' communication, both ways, since creation.
     transposing: Duration,
-    /// The transposes' packing and communication on every path.
+    /// The whole transposes (packing, communication, unpacking) on every path.
     exchanging: Duration,
 }
 
@@ -161,6 +168,11 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         };
         let plans = Plans::new(k);
         let scratch = vec![Complex32::default(); plans.scratch_len()];
+        let rt = group.runtime();
+        let symmetric =
+            |name: &str, len: usize| SymArray::collective_alloc(rt, name, len.max(1)).map_err(Error::Comm);
+        let planes_array = symmetric("pme fft planes", widest(&x_bounds) * kzc * k[1])?;
+        let spectrum_array = symmetric("pme fft spectrum", kzc * widest(&y_bounds) * k[0])?;
         Ok(SlabFft {
             k,
             kzc,
@@ -169,8 +181,10 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             rank,
             plans,
             alltoall,
-            planes: vec![Complex32::default(); planes * kzc * k[1]],
-            spectrum: vec![Complex32::default(); kzc * lines * k[0]],
+            planes: planes_array,
+            planes_len: planes * kzc * k[1],
+            spectrum: spectrum_array,
+            spectrum_len: kzc * lines * k[0],
             line: vec![0.0; k[2]],
             plane: vec![Complex32::default(); k[1] * kzc],
             scratch,
@@ -207,12 +221,16 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// `0..`[`complex_z`](Self::complex_z), `y` in [`spectrum_lines`](Self::spectrum_lines)
     /// and `x` in `0..Kx`, element `(kz * lines + (y - lo)) * Kx + x`.
     pub fn spectrum(&self) -> &[Complex32] {
-        &self.spectrum
+        // SAFETY: other PEs write this rank's spectrum only during a forward transpose, after
+        // this rank has entered it (its ready signal), which `&self` excludes while the slice
+        // lives.
+        unsafe { self.spectrum.local_range(0..self.spectrum_len) }
     }
 
     /// The spectrum, to change before [`backward`](Self::backward).
     pub fn spectrum_mut(&mut self) -> &mut [Complex32] {
-        &mut self.spectrum
+        // SAFETY: as in `spectrum`, and `&mut self` makes the view the only one.
+        unsafe { self.spectrum.local_range_mut(0..self.spectrum_len) }
     }
 
     /// The time spent in the transposes' communication, both ways, since creation: the
@@ -222,9 +240,10 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         self.transposing
     }
 
-    /// The time spent in the transposes' packing and communication, both ways, since
-    /// creation, on every path: what one path's transpose costs against another's (on the
-    /// one-sided paths the packing can be the transfer; on the others it comes before it).
+    /// The time spent in the whole transposes, both ways, since creation, on every path:
+    /// packing, communication and unpacking, what one path's transpose costs against
+    /// another's. On the one-sided paths, between PEs whose memory is mapped, the three are
+    /// one pass: each element is written straight to its place in the receiver's layout.
     pub fn exchange_time(&self) -> Duration {
         self.exchanging
     }
@@ -260,6 +279,9 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             )));
         }
         // z (real to complex) then y, plane by plane, into [plane][kz][y].
+        // SAFETY: other PEs write this rank's planes only during a backward transpose, after
+        // this rank has entered it; `&mut self` excludes that while the view lives.
+        let my_planes = unsafe { self.planes.local_range_mut(0..self.planes_len) };
         for (p, real) in slab.chunks_exact(ky * kz).enumerate() {
             for (y, values) in real.chunks_exact(kz).enumerate() {
                 self.line.copy_from_slice(values);
@@ -269,34 +291,61 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
                     .process_with_scratch(&mut self.line, out, &mut self.scratch)
                     .map_err(fft_failed)?;
             }
-            let target = &mut self.planes[p * kzc * ky..(p + 1) * kzc * ky];
+            let target = &mut my_planes[p * kzc * ky..(p + 1) * kzc * ky];
             transpose(&self.plane, target, ky, kzc);
             self.plans.y.process_with_scratch(target, &mut self.scratch);
         }
-        // The transpose: to rank r, per plane and kz, r's y lines, packed straight into r's
-        // receive buffer where it is mapped.
-        let (planes, y_bounds) = (&self.planes, &self.y_bounds);
-        let clocks = (&mut self.transposing, &mut self.exchanging);
-        let received = transpose_packed(&mut self.alltoall, clocks, |r, out| {
+        // The transpose: element (plane p, kz, y) goes to the rank r owning y, at
+        // ((kz * lines_r + y - lo_r) * Kx + x) of its spectrum, x = x_me + p.
+        let (kx, x_me) = (self.k[0], self.x_bounds[me]);
+        let (x_bounds, y_bounds) = (&self.x_bounds, &self.y_bounds);
+        let planes: &[Complex32] = my_planes;
+        let to_spectrum = self.spectrum.as_ptr();
+        let timed = Timed::start();
+        let direct = |r: usize, base: NonNull<Complex32>| {
             let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
-            for (run, line) in planes.chunks_exact(ky).enumerate() {
-                out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
+            let lines = hi - lo;
+            for kz in 0..kzc {
+                // SAFETY: as for the call; the rows (planes) and columns (lines) end
+                // inside both arrays.
+                unsafe {
+                    transpose_into(
+                        &planes[kz * ky + lo..],
+                        kzc * ky,
+                        base.as_ptr().add(kz * lines * kx + x_me),
+                        kx,
+                        planes.len() / (kzc * ky),
+                        lines,
+                    )
+                };
             }
-        })?;
-        let m = self.x_bounds.len() - 1;
-        let block = received.len() / m;
-        // From rank s, [plane][kz][my y] into [kz][my y][x]: a transpose of s's planes against
-        // this rank's (kz, y) lines.
-        let lines = self.y_bounds[me + 1] - self.y_bounds[me];
-        let kx = self.k[0];
-        for s in 0..m {
-            let x0 = self.x_bounds[s];
-            let planes = self.x_bounds[s + 1] - x0;
-            let runs = kzc * lines;
-            transpose_strided(&received[s * block..], runs, &mut self.spectrum[x0..], kx, planes, runs);
-        }
-        if !self.spectrum.is_empty() {
-            self.plans.x.process_with_scratch(&mut self.spectrum, &mut self.scratch);
+        };
+        let pack = |r: usize, out: &mut [Complex32]| {
+            timed.pack(|| {
+                let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
+                for (run, line) in planes.chunks_exact(ky).enumerate() {
+                    out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
+                }
+            })
+        };
+        let unpack = |s: usize, block: &[Complex32]| {
+            timed.unpack(|| {
+                let x0 = x_bounds[s];
+                let runs = kzc * (y_bounds[me + 1] - y_bounds[me]);
+                // SAFETY: as for the call; this rank's own spectrum, x columns of s.
+                unsafe { transpose_into(block, runs, to_spectrum.add(x0), kx, x_bounds[s + 1] - x0, runs) };
+            })
+        };
+        // SAFETY: `direct` and `unpack` write, in rank r's spectrum, only x columns
+        // `x_s..x_s + planes_s` of the sender s and within `kzc * lines_r * Kx` (inside the
+        // array, which holds the widest rank's); no rank touches its spectrum during the call.
+        let result = unsafe { self.alltoall.collective_run_fused(&self.spectrum, direct, pack, unpack) };
+        timed.account(&mut self.transposing, &mut self.exchanging);
+        result.map_err(Error::Comm)?;
+        if self.spectrum_len > 0 {
+            // SAFETY: the transpose is over; as in `spectrum_mut`.
+            let spectrum = unsafe { self.spectrum.local_range_mut(0..self.spectrum_len) };
+            self.plans.x.process_with_scratch(spectrum, &mut self.scratch);
         }
         Ok(())
     }
@@ -323,31 +372,71 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
                 slab.len()
             )));
         }
-        if !self.spectrum.is_empty() {
-            self.plans.x_inverse.process_with_scratch(&mut self.spectrum, &mut self.scratch);
-        }
-        // To rank s, per plane of s and kz, my y lines, packed straight into s's receive
-        // buffer where it is mapped.
-        let m = self.x_bounds.len() - 1;
         let lines = self.lines_of(me);
-        let (spectrum, x_bounds) = (&self.spectrum, &self.x_bounds);
-        let clocks = (&mut self.transposing, &mut self.exchanging);
-        let received = transpose_packed(&mut self.alltoall, clocks, |s, out| {
-            let x0 = x_bounds[s];
-            let runs = kzc * lines;
-            transpose_strided(&spectrum[x0..], kx, out, runs, runs, x_bounds[s + 1] - x0);
-        })?;
-        let block = received.len() / m;
-        for r in 0..m {
-            let (lo, hi) = (self.y_bounds[r], self.y_bounds[r + 1]);
-            let from = &received[r * block..];
-            for (run, line) in self.planes.chunks_exact_mut(ky).enumerate() {
-                line[lo..hi].copy_from_slice(&from[run * (hi - lo)..(run + 1) * (hi - lo)]);
+        let spectrum: &[Complex32] = {
+            // SAFETY: as in `spectrum_mut`: no PE writes this rank's spectrum before it enters
+            // the next forward transpose.
+            let spectrum = unsafe { self.spectrum.local_range_mut(0..self.spectrum_len) };
+            if !spectrum.is_empty() {
+                self.plans.x_inverse.process_with_scratch(spectrum, &mut self.scratch);
             }
-        }
+            spectrum
+        };
+        // The transpose back: element (kz, y, x) goes to the rank s owning x, at
+        // ((x - x_s) * kzc + kz) * Ky + y of its planes.
+        let lo_me = self.y_bounds[me];
+        let (x_bounds, y_bounds) = (&self.x_bounds, &self.y_bounds);
+        let to_planes = self.planes.as_ptr();
+        let timed = Timed::start();
+        let direct = |s: usize, base: NonNull<Complex32>| {
+            let x0 = x_bounds[s];
+            for kz in 0..kzc {
+                // SAFETY: as for the call; the rows (lines) and columns (planes of s)
+                // end inside both arrays.
+                unsafe {
+                    transpose_into(
+                        &spectrum[kz * lines * kx + x0..],
+                        kx,
+                        base.as_ptr().add(kz * ky + lo_me),
+                        kzc * ky,
+                        lines,
+                        x_bounds[s + 1] - x0,
+                    )
+                };
+            }
+        };
+        let pack = |s: usize, out: &mut [Complex32]| {
+            timed.pack(|| {
+                let x0 = x_bounds[s];
+                let runs = kzc * lines;
+                transpose_strided(&spectrum[x0..], kx, out, runs, runs, x_bounds[s + 1] - x0);
+            })
+        };
+        let unpack = |r: usize, block: &[Complex32]| {
+            timed.unpack(|| {
+                let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
+                let runs = (x_bounds[me + 1] - x_bounds[me]) * kzc;
+                for run in 0..runs {
+                    let from = &block[run * (hi - lo)..(run + 1) * (hi - lo)];
+                    // SAFETY: as for the call; this rank's own planes, y lines of r.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(from.as_ptr(), to_planes.add(run * ky + lo), hi - lo)
+                    };
+                }
+            })
+        };
+        // SAFETY: `direct` and `unpack` write, in rank s's planes, only the y lines of the
+        // sender and within `planes_s * kzc * Ky` (inside the array, which holds the widest
+        // rank's); no rank touches its planes during the call.
+        let result = unsafe { self.alltoall.collective_run_fused(&self.planes, direct, pack, unpack) };
+        timed.account(&mut self.transposing, &mut self.exchanging);
+        result.map_err(Error::Comm)?;
+        // SAFETY: the transpose is over; other PEs write this rank's planes again only in the
+        // next backward transpose, which `&mut self` excludes.
+        let my_planes = unsafe { self.planes.local_range_mut(0..self.planes_len) };
         // y, then z (complex to real), plane by plane.
         for (p, real) in slab.chunks_exact_mut(ky * kz).enumerate() {
-            let source = &mut self.planes[p * kzc * ky..(p + 1) * kzc * ky];
+            let source = &mut my_planes[p * kzc * ky..(p + 1) * kzc * ky];
             self.plans.y_inverse.process_with_scratch(source, &mut self.scratch);
             transpose(source, &mut self.plane, kzc, ky);
             for (y, values) in real.chunks_exact_mut(kz).enumerate() {
@@ -377,35 +466,36 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     }
 }
 
-/// The all-to-all with its blocks written by `pack`. It adds to `communication` the time of
-/// the communication: where the one-sided paths pack straight into the receivers' memory
-/// (blocks of at least [`DIRECT_PACK_MIN`] bytes) the packing and the signals, since the
-/// packing is the transfer; otherwise the library call alone, after packing into the send
-/// buffer, as GROMACS's `PME 3D-FFT Comm.` times its `MPI_Alltoall`. It adds to `exchange`
-/// the packing and the communication on every path, the cost to compare between paths.
-fn transpose_packed<'a>(
-    alltoall: &'a mut Alltoall<'_, '_, Complex32>,
-    (communication, exchange): (&mut Duration, &mut Duration),
-    mut pack: impl FnMut(usize, &mut [Complex32]),
-) -> Result<&'a [Complex32]> {
-    let one_sided =
-        matches!(alltoall.path(), AlltoallPath::OrderedOneSided | AlltoallPath::NodeAwareOneSided);
-    let start = Instant::now();
-    if one_sided && alltoall.block() * size_of::<Complex32>() >= DIRECT_PACK_MIN {
-        let received = alltoall.collective_run_packed(pack)?;
-        *communication += start.elapsed();
-        *exchange += start.elapsed();
-        return Ok(received);
+/// The clocks of one transpose: the time packing into and unpacking out of the all-to-all's
+/// buffers, which the communication time excludes (as GROMACS's `PME 3D-FFT Comm.` times its
+/// `MPI_Alltoall` alone); where the one-sided paths write straight into the receivers'
+/// layout, that single pass is the communication.
+struct Timed {
+    start: Instant,
+    packing: std::cell::Cell<Duration>,
+}
+
+impl Timed {
+    fn start() -> Timed {
+        Timed { start: Instant::now(), packing: std::cell::Cell::new(Duration::ZERO) }
     }
-    let block = alltoall.block();
-    for (r, out) in alltoall.send_buffer().chunks_exact_mut(block).enumerate() {
-        pack(r, out);
+
+    fn pack(&self, work: impl FnOnce()) {
+        let start = Instant::now();
+        work();
+        self.packing.set(self.packing.get() + start.elapsed());
     }
-    let packed = Instant::now();
-    let received = alltoall.collective_run()?;
-    *communication += packed.elapsed();
-    *exchange += start.elapsed();
-    Ok(received)
+
+    fn unpack(&self, work: impl FnOnce()) {
+        self.pack(work)
+    }
+
+    /// Adds the communication to `communication` and the whole transpose to `whole`.
+    fn account(&self, communication: &mut Duration, whole: &mut Duration) {
+        let total = self.start.elapsed();
+        *whole += total;
+        *communication += total.saturating_sub(self.packing.get());
+    }
 }
 
 /// `to[c * to_stride + r] = from[r * from_stride + c]` for `r < rows`, `c < cols`: a `rows ×
@@ -419,6 +509,29 @@ fn transpose_strided(
     rows: usize,
     cols: usize,
 ) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!((cols - 1) * to_stride + rows <= to.len(), "transposed block beyond its target");
+    // SAFETY: every index written, c * to_stride + r < (cols - 1) * to_stride + rows, is
+    // inside `to` (checked), which `&mut` makes this the only access to.
+    unsafe { transpose_into(from, from_stride, to.as_mut_ptr(), to_stride, rows, cols) }
+}
+
+/// [`transpose_strided`] into memory given by a pointer: a receiver's layout, written while
+/// other PEs write other elements of the same array.
+///
+/// # Safety
+/// `to.add(c * to_stride + r)` for `r < rows`, `c < cols` is valid for writes, and nothing else
+/// accesses those elements during the call.
+unsafe fn transpose_into(
+    from: &[Complex32],
+    from_stride: usize,
+    to: *mut Complex32,
+    to_stride: usize,
+    rows: usize,
+    cols: usize,
+) {
     const TILE: usize = 16;
     for r0 in (0..rows).step_by(TILE) {
         let r1 = (r0 + TILE).min(rows);
@@ -426,8 +539,9 @@ fn transpose_strided(
             let c1 = (c0 + TILE).min(cols);
             for r in r0..r1 {
                 let row = &from[r * from_stride..];
-                for c in c0..c1 {
-                    to[c * to_stride + r] = row[c];
+                for (c, &value) in row.iter().enumerate().take(c1).skip(c0) {
+                    // SAFETY: within the rows and columns the caller vouches for.
+                    unsafe { to.add(c * to_stride + r).write(value) };
                 }
             }
         }
