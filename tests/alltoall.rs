@@ -66,6 +66,16 @@ fn bad_groups_fail_on_every_pe(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Fills the send buffer with rank `me`'s stamps of call `call`, block `to` for rank `to`.
+fn fill_send_buffer(alltoall: &mut Alltoall<'_, '_, u32>, me: usize, call: u64) {
+    let block = alltoall.block();
+    for (to, out) in alltoall.send_buffer().chunks_exact_mut(block.max(1)).enumerate() {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = stamp(me, to, call, i);
+        }
+    }
+}
+
 /// Runs `calls` all-to-alls on `group` with every path and checks each result, every other
 /// call with the blocks written by `collective_run_packed`; returns the last result of every
 /// path.
@@ -117,12 +127,7 @@ fn run_all_paths(
                 );
                 received
             } else {
-                let send = alltoall.send_buffer();
-                for to in 0..n {
-                    for i in 0..block {
-                        send[to * block + i] = stamp(me, to, call, i);
-                    }
-                }
+                fill_send_buffer(&mut alltoall, me, call);
                 alltoall.collective_run()?
             };
             for from in 0..n {
@@ -191,12 +196,7 @@ fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
                 Alltoall::<u32>::collective_new(&world, &format!("fused {path}"), block, path)?;
             for call in 1..=40u64 {
                 if call % 3 == 0 {
-                    let send = alltoall.send_buffer();
-                    for to in 0..n {
-                        for i in 0..block {
-                            send[to * block + i] = stamp(me, to, call, i);
-                        }
-                    }
+                    fill_send_buffer(&mut alltoall, me, call);
                     let received = alltoall.collective_run()?;
                     ensure!(received[0] == stamp(0, me, call, 0), "{path} call {call}: plain run");
                     continue;

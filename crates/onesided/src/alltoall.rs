@@ -100,6 +100,14 @@ impl FromStr for AlltoallPath {
     }
 }
 
+/// Where one member's data for a destination goes in the one-sided protocol.
+enum Delivery<'a, T, U> {
+    /// Straight into the destination's target array, mapped at this address.
+    Mapped(NonNull<U>),
+    /// Into this block of the send buffer, which a put then carries.
+    Packed(&'a mut [T]),
+}
+
 /// An all-to-all of `block` elements per pair of members of a [`PeGroup`].
 pub struct Alltoall<'g, 'rt, T: Pod> {
     group: &'g PeGroup<'rt>,
@@ -275,48 +283,21 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             return self.collective_run();
         }
         self.calls += 1;
-        let k = self.calls;
-        let timeout = self.group.runtime().wait_timeout();
-        // Ready for every source at once: a member that has entered the call is done with its
-        // receive buffer, and the sooner the others know, the sooner they pack into it.
-        for &(_, src) in &self.phases {
-            self.ready.set(self.group.pe_of(src)?, me, k)?;
-        }
-        for &(dest, _) in &self.phases {
-            let dest_pe = self.group.pe_of(dest)?;
-            self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
-            let range = me * self.block..(me + 1) * self.block;
-            match self.recv.mapped(dest_pe) {
-                Some(base) => {
-                    // SAFETY: `dest` is ready for call k: it has finished with its receive buffer
-                    // of call k - 1 and reads block `me` of it only after this member's arrived
-                    // signal of call k, raised below; no other member writes block `me`. The
-                    // range lies inside the array (me < n), which the mapping covers whole. So
-                    // this slice is the only access to that memory until the signal.
-                    let target =
-                        unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(range.start), self.block) };
-                    pack(dest, target);
-                    // The stores above come before the signal: a release store through the
-                    // mapping, or a library atomic after this fence.
-                    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-                    self.arrived.set(dest_pe, me, k)?;
-                }
-                None => {
-                    // SAFETY: as in send_buffer: no PE writes this member's send array, and the
-                    // slice ends before the put reads it.
-                    let out =
-                        unsafe { self.send.local_range_mut(dest * self.block..(dest + 1) * self.block) };
-                    pack(dest, out);
-                    // SAFETY: no PE writes the send array; the shared slice ends with the put.
-                    let outgoing =
-                        unsafe { self.send.local_range(dest * self.block..(dest + 1) * self.block) };
-                    self.recv.put_signal(dest_pe, range.start, outgoing, &self.arrived, me, k)?;
-                }
+        let block = self.block;
+        let deliver = |dest: usize, to: Delivery<'_, T, T>| match to {
+            Delivery::Mapped(base) => {
+                // SAFETY: `dest` is ready for this call: it has finished with its receive buffer
+                // of the last call and reads block `me` of it only after this member's arrived
+                // signal; no other member writes block `me`. The range lies inside the array
+                // (me < n), which the mapping covers whole. So this slice is the only access to
+                // that memory until the signal.
+                let target = unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(me * block), block) };
+                pack(dest, target)
             }
-        }
-        for &(_, src) in &self.phases {
-            self.arrived.wait_ge_from(src, k, Some(self.group.pe_of(src)?), timeout)?;
-        }
+            Delivery::Packed(out) => pack(dest, out),
+        };
+        // The receive buffer is the target: nothing to unpack, the caller reads it.
+        self.deliver_one_sided(me, &self.recv, deliver, |_, _| {})?;
         // SAFETY: as in collective_run.
         Ok(unsafe { self.recv.local_slice() })
     }
@@ -372,10 +353,35 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             return Ok(());
         }
         self.calls += 1;
-        let k = self.calls;
+        let deliver = |dest: usize, to: Delivery<'_, T, U>| match to {
+            Delivery::Mapped(base) => direct(dest, base),
+            Delivery::Packed(out) => pack(dest, out),
+        };
+        self.deliver_one_sided(me, target, deliver, unpack)
+    }
+
+    /// The one-sided protocol of [`collective_run_packed`](Self::collective_run_packed) and
+    /// [`collective_run_fused`](Self::collective_run_fused), for call `self.calls`: this
+    /// member tells every source it is ready; then, per phase, once the destination is ready,
+    /// `deliver` writes its data straight into the destination's `target` where that is mapped
+    /// ([`Delivery::Mapped`]), or packs the block into the send buffer
+    /// ([`Delivery::Packed`]), which a put with signal carries to the destination's receive
+    /// buffer; last it waits for every source's block and hands those that came by put to
+    /// `unpack`.
+    ///
+    /// Whether a block goes through the mapping is decided on both sides by the mapping
+    /// alone, which is mutual: the same node, direct access on in every PE.
+    fn deliver_one_sided<U: Pod>(
+        &self,
+        me: usize,
+        target: &SymArray<'_, U>,
+        mut deliver: impl FnMut(usize, Delivery<'_, T, U>),
+        mut unpack: impl FnMut(usize, &[T]),
+    ) -> Result<()> {
+        let (k, block) = (self.calls, self.block);
         let timeout = self.group.runtime().wait_timeout();
-        // Ready for every source at once, as in collective_run_packed: from here on the
-        // sources may write this member's target and receive buffer.
+        // Ready for every source at once: a member that has entered the call is done with its
+        // target and receive buffer, and the sooner the others know, the sooner they write.
         for &(_, src) in &self.phases {
             self.ready.set(self.group.pe_of(src)?, me, k)?;
         }
@@ -384,18 +390,18 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             self.ready.wait_ge_from(dest, k, Some(dest_pe), timeout)?;
             match target.mapped(dest_pe) {
                 Some(base) => {
-                    // `dest` is ready for call k (its target is free to write) and reads what
-                    // `direct` writes only after the arrived signal below (caller's contract).
-                    direct(dest, base);
+                    deliver(dest, Delivery::Mapped(base));
+                    // The stores above come before the signal: a release store through the
+                    // mapping, or a library atomic after this fence.
                     std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
                     self.arrived.set(dest_pe, me, k)?;
                 }
                 None => {
                     let range = dest * block..(dest + 1) * block;
-                    // SAFETY: no PE writes this member's send array (see send_buffer), and the
+                    // SAFETY: as in send_buffer: no PE writes this member's send array, and the
                     // slice ends before the put reads it.
-                    pack(dest, unsafe { self.send.local_range_mut(range.clone()) });
-                    // SAFETY: as above; the shared slice ends with the put.
+                    deliver(dest, Delivery::Packed(unsafe { self.send.local_range_mut(range.clone()) }));
+                    // SAFETY: no PE writes the send array; the shared slice ends with the put.
                     let outgoing = unsafe { self.send.local_range(range) };
                     self.recv.put_signal(dest_pe, me * block, outgoing, &self.arrived, me, k)?;
                 }
@@ -404,8 +410,6 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         for &(_, src) in &self.phases {
             let src_pe = self.group.pe_of(src)?;
             self.arrived.wait_ge_from(src, k, Some(src_pe), timeout)?;
-            // Mapping is mutual (the same node, direct access on in every PE), so a source
-            // this member cannot map could not map it either and sent its block.
             if target.mapped(src_pe).is_none() {
                 // SAFETY: `src` wrote block `src` of the receive buffer before its arrived
                 // signal, seen above, and writes it again only after this member's ready

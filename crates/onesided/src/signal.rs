@@ -182,20 +182,21 @@ impl<'rt> SignalArray<'rt> {
         Ok(self.test(index, value))
     }
 
-    /// Drives the library's progress once, then `shmem_test`s the word. Transports that
-    /// emulate remote writes with messages (UCX over TCP between nodes) apply them only while
-    /// the target progresses, and Open MPI's OSHMEM does not progress inside `shmem_test`.
+    /// `shmem_test`s the word and, when it has not reached `value`, drives the library's
+    /// progress once, as Sandia OpenSHMEM's test does by itself. Transports that emulate remote
+    /// writes with messages (UCX over TCP between nodes) apply them only while the target
+    /// progresses, and Open MPI's OSHMEM does not progress inside `shmem_test`.
     fn test(&self, index: usize, value: u64) -> bool {
         let cmp_ge = self.runtime().constants().cmp_ge;
-        // SAFETY: index is in bounds (checked by callers); progress takes no arguments and is
-        // called from the thread that initialised the library, as every library call here.
-        let reached = unsafe {
-            shmem_sys::shmem_sys_progress();
-            shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value)
-        } != 0;
+        // SAFETY: index is in bounds (checked by callers).
+        let reached = unsafe { shmem_sys::shmem_ulonglong_test(self.word(index), cmp_ge, value) } != 0;
         if reached {
             // Data put before the signal must not be read before the signal was seen.
             fence(Ordering::Acquire);
+        } else {
+            // SAFETY: progress takes no arguments; the library was initialised with
+            // SHMEM_THREAD_MULTIPLE, so any thread of the PE may call it.
+            unsafe { shmem_sys::shmem_sys_progress() };
         }
         reached
     }

@@ -321,7 +321,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             }
         };
         let pack = |r: usize, out: &mut [Complex32]| {
-            timed.pack(|| {
+            timed.packing(|| {
                 let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
                 for (run, line) in planes.chunks_exact(ky).enumerate() {
                     out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
@@ -329,7 +329,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             })
         };
         let unpack = |s: usize, block: &[Complex32]| {
-            timed.unpack(|| {
+            timed.packing(|| {
                 let x0 = x_bounds[s];
                 let runs = kzc * (y_bounds[me + 1] - y_bounds[me]);
                 // SAFETY: as for the call; this rank's own spectrum, x columns of s.
@@ -406,14 +406,14 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             }
         };
         let pack = |s: usize, out: &mut [Complex32]| {
-            timed.pack(|| {
+            timed.packing(|| {
                 let x0 = x_bounds[s];
                 let runs = kzc * lines;
                 transpose_strided(&spectrum[x0..], kx, out, runs, runs, x_bounds[s + 1] - x0);
             })
         };
         let unpack = |r: usize, block: &[Complex32]| {
-            timed.unpack(|| {
+            timed.packing(|| {
                 let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
                 let runs = (x_bounds[me + 1] - x_bounds[me]) * kzc;
                 for run in 0..runs {
@@ -480,14 +480,11 @@ impl Timed {
         Timed { start: Instant::now(), packing: std::cell::Cell::new(Duration::ZERO) }
     }
 
-    fn pack(&self, work: impl FnOnce()) {
+    /// Runs `work`, packing or unpacking, on the packing clock.
+    fn packing(&self, work: impl FnOnce()) {
         let start = Instant::now();
         work();
         self.packing.set(self.packing.get() + start.elapsed());
-    }
-
-    fn unpack(&self, work: impl FnOnce()) {
-        self.pack(work)
     }
 
     /// Adds the communication to `communication` and the whole transpose to `whole`.
