@@ -82,6 +82,16 @@ pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Resu
         eprintln!("the benchmarks need at least {pes} PEs, the job has {}", rt.n_pes());
         std::process::exit(2);
     }
+    if rt.my_pe() == 0 {
+        eprintln!(
+            "benchmark: {} PEs, {:?} OpenSHMEM {}.{}; between PEs of a node: {}",
+            rt.n_pes(),
+            rt.implementation(),
+            rt.spec_version().0,
+            rt.spec_version().1,
+            rt.same_node_access()
+        );
+    }
     if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
         eprintln!("cannot size the thread pool: {e}");
     }

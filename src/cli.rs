@@ -62,6 +62,15 @@ pub fn start<T>(
         eprintln!("{name}: {e}");
         std::process::exit(1)
     });
+    if rt.my_pe() == 0 {
+        let (major, minor) = rt.spec_version();
+        println!(
+            "{name}: {} PEs, {:?} OpenSHMEM {major}.{minor}; between PEs of a node: {}",
+            rt.n_pes(),
+            rt.implementation(),
+            rt.same_node_access()
+        );
+    }
     (options, rt)
 }
 

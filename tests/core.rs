@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use onesided::{
     AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Implementation, Runtime,
-    SignalArray, SymArray,
+    SameNodeAccess, SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -155,16 +155,32 @@ fn direct_access_on_the_node(rt: &Runtime) -> CaseResult {
     let right = (me + 1) % n;
     let array = SymArray::<u64>::collective_alloc(rt, "direct", 64)?;
     let data: Vec<u64> = (0..64).map(|i| stamp(me, 5, i)).collect();
-    // With Open MPI's OSHMEM the library maps every peer on this PE's node (MPI's
-    // shared-memory communicator: all PEs in a single-node run, the PEs of the same emulated
-    // node under `pe-run --nodes`) and none beyond it, so the direct variant must find a
-    // mapping exactly there and the library variant (ONESIDED_DIRECT=0) none; Sandia
-    // OpenSHMEM without XPMEM maps none.
+    // Every peer on this PE's node (MPI's shared-memory communicator: all PEs in a
+    // single-node run, the PEs of the same emulated node under `pe-run --nodes`) is mapped,
+    // and none beyond it: by Open MPI's OSHMEM itself, and under Sandia OpenSHMEM (no XPMEM
+    // here) through the heaps the runtime shares, unless ONESIDED_NODE_HEAP=0. So the direct
+    // variant must find a mapping exactly there and the library variant (ONESIDED_DIRECT=0)
+    // none.
     let node = rt.world().split_shared(me as i32);
     let mut node_members = vec![0i32; node.size() as usize];
     node.all_gather_into(&(me as i32), &mut node_members[..]);
     let same_node = node_members.contains(&(right as i32));
-    let expect_mapping = rt.direct_enabled() && rt.implementation() == Implementation::Oshmem && same_node;
+    let node_heap_off = std::env::var(onesided::env::NODE_HEAP).is_ok_and(|v| v == "0");
+    let maps_the_node = rt.direct_enabled()
+        && node_members.len() > 1
+        && !(rt.implementation() == Implementation::Sos && node_heap_off);
+    match (maps_the_node, rt.same_node_access(), rt.implementation()) {
+        (true, SameNodeAccess::ImplementationMapping, Implementation::Oshmem) => {}
+        (true, SameNodeAccess::SharedHeaps, Implementation::Sos) => {}
+        (false, SameNodeAccess::LibraryCalls(_), _) => {}
+        (_, access, _) => {
+            return Err(format!(
+                "PE {me} reaches its node's PEs by {access:?}, which this launch should not give"
+            )
+            .into());
+        }
+    }
+    let expect_mapping = maps_the_node && same_node;
     match array.direct(right)? {
         Some(direct) => {
             ensure!(expect_mapping, "PE {me} got a mapping of PE {right} where none should exist");

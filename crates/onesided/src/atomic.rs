@@ -4,7 +4,7 @@
 //! (open-mpi/ompi#11257), and 64 bits is what counters and offsets need.
 
 use std::ffi::{c_longlong, c_ulonglong};
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use bytemuck::Pod;
 
@@ -95,6 +95,10 @@ atomic_int!(
 
 /// An array of 64-bit integers in symmetric memory that is only ever accessed atomically,
 /// locally as well as remotely. Zero at allocation.
+///
+/// The operations are OpenSHMEM's atomics, or, when every PE of the job is mapped into this
+/// process (one node, direct path on), the processor's atomics through the mapping on every
+/// PE alike.
 pub struct AtomicArray<'rt, A: AtomicInt> {
     words: SymArray<'rt, A>,
 }
@@ -124,7 +128,9 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     }
 
     /// The local address of word 0 (its symmetric address on every PE), for calling the C
-    /// library directly.
+    /// library directly. When every PE is mapped ([`Runtime`]'s direct path on one node), the
+    /// array's own operations are the processor's atomics: do not mix them with the C
+    /// library's atomics on the same words.
     pub fn as_ptr(&self) -> *mut A {
         self.words.as_ptr()
     }
@@ -137,6 +143,23 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
         Ok(self.words.element_ptr(index))
     }
 
+    /// PE `pe`'s word `index` as a processor atomic, when every PE of the job is mapped into
+    /// this process: then no PE uses the library's atomics on the array, so the processor's
+    /// stay atomic with respect to each other, and none waits for the target to call into the
+    /// library (Sandia OpenSHMEM applies its atomics within a node only then). `index` is in
+    /// bounds and `pe` exists.
+    fn processor_word(&self, pe: usize, index: usize) -> Option<&AtomicU64> {
+        if !self.words.runtime().all_pes_mapped() {
+            return None;
+        }
+        let base = self.words.mapped(pe)?;
+        // SAFETY: the word is inside PE `pe`'s mapped copy (index checked by the caller),
+        // 8-byte aligned (a 64-byte-aligned block of 8-byte words) and only ever accessed
+        // atomically; A is an 8-byte integer, so its bits are a u64's. The reference lives no
+        // longer than `self`, which keeps the mapping.
+        Some(unsafe { AtomicU64::from_ptr(base.as_ptr().add(index).cast::<u64>()) })
+    }
+
     /// An acquire fence after a fetching atomic, so that data the value vouches for is read
     /// after it.
     fn acquired(value: A) -> A {
@@ -147,6 +170,9 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// Adds `value` to word `index` of PE `pe` and returns the previous value.
     pub fn fetch_add(&self, pe: usize, index: usize, value: A) -> Result<A> {
         let target = self.target("atomic fetch_add", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            return Ok(from_bits(word.fetch_add(to_bits(value), Ordering::AcqRel)));
+        }
         // SAFETY: target is a checked symmetric word, pe exists.
         Ok(Self::acquired(unsafe { A::fetch_add(target, value, pe as i32) }))
     }
@@ -154,6 +180,10 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// Adds `value` to word `index` of PE `pe`.
     pub fn add(&self, pe: usize, index: usize, value: A) -> Result<()> {
         let target = self.target("atomic add", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            word.fetch_add(to_bits(value), Ordering::Release);
+            return Ok(());
+        }
         // SAFETY: as above.
         unsafe { A::add(target, value, pe as i32) };
         Ok(())
@@ -162,6 +192,9 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// Reads word `index` of PE `pe` atomically.
     pub fn fetch(&self, pe: usize, index: usize) -> Result<A> {
         let target = self.target("atomic fetch", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            return Ok(from_bits(word.load(Ordering::Acquire)));
+        }
         // SAFETY: as above.
         Ok(Self::acquired(unsafe { A::fetch(target, pe as i32) }))
     }
@@ -169,6 +202,10 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// Writes word `index` of PE `pe` atomically.
     pub fn set(&self, pe: usize, index: usize, value: A) -> Result<()> {
         let target = self.target("atomic set", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            word.store(to_bits(value), Ordering::Release);
+            return Ok(());
+        }
         // SAFETY: as above.
         unsafe { A::set(target, value, pe as i32) };
         Ok(())
@@ -177,6 +214,9 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// Replaces word `index` of PE `pe` with `value` and returns the previous value.
     pub fn swap(&self, pe: usize, index: usize, value: A) -> Result<A> {
         let target = self.target("atomic swap", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            return Ok(from_bits(word.swap(to_bits(value), Ordering::AcqRel)));
+        }
         // SAFETY: as above.
         Ok(Self::acquired(unsafe { A::swap(target, value, pe as i32) }))
     }
@@ -185,6 +225,11 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     /// previous value (equal to `cond` when the swap happened).
     pub fn compare_swap(&self, pe: usize, index: usize, cond: A, value: A) -> Result<A> {
         let target = self.target("atomic compare_swap", pe, index)?;
+        if let Some(word) = self.processor_word(pe, index) {
+            let previous =
+                word.compare_exchange(to_bits(cond), to_bits(value), Ordering::AcqRel, Ordering::Acquire);
+            return Ok(from_bits(previous.unwrap_or_else(|seen| seen)));
+        }
         // SAFETY: as above.
         Ok(Self::acquired(unsafe { A::compare_swap(target, cond, value, pe as i32) }))
     }
@@ -193,4 +238,14 @@ impl<'rt, A: AtomicInt> AtomicArray<'rt, A> {
     pub fn load(&self, index: usize) -> Result<A> {
         self.fetch(self.words.runtime().my_pe(), index)
     }
+}
+
+/// The bits of a 64-bit atomic integer as a `u64` (the processor's atomics work on those).
+fn to_bits<A: AtomicInt>(value: A) -> u64 {
+    bytemuck::cast(value)
+}
+
+/// A 64-bit atomic integer from its bits.
+fn from_bits<A: AtomicInt>(bits: u64) -> A {
+    bytemuck::cast(bits)
 }

@@ -5,6 +5,7 @@
 //! | [`WAIT_TIMEOUT`] `ONESIDED_WAIT_TIMEOUT` | [`Runtime::init`](crate::Runtime::init) | seconds a wait may take before it returns [`Error::WaitTimeout`]; default [`DEFAULT_WAIT_TIMEOUT`] |
 //! | [`DIRECT`] `ONESIDED_DIRECT` | [`Runtime::init`](crate::Runtime::init) | `1` (default): puts, gets and signals to PEs whose memory the library maps into this process (`shmem_ptr`: same node, shared-memory transport) are plain copies and stores; `0`: always call the library |
 //! | [`OVERSUBSCRIBED`] `ONESIDED_OVERSUBSCRIBED` | [`Runtime::init`](crate::Runtime::init) | `1`: waits sleep between polls once they have spun a while, so that PEs sharing a core run; `0`: they yield; unset: `1` where the node's PEs outnumber its online cores ([`Runtime::oversubscribed`](crate::Runtime::oversubscribed)) |
+//! | [`NODE_HEAP`] `ONESIDED_NODE_HEAP` | [`Runtime::init`](crate::Runtime::init) with Sandia OpenSHMEM | `auto` (default): where the implementation maps no PE of the node (`shmem_ptr` is NULL without XPMEM), share the heaps of the node's PEs so that the direct path works, if the libfabric provider copies with the CPU ([`Runtime::same_node_access`](crate::Runtime::same_node_access) says what came of it); `1`: share whatever the provider, and fail if sharing fails; `0`: never |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
 //! | [`OMPI_OSC`] `OMPI_MCA_osc` | [`Runtime::init`](crate::Runtime::init) with OSHMEM | must be `ucx`: with Open MPI's default one-sided component every OSHMEM program crashes in `shmem_finalize` |
@@ -28,6 +29,15 @@ pub const DIRECT: &str = "ONESIDED_DIRECT";
 /// `1` or `0` says whether PEs share cores (more PEs than cores on the machine), overriding
 /// what [`Runtime::init`](crate::Runtime::init) finds out from the node's PEs and cores.
 pub const OVERSUBSCRIBED: &str = "ONESIDED_OVERSUBSCRIBED";
+
+/// `auto`, `1` or `0`: whether the library shares the symmetric heaps of a node's PEs itself
+/// where the implementation maps none of them (Sandia OpenSHMEM without XPMEM). The heap of
+/// each PE is moved in place onto a memory file that the node's other PEs map, which is safe
+/// only where no NIC has registered the heap's pages: `auto` shares when the libfabric
+/// provider named by `SHMEM_OFI_PROVIDER` or `FI_PROVIDER` copies with the CPU (`tcp`,
+/// `sockets`, `udp`, with `ofi_rxm` or `ofi_rxd`), or none is named and the process holds no
+/// RDMA device open.
+pub const NODE_HEAP: &str = "ONESIDED_NODE_HEAP";
 
 /// Symmetric heap size of Open MPI's OSHMEM.
 pub const OSHMEM_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_HEAP_SIZE";
@@ -66,6 +76,23 @@ pub(crate) fn direct() -> Result<bool> {
             value: other.to_string(),
             problem: "expected 1 (use the shared-memory mapping of same-node PEs) or 0 (always \
                       call the library)"
+                .to_string(),
+        }),
+    }
+}
+
+/// Reads [`NODE_HEAP`].
+pub(crate) fn node_heap() -> Result<crate::node_heap::Setting> {
+    use crate::node_heap::Setting;
+    match std::env::var(NODE_HEAP).as_deref() {
+        Err(_) | Ok("auto") => Ok(Setting::Auto),
+        Ok("1") | Ok("on") | Ok("yes") | Ok("true") => Ok(Setting::On),
+        Ok("0") | Ok("off") | Ok("no") | Ok("false") => Ok(Setting::Off),
+        Ok(other) => Err(Error::Environment {
+            variable: NODE_HEAP,
+            value: other.to_string(),
+            problem: "expected auto (share the node's heaps where the transport allows it), 1 \
+                      (share them, and fail if that fails) or 0 (never)"
                 .to_string(),
         }),
     }

@@ -53,6 +53,19 @@ pub enum Error {
         problem: String,
     },
 
+    /// `ONESIDED_NODE_HEAP=1` asked for the heaps of each node's PEs to be shared, and that
+    /// failed (on every PE alike).
+    #[error(
+        "PE {pe}: the symmetric heaps of the node's PEs could not be shared ({problem}); set \
+         ONESIDED_NODE_HEAP=auto to fall back on library calls between them"
+    )]
+    NodeHeap {
+        /// The PE reporting.
+        pe: usize,
+        /// What failed, and on which PE.
+        problem: String,
+    },
+
     /// A PE number outside `0..n_pes`.
     #[error("{what}: PE {pe} does not exist, the job has {n_pes} PEs (0..{n_pes})")]
     InvalidPe {

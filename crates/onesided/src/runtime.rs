@@ -13,7 +13,7 @@ use mpi::topology::SimpleCommunicator;
 use crate::collective::CollectiveScratch;
 use crate::env;
 use crate::error::{Error, Result};
-use crate::heap::HeapLayout;
+use crate::heap::{HeapLayout, SameNodeAccess};
 
 /// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
 static INITIALISED: AtomicBool = AtomicBool::new(false);
@@ -116,8 +116,11 @@ impl Runtime {
     ///
     /// # Errors
     /// - [`Error::AlreadyInitialized`] on a second call in the process;
-    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT`, `ONESIDED_DIRECT` or `ONESIDED_OVERSUBSCRIBED` is malformed or, with Open MPI,
+    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT`, `ONESIDED_DIRECT`, `ONESIDED_OVERSUBSCRIBED` or
+    ///   `ONESIDED_NODE_HEAP` is malformed or, with Open MPI,
     ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
+    /// - [`Error::NodeHeap`] on every PE when `ONESIDED_NODE_HEAP=1` and the heaps of a node
+    ///   could not be shared;
     /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
     pub fn init() -> Result<Runtime> {
         // Checks that leave the libraries untouched come first, so that a corrected retry is
@@ -126,6 +129,7 @@ impl Runtime {
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
         let oversubscribed_setting = env::oversubscribed()?;
+        let node_heap_setting = env::node_heap()?;
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
@@ -166,7 +170,22 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let heap = HeapLayout::read(collectives.block_address(), n_pes as usize, direct);
+        let heap = match HeapLayout::collective_new(
+            &universe.world(),
+            collectives.block_address(),
+            direct,
+            node_heap_setting,
+        ) {
+            Ok(heap) => heap,
+            Err(e) => {
+                let mut collectives = collectives;
+                collectives.free();
+                // SAFETY: OpenSHMEM is initialised and the scratch is freed.
+                unsafe { shmem_sys::shmem_finalize() };
+                finalize_mpi(universe);
+                return Err(e);
+            }
+        };
         Ok(Runtime {
             universe: ManuallyDrop::new(universe),
             my_pe: my_pe as usize,
@@ -213,6 +232,15 @@ impl Runtime {
     /// calls (`ONESIDED_DIRECT`, default on).
     pub fn direct_enabled(&self) -> bool {
         self.direct
+    }
+
+    /// How this PE reaches the symmetric memory of the other PEs on its node: through the
+    /// implementation's mapping, through the heaps this library shares between them (Sandia
+    /// OpenSHMEM without XPMEM, [`env::NODE_HEAP`](crate::env::NODE_HEAP)), or by library
+    /// calls only, with the reason. Benchmarks and examples print it: it decides whether the
+    /// one-sided paths are copies or system calls on a node.
+    pub fn same_node_access(&self) -> &SameNodeAccess {
+        self.heap.same_node_access()
     }
 
     /// MPI's world communicator, for the two-sided reference paths. Its ranks equal the PE

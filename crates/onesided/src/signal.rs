@@ -162,13 +162,23 @@ impl<'rt> SignalArray<'rt> {
         unsafe { AtomicU64::from_ptr(self.words.element_ptr(index)) }.store(value, Ordering::Release)
     }
 
-    /// Adds `delta` to PE `pe`'s signal `index` (the library's atomic add, so that adds from
-    /// any number of PEs, on this node or not, stay atomic with respect to each other).
+    /// Adds `delta` to PE `pe`'s signal `index`: the library's atomic add, so that adds from
+    /// any number of PEs, on this node or not, stay atomic with respect to each other; or,
+    /// when every PE of the job is mapped into this process, the processor's atomic add
+    /// through the mapping, which every PE then uses (see [`AtomicArray`](crate::AtomicArray)).
     ///
     /// A signal word is either set (by one writer at a time) or added to, never both: a set
     /// through the mapping is a plain store, not atomic with respect to a library add.
     pub fn add(&self, pe: usize, index: usize, delta: u64) -> Result<()> {
         self.words.check("signal add", pe, index, 1)?;
+        if self.runtime().all_pes_mapped()
+            && let Some(base) = self.words.mapped(pe)
+        {
+            // SAFETY: in bounds (checked), 8-byte aligned, only accessed atomically; the
+            // release orders this PE's earlier stores through the mapping before the add.
+            unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) }.fetch_add(delta, Ordering::Release);
+            return Ok(());
+        }
         // Stores through the mapping must be visible before the add is.
         fence(Ordering::Release);
         // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
