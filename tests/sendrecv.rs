@@ -1,7 +1,7 @@
 //! Send-receive on every path (one-sided put and get, buffered, MPI) under the launcher with
 //! 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
-//! random per-PE delays, both directions at once, oversized messages rejected, and every
-//! path giving the same bytes in the same places.
+//! random per-PE delays, both directions at once, oversized messages rejected, messages
+//! consumed where they lie, and every path giving the same bytes in the same places.
 
 use std::time::Duration;
 
@@ -228,6 +228,58 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
             Incoming { from: left, buffer: 0, offset: 0, room: 8 },
         )?;
         ensure!(received == 3 && target.get_value(me, 2)? == left as u32 + 100, "{path}: after a rejection");
+    }
+    Ok(())
+}
+
+/// `sendrecv_consumed` on every path: each message, handed over where it lies (the sender's
+/// staging buffer on the get path within a node), carries its sender, call and index, over
+/// hundreds of calls of changing sizes; a message over the room is refused, and the closure
+/// never sees it.
+fn consumed_messages(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in ExchangePath::ALL {
+        let name = format!("consumed {path}");
+        let mut exchange = Exchange::<u64>::collective_with_partners(rt, &name, path, &[left, right])?;
+        exchange.collective_reserve(ROOM)?;
+        let scratch = SymArray::<u64>::collective_alloc(rt, "consumed scratch", ROOM)?;
+        for call in 1..=500 {
+            let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
+            let outgoing = Outgoing { to: right, data: &message };
+            let (count, wrong) = exchange.sendrecv_consumed(&scratch, outgoing, left, ROOM, |got| {
+                (got.len(), got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i)))
+            })?;
+            ensure!(count == length(left, call), "{path} call {call}: {count} elements from PE {left}");
+            ensure!(wrong.is_none(), "{path} call {call}: element {wrong:?} is not PE {left}'s");
+        }
+        // PE 0 sends 9 elements where its right neighbour gave room for 8.
+        let message = vec![stamp(me, 0, 0); if me == 0 { 9 } else { 8 }];
+        let mut seen = None;
+        let outcome =
+            exchange.sendrecv_consumed(&scratch, Outgoing { to: right, data: &message }, left, 8, |got| {
+                seen = Some(got.len())
+            });
+        let victim = 1 % n;
+        let told = me == victim || (me == 0 && path == ExchangePath::Put);
+        match outcome {
+            Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
+                ensure!(told, "{path}: PE {me} got the rejection");
+                ensure!(me != victim || seen.is_none(), "{path}: the refused message was consumed");
+            }
+            Ok(()) => ensure!(!told && seen == Some(8), "{path}: PE {me} consumed {seen:?}"),
+            other => return Err(format!("{path}: PE {me} got {other:?}").into()),
+        }
+        // The channel is usable afterwards.
+        let message = vec![stamp(me, 1, 7); 3];
+        let got = exchange.sendrecv_consumed(
+            &scratch,
+            Outgoing { to: right, data: &message },
+            left,
+            8,
+            <[u64]>::to_vec,
+        )?;
+        ensure!(got == vec![stamp(left, 1, 7); 3], "{path}: after a rejection");
     }
     Ok(())
 }
@@ -522,6 +574,7 @@ fn main() {
         random_delays_do_not_matter,
         two_way_into_two_buffers,
         oversized_messages_are_rejected,
+        consumed_messages,
         bad_arguments,
         sending_to_oneself,
         posted_receives,

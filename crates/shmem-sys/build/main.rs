@@ -103,7 +103,11 @@ fn generate_bindings(install: &Install) {
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let wrapper = out.join("wrapper.h");
     let text = format!("#include <shmem.h>\n#include \"{}\"\n", shim_dir().join("shim.h").display());
-    std::fs::write(&wrapper, text).expect("write the bindgen wrapper header to OUT_DIR");
+    // Written only when it changes: bindgen names it as an input of the build, and a newer
+    // copy on every run would make cargo rebuild this crate and everything above it each time.
+    if std::fs::read_to_string(&wrapper).ok().as_deref() != Some(text.as_str()) {
+        std::fs::write(&wrapper, text).expect("write the bindgen wrapper header to OUT_DIR");
+    }
 
     // C99 makes the headers skip their C11 `_Generic` convenience macros and the static inline
     // helpers that come with them.

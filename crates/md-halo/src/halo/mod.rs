@@ -11,11 +11,12 @@
 //! place, behind the home atoms, in one symmetric coordinate array.
 //!
 //! Every transfer is an [`Exchange`] on the chosen [`ExchangePath`]: the one-sided offset swap or MPI
-//! two-sided. The plan (who sends which atoms to whom, and where they land) is built once per
+//! two-sided; on the one-sided path the forces go back as pulls instead, so that their owner
+//! adds them up where they lie in the neighbour's memory ([`Exchange::sendrecv_consumed`]). The plan (who sends which atoms to whom, and where they land) is built once per
 //! partition; `move_x` then sends coordinates along it and `move_f` sends the forces on halo
 //! atoms back the same way in reverse, where their owners add them up.
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Incoming, Outgoing, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Outgoing, Runtime, SymArray};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -381,7 +382,12 @@ impl<'rt> HaloExchange<'rt> {
                     offset: 0,
                     count: 0,
                     x: Exchange::collective_with_partners(rt, &label("coordinates"), path, &[to, from])?,
-                    f: Exchange::collective_with_partners(rt, &label("forces"), path, &[to, from])?,
+                    f: Exchange::collective_with_partners(
+                        rt,
+                        &label("forces"),
+                        force_path(path),
+                        &[to, from],
+                    )?,
                 });
             }
         }
@@ -590,21 +596,40 @@ impl<'rt> HaloExchange<'rt> {
                 scatter_add(atoms, &pulse.send, images, self.parallel_min);
                 continue;
             }
-            let incoming = Incoming { from: pulse.to, buffer: 0, offset: 0, room: pulse.send.len() };
-            let outgoing =
-                Outgoing { to: pulse.from, data: &forces[pulse.offset..pulse.offset + pulse.count] };
-            let received = pulse.f.sendrecv(&[self.force_scratch.array()], outgoing, incoming)?;
+            // The forces on this pulse's halo atoms go back to their owner; the forces on the
+            // atoms this PE sent come back and are added where they lie (in the neighbour's
+            // staging buffer on the one-sided path). The atoms sent lie before the region
+            // received, so the two halves of the array are apart.
+            let (atoms, images) = forces.split_at_mut(pulse.offset);
+            let outgoing = Outgoing { to: pulse.from, data: &images[..pulse.count] };
+            let (send, parallel_min) = (&pulse.send, self.parallel_min);
+            let along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
+            let received = pulse.f.sendrecv_consumed(
+                self.force_scratch.array(),
+                outgoing,
+                pulse.to,
+                send.len(),
+                |returned| {
+                    if returned.len() == send.len() {
+                        if let Some(along) = along {
+                            accumulate(along, returned);
+                        }
+                        scatter_add(atoms, send, returned, parallel_min);
+                    }
+                    returned.len()
+                },
+            )?;
             check_count(received, pulse.send.len(), pulse.to, "forces")?;
-            // SAFETY: the scratch region was filled by this pulse's exchange, which has
-            // completed; no PE writes it again before this PE's next exchange.
-            let returned = unsafe { self.force_scratch.array().local_range(0..received) };
-            if pulse.sends_shifted {
-                accumulate(&mut shift_forces.along[pulse.dim], returned);
-            }
-            scatter_add(forces, &pulse.send, returned, self.parallel_min);
         }
         Ok(shift_forces)
     }
+}
+
+/// The path of the force exchanges: the pull where the halo is one-sided, so that the forces
+/// coming back are added up where they lie in the neighbour's memory
+/// ([`Exchange::sendrecv_consumed`]) instead of being copied into this PE's first.
+fn force_path(path: ExchangePath) -> ExchangePath {
+    if path == ExchangePath::Put { ExchangePath::Get } else { path }
 }
 
 /// Adds `forces` to `total`, in order, in double precision.

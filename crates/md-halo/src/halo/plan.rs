@@ -155,6 +155,10 @@ impl<'rt> HaloExchange<'rt> {
         }
         let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
         self.force_scratch.collective_ensure(largest)?;
+        // The one-sided force exchanges stage each pulse's halo forces for their owner.
+        for pulse in &mut self.pulses {
+            pulse.f.collective_reserve(pulse.count)?;
+        }
         Ok(())
     }
 

@@ -455,6 +455,38 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         outcome
     }
 
+    /// [`sendrecv`](Self::sendrecv) with the incoming message handed to `consume` where it
+    /// lies, for a receiver that only combines it with data of its own (adds returned forces
+    /// into its force array, say) and needs no copy of it. On the get path from a PE whose
+    /// memory is mapped into this process (the same node), `consume` reads the message in the
+    /// sender's staging buffer: the data crosses between the cores once, as `consume` reads
+    /// it, and nothing is copied on the receiving side. Elsewhere, and on the other paths, the
+    /// message lands in `scratch` from offset 0, as [`sendrecv`](Self::sendrecv) with
+    /// `Incoming { from, buffer: 0, offset: 0, room }` would place it, and `consume` reads it
+    /// there. The slice `consume` gets is the whole message (its length is the count
+    /// received); it returns what `consume` returned.
+    ///
+    /// # Errors
+    /// As [`sendrecv`](Self::sendrecv); on the get path, a message longer than `room` is
+    /// refused by the receiver and `consume` is not called.
+    pub fn sendrecv_consumed<R>(
+        &mut self,
+        scratch: &SymArray<'rt, T>,
+        outgoing: Outgoing<'_, T>,
+        from: usize,
+        room: usize,
+        consume: impl FnOnce(&[T]) -> R,
+    ) -> Result<R> {
+        let incoming = Incoming { from, buffer: 0, offset: 0, room };
+        if self.path == ExchangePath::Get {
+            return self.sendrecv_get_consumed(scratch, outgoing, incoming, consume);
+        }
+        let count = self.sendrecv(&[scratch], outgoing, incoming)?;
+        // SAFETY: the exchange has completed: the message is in place and no PE writes this
+        // PE's scratch again before this PE's next exchange on it, which needs `&mut self`.
+        Ok(consume(unsafe { scratch.local_range(0..count) }))
+    }
+
     /// Sends every `outgoing` message and receives every `incoming` one; `received[i]` is the
     /// number of elements that arrived for `incoming[i]`. Returns when every message this PE
     /// receives is in place and every message it sends may be overwritten at the source.
