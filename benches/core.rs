@@ -9,7 +9,10 @@
 //! - `get/onesided/B`, `get/raw/B`: blocking get.
 //! - `atomic/onesided/8`, `atomic/raw/8`: remote fetch-and-add.
 //!
-//! `cargo bench --bench core` launches 2 PEs through scripts/pe-run; extra PEs idle.
+//! `cargo bench --bench core` launches 2 PEs through scripts/pe-run. With more
+//! (`ONESIDED_BENCH_PES=4`), the ping-pongs run between every pair of PEs at once (0 and 1,
+//! 2 and 3, ...), each pair on its own, and PE 0's time is reported; the other benchmarks stay
+//! between PE 0 and PE 1 while the rest idle.
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -39,6 +42,10 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
     // SAFETY: reading a constant of the shim.
     let cmp_ge = unsafe { shmem_sys::shmem_sys_cmp_ge };
 
+    // Ping-pong pairs: PE 2k leads, PE 2k + 1 answers; a last PE of an odd count idles.
+    let pair = me ^ 1;
+    let paired = pair < rt.n_pes();
+    let leads = me.is_multiple_of(2);
     let mut benches = Vec::new();
     for &bytes in SIZES {
         let (data, signals, source, step) = (&data, &signals, &source, &step);
@@ -47,24 +54,20 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
             for _ in 0..iters {
                 let s = step.get() + 1;
                 step.set(s);
-                match me {
-                    LEADER => {
-                        data.put_signal(PARTNER, 0, &source[..bytes], signals, 0, s)?;
-                        signals.wait_ge(0, s)?;
-                    }
-                    PARTNER => {
-                        signals.wait_ge(0, s)?;
-                        data.put_signal(LEADER, 0, &source[..bytes], signals, 0, s)?;
-                    }
-                    _ => {}
+                if paired && leads {
+                    data.put_signal(pair, 0, &source[..bytes], signals, 0, s)?;
+                    signals.wait_ge(0, s)?;
+                } else if paired {
+                    signals.wait_ge(0, s)?;
+                    data.put_signal(pair, 0, &source[..bytes], signals, 0, s)?;
                 }
             }
             Ok(start.elapsed())
         }));
         benches.push(Bench::new("pingpong", "raw", bytes, move |iters| {
             let start = Instant::now();
-            if me == LEADER || me == PARTNER {
-                let other = 1 - me;
+            if paired {
+                let other = pair;
                 for _ in 0..iters {
                     let s = step.get() + 1;
                     step.set(s);
@@ -74,7 +77,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                     // with Open MPI's OSHMEM over TCP: its test does not progress).
                     unsafe {
                         let signal = signals.as_ptr();
-                        if me == PARTNER {
+                        if !leads {
                             shmem_sys::shmem_ulonglong_wait_until(signal, cmp_ge, s);
                         }
                         shmem_sys::shmem_putmem(
@@ -85,7 +88,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                         );
                         shmem_sys::shmem_fence();
                         shmem_sys::shmem_ulonglong_atomic_set(signal, s, other as i32);
-                        if me == LEADER {
+                        if leads {
                             shmem_sys::shmem_ulonglong_wait_until(signal, cmp_ge, s);
                         }
                     }
@@ -97,22 +100,17 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         let mut buffer = vec![0u8; bytes];
         benches.push(Bench::new("pingpong", "mpi", bytes, move |iters| {
             let start = Instant::now();
-            match me {
-                LEADER => {
-                    let partner = world.process_at_rank(PARTNER as i32);
-                    for _ in 0..iters {
-                        partner.send(&source[..bytes]);
-                        partner.receive_into(&mut buffer[..]);
+            if paired {
+                let other = world.process_at_rank(pair as i32);
+                for _ in 0..iters {
+                    if leads {
+                        other.send(&source[..bytes]);
+                        other.receive_into(&mut buffer[..]);
+                    } else {
+                        other.receive_into(&mut buffer[..]);
+                        other.send(&source[..bytes]);
                     }
                 }
-                PARTNER => {
-                    let leader = world.process_at_rank(LEADER as i32);
-                    for _ in 0..iters {
-                        leader.receive_into(&mut buffer[..]);
-                        leader.send(&source[..bytes]);
-                    }
-                }
-                _ => {}
             }
             Ok(start.elapsed())
         }));

@@ -2,9 +2,14 @@
 //!
 //! Criterion picks iteration counts adaptively, so PEs running it independently would
 //! diverge and deadlock in paired operations. Here only PE 0 runs criterion. Before each batch
-//! it broadcasts which benchmark to run and how many iterations; every PE then runs that many
-//! iterations of the benchmark's body, and PE 0 reports its own time. The followers loop until
-//! PE 0 broadcasts the end.
+//! it tells every other PE which benchmark to run and how many iterations; every PE then runs
+//! that many iterations of the benchmark's body, and PE 0 reports its own time. The followers
+//! loop until PE 0 tells them to stop. The word goes with the library's own put-with-signal
+//! and waits ([`Commands`]), which sleep where PEs share cores: a follower waiting in a
+//! library broadcast would spin on a core that a PE in the benchmark needs.
+//!
+//! `ONESIDED_BENCH_PES` launches more PEs than a benchmark's minimum: with 4 on this 2-core
+//! machine the benchmarks run oversubscribed (`scripts/bench-oversubscribed`).
 //!
 //! Ids are `GROUP/VARIANT/BYTES`, as criterion forms them from a group name and a
 //! `BenchmarkId::new(variant, bytes)`.
@@ -12,7 +17,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use onesided::Runtime;
+use onesided::{Runtime, SignalArray, SymArray};
 
 use crate::launch;
 
@@ -60,13 +65,67 @@ impl<'a> Bench<'a> {
     }
 }
 
-/// Marks the end in the broadcast command.
+/// Marks the end in the leader's command.
 const STOP: u64 = u64::MAX;
+
+/// How long a follower waits for the leader's next command: criterion analyses a benchmark
+/// between two of them, for seconds on a slow machine.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The variable that launches a benchmark with more PEs than its minimum.
+pub const BENCH_PES: &str = "ONESIDED_BENCH_PES";
+
+/// The leader's commands to the followers (which benchmark, how many iterations): a
+/// put-with-signal into each follower's slot, and an acknowledgement back once the follower
+/// has read it, which the leader awaits before it overwrites the slot with the next command.
+/// Every wait is the library's, so it sleeps between polls where PEs share cores.
+struct Commands<'rt> {
+    slot: SymArray<'rt, u64>,
+    posted: SignalArray<'rt>,
+    /// On the leader, one per PE: the last command that PE has read.
+    read: SignalArray<'rt>,
+    count: u64,
+}
+
+impl<'rt> Commands<'rt> {
+    /// # Collective
+    /// Every PE creates it.
+    fn collective_new(rt: &'rt Runtime) -> onesided::Result<Self> {
+        Ok(Commands {
+            slot: SymArray::collective_alloc(rt, "bench command", 2)?,
+            posted: SignalArray::collective_alloc(rt, "bench command posted", 1)?,
+            read: SignalArray::collective_alloc(rt, "bench command read", rt.n_pes())?,
+            count: 0,
+        })
+    }
+
+    /// On the leader: posts `command` to every follower once each has read the last one.
+    fn post(&mut self, rt: &Runtime, command: [u64; 2]) -> onesided::Result<()> {
+        for follower in 1..rt.n_pes() {
+            self.read.wait_ge(follower, self.count)?;
+        }
+        self.count += 1;
+        for follower in 1..rt.n_pes() {
+            self.slot.put_signal(follower, 0, &command, &self.posted, 0, self.count)?;
+        }
+        Ok(())
+    }
+
+    /// On a follower: the leader's next command.
+    fn next(&mut self, rt: &Runtime) -> onesided::Result<[u64; 2]> {
+        self.count += 1;
+        self.posted.wait_ge_for(0, self.count, COMMAND_TIMEOUT)?;
+        let mut command = [0u64; 2];
+        self.slot.read_local(0, &mut command)?;
+        self.read.set(0, rt.my_pe(), self.count)?;
+        Ok(command)
+    }
+}
 
 /// Launches the benchmark binary with `pes` PEs if it was started directly (by
 /// `cargo bench`), then initialises the runtime.
 pub fn start(pes: usize) -> Runtime {
-    launch::ensure_launched(pes);
+    launch::ensure_launched(launched_pes(pes));
     Runtime::init().unwrap_or_else(|e| {
         eprintln!("benchmark: {e}");
         std::process::exit(1)
@@ -101,6 +160,20 @@ pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Resu
     }
 }
 
+/// The PEs to launch for a benchmark that needs `minimum`: [`BENCH_PES`] if it names more.
+fn launched_pes(minimum: usize) -> usize {
+    match std::env::var(BENCH_PES) {
+        Err(_) => minimum,
+        Ok(value) => match value.trim().parse::<usize>() {
+            Ok(pes) if pes >= minimum => pes,
+            _ => {
+                eprintln!("benchmark: {BENCH_PES}={value:?} must be a number of PEs, at least {minimum}");
+                std::process::exit(2)
+            }
+        },
+    }
+}
+
 /// The systems of the MD benchmarks: the 648-atom SPC water box of `data/` replicated to
 /// 20 736 and 97 200 atoms.
 pub fn water_systems() -> md_demo::Result<Vec<md_demo::Structure>> {
@@ -125,7 +198,9 @@ pub fn criterion() -> Criterion {
 /// # Collective
 /// Every PE must call it with the same benchmarks in the same order.
 pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
+    let mut commands = Commands::collective_new(rt)?;
     if rt.my_pe() == 0 {
+        let commands = &mut commands;
         let mut criterion = criterion();
         let mut ran = vec![false; benches.len()];
         let mut index = 0;
@@ -141,7 +216,7 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
                 group.bench_function(id, |b| {
                     b.iter_custom(|iters| {
                         ran[index] = true;
-                        lead_batch(rt, bench, index, iters)
+                        lead_batch(rt, commands, bench, index, iters)
                     })
                 });
                 index += 1;
@@ -151,16 +226,15 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
         // `cargo bench -- --test` runs each benchmark once to see that it works: nothing is
         // measured, and the recorded ratios of the last real run are kept.
         let testing = std::env::args().any(|a| a == "--test");
-        let paired = if testing { Vec::new() } else { paired_ratios(rt, &mut benches, &ran) };
-        rt.broadcast(0, &mut [STOP, 0])?;
+        let paired = if testing { Vec::new() } else { paired_ratios(rt, commands, &mut benches, &ran) };
+        commands.post(rt, [STOP, 0])?;
         criterion.final_summary();
         if !paired.is_empty() {
             record_paired(&paired);
         }
     } else {
         loop {
-            let mut command = [0u64; 2];
-            rt.broadcast(0, &mut command)?;
+            let command = commands.next(rt)?;
             if command[0] == STOP {
                 break;
             }
@@ -175,9 +249,14 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
 
 /// On the leader: tells the followers to run `iters` iterations of benchmark `index`, runs
 /// them too, and returns the leader's time.
-fn lead_batch(rt: &Runtime, bench: &mut Bench<'_>, index: usize, iters: u64) -> Duration {
-    let mut command = [index as u64, iters];
-    if let Err(e) = rt.broadcast(0, &mut command) {
+fn lead_batch(
+    rt: &Runtime,
+    commands: &mut Commands<'_>,
+    bench: &mut Bench<'_>,
+    index: usize,
+    iters: u64,
+) -> Duration {
+    if let Err(e) = commands.post(rt, [index as u64, iters]) {
         fail(rt, bench.group, bench.variant, &e)
     }
     (bench.body)(iters).unwrap_or_else(|e| fail(rt, bench.group, bench.variant, &*e))
@@ -208,7 +287,12 @@ pub struct PairedRatio {
 /// between two benchmarks. A ratio of two such medians is then mostly noise. Here each
 /// variant and its reference run in alternating batches of equal iteration counts (ABBA
 /// order) and the ratio is taken per round, then its median: drifts cancel.
-fn paired_ratios(rt: &Runtime, benches: &mut [Bench<'_>], ran: &[bool]) -> Vec<PairedRatio> {
+fn paired_ratios(
+    rt: &Runtime,
+    commands: &mut Commands<'_>,
+    benches: &mut [Bench<'_>],
+    ran: &[bool],
+) -> Vec<PairedRatio> {
     let mut out = Vec::new();
     for i in 0..benches.len() {
         let (group, variant, bytes) = (benches[i].group, benches[i].variant, benches[i].bytes);
@@ -222,17 +306,18 @@ fn paired_ratios(rt: &Runtime, benches: &mut [Bench<'_>], ran: &[bool]) -> Vec<P
             continue;
         };
         // Calibrate on the slower of the two, so that a batch lasts about PAIRED_BATCH.
-        let probe = lead_batch(rt, &mut benches[i], i, 20).max(lead_batch(rt, &mut benches[j], j, 20));
+        let first = lead_batch(rt, commands, &mut benches[i], i, 20);
+        let probe = first.max(lead_batch(rt, commands, &mut benches[j], j, 20));
         let per_iter = probe.as_secs_f64() / 20.0;
         let iters = ((PAIRED_BATCH.as_secs_f64() / per_iter.max(1e-9)) as u64).clamp(1, 1_000_000);
         let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
         for round in 0..PAIRED_ROUNDS {
             let (variant_time, reference_time) = if round % 2 == 0 {
-                let a = lead_batch(rt, &mut benches[i], i, iters);
-                (a, lead_batch(rt, &mut benches[j], j, iters))
+                let a = lead_batch(rt, commands, &mut benches[i], i, iters);
+                (a, lead_batch(rt, commands, &mut benches[j], j, iters))
             } else {
-                let b = lead_batch(rt, &mut benches[j], j, iters);
-                (lead_batch(rt, &mut benches[i], i, iters), b)
+                let b = lead_batch(rt, commands, &mut benches[j], j, iters);
+                (lead_batch(rt, commands, &mut benches[i], i, iters), b)
             };
             ratios.push(variant_time.as_secs_f64() / reference_time.as_secs_f64().max(1e-12));
         }
