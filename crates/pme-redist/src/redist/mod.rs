@@ -120,6 +120,40 @@ fn note_error(pending: &mut Option<u64>, value: u64) {
     *pending = Some(pending.map_or(value, |p| p.min(value)));
 }
 
+/// Up to this many PME ranks, counting takes one pass over the destinations per rank: a
+/// tally in memory, incremented atom after atom, makes each increment wait for the last
+/// (store-to-load forwarding); a pass per rank counts in registers, vectorised.
+const FEW_RANKS: usize = 8;
+
+/// Counts the atoms for each of the `m` PME ranks (`dest`, one rank per atom) into `counts`,
+/// and returns the first atom more than one slab from its planned rank (around the ring of
+/// slabs, with no division).
+fn count_by_destination(dest: &[u32], planned: &[u32], m: usize, counts: &mut [usize]) -> Option<usize> {
+    if m <= FEW_RANKS {
+        for (r, count) in counts.iter_mut().enumerate().take(m) {
+            *count = dest.iter().map(|&d| usize::from(d as usize == r)).sum();
+        }
+    } else {
+        // Four interleaved tallies, so that consecutive atoms for one rank wait less.
+        let mut tallies = vec![0usize; 4 * m];
+        for (i, &d) in dest.iter().enumerate() {
+            tallies[(i & 3) * m + d as usize] += 1;
+        }
+        for (r, count) in counts.iter_mut().enumerate().take(m) {
+            *count = (0..4).map(|lane| tallies[lane * m + r]).sum();
+        }
+    }
+    let ring = m as u32;
+    let too_far = |(&now, &then): (&u32, &u32)| {
+        let ahead = now + ring - then;
+        let apart = if ahead >= ring { ahead - ring } else { ahead };
+        apart.min(ring - apart) > 1
+    };
+    // A branch-free sweep first: an atom too far is the rare case.
+    let any = dest.iter().zip(planned).fold(false, |seen, pair| seen | too_far(pair));
+    if any { dest.iter().zip(planned).position(too_far) } else { None }
+}
+
 fn decode(marked: u64) -> Error {
     Error::MovedTooFar { atom: marked as u32, pe: ((marked >> 32) & PE_MASK) as usize }
 }
@@ -171,6 +205,8 @@ pub struct Redistribution<'rt> {
     order: Vec<u32>,
     dest_counts: Vec<usize>,
     dest_offsets: Vec<usize>,
+    /// Where the next atom for each PME rank goes while packing.
+    fill: Vec<usize>,
     src_counts: Vec<usize>,
     src_offsets: Vec<usize>,
     received: usize,
@@ -238,6 +274,7 @@ impl<'rt> Redistribution<'rt> {
             order: Vec::new(),
             dest_counts: vec![0; m],
             dest_offsets: vec![0; m],
+            fill: vec![0; m],
             src_counts: vec![0; n],
             src_offsets: vec![0; n],
             received: 0,
@@ -296,11 +333,14 @@ impl<'rt> Redistribution<'rt> {
     /// Records the PME rank of each home atom, as the plan.
     fn record_plan(&mut self, home: &[Particle]) {
         let grid = &self.grid;
-        self.planned.clear();
+        self.planned.resize(home.len(), 0);
         if !crate::parallel(home.len(), PARALLEL_MIN) {
-            self.planned.extend(home.iter().map(|p| grid.rank_of(p.x) as u32));
+            grid.ranks_of(home, &mut self.planned);
         } else {
-            home.par_iter().map(|p| grid.rank_of(p.x) as u32).collect_into_vec(&mut self.planned);
+            self.planned
+                .par_chunks_mut(PARALLEL_MIN)
+                .zip(home.par_chunks(PARALLEL_MIN))
+                .for_each(|(r, h)| grid.ranks_of(h, r));
         }
     }
 
@@ -326,49 +366,46 @@ impl<'rt> Redistribution<'rt> {
         self.calls += 1;
         self.pending = None;
         let m = self.grid.ranks();
-        let grid = &self.grid;
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
         if !crate::parallel(home.len(), PARALLEL_MIN) {
-            dest.iter_mut().zip(home).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
+            self.grid.ranks_of(home, &mut dest);
         } else {
-            dest.par_iter_mut().zip(home.par_iter()).for_each(|(d, p)| *d = grid.rank_of(p.x) as u32);
+            let grid = &self.grid;
+            dest.par_chunks_mut(PARALLEL_MIN)
+                .zip(home.par_chunks(PARALLEL_MIN))
+                .for_each(|(d, h)| grid.ranks_of(h, d));
         }
-        let far = dest.iter().zip(&self.planned).position(|(&now, &then)| {
-            let apart = (now as usize + m - then as usize) % m;
-            apart.min(m - apart) > 1
-        });
+        // The counts, and the check against the plan.
+        let far = count_by_destination(&dest, &self.planned, m, &mut self.dest_counts);
         if let Some(i) = far {
             self.pending = Some(marker(home[i].global, me));
         }
         self.withheld = far.is_some();
-        // Stable counting sort by destination.
-        self.dest_counts.fill(0);
-        for &d in &dest {
-            self.dest_counts[d as usize] += 1;
-        }
         let mut next = 0;
         for r in 0..m {
             self.dest_offsets[r] = next;
             next += self.dest_counts[r];
         }
-        let mut fill = self.dest_offsets.clone();
         self.order.resize(home.len(), 0);
-        for (i, &d) in dest.iter().enumerate() {
-            self.order[fill[d as usize]] = i as u32;
-            fill[d as usize] += 1;
-        }
-        self.dest = dest;
         self.with_transport(|t, this| t.wait_send_free(this))?;
         // SAFETY: no PE writes this PE's send buffer; the get path's readers of the previous
         // call are done (awaited just above), and nobody else reads it.
         let packed = unsafe { self.send.array().local_range_mut(0..home.len()) };
+        let mut fill = std::mem::take(&mut self.fill);
+        fill.clone_from(&self.dest_offsets);
+        for (i, &d) in dest.iter().enumerate() {
+            self.order[fill[d as usize]] = i as u32;
+            fill[d as usize] += 1;
+        }
+        self.fill = fill;
         if !crate::parallel(home.len(), PARALLEL_MIN) {
             packed.iter_mut().zip(&self.order).for_each(|(out, &i)| *out = home[i as usize]);
         } else {
             packed.par_iter_mut().zip(self.order.par_iter()).for_each(|(out, &i)| *out = home[i as usize]);
         }
+        self.dest = dest;
         self.with_transport(|t, this| t.forward(this))?;
         Ok(())
     }
