@@ -33,6 +33,10 @@ const POLLS_PER_PROGRESS_MAPPED: u32 = 1024;
 /// spins holds a core that the PE it waits for may need.
 const OVERSUBSCRIBED_SPIN_POLLS: u64 = 512;
 
+/// Yields after the spin when the node has more PEs than cores, before the naps: a PE that
+/// waits for one runnable on its own core hands it the core at once.
+const OVERSUBSCRIBED_YIELDS: u64 = 32;
+
 /// How long a wait sleeps between polls, once it has spun, when the node has more PEs than
 /// cores: long enough for the scheduler to run a PE that shares the core (the partner a wait
 /// is usually for), short beside a time slice.
@@ -79,7 +83,13 @@ pub(crate) fn poll_until(
         }
         polls += 1;
         if oversubscribed {
-            if polls < OVERSUBSCRIBED_SPIN_POLLS { spin_loop() } else { nap() }
+            if polls < OVERSUBSCRIBED_SPIN_POLLS {
+                spin_loop()
+            } else if polls < OVERSUBSCRIBED_SPIN_POLLS + OVERSUBSCRIBED_YIELDS {
+                std::thread::yield_now()
+            } else {
+                nap()
+            }
         } else if polls < SPIN_POLLS {
             spin_loop();
         } else {
