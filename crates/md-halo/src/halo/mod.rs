@@ -592,8 +592,8 @@ impl<'rt> HaloExchange<'rt> {
                 // before this pulse's region (send lists are built from earlier atoms).
                 let (atoms, images) = forces.split_at_mut(pulse.offset);
                 let images = &images[..pulse.count];
-                accumulate(&mut shift_forces.along[pulse.dim], images);
-                scatter_add(atoms, &pulse.send, images, self.parallel_min);
+                let along = Some(&mut shift_forces.along[pulse.dim]);
+                scatter_add(atoms, &pulse.send, images, along, self.parallel_min);
                 continue;
             }
             // The forces on this pulse's halo atoms go back to their owner; the forces on the
@@ -611,10 +611,7 @@ impl<'rt> HaloExchange<'rt> {
                 send.len(),
                 |returned| {
                     if returned.len() == send.len() {
-                        if let Some(along) = along {
-                            accumulate(along, returned);
-                        }
-                        scatter_add(atoms, send, returned, parallel_min);
+                        scatter_add(atoms, send, returned, along, parallel_min);
                     }
                     returned.len()
                 },
@@ -632,11 +629,40 @@ fn force_path(path: ExchangePath) -> ExchangePath {
     if path == ExchangePath::Put { ExchangePath::Get } else { path }
 }
 
-/// Adds `forces` to `total`, in order, in double precision.
-fn accumulate(total: &mut [f64; 3], forces: &[RVec]) {
-    for f in forces {
+/// Double-precision sums of forces in four lanes, force `i` in lane `i % 4`, combined at the
+/// end: one running sum would wait on the latency of each addition before the next, which
+/// made the sum as slow as the scatter-add it goes with. The order is fixed, so the result
+/// does not depend on how the forces are scattered.
+#[derive(Default)]
+struct LaneSum([[f64; 3]; 4]);
+
+impl LaneSum {
+    #[inline(always)]
+    fn add(&mut self, lane: usize, f: &RVec) {
+        for (sum, &component) in self.0[lane].iter_mut().zip(f) {
+            *sum += component as f64;
+        }
+    }
+
+    /// Adds every force in `forces`, the first in lane 0.
+    fn add_all(&mut self, forces: &[RVec]) {
+        let chunks = forces.chunks_exact(4);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for (lane, f) in chunk.iter().enumerate() {
+                self.add(lane, f);
+            }
+        }
+        for (lane, f) in rest.iter().enumerate() {
+            self.add(lane, f);
+        }
+    }
+
+    /// Adds the sum to `total`.
+    fn finish(self, total: &mut [f64; 3]) {
+        let l = self.0;
         for d in 0..3 {
-            total[d] += f[d] as f64;
+            total[d] += (l[0][d] + l[1][d]) + (l[2][d] + l[3][d]);
         }
     }
 }
@@ -648,19 +674,56 @@ pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
     len >= parallel_min && rayon::current_num_threads() > 1
 }
 
-/// `forces[targets[i]] += values[i]` for every `i`, in parallel above `parallel_min`. Send
-/// lists name local atoms in increasing order (each is a filtered range), so the targets are
-/// distinct and no two threads add to the same force; the parallel loop checks that order.
-fn scatter_add(forces: &mut [RVec], targets: &[u32], values: &[RVec], parallel_min: usize) {
+/// `forces[targets[i]] += values[i]` for every `i`, in parallel above `parallel_min`, and the
+/// double-precision sum of `values` added to `along` when given (the forces across a periodic
+/// boundary, for the virial), in the same pass where the loop is serial. Send lists name local
+/// atoms in increasing order (each is a filtered range), so the targets are distinct and no two
+/// threads add to the same force; the parallel loop checks that order.
+fn scatter_add(
+    forces: &mut [RVec],
+    targets: &[u32],
+    values: &[RVec],
+    along: Option<&mut [f64; 3]>,
+    parallel_min: usize,
+) {
     assert_eq!(targets.len(), values.len(), "one returned force per sent atom");
+    let add = |forces: &mut [RVec], t: u32, v: &RVec| {
+        let f = &mut forces[t as usize];
+        for d in 0..3 {
+            f[d] += v[d];
+        }
+    };
     if !parallel(targets.len(), parallel_min) {
-        for (&t, v) in targets.iter().zip(values) {
-            let f = &mut forces[t as usize];
-            for d in 0..3 {
-                f[d] += v[d];
+        match along {
+            None => {
+                for (&t, v) in targets.iter().zip(values) {
+                    add(forces, t, v);
+                }
+            }
+            Some(total) => {
+                // The lanes as LaneSum::add_all fills them, so the sum is the parallel path's.
+                let mut sum = LaneSum::default();
+                let (targets4, values4) = (targets.chunks_exact(4), values.chunks_exact(4));
+                let rest = targets4.remainder().iter().zip(values4.remainder());
+                for (ts, vs) in targets4.zip(values4) {
+                    for lane in 0..4 {
+                        sum.add(lane, &vs[lane]);
+                        add(forces, ts[lane], &vs[lane]);
+                    }
+                }
+                for (lane, (&t, v)) in rest.enumerate() {
+                    sum.add(lane, v);
+                    add(forces, t, v);
+                }
+                sum.finish(total);
             }
         }
         return;
+    }
+    if let Some(total) = along {
+        let mut sum = LaneSum::default();
+        sum.add_all(values);
+        sum.finish(total);
     }
     // The parallel writes below rely on these two facts; one pass over the list, a small part
     // of the work of the lists long enough to get here.
@@ -683,6 +746,38 @@ fn scatter_add(forces: &mut [RVec], targets: &[u32], values: &[RVec], parallel_m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scatter_add_sums_as_the_lanes_do() {
+        // Lengths around the four lanes; values that tell atom and component apart, with
+        // fractions that make the order of the double-precision sum show.
+        for len in [0, 1, 3, 4, 5, 8, 1001] {
+            let targets: Vec<u32> = (0..len as u32).map(|i| 2 * i + i % 3).collect();
+            let values: Vec<RVec> =
+                (0..len).map(|i| [i as f32 + 0.1, -(i as f32) * 1e-3, 1e4 + 0.37 * i as f32]).collect();
+            let n = targets.last().map_or(0, |&t| t as usize + 1);
+            let mut forces = vec![[1.0f32, 2.0, 3.0]; n];
+            let mut along = [0.5f64; 3];
+            scatter_add(&mut forces, &targets, &values, Some(&mut along), usize::MAX);
+            let mut lanes = LaneSum::default();
+            lanes.add_all(&values);
+            let mut want = [0.5f64; 3];
+            lanes.finish(&mut want);
+            assert_eq!(along, want, "{len} forces");
+            let exact: Vec<f64> =
+                (0..3).map(|d| 0.5 + values.iter().map(|v| v[d] as f64).sum::<f64>()).collect();
+            for d in 0..3 {
+                assert!((along[d] - exact[d]).abs() <= 1e-9 * exact[d].abs().max(1.0), "{len} forces");
+            }
+            let mut expected = vec![[1.0f32, 2.0, 3.0]; n];
+            for (&t, v) in targets.iter().zip(&values) {
+                for d in 0..3 {
+                    expected[t as usize][d] += v[d];
+                }
+            }
+            assert_eq!(forces, expected, "{len} forces");
+        }
+    }
 
     #[test]
     fn zones_decide_ownership_as_the_fractions_do() {
