@@ -14,7 +14,7 @@
 //! Ids are `GROUP/VARIANT/BYTES`, as criterion forms them from a group name and a
 //! `BenchmarkId::new(variant, bytes)`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use onesided::{Runtime, SignalArray, SymArray};
@@ -199,6 +199,7 @@ pub fn criterion() -> Criterion {
 /// Every PE must call it with the same benchmarks in the same order.
 pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
     let mut commands = Commands::collective_new(rt)?;
+    let probe = probe_launch(rt)?;
     if rt.my_pe() == 0 {
         let commands = &mut commands;
         let mut criterion = criterion();
@@ -232,6 +233,13 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
         if !paired.is_empty() {
             record_paired(&paired);
         }
+        if let Some(probe) = probe
+            && !testing
+        {
+            let mut groups: Vec<&str> = benches.iter().map(|b| b.group).collect();
+            groups.dedup();
+            record_probe(&LaunchProbe { groups: groups.join(" "), ..probe });
+        }
     } else {
         loop {
             let command = commands.next(rt)?;
@@ -245,6 +253,112 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What a launch measured of the machine before its benchmarks, on PE 0. The MD figures fall
+/// into one of two states per launch (docs/bench/RESULTS.md), and the speed of a cache-line
+/// transfer between the PEs' cores, which the host decides, is the candidate left: each
+/// launch records it beside its results so that a report shows which state a launch was in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchProbe {
+    /// The benchmark groups the launch ran, space-separated.
+    pub groups: String,
+    /// Median time of a round trip of a signal between PE 0 and PE 1 (a cache line there
+    /// and back on one node), in nanoseconds.
+    pub round_trip_ns: f64,
+    /// Median time of a local copy of 1 MiB on PE 0, in nanoseconds.
+    pub copy_ns: f64,
+}
+
+/// Blocks of the launch probe's round trips, and round trips per block.
+const PROBE_BLOCKS: usize = 21;
+const PROBE_TRIPS: u64 = 200;
+
+/// Measures the launch on PE 0 and PE 1 ([`LaunchProbe`], without its groups); `None` on
+/// the other PEs, and with one PE.
+///
+/// # Collective
+/// Every PE calls it.
+fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
+    let signals = SignalArray::collective_alloc(rt, "bench launch probe", 1)?;
+    rt.barrier();
+    let me = rt.my_pe();
+    if rt.n_pes() < 2 || me > 1 {
+        rt.barrier();
+        return Ok(None);
+    }
+    let mut blocks = Vec::with_capacity(PROBE_BLOCKS);
+    let mut sent = 0;
+    for _ in 0..PROBE_BLOCKS {
+        let start = Instant::now();
+        for _ in 0..PROBE_TRIPS {
+            sent += 1;
+            if me == 0 {
+                signals.set(1, 0, sent)?;
+                signals.wait_ge(0, sent)?;
+            } else {
+                signals.wait_ge(0, sent)?;
+                signals.set(0, 0, sent)?;
+            }
+        }
+        blocks.push(start.elapsed().as_secs_f64() * 1e9 / PROBE_TRIPS as f64);
+    }
+    rt.barrier();
+    if me != 0 {
+        return Ok(None);
+    }
+    let source = vec![1u8; 1 << 20];
+    let mut target = vec![0u8; 1 << 20];
+    let mut copies = Vec::with_capacity(PROBE_BLOCKS);
+    for i in 0..PROBE_BLOCKS {
+        let start = Instant::now();
+        target.copy_from_slice(std::hint::black_box(&source));
+        std::hint::black_box(&mut target)[i] = 2;
+        copies.push(start.elapsed().as_secs_f64() * 1e9);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let probe = LaunchProbe { groups: String::new(), round_trip_ns: median(blocks), copy_ns: median(copies) };
+    eprintln!(
+        "benchmark: launch probe: signal round trip between PE 0 and PE 1 {:.0} ns, local copy of 1 MiB {:.1} us",
+        probe.round_trip_ns,
+        probe.copy_ns / 1e3
+    );
+    Ok(Some(probe))
+}
+
+/// Where launch probes are kept, beside the paired ratios.
+pub fn probe_path() -> std::path::PathBuf {
+    paired_path().with_file_name("launch-probes.json")
+}
+
+/// Records `probe` in the probe file, replacing an earlier launch of the same groups.
+fn record_probe(probe: &LaunchProbe) {
+    let path = probe_path();
+    let mut all = crate::report::read_probes(&path).unwrap_or_default();
+    all.retain(|p| p.groups != probe.groups);
+    all.push(probe.clone());
+    let json: Vec<serde_json::Value> = all
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "groups": p.groups, "round_trip_ns": p.round_trip_ns, "copy_ns": p.copy_ns,
+            })
+        })
+        .collect();
+    write_json(&path, &json);
+}
+
+/// Writes `json` to `path`, creating its directory; a failure is reported, not fatal.
+fn write_json(path: &std::path::Path, json: &[serde_json::Value]) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(json).unwrap_or_default()) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
 }
 
 /// On the leader: tells the followers to run `iters` iterations of benchmark `index`, runs
@@ -365,12 +479,7 @@ fn record_paired(paired: &[PairedRatio]) {
             })
         })
         .collect();
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap_or_default()) {
-        eprintln!("cannot write {}: {e}", path.display());
-    }
+    write_json(&path, &json);
 }
 
 /// A benchmark body failed on this PE: its partners would wait for it forever, so the job

@@ -95,6 +95,37 @@ pub fn read_paired(path: &Path) -> Result<Vec<crate::bench::PairedRatio>, String
         .collect())
 }
 
+/// Reads the launch probes the benchmarks recorded (see [`crate::bench::probe_path`]).
+pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let values: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a list of launch probes: {e}", path.display()))?;
+    Ok(values
+        .iter()
+        .filter_map(|v| {
+            Some(crate::bench::LaunchProbe {
+                groups: v.get("groups")?.as_str()?.to_string(),
+                round_trip_ns: v.get("round_trip_ns")?.as_f64()?,
+                copy_ns: v.get("copy_ns")?.as_f64()?,
+            })
+        })
+        .collect())
+}
+
+/// The launch probes as a Markdown table, one row per launch (benchmark binary), the groups
+/// it ran first.
+pub fn probes_markdown(probes: &[crate::bench::LaunchProbe]) -> String {
+    let mut out = String::from(
+        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB |\n|---|---:|---:|\n",
+    );
+    for p in probes {
+        let _ =
+            writeln!(out, "| {} | {} | {} |", p.groups, format_time(p.round_trip_ns), format_time(p.copy_ns));
+    }
+    out.push('\n');
+    out
+}
+
 /// The points of one group: variant -> bytes -> median ns.
 type Table = BTreeMap<String, BTreeMap<u64, f64>>;
 

@@ -43,6 +43,10 @@ fn run() -> Result<(), String> {
     }
     let paired = report::read_paired(&criterion.join("paired-ratios.json")).unwrap_or_default();
     print!("{}", report::markdown(&points, &paired));
+    let probes = report::read_probes(&criterion.join("launch-probes.json")).unwrap_or_default();
+    if !probes.is_empty() {
+        print!("{}", report::probes_markdown(&probes));
+    }
     println!(
         "Times are criterion's medians. Ratios are medians of {} rounds in which the variant and \
          its reference ran alternately (`~`: ratio of the two medians, where no paired \
