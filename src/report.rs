@@ -387,6 +387,20 @@ mod tests {
     }
 
     #[test]
+    fn launch_probes_are_read_and_listed() {
+        let path = std::env::temp_dir().join(format!("launch-probes-{}.json", std::process::id()));
+        let json = r#"[{"groups": "halo_move_x halo_move_f", "round_trip_ns": 104.6, "copy_ns": 50700.0},
+                       {"groups": "broken"}]"#;
+        std::fs::write(&path, json).expect("written");
+        let probes = read_probes(&path).expect("read");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(probes.len(), 1, "the entry without figures is skipped");
+        let table = probes_markdown(&probes);
+        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs |"), "{table}");
+        assert!(read_probes(&path).unwrap_err().contains("cannot read"));
+    }
+
+    #[test]
     fn units() {
         assert_eq!(format_time(86.04), "86.0 ns");
         assert_eq!(format_time(1360.0), "1.36 µs");
