@@ -25,7 +25,7 @@
 use std::ffi::c_void;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
@@ -115,6 +115,23 @@ pub(crate) fn collective_map(
     let mut world_ranks = vec![0i32; node.size() as usize];
     node.all_gather_into(&world.rank(), &mut world_ranks[..]);
 
+    // 0. The setting itself: PEs that read different values would take different branches
+    // below and wait in different collectives.
+    let code = match setting {
+        Setting::Auto => 0,
+        Setting::On => 1,
+        Setting::Off => 2,
+    };
+    let (mut lowest, mut highest) = (0i64, 0i64);
+    world.all_reduce_into(&code, &mut lowest, SystemOperation::min());
+    world.all_reduce_into(&code, &mut highest, SystemOperation::max());
+    if lowest != highest {
+        return Err(format!(
+            "{} differs between the PEs (this PE's is {setting:?}): set it the same for every PE",
+            crate::env::NODE_HEAP
+        ));
+    }
+
     // 1. Whether to try at all. A PE alone on its node has nothing to map but takes part in
     // every agreement.
     let alone = node.size() == 1;
@@ -161,13 +178,20 @@ pub(crate) fn collective_map(
     };
 
     // 3. The PEs of each node map each other's files.
+    // The file is named by process and descriptor, and checked by device and inode: PEs in
+    // separate PID namespaces may share a node's memory, and there a process id may name
+    // another process, even this one.
     let fd = file.as_ref().map_or(u64::MAX, |file| file.as_raw_fd() as u64);
-    let published = [u64::from(std::process::id()), fd, base as u64, len as u64];
-    let mut table = vec![0u64; 4 * node.size() as usize];
+    let identity = match file.as_ref().map(File::metadata).transpose() {
+        Ok(meta) => meta.map_or((u64::MAX, u64::MAX), |meta| (meta.dev(), meta.ino())),
+        Err(e) => (u64::MAX, e.raw_os_error().unwrap_or(0) as u64),
+    };
+    let published = [u64::from(std::process::id()), fd, base as u64, len as u64, identity.0, identity.1];
+    let mut table = vec![0u64; PUBLISHED * node.size() as usize];
     node.all_gather_into(&published[..], &mut table[..]);
     let mut starts: Box<[Option<usize>]> = vec![None; world.size() as usize].into_boxed_slice();
     let mut mapped = Ok(());
-    for (entry, &pe) in table.chunks_exact(4).zip(&world_ranks) {
+    for (entry, &pe) in table.chunks_exact(PUBLISHED).zip(&world_ranks) {
         let pe = pe as usize;
         if pe == me {
             starts[pe] = Some(base);
@@ -178,7 +202,16 @@ pub(crate) fn collective_map(
             mapped = Err(format!("PE {pe}'s heap is {peer_len} bytes, this PE's {len}: the heaps differ"));
             break;
         }
-        match map_peer(pid, fd, len) {
+        let peer_identity = (entry[4], entry[5]);
+        if peer_identity.0 == u64::MAX {
+            mapped = Err(format!("PE {pe} could not read its heap file's identity (fstat failed there)"));
+            break;
+        }
+        if peer_identity == identity {
+            mapped = Err(format!("PE {pe} published this PE's own heap file: the PEs' files are confused"));
+            break;
+        }
+        match map_peer(pid, fd, len, peer_identity) {
             Ok(start) => starts[pe] = Some(start),
             Err(why) => {
                 mapped = Err(format!("mapping PE {pe}'s heap: {why}"));
@@ -203,6 +236,10 @@ pub(crate) fn collective_map(
 fn refuse(setting: Setting, why: String) -> Result<Outcome, String> {
     if setting == Setting::On { Err(why) } else { Ok(Outcome::NotMapped(why)) }
 }
+
+/// Words each PE publishes to its node: process id, descriptor, heap base, heap length, and
+/// the file's device and inode.
+const PUBLISHED: usize = 6;
 
 /// Whether `ok` holds on every PE, and if not the lowest PE where it does not.
 ///
@@ -341,12 +378,57 @@ pub(crate) fn move_onto_memfd(base: usize, len: usize) -> Result<File, String> {
     let file = unsafe { File::from_raw_fd(fd) };
     file.set_len(len as u64).map_err(|e| format!("sizing the heap's memory file to {len} bytes: {e}"))?;
     let staging = map_shared(&file, len, None)?;
-    let copied = copy_pages_in_use(base, staging, len, page);
-    // SAFETY: `staging` is the mapping made above, `len` bytes, no longer used.
-    unsafe { libc::munmap(staging as *mut c_void, len) };
-    copied?;
-    map_shared(&file, len, Some(base))?;
+    let unmap_staging = || {
+        // SAFETY: `staging` is the mapping made above, `len` bytes, no longer used.
+        unsafe { libc::munmap(staging as *mut c_void, len) };
+    };
+    if let Err(why) = copy_pages_in_use(base, staging, len, page) {
+        unmap_staging();
+        return Err(why);
+    }
+    if let Err(why) = map_shared(&file, len, Some(base)) {
+        // A failed MAP_FIXED may already have unmapped the heap (kernels before 6.12 unmap
+        // first): put anonymous memory back and the content with it, from the file.
+        restore_heap(base, staging, len, page, &why);
+        unmap_staging();
+        return Err(why);
+    }
+    unmap_staging();
     Ok(file)
+}
+
+/// Puts private anonymous memory back at `base` after a failed move and copies the heap's
+/// content back into it from `staging`. Without its heap this process cannot go on, nor
+/// end through the library (which would touch the heap): if this fails, it exits at once,
+/// and the launcher ends the job.
+fn restore_heap(base: usize, staging: usize, len: usize, page: usize, failure: &str) {
+    // SAFETY: `base..base + len` is this PE's heap range, which the failed mapping may have
+    // left unmapped; nothing else of this process lies there.
+    let restored = unsafe {
+        libc::mmap(
+            base as *mut c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    let copied = if restored == libc::MAP_FAILED {
+        Err(format!("mmap: {}", std::io::Error::last_os_error()))
+    } else {
+        copy_pages_in_use(staging, base, len, page)
+    };
+    if let Err(why) = copied {
+        eprintln!(
+            "onesided: moving the symmetric heap at {base:#x} onto a memory file failed ({failure}), \
+             and putting it back failed too ({why}); this PE cannot continue. Set {}=0 to keep \
+             the heap where the library put it",
+            crate::env::NODE_HEAP
+        );
+        // SAFETY: ends the process without running exit handlers, which could touch the heap.
+        unsafe { libc::_exit(1) };
+    }
 }
 
 /// Maps `file` shared, read-write, at `at` (replacing what is there) or wherever the kernel
@@ -415,17 +497,27 @@ fn copy_pages_in_use(base: usize, to: usize, len: usize, page: usize) -> Result<
     Ok(())
 }
 
-/// Maps the `len`-byte memory file that process `pid` holds as descriptor `fd`.
-fn map_peer(pid: u64, fd: u64, len: usize) -> Result<usize, String> {
+/// Maps the `len`-byte memory file that process `pid` holds as descriptor `fd`, after
+/// checking that it is the file with `identity` (device, inode) that the peer published.
+fn map_peer(pid: u64, fd: u64, len: usize, identity: (u64, u64)) -> Result<usize, String> {
     let path = format!("/proc/{pid}/fd/{fd}");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("opening {path}: {e} (the PEs of a node must run as one user)"))?;
-    let size = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
-    if size != len as u64 {
-        return Err(format!("{path} is {size} bytes, expected {len}"));
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+        format!(
+            "opening {path}: {e} (the PEs of a node must run as one user, in one PID namespace, \
+             and may open each other's descriptors: ptrace scope, dumpable; or set {}=0)",
+            crate::env::NODE_HEAP
+        )
+    })?;
+    let meta = file.metadata().map_err(|e| format!("{path}: {e}"))?;
+    if (meta.dev(), meta.ino()) != identity {
+        return Err(format!(
+            "{path} is not the peer's heap file (another process has that id here: are the PEs in \
+             separate PID namespaces? set {}=0)",
+            crate::env::NODE_HEAP
+        ));
+    }
+    if meta.len() != len as u64 {
+        return Err(format!("{path} is {} bytes, expected {len}", meta.len()));
     }
     map_shared(&file, len, None)
 }
@@ -499,7 +591,10 @@ mod tests {
             assert_eq!(unsafe { bytes(base + p * page + 7).read() }, expected, "page {p}");
         }
         let fd = file.as_raw_fd() as u64;
-        let other = map_peer(u64::from(std::process::id()), fd, len).expect("mapped again");
+        let meta = file.metadata().expect("fstat");
+        let identity = (meta.dev(), meta.ino());
+        let me = u64::from(std::process::id());
+        let other = map_peer(me, fd, len, identity).expect("mapped again");
         // SAFETY: both mappings are `len` bytes of the same file.
         unsafe {
             bytes(base + 5 * page).write(0xa5);
@@ -509,6 +604,9 @@ mod tests {
             libc::munmap(other as *mut c_void, len);
             libc::munmap(base as *mut c_void, len);
         }
-        assert!(map_peer(u64::from(std::process::id()), fd, len + page).unwrap_err().contains("expected"));
+        assert!(map_peer(me, fd, len + page, identity).unwrap_err().contains("expected"));
+        // Another file behind the same process and descriptor is refused.
+        let wrong = (identity.0, identity.1 ^ 1);
+        assert!(map_peer(me, fd, len, wrong).unwrap_err().contains("not the peer's heap file"));
     }
 }
