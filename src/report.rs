@@ -76,40 +76,40 @@ fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
     Ok(Some(Point { group, variant, bytes, median_ns, is_bytes }))
 }
 
-/// Reads the paired ratios the benchmarks recorded (see [`crate::bench::paired_path`]).
-pub fn read_paired(path: &Path) -> Result<Vec<crate::bench::PairedRatio>, String> {
+/// Reads a JSON list of `what` from `path`, keeping the entries `entry` can read.
+fn read_list<T>(
+    path: &Path,
+    what: &str,
+    entry: impl Fn(&serde_json::Value) -> Option<T>,
+) -> Result<Vec<T>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let values: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a list of ratios: {e}", path.display()))?;
-    Ok(values
-        .iter()
-        .filter_map(|v| {
-            Some(crate::bench::PairedRatio {
-                group: v.get("group")?.as_str()?.to_string(),
-                variant: v.get("variant")?.as_str()?.to_string(),
-                reference: v.get("reference")?.as_str()?.to_string(),
-                bytes: v.get("bytes")?.as_u64()? as usize,
-                median: v.get("median")?.as_f64()?,
-            })
+        .map_err(|e| format!("{} is not a list of {what}: {e}", path.display()))?;
+    Ok(values.iter().filter_map(entry).collect())
+}
+
+/// Reads the paired ratios the benchmarks recorded (see [`crate::bench::paired_path`]).
+pub fn read_paired(path: &Path) -> Result<Vec<crate::bench::PairedRatio>, String> {
+    read_list(path, "ratios", |v| {
+        Some(crate::bench::PairedRatio {
+            group: v.get("group")?.as_str()?.to_string(),
+            variant: v.get("variant")?.as_str()?.to_string(),
+            reference: v.get("reference")?.as_str()?.to_string(),
+            bytes: v.get("bytes")?.as_u64()? as usize,
+            median: v.get("median")?.as_f64()?,
         })
-        .collect())
+    })
 }
 
 /// Reads the launch probes the benchmarks recorded (see [`crate::bench::probe_path`]).
 pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let values: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a list of launch probes: {e}", path.display()))?;
-    Ok(values
-        .iter()
-        .filter_map(|v| {
-            Some(crate::bench::LaunchProbe {
-                groups: v.get("groups")?.as_str()?.to_string(),
-                round_trip_ns: v.get("round_trip_ns")?.as_f64()?,
-                copy_ns: v.get("copy_ns")?.as_f64()?,
-            })
+    read_list(path, "launch probes", |v| {
+        Some(crate::bench::LaunchProbe {
+            groups: v.get("groups")?.as_str()?.to_string(),
+            round_trip_ns: v.get("round_trip_ns")?.as_f64()?,
+            copy_ns: v.get("copy_ns")?.as_f64()?,
         })
-        .collect())
+    })
 }
 
 /// The launch probes as a Markdown table, one row per launch (benchmark binary), the groups
