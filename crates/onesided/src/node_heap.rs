@@ -36,9 +36,9 @@ const SOFTWARE_PROVIDERS: &[&str] = &["tcp", "sockets", "udp", "ofi_rxm", "ofi_r
 
 /// Device files whose presence among the process's open files means a NIC with its own
 /// memory registration (InfiniBand and RoCE verbs, Omni-Path, Cray's Slingshot, Intel's
-/// kfabric).
+/// kfabric), or KNEM, a kernel module that pins pages for its copies.
 const RDMA_DEVICES: &[&str] =
-    &["/dev/infiniband/", "/dev/hfi", "/dev/cxi", "/dev/ipath", "/dev/qib", "/dev/kfi"];
+    &["/dev/infiniband/", "/dev/hfi", "/dev/cxi", "/dev/ipath", "/dev/qib", "/dev/kfi", "/dev/knem"];
 
 /// The other PEs' heaps of this node, mapped into this process.
 pub(crate) struct NodeHeap {
@@ -370,13 +370,23 @@ pub(crate) fn move_onto_memfd(base: usize, len: usize) -> Result<File, String> {
         return Err(format!("the heap {base:#x}+{len:#x} is not whole pages"));
     }
     // SAFETY: the name is a NUL-terminated literal; the flags are valid.
-    let fd = unsafe { libc::memfd_create(c"onesided-symmetric-heap".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe {
+        libc::memfd_create(c"onesided-symmetric-heap".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    };
     if fd < 0 {
         return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
     }
     // SAFETY: fd is a new descriptor that nothing else owns.
     let file = unsafe { File::from_raw_fd(fd) };
     file.set_len(len as u64).map_err(|e| format!("sizing the heap's memory file to {len} bytes: {e}"))?;
+    // Its size is fixed from here on: a peer that could shrink it would make every PE that
+    // maps it fault on the pages cut off.
+    // SAFETY: fcntl on a descriptor this function owns, with a valid command and seal set.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW) }
+        < 0
+    {
+        return Err(format!("sealing the heap's memory file: {}", std::io::Error::last_os_error()));
+    }
     let staging = map_shared(&file, len, None)?;
     let unmap_staging = || {
         // SAFETY: `staging` is the mapping made above, `len` bytes, no longer used.
@@ -590,6 +600,7 @@ mod tests {
             // SAFETY: inside the mapping, now the file's.
             assert_eq!(unsafe { bytes(base + p * page + 7).read() }, expected, "page {p}");
         }
+        assert!(file.set_len(len as u64 / 2).is_err(), "the file is sealed against shrinking");
         let fd = file.as_raw_fd() as u64;
         let meta = file.metadata().expect("fstat");
         let identity = (meta.dev(), meta.ino());
