@@ -280,8 +280,8 @@ const PROBE_TRIPS: u64 = 200;
 /// # Collective
 /// Every PE calls it.
 fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
+    // The allocation synchronises after zeroing, so the signals start at 0 on every PE.
     let signals = SignalArray::collective_alloc(rt, "bench launch probe", 1)?;
-    rt.barrier();
     let me = rt.my_pe();
     if rt.n_pes() < 2 || me > 1 {
         rt.barrier();
@@ -316,10 +316,7 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         std::hint::black_box(&mut target)[i] = 2;
         copies.push(start.elapsed().as_secs_f64() * 1e9);
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median = crate::yardstick::median;
     let probe = LaunchProbe { groups: String::new(), round_trip_ns: median(blocks), copy_ns: median(copies) };
     eprintln!(
         "benchmark: launch probe: signal round trip between PE 0 and PE 1 {:.0} ns, local copy of 1 MiB {:.1} us",
@@ -435,8 +432,7 @@ fn paired_ratios(
             };
             ratios.push(variant_time.as_secs_f64() / reference_time.as_secs_f64().max(1e-12));
         }
-        ratios.sort_by(f64::total_cmp);
-        let median = ratios[PAIRED_ROUNDS / 2];
+        let median = crate::yardstick::median(ratios);
         println!(
             "paired {group}/{variant}/{bytes}: {median:.3}x {reference} (median of {PAIRED_ROUNDS} interleaved rounds)"
         );

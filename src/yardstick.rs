@@ -136,7 +136,8 @@ pub fn parse(text: &str) -> Result<Vec<Run>, String> {
     Ok(runs)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (the mean of the middle two for an even count; NaN for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n == 0 {

@@ -182,10 +182,11 @@ pub(crate) fn collective_map(
     // separate PID namespaces may share a node's memory, and there a process id may name
     // another process, even this one.
     let fd = file.as_ref().map_or(u64::MAX, |file| file.as_raw_fd() as u64);
-    let identity = match file.as_ref().map(File::metadata).transpose() {
-        Ok(meta) => meta.map_or((u64::MAX, u64::MAX), |meta| (meta.dev(), meta.ino())),
-        Err(e) => (u64::MAX, e.raw_os_error().unwrap_or(0) as u64),
-    };
+    // (u64::MAX, u64::MAX): no file (a PE alone on its node), or fstat failed.
+    let identity = file
+        .as_ref()
+        .and_then(|file| file.metadata().ok())
+        .map_or((u64::MAX, u64::MAX), |meta| (meta.dev(), meta.ino()));
     let published = [u64::from(std::process::id()), fd, base as u64, len as u64, identity.0, identity.1];
     let mut table = vec![0u64; PUBLISHED * node.size() as usize];
     node.all_gather_into(&published[..], &mut table[..]);
