@@ -2,13 +2,16 @@
 //! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
 //! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back (each time new
 //! forces, written before an untimed barrier, as a force kernel would have left them).
+//! The periodic images along the dimensions of one domain are the force kernel's
+//! ([`PeriodicImages::Kernel`], as in GROMACS and the halo example): the exchanges move what
+//! crosses between PEs.
 //!
 //! `cargo bench --bench halo` launches 2 PEs through scripts/pe-run, one thread each.
 
 use std::time::{Duration, Instant};
 
 use md_demo::motion;
-use md_halo::{DdGrid, HaloExchange, RVec};
+use md_halo::{DdGrid, HaloExchange, PeriodicImages, RVec};
 use onesided::{ExchangePath, Runtime};
 use onesided_suite::bench::{self, Bench};
 
@@ -24,8 +27,9 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
         for (variant, path) in [("onesided", ExchangePath::Put), ("mpi", ExchangePath::Mpi)] {
-            let halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
-            let forces: Vec<RVec> = (0..halo.local_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
+            let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
+            halo.set_periodic_images(PeriodicImages::Kernel);
+            let forces: Vec<RVec> = (0..halo.stored_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
             halos.push((variant, system.len(), std::cell::RefCell::new((halo, forces))));
         }
     }

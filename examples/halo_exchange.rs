@@ -12,6 +12,10 @@
 //! `--nstlist K` (repartition and pair-search interval), `--threads T`,
 //! `--path mpi|onesided|both`, `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
 //! (the clustered pair-list kernel, or the plain cell-list loop it is checked against),
+//! `--images kernel|halo` (who makes the periodic images along dimensions of the grid with
+//! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
+//! default; or the halo exchange, which copies them in `move_x` and adds their forces back
+//! in `move_f`),
 //! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
 //! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
@@ -47,7 +51,7 @@ use md_demo::cluster::PairList;
 use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
-use md_halo::{DdGrid, HaloExchange, RVec};
+use md_halo::{DdGrid, HaloExchange, PeriodicImages, RVec};
 use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
@@ -67,6 +71,7 @@ struct Options {
     dump_halo: Option<PathBuf>,
     pes: usize,
     kernel: Kernel,
+    images: PeriodicImages,
     pme: bool,
     spacing: f32,
     rtol: f64,
@@ -83,7 +88,7 @@ enum Kernel {
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
-[--dump-halo DIR] [--kernel cluster|reference] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
+[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -100,6 +105,7 @@ fn parse() -> Result<Options, String> {
         dump_halo: None,
         pes: 2,
         kernel: Kernel::Cluster,
+        images: PeriodicImages::Kernel,
         pme: false,
         spacing: 0.12,
         rtol: 1e-5,
@@ -130,6 +136,13 @@ fn parse() -> Result<Options, String> {
                     "cluster" => Kernel::Cluster,
                     "reference" => Kernel::Reference,
                     other => return Err(format!("--kernel takes cluster or reference, got {other:?}")),
+                }
+            }
+            "--images" => {
+                options.images = match value()?.as_str() {
+                    "kernel" => PeriodicImages::Kernel,
+                    "halo" => PeriodicImages::Halo,
+                    other => return Err(format!("--images takes kernel or halo, got {other:?}")),
                 }
             }
             "--coulomb" => {
@@ -247,14 +260,18 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
         };
         println!(
             "{}: {} atoms, {shape}, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm + buffer {:.3} nm, \
-             {} threads per PE",
+             {} threads per PE, periodic images by the {}",
             structure.title,
             structure.len(),
             rt.n_pes(),
             grid.pulses(),
             options.cutoff,
             grid.range() - options.cutoff,
-            options.threads
+            options.threads,
+            match options.images {
+                PeriodicImages::Kernel => "kernel",
+                PeriodicImages::Halo => "halo",
+            }
         );
     }
     let mut outcomes = Vec::new();
@@ -334,6 +351,7 @@ fn run_path(
     let (structure, topology) = (&setup.structure, &setup.topology);
     let n_atoms = structure.len();
     let mut halo = HaloExchange::collective_from_global(rt, setup.grid.clone(), path, &structure.positions)?;
+    halo.set_periodic_images(options.images);
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
     }
@@ -411,10 +429,18 @@ fn run_path(
             force_start = Instant::now();
             search += force_start - moved_x;
         }
-        match list.as_mut() {
-            Some(list) => list.forces(halo.coordinates(), &mut forces)?,
-            None => forces = domain_forces(&halo, topology, field).0,
-        }
+        // The kernel's shift forces: those of the images it made (none when the halo makes
+        // them).
+        let kernel_shift = match list.as_mut() {
+            Some(list) => {
+                list.forces(halo.coordinates(), &mut forces)?;
+                list.shift_forces()
+            }
+            None => {
+                forces = domain_forces(&halo, topology, field).0;
+                halo.fold_image_forces(&mut forces)?
+            }
+        };
         let computed = Instant::now();
         let coordinates_print = verify::fingerprint(halo.coordinates());
         // The wait for the slowest PE, which GROMACS counts in Wait + Comm. F; timed apart,
@@ -422,8 +448,9 @@ fn run_path(
         let fingerprinted = Instant::now();
         rt.barrier();
         let before_f = Instant::now();
-        let shift_forces = halo.move_f(&mut forces)?;
+        let mut shift_forces = halo.move_f(&mut forces)?;
         let moved_f = Instant::now();
+        shift_forces += kernel_shift;
         wait.push(before_f - fingerprinted);
         let mut mesh_print = 0;
         if let Some(state) = pme.as_mut() {

@@ -13,7 +13,7 @@ use md_demo::cluster::PairList;
 use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
-use md_halo::{DdGrid, Error, HaloExchange, PbcBox, RVec};
+use md_halo::{DdGrid, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
 use onesided::{ExchangePath, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -161,7 +161,7 @@ fn run(
     s: &Structure,
     grid: &DdGrid,
     field: &ForceField,
-    path: ExchangePath,
+    (path, images): (ExchangePath, PeriodicImages),
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
@@ -169,6 +169,21 @@ fn run(
     let topology = topology(s)?;
     let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
     halo.set_parallel_min(parallel_min);
+    halo.set_periodic_images(images);
+    // Every PE checks, the result agreed, so that none goes on alone into the next collective.
+    let undivided = grid.dims().contains(&1);
+    let images_made = rt.max_u64_one(halo.images().len() as u64)? > 0;
+    ensure!(
+        (images == PeriodicImages::Kernel && undivided) == images_made
+            && (images == PeriodicImages::Kernel || halo.stored_count() == halo.local_count())
+            && halo.images().len() == halo.local_count() - halo.stored_count()
+            && halo.coordinates().len() == halo.stored_count(),
+        "{images:?} on {:?}: {} stored of {} local atoms, {} images",
+        grid.dims(),
+        halo.stored_count(),
+        halo.local_count(),
+        halo.images().len()
+    );
     verify::check_halo(&halo, &s.positions)?;
     // The brute-force comparison covers the buffer band, not only pairs within the cutoff.
     let band = rt.max_u64_one(buffer_band(&halo, cutoff) as u64)?;
@@ -197,8 +212,16 @@ fn run(
         };
         list.forces(halo.coordinates(), &mut forces)?;
         if step + 1 == steps {
-            // The plain cell-list loop, from both ends of every pair, agrees on this domain.
-            let (plain, _) = domain_forces(&halo, &topology, field);
+            // The plain cell-list loop, from both ends of every pair, agrees on this domain
+            // (over the images made as the halo makes them, then folded back).
+            let (mut plain, _) = domain_forces(&halo, &topology, field);
+            halo.fold_image_forces(&mut plain)?;
+            ensure!(
+                plain.len() == forces.len(),
+                "{} plain forces for {} stored atoms",
+                plain.len(),
+                forces.len()
+            );
             let largest = plain.iter().flatten().fold(0f32, |m, f| m.max(f.abs()));
             let worst = plain
                 .iter()
@@ -212,13 +235,14 @@ fn run(
             );
         }
         let x_print = verify::fingerprint(halo.coordinates());
-        let shift_forces = halo.move_f(&mut forces)?;
+        let mut shift_forces = halo.move_f(&mut forces)?;
+        shift_forces += list.shift_forces();
         prints.push((x_print, verify::fingerprint(&forces[..halo.home_count()])));
         if step + 1 == steps {
             let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, &topology, field)?;
             ensure!(
                 deviation.force < 1e-4 && deviation.virial < 1e-4,
-                "{path} on {:?}: forces and virial deviate {:.2e} and {:.2e} from the serial computation",
+                "{path} with {images:?} images on {:?}: forces and virial deviate {:.2e} and {:.2e} from the serial computation",
                 grid.dims(),
                 deviation.force,
                 deviation.virial
@@ -246,13 +270,18 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
         let field = ForceField::new(cutoff as f64);
-        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 9, 4096)?;
-        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 9, 4096)?;
-        ensure!(onesided == mpi, "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
+        for images in [PeriodicImages::Halo, PeriodicImages::Kernel] {
+            let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, images), 9, 4096)?;
+            let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, images), 9, 4096)?;
+            ensure!(
+                onesided == mpi,
+                "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
+            );
+        }
         if rt.my_pe() == 0 {
             println!(
                 "  {shape:?}, grid {dims:?}, cutoff {cutoff} nm, pulses {:?}: halo, state, fields, forces, \
-                 virial and paths agree",
+                 virial and paths agree, images by the halo and by the kernel",
                 grid.pulses()
             );
         }
@@ -269,8 +298,10 @@ fn ewald_real_space_on_every_grid(rt: &Runtime) -> CaseResult {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
         let field = ForceField::ewald(cutoff as f64, pme_redist::ewald_coefficient(cutoff as f64, 1e-5)?);
-        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 4, 4096)?;
-        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 4, 4096)?;
+        // Images by the kernel: their exclusion corrections go through the image table.
+        let kernel = PeriodicImages::Kernel;
+        let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, kernel), 4, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, kernel), 4, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ under Ewald on {dims:?} ({shape:?})");
         if rt.my_pe() == 0 {
             println!(
@@ -305,7 +336,9 @@ fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
             halo.pulse_counts()
         );
         let to: Vec<usize> = mine.pulses.iter().map(|p| p.to).collect();
-        let expected: Vec<usize> = (0..3)
+        let expected: Vec<usize> = grid
+            .exchange_order()
+            .into_iter()
             .flat_map(|d| {
                 let below = grid.pe_of(grid.neighbour(grid.cell_of(rt.my_pe()), d, false));
                 std::iter::repeat_n(below, grid.pulses()[d])
@@ -320,18 +353,20 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
     let (dims, cutoff, shape) = grids(rt.n_pes())[0];
     let s = system(shape);
     let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
-    let mut results = Vec::new();
-    for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-        // A parallel threshold of one atom sends every pulse's packing and unpacking through
-        // the pool, not only the force kernel.
-        let prints = pool.install(|| {
-            run(rt, &s, &grid, &ForceField::new(cutoff as f64), ExchangePath::Put, 6, 1)
-                .map_err(|e| e.to_string())
-        })?;
-        results.push(prints);
+    for images in [PeriodicImages::Halo, PeriodicImages::Kernel] {
+        let mut results = Vec::new();
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+            // A parallel threshold of one atom sends every pulse's packing and unpacking
+            // through the pool, not only the force kernel.
+            let prints = pool.install(|| {
+                run(rt, &s, &grid, &ForceField::new(cutoff as f64), (ExchangePath::Put, images), 6, 1)
+                    .map_err(|e| e.to_string())
+            })?;
+            results.push(prints);
+        }
+        ensure!(results[0] == results[1], "1 and 2 threads gave different bits, images by {images:?}");
     }
-    ensure!(results[0] == results[1], "1 and 2 threads gave different bits");
     Ok(())
 }
 
@@ -461,6 +496,37 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     // After refused calls the exchange still works.
     halo.collective_repartition(&mut [&mut velocities])?;
     verify::check_halo(&halo, &s.positions)?;
+    // With the images left to the kernel, forces for every local atom are refused by move_f
+    // (on every PE, before anything moves) and the fold wants exactly that many.
+    halo.set_periodic_images(PeriodicImages::Kernel);
+    ensure!(!halo.images().is_empty(), "a grid of one domain along y and z makes no images");
+    let mut all = vec![[0.0f32; 3]; halo.local_count()];
+    let message = halo.move_f(&mut all).expect_err("a force per local atom").to_string();
+    ensure!(
+        message.contains(&format!("one force per stored local atom ({})", halo.stored_count())),
+        "{message}"
+    );
+    let mut short = vec![[0.0f32; 3]; halo.stored_count()];
+    let message = halo.fold_image_forces(&mut short).expect_err("too few").to_string();
+    ensure!(message.contains(&format!("one force per local atom ({})", halo.local_count())), "{message}");
+    // An image's force lands on its atom, times its box vectors in the shift forces.
+    let k = halo.images().len() - 1;
+    let image = halo.images()[k];
+    all[halo.stored_count() + k] = [1.0, 2.0, 4.0];
+    let shift = halo.fold_image_forces(&mut all)?;
+    ensure!(all.len() == halo.stored_count() && all[image.atom as usize] == [1.0, 2.0, 4.0], "fold");
+    for d in 0..3 {
+        ensure!(shift.along(d) == [1.0, 2.0, 4.0].map(|c| c * image.cells[d] as f64), "shift along {d}");
+    }
+    halo.move_x()?;
+    let x = halo.positions_with_images();
+    let atom = x[image.atom as usize];
+    ensure!(
+        x[halo.stored_count() + k] == std::array::from_fn(|c| atom[c] + image.vector[c]),
+        "image position"
+    );
+    let mut forces = vec![[0.0f32; 3]; halo.stored_count()];
+    halo.move_f(&mut forces)?;
     Ok(())
 }
 
@@ -481,8 +547,9 @@ fn every_shipped_structure(rt: &Runtime) -> CaseResult {
         let s = Structure::read_gro(&file)?;
         let grid = DdGrid::choose(rt.n_pes(), s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc))?;
         let field = ForceField::new(cutoff as f64);
-        let onesided = run(rt, &s, &grid, &field, ExchangePath::Put, 5, 4096)?;
-        let mpi = run(rt, &s, &grid, &field, ExchangePath::Mpi, 5, 4096)?;
+        let kernel = PeriodicImages::Kernel;
+        let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, kernel), 5, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, kernel), 5, 4096)?;
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         ensure!(onesided == mpi, "one-sided and MPI differ on {name}");
         if rt.my_pe() == 0 {

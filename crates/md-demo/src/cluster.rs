@@ -28,7 +28,7 @@
 //!   pairs apart and adds their correction in double precision after the kernel, in a fixed
 //!   order.
 
-use md_halo::{HaloExchange, RVec, Zone};
+use md_halo::{HaloExchange, PeriodicImage, RVec, ShiftForces, Zone};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -267,6 +267,65 @@ pub struct PairList {
     /// `(i, j)` with `i < j`, and their parameters; empty otherwise.
     exclusions: Vec<[u32; 2]>,
     exclusion_params: Vec<[AtomParams; 2]>,
+    /// The periodic images the kernel makes (local atoms `stored..`, one per entry), empty
+    /// where the positions hold every local atom.
+    images: Images,
+    /// The forces the images carried across the periodic boundaries in the last computation.
+    shift_forces: ShiftForces,
+}
+
+/// The images a [`PairList`] makes: what each is, and per stored atom its images, so that
+/// the pass that writes an atom's force adds its images' forces in the same read.
+#[derive(Clone, Debug, Default)]
+struct Images {
+    table: Vec<PeriodicImage>,
+    /// The images of stored atom `a` are `of_atom[first[a]..first[a + 1]]` (empty when there
+    /// are no images at all).
+    first: Vec<u32>,
+    of_atom: Vec<u32>,
+}
+
+impl Images {
+    fn new(table: &[PeriodicImage], stored: usize) -> Images {
+        if table.is_empty() {
+            return Images::default();
+        }
+        let mut first = vec![0u32; stored + 1];
+        for image in table {
+            first[image.atom as usize + 1] += 1;
+        }
+        for a in 0..stored {
+            first[a + 1] += first[a];
+        }
+        let mut fill = first.clone();
+        let mut of_atom = vec![0u32; table.len()];
+        for (k, image) in table.iter().enumerate() {
+            of_atom[fill[image.atom as usize] as usize] = k as u32;
+            fill[image.atom as usize] += 1;
+        }
+        Images { table: table.to_vec(), first, of_atom }
+    }
+
+    /// Local atom `atom`: the stored atom its force goes to, and the image it is, if one.
+    #[inline]
+    fn resolve(&self, atom: usize, stored: usize) -> (usize, Option<&PeriodicImage>) {
+        match atom.checked_sub(stored) {
+            Some(k) => (self.table[k].atom as usize, Some(&self.table[k])),
+            None => (atom, None),
+        }
+    }
+}
+
+/// Adds `force` on an image shifted by `cells` to the shift forces `along`.
+#[inline]
+fn add_shift_force(along: &mut [[f64; 3]; 3], cells: [u32; 3], force: [f64; 3]) {
+    for (d, &n) in cells.iter().enumerate() {
+        if n > 0 {
+            for c in 0..3 {
+                along[d][c] += n as f64 * force[c];
+            }
+        }
+    }
 }
 
 impl PairList {
@@ -276,16 +335,25 @@ impl PairList {
     ///
     /// # Errors
     /// As [`PairList::build`].
+    ///
+    /// Under [`PeriodicImages::Kernel`](md_halo::PeriodicImages::Kernel) the list makes the
+    /// halo's periodic images itself: [`forces`](Self::forces) then takes the stored
+    /// coordinates ([`HaloExchange::coordinates`]), adds each image's shift where it loads
+    /// the image, writes one force per stored atom with the images' forces added, and keeps
+    /// the forces the images carried across the boundaries
+    /// ([`shift_forces`](Self::shift_forces)).
     pub fn for_domain(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> Result<PairList> {
-        PairList::build(
-            halo.coordinates(),
+        let mut list = PairList::build(
+            &halo.positions_with_images(),
             halo.global_indices(),
             &halo.pair_owner().zones(),
             topology,
             field,
             halo.grid().range() as f64,
             Isa::detect(),
-        )
+        )?;
+        list.images = Images::new(halo.images(), halo.stored_count());
+        Ok(list)
     }
 
     /// The pair list of the atoms at `positions` (global indices `ids`, real-space
@@ -363,7 +431,7 @@ impl PairList {
             .iter()
             .map(|&a| if a == PADDING { PADDING } else { topology.molecules[ids[a as usize] as usize] })
             .collect();
-        gather(&atom_of_slot, positions, &mut slots);
+        gather(&atom_of_slot, positions, &[], &mut slots);
         let bounds = |first: usize, len: usize| {
             let mut b = Bounds::EMPTY;
             for &atom in &atom_of_slot[first..first + len] {
@@ -442,7 +510,22 @@ impl PairList {
             field: *field,
             exclusions,
             exclusion_params,
+            images: Images::default(),
+            shift_forces: ShiftForces::default(),
         })
+    }
+
+    /// The atoms whose positions [`forces`](Self::forces) takes: all local atoms, or all but
+    /// the periodic images the list makes itself ([`for_domain`](Self::for_domain)).
+    pub fn stored_len(&self) -> usize {
+        self.len() - self.images.table.len()
+    }
+
+    /// The forces on the periodic images the list makes, summed per box vector as
+    /// [`ShiftForces`] counts them, from the last computation: zero where the list makes no
+    /// images. Add them to the shift forces of [`HaloExchange::move_f`] for the virial.
+    pub fn shift_forces(&self) -> ShiftForces {
+        self.shift_forces
     }
 
     /// The number of local atoms the list was built for.
@@ -471,7 +554,9 @@ impl PairList {
     }
 
     /// The forces on the local atoms at `positions` (the same atoms, in the same order, as
-    /// at the build) from the pairs in the list within the cutoff, written to `forces`.
+    /// at the build; without the images the list makes, [`stored_len`](Self::stored_len) of
+    /// them) from the pairs in the list within the cutoff, written to `forces`, one per
+    /// position.
     ///
     /// # Errors
     /// [`Error::Config`] when `positions` does not hold the atoms the list was built for
@@ -502,14 +587,14 @@ impl PairList {
         positions: &[RVec],
         forces: &mut Vec<RVec>,
     ) -> Result<f64> {
-        if positions.len() != self.len() {
+        if positions.len() != self.stored_len() {
             return Err(Error::Config(format!(
                 "the pair list was built for {} atoms, not {}: rebuild it after every repartition",
-                self.len(),
+                self.stored_len(),
                 positions.len()
             )));
         }
-        gather(&self.atom_of_slot, positions, &mut self.slots);
+        gather(&self.atom_of_slot, positions, &self.images.table, &mut self.slots);
         let (slots, constants, isa) = (&self.slots, self.constants, self.isa);
         let energy: f64 = self
             .chunks
@@ -526,34 +611,58 @@ impl PairList {
             .collect::<Vec<f64>>()
             .iter()
             .sum();
-        self.reduce(forces);
-        Ok(energy + self.exclusion_corrections(positions, forces))
+        let mut along = self.reduce(forces);
+        let corrections = self.exclusion_corrections(positions, forces, &mut along);
+        self.shift_forces = ShiftForces::from_along(along);
+        Ok(energy + corrections)
     }
 
     /// Adds the Ewald exclusion corrections of the pairs within a molecule to `forces`, in
-    /// list order, and returns their energy.
-    fn exclusion_corrections(&self, positions: &[RVec], forces: &mut [RVec]) -> f64 {
+    /// list order (an image's share to its atom, and to the shift forces `along`), and
+    /// returns their energy.
+    fn exclusion_corrections(
+        &self,
+        positions: &[RVec],
+        forces: &mut [RVec],
+        along: &mut [[f64; 3]; 3],
+    ) -> f64 {
         let rc2 = self.field.cutoff * self.field.cutoff;
+        let stored = positions.len();
+        let at = |a: usize| -> (usize, Option<&PeriodicImage>, RVec) {
+            let (atom, image) = self.images.resolve(a, stored);
+            let x = positions[atom];
+            let x = image.map_or(x, |im| [x[0] + im.vector[0], x[1] + im.vector[1], x[2] + im.vector[2]]);
+            (atom, image, x)
+        };
         let mut energy = 0.0;
         for (&[i, j], [pi, pj]) in self.exclusions.iter().zip(&self.exclusion_params) {
-            let (i, j) = (i as usize, j as usize);
-            let r: [f64; 3] = std::array::from_fn(|d| positions[i][d] as f64 - positions[j][d] as f64);
+            let ((i, image_i, xi), (j, image_j, xj)) = (at(i as usize), at(j as usize));
+            let r: [f64; 3] = std::array::from_fn(|d| xi[d] as f64 - xj[d] as f64);
             let r2 = r.iter().map(|c| c * c).sum::<f64>();
             if r2 >= rc2 {
                 continue;
             }
             let (f, v) = self.field.exclusion(pi, pj, r2);
+            let fi: [f32; 3] = std::array::from_fn(|d| (f * r[d]) as f32);
             for d in 0..3 {
-                forces[i][d] += (f * r[d]) as f32;
-                forces[j][d] -= (f * r[d]) as f32;
+                forces[i][d] += fi[d];
+                forces[j][d] -= fi[d];
+            }
+            if let Some(image) = image_i {
+                add_shift_force(along, image.cells, fi.map(f64::from));
+            }
+            if let Some(image) = image_j {
+                add_shift_force(along, image.cells, fi.map(|c| -(c as f64)));
             }
             energy += v;
         }
         energy
     }
 
-    /// Sums the chunks' forces in chunk order and writes them to the atoms.
-    fn reduce(&mut self, forces: &mut Vec<RVec>) {
+    /// Sums the chunks' forces in chunk order and writes them to the atoms, each stored atom's
+    /// images' forces added to its own in the same pass; returns the images' shift forces
+    /// (summed per block of atoms, the blocks in order, whatever the thread count).
+    fn reduce(&mut self, forces: &mut Vec<RVec>) -> [[f64; 3]; 3] {
         const BLOCK: usize = 1024;
         let n = self.atom_of_slot.len();
         let chunks = &self.chunks;
@@ -585,12 +694,49 @@ impl PairList {
                     }
                 }
             });
-        forces.resize(self.slot_of_atom.len(), [0.0; 3]);
+        let stored = self.stored_len();
+        forces.resize(stored, [0.0; 3]);
         let (tx, ty, tz) = (&self.total[..n], &self.total[n..2 * n], &self.total[2 * n..]);
-        forces.par_iter_mut().zip(self.slot_of_atom.par_iter()).for_each(|(f, &slot)| {
-            let s = slot as usize;
-            *f = [tx[s], ty[s], tz[s]];
-        });
+        let images = &self.images;
+        if images.table.is_empty() {
+            forces.par_iter_mut().zip(self.slot_of_atom.par_iter()).for_each(|(f, &slot)| {
+                let s = slot as usize;
+                *f = [tx[s], ty[s], tz[s]];
+            });
+            return [[0.0; 3]; 3];
+        }
+        let slot_of_atom = &self.slot_of_atom;
+        let blocks: Vec<[[f64; 3]; 3]> = forces
+            .par_chunks_mut(BLOCK)
+            .enumerate()
+            .map(|(b, block)| {
+                let mut along = [[0.0f64; 3]; 3];
+                for (k, f) in block.iter_mut().enumerate() {
+                    let a = b * BLOCK + k;
+                    let s = slot_of_atom[a] as usize;
+                    let mut sum = [tx[s], ty[s], tz[s]];
+                    for &image in &images.of_atom[images.first[a] as usize..images.first[a + 1] as usize] {
+                        let s = slot_of_atom[stored + image as usize] as usize;
+                        let g = [tx[s], ty[s], tz[s]];
+                        for c in 0..3 {
+                            sum[c] += g[c];
+                        }
+                        add_shift_force(&mut along, images.table[image as usize].cells, g.map(f64::from));
+                    }
+                    *f = sum;
+                }
+                along
+            })
+            .collect();
+        let mut along = [[0.0f64; 3]; 3];
+        for block in blocks {
+            for d in 0..3 {
+                for c in 0..3 {
+                    along[d][c] += block[d][c];
+                }
+            }
+        }
+        along
     }
 }
 
@@ -622,16 +768,21 @@ fn far(slot: usize) -> f32 {
 }
 
 /// Copies the coordinates into slot order; padding keeps its place [far] away.
-fn gather(atom_of_slot: &[u32], positions: &[RVec], slots: &mut Slots) {
+fn gather(atom_of_slot: &[u32], positions: &[RVec], images: &[PeriodicImage], slots: &mut Slots) {
     let n = atom_of_slot.len();
     if slots.x.len() != n {
         for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
             *v = (0..n).map(far).collect();
         }
     }
+    let stored = positions.len();
     for (((&atom, x), y), z) in atom_of_slot.iter().zip(&mut slots.x).zip(&mut slots.y).zip(&mut slots.z) {
         if let Some(p) = positions.get(atom as usize) {
             (*x, *y, *z) = (p[0], p[1], p[2]);
+        } else if let Some(image) = (atom as usize).checked_sub(stored).and_then(|k| images.get(k)) {
+            // As the halo makes an image: its atom's position plus the whole shift.
+            let (p, v) = (positions[image.atom as usize], image.vector);
+            (*x, *y, *z) = (p[0] + v[0], p[1] + v[1], p[2] + v[2]);
         }
     }
 }

@@ -259,11 +259,16 @@ pub(crate) fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
     (items, start)
 }
 
-/// Forces on the local atoms of `halo` (home and halo) from the pairs this domain owns, and
-/// this domain's share of the potential energy. After [`HaloExchange::move_f`] the home
-/// forces are the total forces.
+/// Forces on the local atoms of `halo` (home, halo and the periodic images, stored or not:
+/// [`HaloExchange::positions_with_images`]) from the pairs this domain owns, and this
+/// domain's share of the potential energy. Under [`PeriodicImages::Kernel`] fold the images'
+/// forces with [`HaloExchange::fold_image_forces`] first; after [`HaloExchange::move_f`] the
+/// home forces are the total forces.
+///
+/// [`PeriodicImages::Kernel`]: md_halo::PeriodicImages::Kernel
 pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> (Vec<RVec>, f64) {
-    let x = halo.coordinates();
+    let positions = halo.positions_with_images();
+    let x = &positions[..];
     let ids = halo.global_indices();
     let cells = Cells::new(x, field.cutoff);
     let rc2 = field.cutoff * field.cutoff;

@@ -30,10 +30,23 @@ pub fn expected_halo(positions: &[RVec], grid: &DdGrid, cell: [usize; 3]) -> Vec
             for &(s1, h1) in &options[1] {
                 for &(s2, h2) in &options[2] {
                     if h0 || h1 || h2 {
-                        // Shifts in the order the pulses apply them: x, then y, then z.
+                        // Shifts as the pulses apply them, in exchange order: one at a time
+                        // along split dimensions; along dimensions of one domain, where the
+                        // image is made from its stored atom, summed first and added at once.
+                        let shifted = [s0 != s[0], s1 != s[1], s2 != s[2]];
                         let mut image = x;
-                        for (d, shifted) in [s0 != s[0], s1 != s[1], s2 != s[2]].into_iter().enumerate() {
-                            image = if shifted { pbc.image(image, d) } else { add_zero(image) };
+                        let mut periodic: Option<RVec> = None;
+                        for d in grid.exchange_order() {
+                            if grid.dims()[d] > 1 {
+                                image = if shifted[d] { pbc.image(image, d) } else { add_zero(image) };
+                            } else if shifted[d] {
+                                let v = pbc.vectors()[d];
+                                let sum = periodic.unwrap_or([0.0; 3]);
+                                periodic = Some(std::array::from_fn(|c| sum[c] + v[c]));
+                            }
+                        }
+                        if let Some(v) = periodic {
+                            image = std::array::from_fn(|c| image[c] + v[c]);
                         }
                         halo.push((g as u32, image, [s0, s1, s2]));
                     }
@@ -109,7 +122,7 @@ pub fn check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
     let key = |(g, x, s): &HaloAtom| (*g, x.map(f32::to_bits), s.map(f64::to_bits));
     let mut expected = expected_halo(positions, grid, cell);
     expected.sort_unstable_by_key(key);
-    let x = halo.coordinates();
+    let x = halo.positions_with_images();
     let fractions = halo.reference_fractions();
     let mut actual: Vec<HaloAtom> =
         (n_home..halo.local_count()).map(|i| (ids[i], x[i], fractions[i])).collect();

@@ -168,6 +168,19 @@ impl DdGrid {
         self.pulses
     }
 
+    /// The dimensions in the order the halo exchange runs their pulses: those split over
+    /// several domains first (x before y before z), then those of one domain, whose pulses
+    /// only make periodic images of the domain's own atoms and of what it received. Each
+    /// dimension's rule looks at that dimension's fraction alone, so the order does not change
+    /// which atoms and images a domain holds, only where they lie; with the undivided
+    /// dimensions last, nothing any PE sends is an image made along one of them, which lets a
+    /// force kernel make those images itself ([`crate::PeriodicImages::Kernel`]).
+    pub fn exchange_order(&self) -> [usize; 3] {
+        let mut order = [0, 1, 2];
+        order.sort_by_key(|&d| self.dims[d] == 1);
+        order
+    }
+
     /// The PE of domain `cell`.
     pub fn pe_of(&self, [i, j, k]: [usize; 3]) -> usize {
         (i * self.dims[1] + j) * self.dims[2] + k
@@ -305,6 +318,10 @@ mod tests {
     #[test]
     fn pulses_follow_the_domain_width() {
         assert_eq!(DdGrid::new([2, 1, 1], cube(), 1.0, 2).expect("fits").pulses(), [1, 1, 1]);
+        assert_eq!(DdGrid::new([2, 1, 1], cube(), 1.0, 2).expect("fits").exchange_order(), [0, 1, 2]);
+        assert_eq!(DdGrid::new([1, 2, 1], cube(), 1.0, 2).expect("fits").exchange_order(), [1, 0, 2]);
+        assert_eq!(DdGrid::new([1, 2, 2], cube(), 1.0, 4).expect("fits").exchange_order(), [1, 2, 0]);
+        assert_eq!(DdGrid::new([1, 1, 1], cube(), 1.0, 1).expect("fits").exchange_order(), [0, 1, 2]);
         // Domains of 0.93 nm need two pulses for a 1.0 nm halo.
         assert_eq!(DdGrid::new([4, 1, 1], cube(), 1.0, 4).expect("fits").pulses(), [2, 1, 1]);
     }

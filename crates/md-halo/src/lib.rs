@@ -12,6 +12,9 @@
 //!   [`move_f`](HaloExchange::move_f) every step; per-atom state of any plain-old-data type
 //!   migrates with its atoms ([`AtomState`]), and any per-atom field travels along the plan
 //!   ([`collective_spread`](HaloExchange::collective_spread));
+//! - [`PeriodicImages`]: along dimensions of the grid with one domain, the periodic images
+//!   are copied by the exchange (the default) or left to the force kernel, which adds a shift
+//!   where it loads them, as GROMACS's does ([`HaloExchange::images`]);
 //! - [`model`]: every domain's plan computed in one process without a runtime, for scale
 //!   models.
 //!
@@ -56,5 +59,5 @@ mod pbc;
 
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::{AtomState, HaloExchange, PairOwner, ShiftForces, Zone};
+pub use halo::{AtomState, HaloExchange, PairOwner, PeriodicImage, PeriodicImages, ShiftForces, Zone};
 pub use pbc::{PbcBox, RVec};

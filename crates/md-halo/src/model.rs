@@ -3,7 +3,8 @@
 //! collectively, for scale models and capacity planning (how many messages of what size a
 //! rank sends at 4096 ranks) on one machine.
 //!
-//! The plan is built as the exchange builds it: dimension by dimension (x, y, z), each
+//! The plan is built as the exchange builds it: dimension by dimension in the grid's
+//! [exchange order](crate::DdGrid::exchange_order) (split dimensions first), each
 //! domain sends down every local atom (home and received so far) whose reference fraction
 //! along the dimension lies within the range above its lower face; a second pulse forwards
 //! what the first brought; the receiver shifts the fractions of atoms that crossed the
@@ -75,7 +76,7 @@ pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
         .collect();
     // Where the previous pulse's received atoms start, per domain.
     let mut previous = vec![0..0; n];
-    for dim in 0..3 {
+    for dim in grid.exchange_order() {
         let limit: Vec<f64> = (0..n).map(|pe| grid.lower(grid.cell_of(pe))[dim] + grid.reach(dim)).collect();
         for pulse in 0..grid.pulses()[dim] {
             // What every domain sends in this pulse.

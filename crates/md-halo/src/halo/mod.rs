@@ -57,6 +57,56 @@ impl ShiftForces {
     }
 }
 
+impl ShiftForces {
+    /// Shift forces from their sums per box vector: `along[d]` is the total force on images
+    /// shifted by box vector `d`, counted once per vector (an image shifted twice along `d`
+    /// counts twice). What a force kernel that makes periodic images itself
+    /// ([`PeriodicImages::Kernel`]) returns beside [`HaloExchange::move_f`]'s.
+    pub fn from_along(along: [[f64; 3]; 3]) -> ShiftForces {
+        ShiftForces { along }
+    }
+}
+
+impl std::ops::AddAssign for ShiftForces {
+    fn add_assign(&mut self, other: ShiftForces) {
+        for (mine, theirs) in self.along.iter_mut().zip(other.along) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
+}
+
+/// Who makes the periodic images along the dimensions of the grid with one domain, where a
+/// domain is its own neighbour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PeriodicImages {
+    /// The halo exchange: [`HaloExchange::move_x`] copies the images, shifted, behind the
+    /// halo atoms, and [`HaloExchange::move_f`] adds their forces to their atoms. Any force
+    /// kernel that takes plain coordinates works.
+    #[default]
+    Halo,
+    /// The force kernel, as GROMACS's does with shift vectors: the halo exchange moves only
+    /// what crosses between PEs, and [`HaloExchange::images`] lists each image as an atom and
+    /// a shift. The kernel adds the shift where it loads the atom and adds the image's force
+    /// to the atom's, and returns the shift forces ([`ShiftForces::from_along`]); no pass
+    /// over the images is left in the exchange.
+    Kernel,
+}
+
+/// A periodic image of a stored local atom that the force kernel makes
+/// ([`PeriodicImages::Kernel`]): local atom `stored_count() + k` is `atom` shifted by
+/// `vector`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeriodicImage {
+    /// The stored local atom (home or halo) it is an image of.
+    pub atom: u32,
+    /// How many times each box vector is added: 1 or more along dimensions of one domain.
+    pub cells: [u32; 3],
+    /// The shift, `Σ_d cells[d] · box vector d`.
+    pub vector: RVec,
+}
+
 /// Which pairs of local atoms a domain computes: see [`HaloExchange::owns_pair`].
 #[derive(Clone, Copy, Debug)]
 pub struct PairOwner<'a> {
@@ -196,6 +246,13 @@ pub struct HaloExchange<'rt> {
     /// Per-atom fields along the plan, and migrating atoms.
     bytes: Exchange<'rt, u8>,
     byte_buffer: GlobalMaxArray<'rt, u8>,
+    /// Who makes the images along dimensions of one domain.
+    images: PeriodicImages,
+    /// The local atoms that are such images, in local order from `n_stored`: their pulses
+    /// come last.
+    image_table: Vec<PeriodicImage>,
+    /// The pulses that cross between PEs come first; the rest make images.
+    exchanged_pulses: usize,
     /// An exchange returned an error: a neighbour may still write the halo region, so only
     /// the home atoms are handed out and no further exchange is started.
     failed: bool,
@@ -364,7 +421,7 @@ impl<'rt> HaloExchange<'rt> {
             (0..3).flat_map(|d| [false, true].map(|up| grid.pe_of(grid.neighbour(cell, d, up)))).collect();
         let mut pulses = Vec::new();
         let dims = grid.dims();
-        for dim in 0..3 {
+        for dim in grid.exchange_order() {
             for pulse in 0..grid.pulses()[dim] {
                 let to = grid.pe_of(grid.neighbour(cell, dim, false));
                 let from = grid.pe_of(grid.neighbour(cell, dim, true));
@@ -391,6 +448,10 @@ impl<'rt> HaloExchange<'rt> {
                 });
             }
         }
+        // The exchange order puts the dimensions of one domain, where a PE is its own
+        // neighbour, last.
+        let exchanged_pulses = pulses.iter().take_while(|p| p.to != rt.my_pe()).count();
+        debug_assert!(pulses[exchanged_pulses..].iter().all(|p| p.to == rt.my_pe()));
         let mut halo = HaloExchange {
             rt,
             lower: grid.lower(cell),
@@ -410,6 +471,9 @@ impl<'rt> HaloExchange<'rt> {
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
             bytes: Exchange::collective_with_partners(rt, &name("per-atom fields"), path, &neighbours)?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
+            images: PeriodicImages::Halo,
+            image_table: Vec::new(),
+            exchanged_pulses,
             failed: false,
         };
         halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
@@ -448,9 +512,97 @@ impl<'rt> HaloExchange<'rt> {
         self.n_home
     }
 
-    /// The number of local atoms: home and halo.
+    /// The number of local atoms: home and halo, with the periodic images along dimensions
+    /// of one domain (stored or not: [`PeriodicImages`]). [`global_indices`](Self::global_indices),
+    /// [`reference_fractions`](Self::reference_fractions) and [`collective_spread`](Self::collective_spread)
+    /// cover them all.
     pub fn local_count(&self) -> usize {
         self.n_local
+    }
+
+    /// The number of local atoms whose coordinates the exchange holds
+    /// ([`coordinates`](Self::coordinates)) and whose forces [`move_f`](Self::move_f) takes:
+    /// all local atoms under [`PeriodicImages::Halo`], all but the images under
+    /// [`PeriodicImages::Kernel`].
+    pub fn stored_count(&self) -> usize {
+        match self.images {
+            PeriodicImages::Halo => self.n_local,
+            PeriodicImages::Kernel => self.n_local - self.image_table.len(),
+        }
+    }
+
+    /// Who makes the periodic images along dimensions of one domain.
+    pub fn periodic_images(&self) -> PeriodicImages {
+        self.images
+    }
+
+    /// Chooses who makes the periodic images along dimensions of one domain (the default is
+    /// [`PeriodicImages::Halo`]). Local to this PE: nothing any PE sends depends on it. It
+    /// holds across repartitions; under [`PeriodicImages::Kernel`], coordinates and forces
+    /// cover [`stored_count`](Self::stored_count) atoms from the next call on.
+    pub fn set_periodic_images(&mut self, images: PeriodicImages) {
+        self.images = images;
+    }
+
+    /// The images the force kernel makes under [`PeriodicImages::Kernel`]: local atom
+    /// `stored_count() + k` is `images()[k]`. Empty under [`PeriodicImages::Halo`] (the images
+    /// are then stored atoms).
+    pub fn images(&self) -> &[PeriodicImage] {
+        match self.images {
+            PeriodicImages::Halo => &[],
+            PeriodicImages::Kernel => &self.image_table,
+        }
+    }
+
+    /// The positions of all local atoms: [`coordinates`](Self::coordinates) followed by the
+    /// images the kernel makes ([`images`](Self::images)), each its atom's position plus its
+    /// shift. What `coordinates` holds under [`PeriodicImages::Halo`], for a kernel that
+    /// wants plain coordinates (a reference computation, say).
+    pub fn positions_with_images(&self) -> Vec<RVec> {
+        let stored = self.coordinates();
+        let mut all = stored.to_vec();
+        if !self.failed {
+            all.extend(self.images().iter().map(|image| {
+                let x = stored[image.atom as usize];
+                std::array::from_fn(|d| x[d] + image.vector[d])
+            }));
+        }
+        all
+    }
+
+    /// Adds the forces on the images the kernel makes ([`images`](Self::images)), the last
+    /// entries of `forces` (one per local atom), to their atoms, truncates `forces` to the
+    /// stored atoms and returns the forces the images carried across the periodic
+    /// boundaries, for the virial: the companion of
+    /// [`positions_with_images`](Self::positions_with_images). Nothing to do under
+    /// [`PeriodicImages::Halo`], where [`move_f`](Self::move_f) does it.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `forces` is not one force per local atom.
+    pub fn fold_image_forces(&self, forces: &mut Vec<RVec>) -> Result<ShiftForces> {
+        let (stored, images) = (self.stored_count(), self.images());
+        if forces.len() != stored + images.len() {
+            return Err(Error::Config(format!(
+                "fold_image_forces needs one force per local atom ({}), got {}",
+                stored + images.len(),
+                forces.len()
+            )));
+        }
+        let mut along = [[0.0f64; 3]; 3];
+        for (k, image) in images.iter().enumerate().rev() {
+            let f = forces[stored + k];
+            for (d, &cells) in image.cells.iter().enumerate() {
+                for c in 0..3 {
+                    along[d][c] += cells as f64 * f[c] as f64;
+                }
+            }
+            let target = &mut forces[image.atom as usize];
+            for c in 0..3 {
+                target[c] += f[c];
+            }
+        }
+        forces.truncate(stored);
+        Ok(ShiftForces { along })
     }
 
     /// Pulses per dimension.
@@ -476,7 +628,7 @@ impl<'rt> HaloExchange<'rt> {
     /// After an exchange returned an error, only the home atoms: a neighbour may still be
     /// writing the halo region.
     pub fn coordinates(&self) -> &[RVec] {
-        let len = if self.failed { self.n_home } else { self.n_local };
+        let len = if self.failed { self.n_home } else { self.stored_count() };
         // SAFETY: other PEs write this array only in the receive regions this PE announces
         // (behind the home atoms), inside exchanges this PE takes part in: move_x, the plan
         // build and repartition, which take &mut self, so `&self` excludes them while the
@@ -533,11 +685,20 @@ impl<'rt> HaloExchange<'rt> {
     /// [`Runtime::abort`]).
     pub fn move_x(&mut self) -> Result<()> {
         self.usable()?;
-        for q in 0..self.pulses.len() {
+        for q in 0..self.pulses_run() {
             let outcome = self.move_x_pulse(q);
             self.note(outcome)?;
         }
         Ok(())
+    }
+
+    /// How many pulses move_x and move_f run: all, or under [`PeriodicImages::Kernel`] those
+    /// that cross between PEs.
+    fn pulses_run(&self) -> usize {
+        match self.images {
+            PeriodicImages::Halo => self.pulses.len(),
+            PeriodicImages::Kernel => self.exchanged_pulses,
+        }
     }
 
     /// Fails when an earlier exchange failed.
@@ -563,10 +724,12 @@ impl<'rt> HaloExchange<'rt> {
     /// reverse, and adds the forces it receives to the atoms it had sent. Afterwards the home
     /// part of `forces` holds the total force on each home atom. Returns the forces that
     /// crossed the periodic boundaries, which the virial needs. The neighbours must call it
-    /// too.
+    /// too. Under [`PeriodicImages::Kernel`], `forces` covers the stored atoms
+    /// ([`stored_count`](Self::stored_count)), the kernel having added the images' forces to
+    /// their atoms, and the shift forces returned are those of the exchanged pulses alone.
     ///
     /// # Errors
-    /// [`Error::Config`] when `forces` is not one force per local atom (on this PE only: its
+    /// [`Error::Config`] when `forces` is not one force per stored local atom (on this PE only: its
     /// neighbours then time out waiting for it); otherwise as [`move_x`](Self::move_x).
     pub fn move_f(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
         self.usable()?;
@@ -575,16 +738,16 @@ impl<'rt> HaloExchange<'rt> {
     }
 
     fn move_f_pulses(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
-        if forces.len() != self.n_local {
+        if forces.len() != self.stored_count() {
             return Err(Error::Config(format!(
-                "move_f needs one force per local atom ({}), got {}",
-                self.n_local,
+                "move_f needs one force per stored local atom ({}), got {}",
+                self.stored_count(),
                 forces.len()
             )));
         }
         let me = self.rt.my_pe();
         let mut shift_forces = ShiftForces::default();
-        for q in (0..self.pulses.len()).rev() {
+        for q in (0..self.pulses_run()).rev() {
             let pulse = &mut self.pulses[q];
             if pulse.to == me {
                 // The periodic image along a dimension with one domain: the forces on the

@@ -9,7 +9,7 @@ use onesided::{Incoming, Outgoing};
 use rayon::prelude::*;
 
 use super::agree::{TOP, check_count};
-use super::{HaloExchange, parallel};
+use super::{HaloExchange, PeriodicImage, parallel};
 use crate::error::{Error, Result};
 use crate::pbc::RVec;
 
@@ -101,6 +101,7 @@ impl<'rt> HaloExchange<'rt> {
         self.coords.array().write_local(0, &positions)?;
         self.n_home = n;
         self.n_local = n;
+        self.image_table.clear();
         Ok(())
     }
 
@@ -112,6 +113,7 @@ impl<'rt> HaloExchange<'rt> {
     /// Every PE builds the same sequence of pulses.
     pub(super) fn collective_build_plan(&mut self) -> Result<()> {
         self.n_local = self.n_home;
+        self.image_table.clear();
         self.ids.truncate(self.n_home);
         let pbc = *self.grid.pbc();
         self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
@@ -150,7 +152,13 @@ impl<'rt> HaloExchange<'rt> {
             pulse.offset = offset;
             pulse.count = count;
             self.n_local += count;
-            // The first move_x brings the positions.
+            // The first move_x brings the positions; images are made from their table, below.
+            if q < self.exchanged_pulses {
+                self.move_x_pulse(q)?;
+            }
+        }
+        self.list_images();
+        for q in self.exchanged_pulses..self.pulses.len() {
             self.move_x_pulse(q)?;
         }
         let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
@@ -160,6 +168,41 @@ impl<'rt> HaloExchange<'rt> {
             pulse.f.collective_reserve(pulse.count)?;
         }
         Ok(())
+    }
+
+    /// The images the pulses along dimensions of one domain make, resolved to the stored atom
+    /// each is an image of and the box vectors it is shifted by: the table a force kernel
+    /// works from under [`PeriodicImages::Kernel`](super::PeriodicImages::Kernel).
+    fn list_images(&mut self) {
+        let first = self.pulses.get(self.exchanged_pulses).map_or(self.n_local, |p| p.offset);
+        let pbc = *self.grid.pbc();
+        let mut table: Vec<PeriodicImage> = Vec::with_capacity(self.n_local - first);
+        for pulse in &self.pulses[self.exchanged_pulses..] {
+            debug_assert_eq!(pulse.offset, first + table.len());
+            for &i in &pulse.send {
+                let i = i as usize;
+                let mut image = if i < first {
+                    PeriodicImage { atom: i as u32, cells: [0; 3], vector: [0.0; 3] }
+                } else {
+                    table[i - first]
+                };
+                image.cells[pulse.dim] += 1;
+                table.push(image);
+            }
+        }
+        // The shift: the box vectors summed in exchange order.
+        let vectors = pbc.vectors();
+        for image in &mut table {
+            image.vector = [0.0f32; 3];
+            for d in self.grid.exchange_order() {
+                for _ in 0..image.cells[d] {
+                    for (sum, &v) in image.vector.iter_mut().zip(&vectors[d]) {
+                        *sum += v;
+                    }
+                }
+            }
+        }
+        self.image_table = table;
     }
 
     /// Pulse `q` of a per-atom field: sends the entries of the pulse's send list and appends
@@ -213,15 +256,27 @@ impl<'rt> HaloExchange<'rt> {
             }
         };
         if pulse.to == self.rt.my_pe() {
-            // The periodic image along a dimension with one domain: packed into place here,
-            // with no message, on every path.
+            // The periodic images along a dimension with one domain: each made here from its
+            // stored atom and its whole shift (the same positions a kernel that makes them
+            // itself computes), with no message, on every path.
             check_count(send.len(), pulse.count, pulse.from, "coordinates")?;
-            // SAFETY: this pulse's receive region follows the prefix; with this PE its own
-            // partner, no other PE writes the region in this pulse (nobody else sends to it),
-            // and nothing else refers to it while it is filled.
+            let first = self.n_local - self.image_table.len();
+            let images = &self.image_table[pulse.offset - first..][..pulse.count];
+            // SAFETY: this pulse's receive region follows the prefix, which holds every stored
+            // atom (images name those); with this PE its own partner, no other PE writes the
+            // region in this pulse (nobody else sends to it), and nothing else refers to it
+            // while it is filled.
             let region =
                 unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
-            fill(region);
+            let make = |(out, image): (&mut RVec, &PeriodicImage)| {
+                let (x, v) = (prefix[image.atom as usize], image.vector);
+                *out = [x[0] + v[0], x[1] + v[1], x[2] + v[2]];
+            };
+            if !parallel(images.len(), parallel_min) {
+                region.iter_mut().zip(images).for_each(make);
+            } else {
+                region.par_iter_mut().zip(images.par_iter()).for_each(make);
+            }
             return Ok(());
         }
         let incoming = Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count };
