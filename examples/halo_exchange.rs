@@ -351,7 +351,7 @@ fn run_path(
     let (structure, topology) = (&setup.structure, &setup.topology);
     let n_atoms = structure.len();
     let mut halo = HaloExchange::collective_from_global(rt, setup.grid.clone(), path, &structure.positions)?;
-    halo.set_periodic_images(options.images);
+    halo.set_periodic_images(options.images)?;
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
     }

@@ -169,7 +169,7 @@ fn run(
     let topology = topology(s)?;
     let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
     halo.set_parallel_min(parallel_min);
-    halo.set_periodic_images(images);
+    halo.set_periodic_images(images)?;
     // Every PE checks, the result agreed, so that none goes on alone into the next collective.
     let undivided = grid.dims().contains(&1);
     let images_made = rt.max_u64_one(halo.images().len() as u64)? > 0;
@@ -498,7 +498,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     verify::check_halo(&halo, &s.positions)?;
     // With the images left to the kernel, forces for every local atom are refused by move_f
     // (on every PE, before anything moves) and the fold wants exactly that many.
-    halo.set_periodic_images(PeriodicImages::Kernel);
+    halo.set_periodic_images(PeriodicImages::Kernel)?;
     ensure!(!halo.images().is_empty(), "a grid of one domain along y and z makes no images");
     let mut all = vec![[0.0f32; 3]; halo.local_count()];
     let message = halo.move_f(&mut all).expect_err("a force per local atom").to_string();
@@ -527,6 +527,17 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     );
     let mut forces = vec![[0.0f32; 3]; halo.stored_count()];
     halo.move_f(&mut forces)?;
+    // Atoms that moved under Kernel, then the switch back: the stored images follow at once.
+    for x in halo.home_coordinates_mut() {
+        x[0] += 0.01;
+    }
+    halo.move_x()?;
+    let expected = halo.positions_with_images();
+    halo.set_periodic_images(PeriodicImages::Halo)?;
+    ensure!(
+        halo.images().is_empty() && halo.coordinates() == &expected[..],
+        "images after the switch to Halo"
+    );
     Ok(())
 }
 

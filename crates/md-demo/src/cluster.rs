@@ -528,7 +528,8 @@ impl PairList {
         self.shift_forces
     }
 
-    /// The number of local atoms the list was built for.
+    /// The number of local atoms the list was built for, the images it makes itself
+    /// included ([`stored_len`](Self::stored_len) is what [`forces`](Self::forces) takes).
     pub fn len(&self) -> usize {
         self.slot_of_atom.len()
     }

@@ -1,7 +1,8 @@
 //! The halo exchange: a plan built at (re)partition, and `move_x` / `move_f` every step.
 //!
 //! GROMACS's scheme with the half-shell convention, in fractional coordinates: dimension by
-//! dimension (x, then y, then z), each domain receives from its neighbour above the atoms
+//! dimension (in [`DdGrid::exchange_order`]: split dimensions in x, y, z order, then those of
+//! one domain, whose pulses only make periodic images), each domain receives from its neighbour above the atoms
 //! within the halo range beyond its upper face, and sends to its neighbour below the atoms
 //! within that range above its own lower face. Atoms received in earlier dimensions are
 //! forwarded in later ones, which covers edges and corners; when the range exceeds a domain's
@@ -101,7 +102,8 @@ pub enum PeriodicImages {
 pub struct PeriodicImage {
     /// The stored local atom (home or halo) it is an image of.
     pub atom: u32,
-    /// How many times each box vector is added: 1 or more along dimensions of one domain.
+    /// How many times each box vector is added: 0 or 1, and 1 only along dimensions of one
+    /// domain (the range is below half the box, so each such dimension has one pulse).
     pub cells: [u32; 3],
     /// The shift, `Σ_d cells[d] · box vector d`.
     pub vector: RVec,
@@ -539,18 +541,35 @@ impl<'rt> HaloExchange<'rt> {
     /// Chooses who makes the periodic images along dimensions of one domain (the default is
     /// [`PeriodicImages::Halo`]). Local to this PE: nothing any PE sends depends on it. It
     /// holds across repartitions; under [`PeriodicImages::Kernel`], coordinates and forces
-    /// cover [`stored_count`](Self::stored_count) atoms from the next call on.
-    pub fn set_periodic_images(&mut self, images: PeriodicImages) {
-        self.images = images;
+    /// cover [`stored_count`](Self::stored_count) atoms from the next call on. Switch between
+    /// steps (after `move_f`): a switch to [`PeriodicImages::Halo`] makes the images from the
+    /// current coordinates at once, so that [`coordinates`](Self::coordinates) holds them, but
+    /// a pair list built under the other choice must be built again.
+    ///
+    /// # Errors
+    /// As [`move_x`](Self::move_x) when the exchange has failed before.
+    pub fn set_periodic_images(&mut self, images: PeriodicImages) -> Result<()> {
+        self.usable()?;
+        let was = std::mem::replace(&mut self.images, images);
+        if was == PeriodicImages::Kernel && images == PeriodicImages::Halo {
+            // The images were last written at the plan build or under Halo: bring them up to
+            // date (no messages: every such pulse is this PE's own).
+            for q in self.exchanged_pulses..self.pulses.len() {
+                let outcome = self.move_x_pulse(q);
+                self.note(outcome)?;
+            }
+        }
+        Ok(())
     }
 
     /// The images the force kernel makes under [`PeriodicImages::Kernel`]: local atom
     /// `stored_count() + k` is `images()[k]`. Empty under [`PeriodicImages::Halo`] (the images
-    /// are then stored atoms).
+    /// are then stored atoms), and after an exchange failed (when
+    /// [`coordinates`](Self::coordinates) holds the home atoms only).
     pub fn images(&self) -> &[PeriodicImage] {
         match self.images {
-            PeriodicImages::Halo => &[],
-            PeriodicImages::Kernel => &self.image_table,
+            PeriodicImages::Kernel if !self.failed => &self.image_table,
+            _ => &[],
         }
     }
 
@@ -621,9 +640,13 @@ impl<'rt> HaloExchange<'rt> {
         self.pulses.iter().map(|p| p.send.len()).sum()
     }
 
-    /// Current positions of the local atoms, home first, then halo in plan order (each halo
-    /// atom as the image, shifted by box vectors, that lies next to this domain). Valid until
-    /// the next call that takes `&mut self`.
+    /// Current positions of the stored local atoms ([`stored_count`](Self::stored_count) of
+    /// them: all local atoms, or all but the images under [`PeriodicImages::Kernel`]), home
+    /// first, then halo in plan order (each halo atom as the image, shifted by box vectors,
+    /// that lies next to this domain). Local atom `i` here is local atom `i` of
+    /// [`global_indices`](Self::global_indices) and
+    /// [`reference_fractions`](Self::reference_fractions), which go on over the images the
+    /// kernel makes. Valid until the next call that takes `&mut self`.
     ///
     /// After an exchange returned an error, only the home atoms: a neighbour may still be
     /// writing the halo region.
