@@ -316,18 +316,6 @@ impl Images {
     }
 }
 
-/// Adds `force` on an image shifted by `cells` to the shift forces `along`.
-#[inline]
-fn add_shift_force(along: &mut [[f64; 3]; 3], cells: [u32; 3], force: [f64; 3]) {
-    for (d, &n) in cells.iter().enumerate() {
-        if n > 0 {
-            for c in 0..3 {
-                along[d][c] += n as f64 * force[c];
-            }
-        }
-    }
-}
-
 impl PairList {
     /// The pair list of a domain's local atoms (home and halo, as [`HaloExchange::move_x`]
     /// left them) with the domain's pair ownership, at the list radius of the halo plan (the
@@ -612,28 +600,27 @@ impl PairList {
             .collect::<Vec<f64>>()
             .iter()
             .sum();
-        let mut along = self.reduce(forces);
-        let corrections = self.exclusion_corrections(positions, forces, &mut along);
-        self.shift_forces = ShiftForces::from_along(along);
+        let mut shift_forces = self.reduce(forces);
+        let corrections = self.exclusion_corrections(positions, forces, &mut shift_forces);
+        self.shift_forces = shift_forces;
         Ok(energy + corrections)
     }
 
     /// Adds the Ewald exclusion corrections of the pairs within a molecule to `forces`, in
-    /// list order (an image's share to its atom, and to the shift forces `along`), and
+    /// list order (an image's share to its atom, and to `shift_forces`), and
     /// returns their energy.
     fn exclusion_corrections(
         &self,
         positions: &[RVec],
         forces: &mut [RVec],
-        along: &mut [[f64; 3]; 3],
+        shift_forces: &mut ShiftForces,
     ) -> f64 {
         let rc2 = self.field.cutoff * self.field.cutoff;
         let stored = positions.len();
         let at = |a: usize| -> (usize, Option<&PeriodicImage>, RVec) {
             let (atom, image) = self.images.resolve(a, stored);
             let x = positions[atom];
-            let x = image.map_or(x, |im| [x[0] + im.vector[0], x[1] + im.vector[1], x[2] + im.vector[2]]);
-            (atom, image, x)
+            (atom, image, image.map_or(x, |im| im.position(x)))
         };
         let mut energy = 0.0;
         for (&[i, j], [pi, pj]) in self.exclusions.iter().zip(&self.exclusion_params) {
@@ -650,10 +637,10 @@ impl PairList {
                 forces[j][d] -= fi[d];
             }
             if let Some(image) = image_i {
-                add_shift_force(along, image.cells, fi.map(f64::from));
+                shift_forces.add_image(image, fi.map(f64::from));
             }
             if let Some(image) = image_j {
-                add_shift_force(along, image.cells, fi.map(|c| -(c as f64)));
+                shift_forces.add_image(image, fi.map(|c| -(c as f64)));
             }
             energy += v;
         }
@@ -663,7 +650,7 @@ impl PairList {
     /// Sums the chunks' forces in chunk order and writes them to the atoms, each stored atom's
     /// images' forces added to its own in the same pass; returns the images' shift forces
     /// (summed per block of atoms, the blocks in order, whatever the thread count).
-    fn reduce(&mut self, forces: &mut Vec<RVec>) -> [[f64; 3]; 3] {
+    fn reduce(&mut self, forces: &mut Vec<RVec>) -> ShiftForces {
         const BLOCK: usize = 1024;
         let n = self.atom_of_slot.len();
         let chunks = &self.chunks;
@@ -704,14 +691,14 @@ impl PairList {
                 let s = slot as usize;
                 *f = [tx[s], ty[s], tz[s]];
             });
-            return [[0.0; 3]; 3];
+            return ShiftForces::default();
         }
         let slot_of_atom = &self.slot_of_atom;
-        let blocks: Vec<[[f64; 3]; 3]> = forces
+        let blocks: Vec<ShiftForces> = forces
             .par_chunks_mut(BLOCK)
             .enumerate()
             .map(|(b, block)| {
-                let mut along = [[0.0f64; 3]; 3];
+                let mut shift_forces = ShiftForces::default();
                 for (k, f) in block.iter_mut().enumerate() {
                     let a = b * BLOCK + k;
                     let s = slot_of_atom[a] as usize;
@@ -722,22 +709,18 @@ impl PairList {
                         for c in 0..3 {
                             sum[c] += g[c];
                         }
-                        add_shift_force(&mut along, images.table[image as usize].cells, g.map(f64::from));
+                        shift_forces.add_image(&images.table[image as usize], g.map(f64::from));
                     }
                     *f = sum;
                 }
-                along
+                shift_forces
             })
             .collect();
-        let mut along = [[0.0f64; 3]; 3];
+        let mut total = ShiftForces::default();
         for block in blocks {
-            for d in 0..3 {
-                for c in 0..3 {
-                    along[d][c] += block[d][c];
-                }
-            }
+            total += block;
         }
-        along
+        total
     }
 }
 
@@ -782,8 +765,8 @@ fn gather(atom_of_slot: &[u32], positions: &[RVec], images: &[PeriodicImage], sl
             (*x, *y, *z) = (p[0], p[1], p[2]);
         } else if let Some(image) = (atom as usize).checked_sub(stored).and_then(|k| images.get(k)) {
             // As the halo makes an image: its atom's position plus the whole shift.
-            let (p, v) = (positions[image.atom as usize], image.vector);
-            (*x, *y, *z) = (p[0] + v[0], p[1] + v[1], p[2] + v[2]);
+            let p = image.position(positions[image.atom as usize]);
+            (*x, *y, *z) = (p[0], p[1], p[2]);
         }
     }
 }

@@ -49,22 +49,26 @@ impl ShiftForces {
         self.along[d]
     }
 
+    /// Adds the force on a periodic image the kernel made ([`PeriodicImages::Kernel`]), once
+    /// per box vector it is shifted by: how a force kernel that makes the images itself sums
+    /// the shift forces it returns beside [`HaloExchange::move_f`]'s.
+    #[inline]
+    pub fn add_image(&mut self, image: &PeriodicImage, force: [f64; 3]) {
+        for (along, &cells) in self.along.iter_mut().zip(&image.cells) {
+            if cells > 0 {
+                for (sum, f) in along.iter_mut().zip(force) {
+                    *sum += cells as f64 * f;
+                }
+            }
+        }
+    }
+
     /// This PE's shift term of the virial, `-½ Σ_d vector_d ⊗ along(d)`, as `[row][column]`.
     pub fn virial(&self, pbc: &PbcBox) -> [[f64; 3]; 3] {
         let v = pbc.vectors();
         std::array::from_fn(|r| {
             std::array::from_fn(|c| -0.5 * (0..3).map(|d| v[d][r] as f64 * self.along[d][c]).sum::<f64>())
         })
-    }
-}
-
-impl ShiftForces {
-    /// Shift forces from their sums per box vector: `along[d]` is the total force on images
-    /// shifted by box vector `d`, counted once per vector (an image shifted twice along `d`
-    /// counts twice). What a force kernel that makes periodic images itself
-    /// ([`PeriodicImages::Kernel`]) returns beside [`HaloExchange::move_f`]'s.
-    pub fn from_along(along: [[f64; 3]; 3]) -> ShiftForces {
-        ShiftForces { along }
     }
 }
 
@@ -89,9 +93,10 @@ pub enum PeriodicImages {
     Halo,
     /// The force kernel, as GROMACS's does with shift vectors: the halo exchange moves only
     /// what crosses between PEs, and [`HaloExchange::images`] lists each image as an atom and
-    /// a shift. The kernel adds the shift where it loads the atom and adds the image's force
-    /// to the atom's, and returns the shift forces ([`ShiftForces::from_along`]); no pass
-    /// over the images is left in the exchange.
+    /// a shift. The kernel adds the shift where it loads the atom
+    /// ([`PeriodicImage::position`]) and adds the image's force to the atom's, and returns the
+    /// shift forces ([`ShiftForces::add_image`]); no pass over the images is left in the
+    /// exchange.
     Kernel,
 }
 
@@ -107,6 +112,16 @@ pub struct PeriodicImage {
     pub cells: [u32; 3],
     /// The shift, `Σ_d cells[d] · box vector d`.
     pub vector: RVec,
+}
+
+impl PeriodicImage {
+    /// The image's position, given its atom's position `x`: `x + vector`, as the halo makes
+    /// it under [`PeriodicImages::Halo`].
+    #[inline]
+    pub fn position(&self, x: RVec) -> RVec {
+        let v = self.vector;
+        [x[0] + v[0], x[1] + v[1], x[2] + v[2]]
+    }
 }
 
 /// Which pairs of local atoms a domain computes: see [`HaloExchange::owns_pair`].
@@ -580,12 +595,8 @@ impl<'rt> HaloExchange<'rt> {
     pub fn positions_with_images(&self) -> Vec<RVec> {
         let stored = self.coordinates();
         let mut all = stored.to_vec();
-        if !self.failed {
-            all.extend(self.images().iter().map(|image| {
-                let x = stored[image.atom as usize];
-                std::array::from_fn(|d| x[d] + image.vector[d])
-            }));
-        }
+        // Empty after a failure, when `stored` holds the home atoms only.
+        all.extend(self.images().iter().map(|image| image.position(stored[image.atom as usize])));
         all
     }
 
@@ -607,21 +618,17 @@ impl<'rt> HaloExchange<'rt> {
                 forces.len()
             )));
         }
-        let mut along = [[0.0f64; 3]; 3];
+        let mut shift_forces = ShiftForces::default();
         for (k, image) in images.iter().enumerate().rev() {
             let f = forces[stored + k];
-            for (d, &cells) in image.cells.iter().enumerate() {
-                for c in 0..3 {
-                    along[d][c] += cells as f64 * f[c] as f64;
-                }
-            }
+            shift_forces.add_image(image, f.map(f64::from));
             let target = &mut forces[image.atom as usize];
             for c in 0..3 {
                 target[c] += f[c];
             }
         }
         forces.truncate(stored);
-        Ok(ShiftForces { along })
+        Ok(shift_forces)
     }
 
     /// Pulses per dimension.

@@ -175,7 +175,7 @@ impl<'rt> HaloExchange<'rt> {
     /// works from under [`PeriodicImages::Kernel`](super::PeriodicImages::Kernel).
     fn list_images(&mut self) {
         let first = self.pulses.get(self.exchanged_pulses).map_or(self.n_local, |p| p.offset);
-        let pbc = *self.grid.pbc();
+        let vectors = self.grid.pbc().vectors();
         let mut table: Vec<PeriodicImage> = Vec::with_capacity(self.n_local - first);
         for pulse in &self.pulses[self.exchanged_pulses..] {
             debug_assert_eq!(pulse.offset, first + table.len());
@@ -186,20 +186,12 @@ impl<'rt> HaloExchange<'rt> {
                 } else {
                     table[i - first]
                 };
+                // The shift: the box vectors summed in the order of the pulses.
                 image.cells[pulse.dim] += 1;
-                table.push(image);
-            }
-        }
-        // The shift: the box vectors summed in exchange order.
-        let vectors = pbc.vectors();
-        for image in &mut table {
-            image.vector = [0.0f32; 3];
-            for d in self.grid.exchange_order() {
-                for _ in 0..image.cells[d] {
-                    for (sum, &v) in image.vector.iter_mut().zip(&vectors[d]) {
-                        *sum += v;
-                    }
+                for (sum, &v) in image.vector.iter_mut().zip(&vectors[pulse.dim]) {
+                    *sum += v;
                 }
+                table.push(image);
             }
         }
         self.image_table = table;
@@ -269,8 +261,7 @@ impl<'rt> HaloExchange<'rt> {
             let region =
                 unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
             let make = |(out, image): (&mut RVec, &PeriodicImage)| {
-                let (x, v) = (prefix[image.atom as usize], image.vector);
-                *out = [x[0] + v[0], x[1] + v[1], x[2] + v[2]];
+                *out = image.position(prefix[image.atom as usize])
             };
             if !parallel(images.len(), parallel_min) {
                 region.iter_mut().zip(images).for_each(make);
