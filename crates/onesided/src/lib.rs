@@ -67,5 +67,7 @@ pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SameNodeAccess, SymArray};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
-pub use sendrecv::{Exchange, ExchangePath, Incoming, LANES, Outgoing, collective_error_returning_world};
+pub use sendrecv::{
+    Exchange, ExchangePath, Incoming, LANES, Outgoing, Packed, collective_error_returning_world,
+};
 pub use signal::SignalArray;

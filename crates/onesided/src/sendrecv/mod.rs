@@ -148,6 +148,40 @@ pub struct Incoming {
     pub room: usize,
 }
 
+/// A message this PE sends in [`Exchange::exchange_packed`], whose elements the call's `fill`
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packed {
+    /// The receiving PE.
+    pub to: usize,
+    /// How many elements `fill` writes for it.
+    pub count: usize,
+}
+
+/// What the checks before an exchange need of an outgoing message.
+trait Message {
+    fn to(&self) -> usize;
+    fn len(&self) -> usize;
+}
+
+impl<T> Message for Outgoing<'_, T> {
+    fn to(&self) -> usize {
+        self.to
+    }
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+impl Message for Packed {
+    fn to(&self) -> usize {
+        self.to
+    }
+    fn len(&self) -> usize {
+        self.count
+    }
+}
+
 /// Marks a count as rejected: the message did not fit the announced room.
 const REJECTED: u64 = 1 << 63;
 /// Marks a count as rejected because the sender has no such buffer as the one announced (the
@@ -198,6 +232,18 @@ impl<T, F> Payload<'_, T, F> {
             Payload::Pack { count, .. } => *count,
         }
     }
+}
+
+/// `data` cut into consecutive slices of `counts` elements (which sum to at most its length).
+fn split_counted<T>(data: &mut [T], counts: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut slices = Vec::with_capacity(counts.size_hint().0);
+    let mut rest = data;
+    for count in counts {
+        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(count);
+        slices.push(slice);
+        rest = tail;
+    }
+    slices
 }
 
 /// Per-call bookkeeping, kept between calls so that an exchange allocates nothing.
@@ -391,7 +437,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     ///
     /// From the moment of posting, the senders may write into the announced regions.
     pub fn post_receives(&mut self, buffers: &[&SymArray<'rt, T>], incoming: &[Incoming]) -> Result<()> {
-        self.validate(buffers, &[], incoming, incoming.len())?;
+        self.validate(buffers, &[] as &[Packed], incoming, incoming.len())?;
         let mut lanes = Vec::with_capacity(incoming.len());
         self.partners.assign(&mut lanes, incoming.iter().map(|i| i.from));
         for (inc, lane) in incoming.iter().zip(&lanes) {
@@ -500,6 +546,11 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     ///   partner, overlapping receive regions, or buffer lists that differ between PEs;
     /// - [`Error::OutOfBounds`] when `offset + room` exceeds the receiving buffer;
     /// - [`Error::WaitTimeout`] when a partner does not take part.
+    ///
+    /// On the MPI path, Open MPI 4.1 under `MPI_THREAD_MULTIPLE` can leave `MPI_Waitall`
+    /// spinning on a truncated receive among several, so a message larger than its room in a
+    /// call of several messages may hang its receiver there (an Open MPI defect, reproduced
+    /// without this library); one message each way is refused cleanly.
     pub fn exchange(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
@@ -508,17 +559,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         received: &mut [usize],
     ) -> Result<()> {
         self.validate(buffers, outgoing, incoming, received.len())?;
-        let mut work = std::mem::take(&mut self.work);
-        self.partners.assign(&mut work.out_lanes, outgoing.iter().map(|o| o.to));
-        self.partners.assign(&mut work.in_lanes, incoming.iter().map(|i| i.from));
-        // Every posted receive must match before any is consumed: a refused call leaves the
-        // posted receives as they were.
-        if let Some(e) =
-            incoming.iter().zip(&work.in_lanes).find_map(|(inc, lane)| self.posted_mismatch(inc, lane))
-        {
-            self.work = work;
-            return Err(e);
-        }
+        let mut work = self.begin(outgoing, incoming)?;
         if self.path != ExchangePath::Put {
             // Only the put path announces; the others just take the posted receives.
             for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
@@ -535,6 +576,66 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         };
         self.work = work;
         outcome
+    }
+
+    /// [`exchange`](Self::exchange) with the outgoing messages written by `fill`, all in one
+    /// call: `fill` gets one slice per message of `outgoing`, in that order, each `count`
+    /// elements long, and must write every element. On the put path, a message to a PE whose
+    /// memory is mapped into this process (the same node) gets the receiver's final place, so
+    /// that data bound for several receivers (atoms sorted by the PE that owns them, say) is
+    /// written once, where it is needed, in one pass over the source, with no buffer between;
+    /// `fill` is called once every receiver has announced where its message goes. Every
+    /// other message gets a staging slice that is then sent, as is every message on the other
+    /// paths. A message its receiver has no room for gets a staging slice that is dropped.
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange).
+    pub fn exchange_packed(
+        &mut self,
+        buffers: &[&SymArray<'rt, T>],
+        outgoing: &[Packed],
+        fill: impl FnOnce(&mut [&mut [T]]),
+        incoming: &[Incoming],
+        received: &mut [usize],
+    ) -> Result<()> {
+        if self.path != ExchangePath::Put {
+            let mut staging = std::mem::take(&mut self.pack_buffer);
+            staging.clear();
+            staging.resize(outgoing.iter().map(|o| o.count).sum(), T::zeroed());
+            fill(&mut split_counted(&mut staging, outgoing.iter().map(|o| o.count)));
+            let mut messages = Vec::with_capacity(outgoing.len());
+            let mut rest = &staging[..];
+            for o in outgoing {
+                let (data, tail) = rest.split_at(o.count);
+                messages.push(Outgoing { to: o.to, data });
+                rest = tail;
+            }
+            let outcome = self.exchange(buffers, &messages, incoming, received);
+            drop(messages);
+            self.pack_buffer = staging;
+            return outcome;
+        }
+        self.validate(buffers, outgoing, incoming, received.len())?;
+        let mut work = self.begin(outgoing, incoming)?;
+        let outcome = put::Put::exchange_packed(self, buffers, outgoing, fill, incoming, received, &mut work);
+        self.work = work;
+        outcome
+    }
+
+    /// The start of every exchange call, once validated: the lanes of its messages, and the
+    /// check that every posted receive matches before any is consumed (a refused call leaves
+    /// the posted receives as they were).
+    fn begin(&mut self, outgoing: &[impl Message], incoming: &[Incoming]) -> Result<Work> {
+        let mut work = std::mem::take(&mut self.work);
+        self.partners.assign(&mut work.out_lanes, outgoing.iter().map(|o| o.to()));
+        self.partners.assign(&mut work.in_lanes, incoming.iter().map(|i| i.from));
+        if let Some(e) =
+            incoming.iter().zip(&work.in_lanes).find_map(|(inc, lane)| self.posted_mismatch(inc, lane))
+        {
+            self.work = work;
+            return Err(e);
+        }
+        Ok(work)
     }
 
     /// The error for `problem` on this exchange.

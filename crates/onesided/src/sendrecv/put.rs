@@ -10,13 +10,27 @@ use std::sync::atomic::{Ordering, fence};
 use bytemuck::Pod;
 
 use super::{
-    COUNT_BITS, Exchange, Incoming, Lane, NO_BUFFER, Outgoing, Payload, REJECTED, STRIDE, Transport, Work,
+    COUNT_BITS, Exchange, Incoming, Lane, NO_BUFFER, Outgoing, Packed, Payload, REJECTED, STRIDE, Transport,
+    Work, split_counted,
 };
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
 /// The put transport.
 pub(super) struct Put;
+
+/// Where one message of [`Put::exchange_packed`] goes.
+struct Place<T> {
+    /// The call number of its lane.
+    call: u64,
+    /// The receiving buffer, and the offset there.
+    buffer: usize,
+    offset: usize,
+    /// The receiver's place, mapped into this process; `None`: staging.
+    mapped: Option<*mut T>,
+    /// 0 when it fits, else how it was refused.
+    refusal: u64,
+}
 
 impl Transport for Put {
     fn exchange<'rt, T: Pod>(
@@ -43,12 +57,27 @@ impl Transport for Put {
                 Ok(())
             },
         )?;
+        Put::await_delivered(ex, work, incoming, received, &mut refused)?;
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+impl Put {
+    /// Waits for every incoming message of a call, in whichever order they arrive, and notes
+    /// its count in `received`; a refused message is noted in `refused` and does not stop the
+    /// others from being received.
+    fn await_delivered<T: Pod>(
+        ex: &mut Exchange<'_, T>,
+        work: &mut Work,
+        incoming: &[Incoming],
+        received: &mut [usize],
+        refused: &mut Option<Error>,
+    ) -> Result<()> {
         ex.await_each(
             work,
             true,
             |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
             |ex, i, lane| {
-                // A refused message does not stop the others from being received.
                 match ex.delivered_count(incoming[i], lane) {
                     Ok(count) => received[i] = count,
                     Err(e) => {
@@ -57,7 +86,106 @@ impl Transport for Put {
                 }
                 Ok(())
             },
-        )?;
+        )
+    }
+
+    /// [`Exchange::exchange_packed`] on the put path: once every receiver has announced where
+    /// its message goes, `fill` writes the messages to mapped receivers in place and the
+    /// others into staging, which is then put; then every message is delivered and every
+    /// incoming one awaited.
+    pub(super) fn exchange_packed<'rt, T: Pod>(
+        ex: &mut Exchange<'rt, T>,
+        buffers: &[&SymArray<'rt, T>],
+        outgoing: &[Packed],
+        fill: impl FnOnce(&mut [&mut [T]]),
+        incoming: &[Incoming],
+        received: &mut [usize],
+        work: &mut Work,
+    ) -> Result<()> {
+        for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
+            ex.announce(inc, lane)?;
+        }
+        // Every announcement first: fill writes all the messages at once.
+        ex.await_each(work, false, |ex, lane| ex.sends[lane.local] + 1, |_, _, _| Ok(()))?;
+        let mut refused = None;
+        let mut places: Vec<Place<T>> = Vec::with_capacity(outgoing.len());
+        let mut staged = Vec::with_capacity(outgoing.len());
+        for (o, lane) in outgoing.iter().zip(&work.out_lanes) {
+            let call = ex.next_call(lane.local, true)?;
+            let [buffer, offset, room] = ex.announcement(lane.local);
+            let index = buffer as usize;
+            let buffer = buffers.get(index).copied();
+            // As in put_announced: a failing bounds check means different buffer lists.
+            let placeable = buffer
+                .is_some_and(|b| b.check("put", o.to, offset as usize, o.count.min(room as usize)).is_ok());
+            let fits = placeable && o.count as u64 <= room;
+            let (mapped, refusal) = match buffer {
+                // SAFETY: offset + count is within the buffer (checked just above).
+                Some(b) if fits => {
+                    (b.mapped(o.to).map(|base| unsafe { base.as_ptr().add(offset as usize) }), 0)
+                }
+                _ if !placeable => {
+                    refused.get_or_insert(ex.refuse(ExchangeProblem::BuffersDiffer {
+                        sender: ex.rt.my_pe(),
+                        receiver: o.to,
+                        buffer: index as u64,
+                        offset,
+                        room,
+                    }));
+                    (None, REJECTED | NO_BUFFER)
+                }
+                _ => {
+                    refused.get_or_insert(ex.too_large(ex.rt.my_pe(), o.to, Some(o.count), room as usize));
+                    (None, REJECTED)
+                }
+            };
+            staged.push(if mapped.is_none() { o.count } else { 0 });
+            places.push(Place { call, buffer: index, offset: offset as usize, mapped, refusal });
+        }
+        let mut staging = std::mem::take(&mut ex.pack_buffer);
+        staging.clear();
+        staging.resize(staged.iter().sum(), T::zeroed());
+        {
+            let mut staged_slices = split_counted(&mut staging, staged.iter().copied()).into_iter();
+            let mut slices: Vec<&mut [T]> = Vec::with_capacity(outgoing.len());
+            for (o, place) in outgoing.iter().zip(&places) {
+                let slice = staged_slices.next().expect("one staged slice per message");
+                slices.push(match place.mapped {
+                    // SAFETY: the receiver announced `offset..offset + room` of this buffer for
+                    // this call (room >= count, checked) and reads it only after the delivery
+                    // signal below; no other PE writes it (announcements name one sender, and
+                    // a receiver's regions do not overlap, which it checked); the range is in
+                    // bounds and mapped into this process. So each slice is the only access to
+                    // its memory until the signal, and the slices are disjoint.
+                    Some(place) => unsafe { std::slice::from_raw_parts_mut(place, o.count) },
+                    None => slice,
+                });
+            }
+            fill(&mut slices);
+        }
+        // The staged messages that fit go by library puts, then every message is delivered.
+        let mut at = 0;
+        let mut outcome = Ok(());
+        for (o, place) in outgoing.iter().zip(&places) {
+            if place.mapped.is_none() {
+                if place.refusal == 0 && outcome.is_ok() {
+                    outcome = buffers[place.buffer].put(o.to, place.offset, &staging[at..at + o.count]);
+                }
+                at += o.count;
+            }
+        }
+        ex.pack_buffer = staging;
+        outcome?;
+        // Put-with-signal order: the stores through the mapping and the library puts land
+        // before the delivery signals.
+        fence(Ordering::Release);
+        if places.iter().any(|place| place.mapped.is_none() && place.refusal == 0) {
+            ex.rt.fence();
+        }
+        for ((o, lane), place) in outgoing.iter().zip(&work.out_lanes).zip(&places) {
+            ex.deliver(o.to, lane, place.call, o.count, place.refusal)?;
+        }
+        Put::await_delivered(ex, work, incoming, received, &mut refused)?;
         refused.map_or(Ok(()), Err)
     }
 }

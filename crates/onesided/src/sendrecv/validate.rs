@@ -3,7 +3,7 @@
 
 use bytemuck::Pod;
 
-use super::{Exchange, Incoming, LANES, Lane, Outgoing};
+use super::{Exchange, Incoming, LANES, Lane, Message};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
@@ -55,7 +55,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     pub(super) fn validate(
         &self,
         buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Outgoing<'_, T>],
+        outgoing: &[impl Message],
         incoming: &[Incoming],
         received: usize,
     ) -> Result<()> {
@@ -64,10 +64,14 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             return invalid(ExchangeProblem::ReceivedLength { got: received, expected: incoming.len() });
         }
         for (i, out) in outgoing.iter().enumerate() {
-            self.rt.check_pe(out.to, || format!("exchange '{}': message to", self.name))?;
-            self.check_partner(out.to)?;
-            if outgoing[..i].iter().filter(|o| o.to == out.to).count() >= LANES {
-                return invalid(ExchangeProblem::TooManyMessages { pe: out.to, sending: true, lanes: LANES });
+            self.rt.check_pe(out.to(), || format!("exchange '{}': message to", self.name))?;
+            self.check_partner(out.to())?;
+            if outgoing[..i].iter().filter(|o| o.to() == out.to()).count() >= LANES {
+                return invalid(ExchangeProblem::TooManyMessages {
+                    pe: out.to(),
+                    sending: true,
+                    lanes: LANES,
+                });
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
@@ -93,7 +97,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             return invalid(ExchangeProblem::Overlapping { first: a.from, second: b.from, buffer: a.buffer });
         }
         if self.path.needs_reserve() {
-            let largest = outgoing.iter().map(|o| o.data.len()).max().unwrap_or(0);
+            let largest = outgoing.iter().map(|o| o.len()).max().unwrap_or(0);
             if largest > self.reserved
                 || (self.staging.is_none() && !(outgoing.is_empty() && incoming.is_empty()))
             {
