@@ -5,7 +5,7 @@
 //! box; with home sets that grow and shrink from one plan to the next; spread slabs and
 //! gathered forces against the serial computation, bit-identical across paths; an atom that
 //! moved too far reported by every PE, and the step after it working; bad input failing
-//! cleanly.
+//! cleanly; the same on several threads per PE.
 
 use std::time::Duration;
 
@@ -178,6 +178,42 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
         }
         if me == 0 {
             println!("  PME on PEs {pme:?}: every path placed every atom and returned every force");
+        }
+    }
+    Ok(())
+}
+
+/// Enough atoms that every PE holds several chunks of the library's parallel placement and
+/// packing (4 096 atoms each): each layout and path, with three threads per PE, every step
+/// checked exactly as on one thread (the layout does not depend on the thread count).
+fn threads_place_and_pack_alike(rt: &Runtime) -> CaseResult {
+    let structure = water([4, 4, 2]);
+    let me = rt.my_pe();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build()?;
+    for pme in layouts(rt.n_pes()) {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let mut homes = homes(rt, &structure, &pme)?;
+        let chunks = homes[me].len().div_ceil(4096);
+        ensure!(
+            chunks > 1 || homes[me].is_empty(),
+            "PE {me} holds {} atoms: one chunk tests no parallel packing",
+            homes[me].len()
+        );
+        for path in RedistPath::ALL {
+            // The whole run inside the pool; its error crosses back as its message (a boxed
+            // error is not Send).
+            let mut run = || -> CaseResult {
+                let mut redist =
+                    Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+                for step in 0..3u64 {
+                    let context = format!("{path} on 3 threads, PME on {pme:?}, step {step}");
+                    checked_step(&mut redist, &grid, &homes, me, step, &context)?;
+                    moves(&mut homes, step);
+                }
+                Ok(())
+            };
+            pool.install(|| run().map_err(|e| e.to_string()))?;
+            homes = self::homes(rt, &structure, &pme)?;
         }
     }
     Ok(())
@@ -523,6 +559,7 @@ fn main() {
         spread_and_gather_match_serial_on_every_path,
         moved_too_far_is_reported_everywhere,
         bad_calls_fail_cleanly,
+        threads_place_and_pack_alike,
     ];
     let mut cases = cases.to_vec();
     cases.push(pe_test::Case {

@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 use crate::redist::Particle;
 use crate::spline::ORDER;
 
+/// Up to this many PME ranks, the eight-wide placement finds ranks by comparison.
+const COMPARED_RANKS: usize = 16;
+
 /// The PME grid and its slabs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PmeGrid {
@@ -236,93 +239,144 @@ impl PmeGrid {
         self.rank_of_plane(self.line(0, x).0)
     }
 
-    /// The PME rank of each of `count` atoms, `position(i)` giving atom `i`'s position, into
-    /// `ranks[..count]`: [`rank_of`](Self::rank_of) of each, to the bit, four atoms at a time
-    /// where the processor has AVX2.
+    /// The PME rank of each atom of `atoms`, into `ranks` (as long), and the number of atoms
+    /// of each rank added to `counts` (one per PME rank): [`rank_of`](Self::rank_of) of each,
+    /// to the bit, eight atoms at a time where the processor has AVX2 and FMA.
     ///
-    /// The four-wide path truncates with 32-bit conversions, which agree with `rank_of`'s
-    /// 64-bit ones wherever the fraction's magnitude is below 2^31; a group of four in which
-    /// any is not (a position far outside the box, or not finite) goes through `rank_of`.
-    /// The PME rank of each atom of `atoms`, into `ranks` (as long): [`rank_of`](Self::rank_of)
-    /// of each, to the bit, four atoms at a time where the processor has AVX2.
-    ///
-    /// The four-wide path truncates with 32-bit conversions, which agree with `rank_of`'s
-    /// 64-bit ones wherever the fraction's magnitude is below 2^31; a group of four in which
-    /// any is not (a position far outside the box, or not finite) goes through `rank_of`.
-    pub(crate) fn ranks_of(&self, atoms: &[Particle], ranks: &mut [u32]) {
+    /// The eight-wide path computes the grid coordinate `u = Kx·(s_x - floor(s_x))` in `f32`
+    /// and bounds its distance from `rank_of`'s `f64` one (below `Kx·(T + 1)·2⁻²²`, where `T`
+    /// is the sum of the magnitudes of the three products that make `s_x`: the rounding of the
+    /// reciprocal box to `f32`, of the two multiply-adds and the product, and of the scaling).
+    /// Where `u` lies further than four times that bound from every integer, both truncate to
+    /// the same plane; an atom closer to a plane boundary, with `|s_x|` beyond 2²², or not
+    /// finite, goes through `rank_of` (about one atom in a thousand inside the box).
+    pub(crate) fn ranks_of(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
         assert_eq!(atoms.len(), ranks.len(), "one rank per atom");
+        assert_eq!(counts.len(), self.ranks(), "one count per PME rank");
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the processor has AVX2 (checked just above).
-            unsafe { self.ranks_of_avx2(atoms, ranks) };
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the processor has AVX2 and FMA (checked just above); the lengths agree
+            // (asserted above).
+            unsafe { self.ranks_of_avx2(atoms, ranks, counts) };
             return;
         }
         for (rank, atom) in ranks.iter_mut().zip(atoms) {
-            *rank = self.rank_of(atom.x) as u32;
+            let r = self.rank_of(atom.x);
+            counts[r] += 1;
+            *rank = r as u32;
         }
     }
 
-    /// [`ranks_of`](Self::ranks_of) four atoms at a time: each atom's first 16 bytes (x, y, z
-    /// and the charge) in one load, the four transposed into a vector of x, of y and of z.
+    /// [`ranks_of`](Self::ranks_of) eight atoms at a time: each atom's first 16 bytes (x, y, z
+    /// and the charge) in one load, eight transposed into a vector of x, of y and of z.
     ///
     /// # Safety
-    /// The processor has AVX2; `ranks` is as long as `atoms`.
+    /// The processor has AVX2 and FMA; `ranks` is as long as `atoms`, `counts` has one entry
+    /// per PME rank.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn ranks_of_avx2(&self, atoms: &[Particle], ranks: &mut [u32]) {
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn ranks_of_avx2(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
         use std::arch::x86_64::*;
+        let m = self.ranks();
         let r = &self.recip;
-        let k = self.k[0] as i32;
-        let (r00, r10, r20) = (_mm256_set1_pd(r[0][0]), _mm256_set1_pd(r[1][0]), _mm256_set1_pd(r[2][0]));
-        let (one, scale) = (_mm256_set1_pd(1.0), _mm256_set1_pd(f64::from(k)));
-        let (limit, sign) = (_mm256_set1_pd(2.0f64.powi(31)), _mm256_set1_pd(-0.0));
-        let (lowest, highest) = (_mm_setzero_si128(), _mm_set1_epi32(k - 1));
-        for (group, out) in atoms.chunks_exact(4).zip(ranks.chunks_exact_mut(4)) {
-            // SAFETY: a Particle is repr(C) and starts with x, y, z and q: 16 bytes of f32.
-            let load = |a: &Particle| unsafe { _mm_loadu_ps((a as *const Particle).cast::<f32>()) };
-            let (a, b, c, d) = (load(&group[0]), load(&group[1]), load(&group[2]), load(&group[3]));
-            // Transpose: xy of a and b, xy of c and d, ...
-            let ab_low = _mm_unpacklo_ps(a, b);
-            let cd_low = _mm_unpacklo_ps(c, d);
-            let ab_high = _mm_unpackhi_ps(a, b);
-            let cd_high = _mm_unpackhi_ps(c, d);
-            let x = _mm256_cvtps_pd(_mm_movelh_ps(ab_low, cd_low));
-            let y = _mm256_cvtps_pd(_mm_movehl_ps(cd_low, ab_low));
-            let z = _mm256_cvtps_pd(_mm_movelh_ps(ab_high, cd_high));
-            // s = x·rxx + y·ryx + z·rzx, in the order `line` adds them.
-            let mut f = _mm256_add_pd(
-                _mm256_add_pd(_mm256_mul_pd(x, r00), _mm256_mul_pd(y, r10)),
-                _mm256_mul_pd(z, r20),
-            );
-            // |s| < 2^31 in every lane (false for NaN), else the exact scalar path.
-            let magnitude = _mm256_andnot_pd(sign, f);
-            if _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LT_OQ>(magnitude, limit)) != 0b1111 {
-                for (rank, atom) in out.iter_mut().zip(group) {
-                    *rank = self.rank_of(atom.x) as u32;
-                }
-                continue;
-            }
-            // f -= floor(f): truncate, then one less where the truncation rounded up.
-            let t = _mm256_cvtepi32_pd(_mm256_cvttpd_epi32(f));
-            let floor = _mm256_sub_pd(t, _mm256_and_pd(_mm256_cmp_pd::<_CMP_GT_OQ>(t, f), one));
-            f = _mm256_sub_pd(f, floor);
-            // u = f · K in [0, K]: its truncation, clamped to the last plane.
-            let plane =
-                _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(f, scale)), lowest), highest);
-            let planes = [
-                _mm_extract_epi32::<0>(plane),
-                _mm_extract_epi32::<1>(plane),
-                _mm_extract_epi32::<2>(plane),
-                _mm_extract_epi32::<3>(plane),
-            ];
-            for (rank, &plane) in out.iter_mut().zip(&planes) {
-                // SAFETY: plane is clamped to 0..=k - 1, and plane_rank has k entries.
-                *rank = unsafe { *self.plane_rank.get_unchecked(plane as usize) };
+        let k = self.k[0];
+        let (r00, r10, r20) = (r[0][0] as f32, r[1][0] as f32, r[2][0] as f32);
+        let (vr00, vr10, vr20) = (_mm256_set1_ps(r00), _mm256_set1_ps(r10), _mm256_set1_ps(r20));
+        let (ar00, ar10, ar20) =
+            (_mm256_set1_ps(r00.abs()), _mm256_set1_ps(r10.abs()), _mm256_set1_ps(r20.abs()));
+        let scale = _mm256_set1_ps(k as f32);
+        let one = _mm256_set1_ps(1.0);
+        // Four times the bound on |u_f32 - u_f64| per unit of T + 1.
+        let slack = _mm256_set1_ps(k as f32 * 2.0f32.powi(-20));
+        let limit = _mm256_set1_ps(2.0f32.powi(22));
+        let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        let (lowest, highest) = (_mm256_setzero_si256(), _mm256_set1_epi32(k as i32 - 1));
+        // Up to COMPARED_RANKS ranks, a plane's rank is found by comparing it with the slabs'
+        // first planes (the slabs are in rank order), eight atoms at once; beyond, by table.
+        let by_compare = m <= COMPARED_RANKS;
+        let mut starts = [_mm256_set1_epi32(i32::MAX); COMPARED_RANKS - 1];
+        if by_compare {
+            for (start, &bound) in starts.iter_mut().zip(&self.bounds[1..m]) {
+                *start = _mm256_set1_epi32(bound as i32 - 1);
             }
         }
-        let tail = atoms.len() / 4 * 4;
+        let mut above = [_mm256_setzero_si256(); COMPARED_RANKS - 1];
+        let starts = &starts[..m.clamp(1, COMPARED_RANKS) - 1];
+        let mut compared = 0usize;
+        for (group, out) in atoms.chunks_exact(8).zip(ranks.chunks_exact_mut(8)) {
+            // SAFETY: a Particle is repr(C) and starts with x, y, z and q: 16 bytes of f32.
+            let load = |a: &Particle| unsafe { _mm_loadu_ps((a as *const Particle).cast::<f32>()) };
+            // Lane j holds atom j (low half) and atom j + 4 (high half) of the group.
+            let v0 = _mm256_set_m128(load(&group[4]), load(&group[0]));
+            let v1 = _mm256_set_m128(load(&group[5]), load(&group[1]));
+            let v2 = _mm256_set_m128(load(&group[6]), load(&group[2]));
+            let v3 = _mm256_set_m128(load(&group[7]), load(&group[3]));
+            let (t0, t1) = (_mm256_unpacklo_ps(v0, v1), _mm256_unpacklo_ps(v2, v3));
+            let (t2, t3) = (_mm256_unpackhi_ps(v0, v1), _mm256_unpackhi_ps(v2, v3));
+            // x0 x1 x2 x3 | x4 x5 x6 x7, and so on: the lanes in atom order.
+            let x = _mm256_shuffle_ps::<0x44>(t0, t1);
+            let y = _mm256_shuffle_ps::<0xEE>(t0, t1);
+            let z = _mm256_shuffle_ps::<0x44>(t2, t3);
+            let s = _mm256_fmadd_ps(x, vr00, _mm256_fmadd_ps(y, vr10, _mm256_mul_ps(z, vr20)));
+            let (ax, ay, az) =
+                (_mm256_and_ps(x, magnitude), _mm256_and_ps(y, magnitude), _mm256_and_ps(z, magnitude));
+            let t = _mm256_fmadd_ps(ax, ar00, _mm256_fmadd_ps(ay, ar10, _mm256_fmadd_ps(az, ar20, one)));
+            let u = _mm256_mul_ps(_mm256_sub_ps(s, _mm256_floor_ps(s)), scale);
+            let off =
+                _mm256_and_ps(_mm256_sub_ps(u, _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(u)), magnitude);
+            // Near a boundary, or |s| not below the limit (true for NaN): the exact path.
+            let near = _mm256_cmp_ps::<_CMP_NGT_UQ>(off, _mm256_mul_ps(t, slack));
+            let far = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(s, magnitude), limit);
+            let exact = _mm256_movemask_ps(_mm256_or_ps(near, far));
+            let plane = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(u), lowest), highest);
+            if exact == 0 && by_compare {
+                // The rank is the number of slabs above the first that start at or below the
+                // plane; each comparison also counts the atoms at or above its slab.
+                let mut rank = _mm256_setzero_si256();
+                for (start, above) in starts.iter().zip(&mut above) {
+                    let at_or_above = _mm256_cmpgt_epi32(plane, *start);
+                    rank = _mm256_sub_epi32(rank, at_or_above);
+                    *above = _mm256_sub_epi32(*above, at_or_above);
+                }
+                // SAFETY: `out` holds eight u32, 32 bytes; the store is unaligned.
+                unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), rank) };
+                compared += 8;
+                continue;
+            }
+            let mut planes = [0i32; 8];
+            // SAFETY: `planes` holds eight i32, 32 bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(planes.as_mut_ptr().cast(), plane) };
+            for (lane, (rank, &plane)) in out.iter_mut().zip(&planes).enumerate() {
+                let r = if exact & (1 << lane) == 0 {
+                    // SAFETY: plane is clamped to 0..=k - 1, and plane_rank has k entries.
+                    unsafe { *self.plane_rank.get_unchecked(plane as usize) as usize }
+                } else {
+                    self.rank_of(group[lane].x)
+                };
+                *rank = r as u32;
+                counts[r] += 1;
+            }
+        }
+        // Atoms at or above slab r + 1, summed over the lanes, make the counts of the groups
+        // ranked by comparison.
+        let mut at_or_above = [0usize; COMPARED_RANKS];
+        for (total, above) in at_or_above.iter_mut().zip(&above) {
+            let mut lanes = [0u32; 8];
+            // SAFETY: `lanes` holds eight u32, 32 bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *above) };
+            *total = lanes.iter().map(|&c| c as usize).sum();
+        }
+        if by_compare {
+            for (r, count) in counts.iter_mut().enumerate() {
+                let from = if r == 0 { compared } else { at_or_above[r - 1] };
+                *count += from - if r + 1 < m { at_or_above[r] } else { 0 };
+            }
+        }
+        let tail = atoms.len() / 8 * 8;
         for (rank, atom) in ranks[tail..].iter_mut().zip(&atoms[tail..]) {
-            *rank = self.rank_of(atom.x) as u32;
+            let r = self.rank_of(atom.x);
+            counts[r] += 1;
+            *rank = r as u32;
         }
     }
 
@@ -369,8 +423,12 @@ mod tests {
     fn ranks_of_is_rank_of_for_every_position() {
         let triclinic = [[4.1, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.9, 1.1, 3.7]];
         let rectangular = [[3.72, 0.0, 0.0], [0.0, 4.4, 0.0], [0.0, 0.0, 5.1]];
-        for box_vectors in [rectangular, triclinic] {
-            let grid = PmeGrid::new(box_vectors, 0.12, &[0, 1, 2]).expect("grid");
+        // Three PME ranks (ranked by comparison), and twenty in a long triclinic box (by
+        // table, beyond COMPARED_RANKS).
+        let long = [[12.1, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.9, 1.1, 3.7]];
+        let many: Vec<usize> = (0..20).collect();
+        for (box_vectors, pes) in [(rectangular, &[0, 1, 2][..]), (triclinic, &[0, 1, 2]), (long, &many)] {
+            let grid = PmeGrid::new(box_vectors, 0.12, pes).expect("grid");
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             let mut next = move || {
                 seed ^= seed << 13;
@@ -387,6 +445,23 @@ mod tests {
                 let x = (plane as f32) * a / grid.sizes()[0] as f32;
                 positions.extend([[x, 0.0, 0.0], [x.next_down(), 0.0, 0.0], [x.next_up(), 0.0, 0.0]]);
             }
+            // The plane boundaries of s_x off the x axis (through y and z in a triclinic box),
+            // and positions some boxes away, where the bound of the f32 path is wider.
+            let recip = grid.reciprocal_box();
+            for plane in 0..=grid.sizes()[0] {
+                for shift in [0.0, 3.0, -17.0, 250.0] {
+                    let (y, z) = (next() * 5.0, next() * 5.0);
+                    let s = (plane as f64) / grid.sizes()[0] as f64 + shift;
+                    let x = ((s - y * recip[1][0] - z * recip[2][0]) / recip[0][0]) as f32;
+                    let (y, z) = (y as f32, z as f32);
+                    positions.extend([[x, y, z], [x.next_down(), y, z], [x.next_up(), y, z]]);
+                    positions.extend([[x, y.next_up(), z], [x, y, z.next_down()]]);
+                }
+            }
+            positions.extend((0..2000).map(|_| {
+                let far = 2.0f64.powi((next() * 26.0) as i32);
+                [(next() - 0.5) as f32 * far as f32, (next() - 0.5) as f32 * far as f32, next() as f32 * 5.0]
+            }));
             positions.extend([
                 [1e10, 0.0, 0.0],
                 [-1e10, 2.0, 1.0],
@@ -403,10 +478,15 @@ mod tests {
                 .collect();
             for len in [atoms.len(), atoms.len() - 1, 3, 0] {
                 let mut ranks = vec![u32::MAX; len];
-                grid.ranks_of(&atoms[..len], &mut ranks);
+                let mut counts = vec![7; grid.ranks()];
+                grid.ranks_of(&atoms[..len], &mut ranks, &mut counts);
+                let mut expected = vec![7; grid.ranks()];
                 for (i, (&rank, atom)) in ranks.iter().zip(&atoms).enumerate() {
-                    assert_eq!(rank as usize, grid.rank_of(atom.x), "atom {i} at {:?}", atom.x);
+                    let exact = grid.rank_of(atom.x);
+                    assert_eq!(rank as usize, exact, "atom {i} at {:?}", atom.x);
+                    expected[exact] += 1;
                 }
+                assert_eq!(counts, expected, "counts are added to what was there");
             }
         }
     }

@@ -10,7 +10,8 @@
 
 use onesided::{Runtime, SignalArray, SymArray};
 
-use super::{ERROR, LINE, Redistribution, Transport, check_count, note_error};
+use super::{ERROR, LINE, Particle, Redistribution, Transport, check_count, note_error};
+use crate::RVec;
 use crate::error::Result;
 
 /// The get transport's tables and signals.
@@ -46,25 +47,16 @@ impl<'rt> Get<'rt> {
 }
 
 impl<'rt> Transport<'rt> for Get<'rt> {
-    fn wait_send_free(&self, this: &Redistribution<'rt>) -> Result<()> {
-        // Only particle PEs have a send buffer that PME ranks read.
-        if this.is_particle[this.rt.my_pe()] {
-            let m = this.grid.ranks() as u64;
-            self.taken.wait_ge(0, m * (this.calls - 1))?;
-        }
-        Ok(())
-    }
-
-    fn wait_forces_free(&self, this: &Redistribution<'rt>) -> Result<()> {
-        if this.my_rank.is_some() {
-            let n = this.rt.n_pes() as u64;
-            self.back_taken.wait_ge(0, n * (this.calls - 1))?;
-        }
-        Ok(())
-    }
-
-    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
         let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
+        // Only particle PEs have a send buffer that PME ranks read: it is packed again once
+        // every PME rank has taken its share of the previous call.
+        if this.is_particle[me] {
+            self.taken.wait_ge(0, m as u64 * (k - 1))?;
+            // SAFETY: every PME rank has taken its share of the previous call (awaited just
+            // above), and none reads the buffer again before this call's publication below.
+            unsafe { this.pack_send_buffer(home) };
+        }
         let sources: Vec<usize> = (0..n).filter(|&s| this.is_particle[s]).collect();
         let mut raw = vec![0u64; n];
         let mut offsets = vec![0u64; n];
@@ -112,8 +104,14 @@ impl<'rt> Transport<'rt> for Get<'rt> {
         Ok(())
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
         let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
+        if this.my_rank.is_some() {
+            // The forces are staged where the PEs take them from, once every PE has taken
+            // those of the previous call.
+            self.back_taken.wait_ge(0, n as u64 * (k - 1))?;
+            this.force_send.write_local(0, forces)?;
+        }
         let (back_table, back_published, back_taken) =
             (&self.back_table, &self.back_published, &self.back_taken);
         if let Some(rank) = this.my_rank {

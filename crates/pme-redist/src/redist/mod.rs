@@ -11,9 +11,12 @@
 //!   the 2013 `used` counter, which never needs resetting). Forces come back the same way in
 //!   reverse.
 //! - **onesided-put**: counts go to the PME ranks first; each PME rank announces where every
-//!   source's atoms go and the sources put them there ([`onesided::Exchange`], offset swap).
+//!   source's atoms go and the sources write them there ([`onesided::Exchange`], offset swap):
+//!   packed straight into the receivers' buffers through the mapping of a same-node PE
+//!   ([`onesided::Exchange::exchange_packed`]), so each atom is written once, where it is
+//!   needed. Forces go back from the caller's own array, with no staging copy.
 //! - **mpi**: counts, then data, with `MPI_Sendrecv` between pairs in GROMACS's partner order
-//!   (+1, -1, +2, -2, ...).
+//!   (+1, -1, +2, -2, ...); forces go back from the caller's array, as MPI codes send them.
 //! - **mpi-alltoallv**: `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
 //!
 //! The plan ([`Redistribution::collective_plan`], which every PE calls at each repartition)
@@ -22,7 +25,10 @@
 //! new home sets need more; the buffers for received atoms and forces hold the whole system.
 //!
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`);
-//! this file holds the interface, the plan and the packing every path shares.
+//! this file holds the interface, the plan and the placement every path shares, and
+//! `by_rank.rs` the packing and unpacking: a step reads the home atoms twice (placement with
+//! the counts per rank, then packing) and writes each atom once; forces come back in one
+//! pass.
 //!
 //! A PME rank lays out what it receives by source PE, so the layout, and everything computed
 //! from it, is the same on every path. The forces on a PME rank's atoms go back to their
@@ -42,6 +48,7 @@ use crate::RVec;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 
+mod by_rank;
 mod get;
 mod mpi;
 mod put;
@@ -120,29 +127,9 @@ fn note_error(pending: &mut Option<u64>, value: u64) {
     *pending = Some(pending.map_or(value, |p| p.min(value)));
 }
 
-/// Up to this many PME ranks, counting takes one pass over the destinations per rank: a
-/// tally in memory, incremented atom after atom, makes each increment wait for the last
-/// (store-to-load forwarding); a pass per rank counts in registers, vectorised.
-const FEW_RANKS: usize = 8;
-
-/// Counts the atoms for each of the `m` PME ranks (`dest`, one rank per atom) into `counts`,
-/// and returns the first atom more than one slab from its planned rank (around the ring of
-/// slabs, with no division).
-fn count_by_destination(dest: &[u32], planned: &[u32], m: usize, counts: &mut [usize]) -> Option<usize> {
-    if m <= FEW_RANKS {
-        for (r, count) in counts.iter_mut().enumerate().take(m) {
-            *count = dest.iter().map(|&d| usize::from(d as usize == r)).sum();
-        }
-    } else {
-        // Four interleaved tallies, so that consecutive atoms for one rank wait less.
-        let mut tallies = vec![0usize; 4 * m];
-        for (i, &d) in dest.iter().enumerate() {
-            tallies[(i & 3) * m + d as usize] += 1;
-        }
-        for (r, count) in counts.iter_mut().enumerate().take(m) {
-            *count = (0..4).map(|lane| tallies[lane * m + r]).sum();
-        }
-    }
+/// The first atom more than one slab from its planned rank (around the ring of `m` slabs,
+/// with no division), if any.
+fn first_too_far(dest: &[u32], planned: &[u32], m: usize) -> Option<usize> {
     let ring = m as u32;
     let too_far = |(&now, &then): (&u32, &u32)| {
         let ahead = now + ring - then;
@@ -168,25 +155,15 @@ const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: 
 /// Words per slot of the get path's tables: one cache line.
 const LINE: usize = 8;
 
-/// One transport's protocol for the two halves of a step, once the atoms are packed and the
-/// counts known: each implementation reads top to bottom in its own file.
+/// One transport's protocol for the two halves of a step, once every home atom's PME rank
+/// and the counts are known: each implementation reads top to bottom in its own file.
 trait Transport<'rt> {
-    /// Waits until the send buffer may be packed again (the get path's readers of the previous
-    /// step are done).
-    fn wait_send_free(&self, _this: &Redistribution<'rt>) -> Result<()> {
-        Ok(())
-    }
+    /// Counts and the `home` atoms to the PME ranks (packed by [`Redistribution::pack`]).
+    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()>;
 
-    /// Waits until the force buffer may be written again.
-    fn wait_forces_free(&self, _this: &Redistribution<'rt>) -> Result<()> {
-        Ok(())
-    }
-
-    /// Counts and atoms to the PME ranks.
-    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()>;
-
-    /// Status and forces back to the atoms' PEs.
-    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()>;
+    /// Status and `forces` (one per received atom, on PME ranks) back to the atoms' PEs, into
+    /// their force receive buffers, by PME rank.
+    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()>;
 }
 
 /// The redistribution of one set of home atoms to the PME ranks, and of their forces back.
@@ -201,12 +178,11 @@ pub struct Redistribution<'rt> {
     planned: Vec<u32>,
     /// PME rank of each home atom in this step.
     dest: Vec<u32>,
-    /// Home indices in send order (by destination, stable).
-    order: Vec<u32>,
+    /// Home atoms of each PME rank per chunk of [`PARALLEL_MIN`] home atoms (`[c * m + r]`),
+    /// or for all of them when placement stays on the calling thread.
+    chunk_counts: Vec<usize>,
     dest_counts: Vec<usize>,
     dest_offsets: Vec<usize>,
-    /// Where the next atom for each PME rank goes while packing.
-    fill: Vec<usize>,
     src_counts: Vec<usize>,
     src_offsets: Vec<usize>,
     received: usize,
@@ -271,10 +247,9 @@ impl<'rt> Redistribution<'rt> {
             is_particle,
             planned: Vec::new(),
             dest: Vec::new(),
-            order: Vec::new(),
+            chunk_counts: Vec::new(),
             dest_counts: vec![0; m],
             dest_offsets: vec![0; m],
-            fill: vec![0; m],
             src_counts: vec![0; n],
             src_offsets: vec![0; n],
             received: 0,
@@ -332,16 +307,35 @@ impl<'rt> Redistribution<'rt> {
 
     /// Records the PME rank of each home atom, as the plan.
     fn record_plan(&mut self, home: &[Particle]) {
-        let grid = &self.grid;
         self.planned.resize(home.len(), 0);
-        if !crate::parallel(home.len(), PARALLEL_MIN) {
-            grid.ranks_of(home, &mut self.planned);
-        } else {
-            self.planned
-                .par_chunks_mut(PARALLEL_MIN)
-                .zip(home.par_chunks(PARALLEL_MIN))
-                .for_each(|(r, h)| grid.ranks_of(h, r));
-        }
+        let mut counts = Vec::new();
+        place(&self.grid, home, &mut self.planned, &mut counts);
+    }
+
+    /// How the home atoms were cut when they were placed.
+    fn chunks(&self) -> by_rank::Chunks<'_> {
+        let m = self.grid.ranks();
+        let parallel = self.chunk_counts.len() > m;
+        let chunk = if parallel { PARALLEL_MIN } else { self.dest.len().max(1) };
+        by_rank::Chunks { chunk, ranks: m, counts: &self.chunk_counts, parallel }
+    }
+
+    /// Writes the `home` atoms into `out`, one slice per PME rank (`dest_counts[r]` long), in
+    /// home order: the layout every path sends.
+    fn pack(&self, home: &[Particle], out: Vec<&mut [Particle]>) {
+        by_rank::pack(&self.dest, home, out, &self.chunks());
+    }
+
+    /// Packs the `home` atoms into the send buffer, by PME rank from `dest_offsets`.
+    ///
+    /// # Safety
+    /// No PE reads this PE's send buffer now (the get path's readers of the previous call are
+    /// done).
+    unsafe fn pack_send_buffer(&self, home: &[Particle]) {
+        // SAFETY: no PE writes this PE's send buffer, and no PE reads it now (the caller's
+        // promise); the range holds the home atoms (redistribute checked the capacity).
+        let packed = unsafe { self.send.array().local_range_mut(0..home.len()) };
+        self.pack(home, split_counts(packed, &self.dest_counts));
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank; on a PME
@@ -369,16 +363,16 @@ impl<'rt> Redistribution<'rt> {
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
-        if !crate::parallel(home.len(), PARALLEL_MIN) {
-            self.grid.ranks_of(home, &mut dest);
-        } else {
-            let grid = &self.grid;
-            dest.par_chunks_mut(PARALLEL_MIN)
-                .zip(home.par_chunks(PARALLEL_MIN))
-                .for_each(|(d, h)| grid.ranks_of(h, d));
+        place(&self.grid, home, &mut dest, &mut self.chunk_counts);
+        self.dest_counts.fill(0);
+        for chunk in self.chunk_counts.chunks_exact(m) {
+            for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
+                *total += count;
+            }
         }
-        // The counts, and the check against the plan.
-        let far = count_by_destination(&dest, &self.planned, m, &mut self.dest_counts);
+        // The check against the plan.
+        let far = first_too_far(&dest, &self.planned, m);
+        self.dest = dest;
         if let Some(i) = far {
             self.pending = Some(marker(home[i].global, me));
         }
@@ -388,26 +382,7 @@ impl<'rt> Redistribution<'rt> {
             self.dest_offsets[r] = next;
             next += self.dest_counts[r];
         }
-        self.order.resize(home.len(), 0);
-        self.with_transport(|t, this| t.wait_send_free(this))?;
-        // SAFETY: no PE writes this PE's send buffer; the get path's readers of the previous
-        // call are done (awaited just above), and nobody else reads it.
-        let packed = unsafe { self.send.array().local_range_mut(0..home.len()) };
-        let mut fill = std::mem::take(&mut self.fill);
-        fill.clone_from(&self.dest_offsets);
-        for (i, &d) in dest.iter().enumerate() {
-            self.order[fill[d as usize]] = i as u32;
-            fill[d as usize] += 1;
-        }
-        self.fill = fill;
-        if !crate::parallel(home.len(), PARALLEL_MIN) {
-            packed.iter_mut().zip(&self.order).for_each(|(out, &i)| *out = home[i as usize]);
-        } else {
-            packed.par_iter_mut().zip(self.order.par_iter()).for_each(|(out, &i)| *out = home[i as usize]);
-        }
-        self.dest = dest;
-        self.with_transport(|t, this| t.forward(this))?;
-        Ok(())
+        self.with_transport(|t, this| t.forward(this, home))
     }
 
     /// The atoms this PME rank received in the last [`redistribute`](Self::redistribute), by
@@ -435,7 +410,7 @@ impl<'rt> Redistribution<'rt> {
     /// slab in this step, naming the same atom everywhere; that step's forces are not
     /// delivered. Rebuild the plan ([`collective_plan`](Self::collective_plan)) and go on.
     pub fn return_forces(&mut self, forces: &[RVec]) -> Result<Vec<RVec>> {
-        let mut home_forces = vec![[0.0f32; 3]; self.order.len()];
+        let mut home_forces = vec![[0.0f32; 3]; self.dest.len()];
         self.return_forces_into(forces, &mut home_forces)?;
         Ok(home_forces)
     }
@@ -448,7 +423,7 @@ impl<'rt> Redistribution<'rt> {
     /// As [`return_forces`](Self::return_forces).
     pub fn return_forces_into(&mut self, forces: &[RVec], home_forces: &mut [RVec]) -> Result<()> {
         let me = self.rt.my_pe();
-        let n_home = self.order.len();
+        let n_home = self.dest.len();
         if forces.len() != self.received || home_forces.len() != n_home {
             return Err(Error::Config(format!(
                 "PE {me} returns {} forces for {} received atoms into room for {} home forces (needs {n_home})",
@@ -457,18 +432,15 @@ impl<'rt> Redistribution<'rt> {
                 home_forces.len()
             )));
         }
-        self.with_transport(|t, this| t.wait_forces_free(this))?;
-        self.force_send.write_local(0, forces)?;
-        self.with_transport(|t, this| t.backward(this))?;
+        self.with_transport(|t, this| t.backward(this, forces))?;
         if let Some(marked) = self.pending {
             return Err(decode(marked));
         }
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return_forces.
         let arrived = unsafe { self.force_recv.array().local_range(0..n_home) };
-        for (&i, f) in self.order.iter().zip(arrived) {
-            home_forces[i as usize] = *f;
-        }
+        let by_rank = split_counts_ref(arrived, &self.dest_counts);
+        by_rank::unpack(&self.dest, by_rank, home_forces, &self.chunks());
         Ok(())
     }
 
@@ -530,6 +502,51 @@ fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) -> Result<u
         )));
     }
     Ok(agreed[0] as usize)
+}
+
+/// The PME rank of each of the `home` atoms into `ranks`, counted per rank and chunk of
+/// [`PARALLEL_MIN`] atoms into `chunk_counts` (`[c * m + r]`), or for all atoms in one row
+/// when placement stays on the calling thread.
+fn place(grid: &PmeGrid, home: &[Particle], ranks: &mut [u32], chunk_counts: &mut Vec<usize>) {
+    let m = grid.ranks();
+    chunk_counts.clear();
+    if !crate::parallel(home.len(), PARALLEL_MIN) {
+        chunk_counts.resize(m, 0);
+        grid.ranks_of(home, ranks, chunk_counts);
+    } else {
+        chunk_counts.resize(home.len().div_ceil(PARALLEL_MIN) * m, 0);
+        chunk_counts
+            .par_chunks_mut(m)
+            .zip(ranks.par_chunks_mut(PARALLEL_MIN))
+            .zip(home.par_chunks(PARALLEL_MIN))
+            .for_each(|((counts, r), h)| grid.ranks_of(h, r, counts));
+    }
+}
+
+/// `data` cut into consecutive slices of `counts` elements.
+fn split_counts<'a, T>(data: &'a mut [T], counts: &[usize]) -> Vec<&'a mut [T]> {
+    let mut rest = data;
+    counts
+        .iter()
+        .map(|&count| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count);
+            rest = tail;
+            head
+        })
+        .collect()
+}
+
+/// `data` cut into consecutive shared slices of `counts` elements.
+fn split_counts_ref<'a, T>(data: &'a [T], counts: &[usize]) -> Vec<&'a [T]> {
+    let mut rest = data;
+    counts
+        .iter()
+        .map(|&count| {
+            let (head, tail) = rest.split_at(count);
+            rest = tail;
+            head
+        })
+        .collect()
 }
 
 /// A PE returned a different number of forces than it was sent atoms.

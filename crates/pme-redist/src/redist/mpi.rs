@@ -156,8 +156,12 @@ impl Mpi {
 }
 
 impl<'rt> Transport<'rt> for Mpi {
-    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
         let (me, n) = (this.rt.my_pe(), this.rt.n_pes());
+        if this.is_particle[me] {
+            // SAFETY: on this path no PE reads or writes another's send buffer.
+            unsafe { this.pack_send_buffer(home) };
+        }
         // Counts to every PME rank (zero to the others).
         let counts_out: Vec<u64> = (0..n)
             .map(|pe| match this.grid.rank_of_pe(pe) {
@@ -196,7 +200,7 @@ impl<'rt> Transport<'rt> for Mpi {
         )
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
         let (me, n) = (this.rt.my_pe(), this.rt.n_pes());
         let status_out: Vec<u64> =
             (0..n)
@@ -230,9 +234,10 @@ impl<'rt> Transport<'rt> for Mpi {
         let send_offsets = this.src_offsets.clone();
         let recv_offsets: Vec<usize> =
             (0..n).map(|pe| this.grid.rank_of_pe(pe).map_or(0, |r| this.dest_offsets[r])).collect();
+        // Straight from the caller's forces, as MPI codes send them.
         self.data(
             this.rt,
-            this.force_send.as_ptr().cast(),
+            forces.as_ptr().cast(),
             (&send_counts, &send_offsets),
             this.force_recv.array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),

@@ -2,7 +2,7 @@
 //! source's atoms go and the sources put them there ([`onesided::Exchange`], the offset swap).
 //! Forces come back the same way.
 
-use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Packed, Runtime, SymArray};
 
 use super::{ERROR, Particle, Redistribution, Transport, check_count, note_error};
 use crate::RVec;
@@ -35,7 +35,7 @@ impl<'rt> Put<'rt> {
 }
 
 impl<'rt> Transport<'rt> for Put<'rt> {
-    fn forward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
         let (me, n, m) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks());
         let count_values: Vec<u64> = (0..m).map(|r| this.count_to(r)).collect();
         let sources: Vec<usize> = (0..n).filter(|&s| this.is_particle[s]).collect();
@@ -66,15 +66,10 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             }
         }
         this.take_source_counts(&raw);
-        let data = &mut self.data;
-        // SAFETY: no PE writes this PE's send buffer; it was packed by redistribute.
-        let packed = unsafe { this.send.array().local_range(0..this.order.len()) };
         let mut outgoing = Vec::new();
         if this.is_particle[me] {
             for r in 0..m {
-                let count = if this.withheld { 0 } else { this.dest_counts[r] };
-                let at = this.dest_offsets[r];
-                outgoing.push(Outgoing { to: this.grid.pe_of(r), data: &packed[at..at + count] });
+                outgoing.push(Packed { to: this.grid.pe_of(r), count: this.send_count(r) });
             }
         }
         let incoming: Vec<Incoming> = if this.my_rank.is_some() {
@@ -91,13 +86,20 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             Vec::new()
         };
         let mut received = vec![0; incoming.len()];
-        data.exchange(&[&this.recv], &outgoing, &incoming, &mut received)?;
+        // Each atom is written once, into its PME rank's receive buffer where that is mapped.
+        let this = &*this;
+        let pack = |out: &mut [&mut [Particle]]| {
+            if this.is_particle[me] && !this.withheld {
+                this.pack(home, out.iter_mut().map(|o| &mut **o).collect());
+            }
+        };
+        self.data.exchange_packed(&[&this.recv], &outgoing, pack, &incoming, &mut received)?;
         Ok(())
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>) -> Result<()> {
+    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
         let (me, n, m) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks());
-        let (counts, count_buffers, forces) = (&mut self.counts, &mut self.count_buffers, &mut self.forces);
+        let (counts, count_buffers, exchange) = (&mut self.counts, &mut self.count_buffers, &mut self.forces);
         // Status (and count) from every PME rank to every PE.
         let values: Vec<u64> = (0..n).map(|p| this.pending.unwrap_or(this.src_counts[p] as u64)).collect();
         let mut outgoing = Vec::new();
@@ -120,15 +122,14 @@ impl<'rt> Transport<'rt> for Put<'rt> {
                 check_count(value as usize, this.dest_counts[r], this.grid.pe_of(r))?;
             }
         }
-        // SAFETY: this PE's outgoing forces were written above and no PE writes them.
-        let out = unsafe { this.force_send.local_range(0..this.received) };
+        // Straight from the caller's forces: the put path needs no staging.
         let mut outgoing = Vec::new();
         if this.my_rank.is_some() {
             // An error status goes without forces.
             let failed = this.pending.is_some();
             for p in (0..n).filter(|&p| this.is_particle[p]) {
                 let (at, count) = (this.src_offsets[p], if failed { 0 } else { this.src_counts[p] });
-                outgoing.push(Outgoing { to: p, data: &out[at..at + count] });
+                outgoing.push(Outgoing { to: p, data: &forces[at..at + count] });
             }
         }
         let incoming: Vec<Incoming> = if this.is_particle[me] {
@@ -144,7 +145,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             Vec::new()
         };
         let mut received = vec![0; incoming.len()];
-        forces.exchange(&[this.force_recv.array()], &outgoing, &incoming, &mut received)?;
+        exchange.exchange(&[this.force_recv.array()], &outgoing, &incoming, &mut received)?;
         Ok(())
     }
 }
