@@ -4,7 +4,8 @@
 //! a step (coordinates and charges to the PME ranks, forces back), from a barrier on, as the
 //! time PE 0 takes to finish it. `pme_redistribute/.../<atoms>` and
 //! `pme_return_forces/.../<atoms>` time the two halves alone: each iteration is still a whole
-//! step, with a barrier (not timed) before each half.
+//! step, with a barrier (not timed) before each half. `pme_redist/copy/<atoms>` is the memory
+//! floor: one copy of PE 0's home atoms (coordinates, charge and index), from a barrier on.
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -101,6 +102,29 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
                 Ok(total)
             }));
         }
+    }
+    // The memory floor the round trip is measured against: one copy of this PE's
+    // coordinates and charges (its home atoms), from a barrier on like every step.
+    let mut copied: Vec<usize> = Vec::new();
+    for (_, atoms, step) in &steps {
+        if copied.contains(atoms) {
+            continue;
+        }
+        copied.push(*atoms);
+        let home = step.borrow().home.clone();
+        let copy = RefCell::new(vec![Particle::default(); home.len()]);
+        benches.push(Bench::sized("pme_redist", "copy", *atoms, move |iters| {
+            let mut copy = copy.borrow_mut();
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                rt.barrier();
+                let start = Instant::now();
+                copy.copy_from_slice(std::hint::black_box(&home));
+                std::hint::black_box(&mut *copy);
+                total += start.elapsed();
+            }
+            Ok(total)
+        }));
     }
     bench::run(rt, benches)?;
     Ok(())

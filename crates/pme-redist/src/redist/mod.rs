@@ -128,17 +128,21 @@ fn note_error(pending: &mut Option<u64>, value: u64) {
 }
 
 /// The first atom more than one slab from its planned rank (around the ring of `m` slabs,
-/// with no division), if any.
+/// with no division), if any. On a ring of three slabs or fewer no rank is further than one
+/// from any other.
 fn first_too_far(dest: &[u32], planned: &[u32], m: usize) -> Option<usize> {
+    if m <= 3 {
+        return None;
+    }
     let ring = m as u32;
     let too_far = |(&now, &then): (&u32, &u32)| {
-        let ahead = now + ring - then;
+        let ahead = now.wrapping_sub(then).wrapping_add(ring);
         let apart = if ahead >= ring { ahead - ring } else { ahead };
-        apart.min(ring - apart) > 1
+        u32::from(apart > 1 && apart < ring - 1)
     };
-    // A branch-free sweep first: an atom too far is the rare case.
-    let any = dest.iter().zip(planned).fold(false, |seen, pair| seen | too_far(pair));
-    if any { dest.iter().zip(planned).position(too_far) } else { None }
+    // A branch-free, vectorised count first: an atom too far is the rare case.
+    let any = dest.iter().zip(planned).map(too_far).fold(0, u32::max) > 0;
+    if any { dest.iter().zip(planned).position(|pair| too_far(pair) > 0) } else { None }
 }
 
 fn decode(marked: u64) -> Error {
