@@ -256,9 +256,10 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
 }
 
 /// What a launch measured of the machine before its benchmarks, on PE 0. The MD figures fall
-/// into one of two states per launch (docs/bench/RESULTS.md), and the speed of a cache-line
-/// transfer between the PEs' cores, which the host decides, is the candidate left: each
-/// launch records it beside its results so that a report shows which state a launch was in.
+/// into one of two states per launch (docs/bench/RESULTS.md); each launch records these
+/// machine facts beside its results, so that a report can be read against them. None of
+/// them has yet told the states apart: not the signal round trip, not a local copy, and not
+/// the pull of data the other PE has just written (the transfer one-sided `move_f` makes).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchProbe {
     /// The benchmark groups the launch ran, space-separated.
@@ -268,7 +269,14 @@ pub struct LaunchProbe {
     pub round_trip_ns: f64,
     /// Median time of a local copy of 1 MiB on PE 0, in nanoseconds.
     pub copy_ns: f64,
+    /// Median time for PE 0 to get 256 KiB that PE 1 has just written (freshly written lines
+    /// crossing between the cores, as one-sided `move_f` pulls the forces its neighbour just
+    /// staged), in nanoseconds.
+    pub pull_ns: f64,
 }
+
+/// Bytes of the launch probe's pull of freshly written data.
+const PROBE_PULL: usize = 256 << 10;
 
 /// Blocks of the launch probe's round trips, and round trips per block.
 const PROBE_BLOCKS: usize = 21;
@@ -303,6 +311,25 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         }
         blocks.push(start.elapsed().as_secs_f64() * 1e9 / PROBE_TRIPS as f64);
     }
+    // PE 1 writes the buffer and signals; PE 0 gets it and answers, for every round.
+    let fresh = SymArray::<u8>::collective_alloc(rt, "bench launch probe: fresh data", PROBE_PULL)?;
+    let mut pulled = vec![0u8; PROBE_PULL];
+    let mut pulls = Vec::with_capacity(PROBE_BLOCKS);
+    for round in 0..PROBE_BLOCKS {
+        sent += 1;
+        if me == 1 {
+            fresh.fill_local(round as u8);
+            signals.set(0, 0, sent)?;
+            signals.wait_ge(0, sent + 1)?;
+        } else {
+            signals.wait_ge(0, sent)?;
+            let start = Instant::now();
+            fresh.get(1, 0, &mut pulled)?;
+            pulls.push(start.elapsed().as_secs_f64() * 1e9);
+            signals.set(1, 0, sent + 1)?;
+        }
+        sent += 1;
+    }
     rt.barrier();
     if me != 0 {
         return Ok(None);
@@ -317,11 +344,18 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         copies.push(start.elapsed().as_secs_f64() * 1e9);
     }
     let median = crate::yardstick::median;
-    let probe = LaunchProbe { groups: String::new(), round_trip_ns: median(blocks), copy_ns: median(copies) };
+    let probe = LaunchProbe {
+        groups: String::new(),
+        round_trip_ns: median(blocks),
+        copy_ns: median(copies),
+        pull_ns: median(pulls),
+    };
     eprintln!(
-        "benchmark: launch probe: signal round trip between PE 0 and PE 1 {:.0} ns, local copy of 1 MiB {:.1} us",
+        "benchmark: launch probe: signal round trip between PE 0 and PE 1 {:.0} ns, local copy of 1 MiB {:.1} us, \
+         get of 256 KiB PE 1 just wrote {:.1} us",
         probe.round_trip_ns,
-        probe.copy_ns / 1e3
+        probe.copy_ns / 1e3,
+        probe.pull_ns / 1e3
     );
     Ok(Some(probe))
 }
@@ -342,6 +376,7 @@ fn record_probe(probe: &LaunchProbe) {
         .map(|p| {
             serde_json::json!({
                 "groups": p.groups, "round_trip_ns": p.round_trip_ns, "copy_ns": p.copy_ns,
+                "pull_ns": p.pull_ns,
             })
         })
         .collect();

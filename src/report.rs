@@ -108,6 +108,8 @@ pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String
             groups: v.get("groups")?.as_str()?.to_string(),
             round_trip_ns: v.get("round_trip_ns")?.as_f64()?,
             copy_ns: v.get("copy_ns")?.as_f64()?,
+            // Launches recorded before the pull was probed have none.
+            pull_ns: v.get("pull_ns").and_then(|p| p.as_f64()).unwrap_or(f64::NAN),
         })
     })
 }
@@ -116,11 +118,17 @@ pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String
 /// it ran first.
 pub fn probes_markdown(probes: &[crate::bench::LaunchProbe]) -> String {
     let mut out = String::from(
-        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB |\n|---|---:|---:|\n",
+        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote |\n|---|---:|---:|---:|\n",
     );
     for p in probes {
-        let _ =
-            writeln!(out, "| {} | {} | {} |", p.groups, format_time(p.round_trip_ns), format_time(p.copy_ns));
+        let pull = if p.pull_ns.is_nan() { "-".to_string() } else { format_time(p.pull_ns) };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {pull} |",
+            p.groups,
+            format_time(p.round_trip_ns),
+            format_time(p.copy_ns)
+        );
     }
     out.push('\n');
     out
@@ -390,13 +398,15 @@ mod tests {
     fn launch_probes_are_read_and_listed() {
         let path = std::env::temp_dir().join(format!("launch-probes-{}.json", std::process::id()));
         let json = r#"[{"groups": "halo_move_x halo_move_f", "round_trip_ns": 104.6, "copy_ns": 50700.0},
+                       {"groups": "pme_redist", "round_trip_ns": 90.0, "copy_ns": 52000.0, "pull_ns": 14100.0},
                        {"groups": "broken"}]"#;
         std::fs::write(&path, json).expect("written");
         let probes = read_probes(&path).expect("read");
         let _ = std::fs::remove_file(&path);
-        assert_eq!(probes.len(), 1, "the entry without figures is skipped");
+        assert_eq!(probes.len(), 2, "the entry without figures is skipped");
         let table = probes_markdown(&probes);
-        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs |"), "{table}");
+        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - |"), "{table}");
+        assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs |"), "{table}");
         assert!(read_probes(&path).unwrap_err().contains("cannot read"));
     }
 
