@@ -236,8 +236,13 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
         if let Some(probe) = probe
             && !testing
         {
-            let mut groups: Vec<&str> = benches.iter().map(|b| b.group).collect();
-            groups.dedup();
+            // Each group once, in the order of its first benchmark.
+            let mut groups: Vec<&str> = Vec::new();
+            for bench in &benches {
+                if !groups.contains(&bench.group) {
+                    groups.push(bench.group);
+                }
+            }
             record_probe(&LaunchProbe { groups: groups.join(" "), ..probe });
         }
     } else {
@@ -288,8 +293,10 @@ const PROBE_TRIPS: u64 = 200;
 /// # Collective
 /// Every PE calls it.
 fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
-    // The allocation synchronises after zeroing, so the signals start at 0 on every PE.
+    // The allocations synchronise after zeroing, so the signals start at 0 on every PE; every
+    // PE allocates (and frees, at the end) both arrays, though only PE 0 and PE 1 use them.
     let signals = SignalArray::collective_alloc(rt, "bench launch probe", 1)?;
+    let fresh = SymArray::<u8>::collective_alloc(rt, "bench launch probe: fresh data", PROBE_PULL)?;
     let me = rt.my_pe();
     if rt.n_pes() < 2 || me > 1 {
         rt.barrier();
@@ -312,7 +319,6 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         blocks.push(start.elapsed().as_secs_f64() * 1e9 / PROBE_TRIPS as f64);
     }
     // PE 1 writes the buffer and signals; PE 0 gets it and answers, for every round.
-    let fresh = SymArray::<u8>::collective_alloc(rt, "bench launch probe: fresh data", PROBE_PULL)?;
     let mut pulled = vec![0u8; PROBE_PULL];
     let mut pulls = Vec::with_capacity(PROBE_BLOCKS);
     for round in 0..PROBE_BLOCKS {

@@ -245,11 +245,14 @@ impl PmeGrid {
     ///
     /// The eight-wide path computes the grid coordinate `u = Kx·(s_x - floor(s_x))` in `f32`
     /// and bounds its distance from `rank_of`'s `f64` one (below `Kx·(T + 1)·2⁻²²`, where `T`
-    /// is the sum of the magnitudes of the three products that make `s_x`: the rounding of the
-    /// reciprocal box to `f32`, of the two multiply-adds and the product, and of the scaling).
-    /// Where `u` lies further than four times that bound from every integer, both truncate to
-    /// the same plane; an atom closer to a plane boundary, with `|s_x|` beyond 2²², or not
-    /// finite, goes through `rank_of` (about one atom in a thousand inside the box).
+    /// is the sum of the magnitudes of the three products that make `s_x`: `4T·2⁻²⁴` for the
+    /// rounding of the reciprocal box to `f32`, of the product and of the two multiply-adds;
+    /// the `+ 1` for that of `s_x - floor(s_x)`, inexact only for `s_x` in (-½, 0), and of
+    /// the scaling). Where `u` lies further than four times that bound from every integer,
+    /// both truncate to the same plane; an atom closer to a plane boundary, or not finite,
+    /// goes through `rank_of` with the rest of its group (about one atom in a thousand inside
+    /// the box). Beyond `|s_x| = 2²²` the bound exceeds one half, so such atoms take that path
+    /// too (the code also tests it directly).
     pub(crate) fn ranks_of(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
         assert_eq!(atoms.len(), ranks.len(), "one rank per atom");
         assert_eq!(counts.len(), self.ranks(), "one count per PME rank");
@@ -324,7 +327,8 @@ impl PmeGrid {
             let u = _mm256_mul_ps(_mm256_sub_ps(s, _mm256_floor_ps(s)), scale);
             let off =
                 _mm256_and_ps(_mm256_sub_ps(u, _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(u)), magnitude);
-            // Near a boundary, or |s| not below the limit (true for NaN): the exact path.
+            // Near a boundary, or |s| not below the limit (true for NaN; also implied by the
+            // bound, tested directly for clarity): the exact path.
             let near = _mm256_cmp_ps::<_CMP_NGT_UQ>(off, _mm256_mul_ps(t, slack));
             let far = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(s, magnitude), limit);
             let exact = _mm256_movemask_ps(_mm256_or_ps(near, far));
@@ -415,19 +419,23 @@ fn nice_size(n: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// The four-wide placement agrees with `rank_of` to the bit: positions inside, on and
-    /// around the box, on plane boundaries, far outside it (beyond 2^31 box lengths, where
-    /// the fast path must hand over), negative, and not finite; a triclinic box; lengths not
-    /// a multiple of four.
+    /// The eight-wide placement agrees with `rank_of` to the bit, and counts every rank:
+    /// positions inside, on and around the box, on and next to plane boundaries (where the
+    /// f32 path must hand over), some boxes away and far outside it, negative, and not
+    /// finite; rectangular and triclinic boxes; ranks found by comparison (3 and 7 PME
+    /// ranks) and by table (20); lengths not a multiple of eight.
     #[test]
     fn ranks_of_is_rank_of_for_every_position() {
         let triclinic = [[4.1, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.9, 1.1, 3.7]];
         let rectangular = [[3.72, 0.0, 0.0], [0.0, 4.4, 0.0], [0.0, 0.0, 5.1]];
-        // Three PME ranks (ranked by comparison), and twenty in a long triclinic box (by
-        // table, beyond COMPARED_RANKS).
+        // Three PME ranks and seven (ranked by comparison), and twenty in a long triclinic
+        // box (by table, beyond COMPARED_RANKS).
         let long = [[12.1, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.9, 1.1, 3.7]];
         let many: Vec<usize> = (0..20).collect();
-        for (box_vectors, pes) in [(rectangular, &[0, 1, 2][..]), (triclinic, &[0, 1, 2]), (long, &many)] {
+        let seven: Vec<usize> = (0..7).collect();
+        for (box_vectors, pes) in
+            [(rectangular, &[0, 1, 2][..]), (triclinic, &[0, 1, 2]), (long, &seven), (long, &many)]
+        {
             let grid = PmeGrid::new(box_vectors, 0.12, pes).expect("grid");
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             let mut next = move || {

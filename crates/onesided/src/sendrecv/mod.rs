@@ -589,7 +589,12 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// paths. A message its receiver has no room for gets a staging slice that is dropped.
     ///
     /// # Errors
-    /// As [`exchange`](Self::exchange).
+    /// As [`exchange`](Self::exchange), and [`Error::SizeOverflow`] when the counts add up
+    /// beyond `usize`. The checks run before `fill` is called.
+    ///
+    /// # Panics
+    /// If `fill` panics on the put path, the receivers it was writing for are not signalled;
+    /// the channel is not to be used again.
     pub fn exchange_packed(
         &mut self,
         buffers: &[&SymArray<'rt, T>],
@@ -598,10 +603,18 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         incoming: &[Incoming],
         received: &mut [usize],
     ) -> Result<()> {
+        self.validate(buffers, outgoing, incoming, received.len())?;
+        let total = outgoing.iter().try_fold(0usize, |sum, o| sum.checked_add(o.count)).ok_or_else(|| {
+            Error::SizeOverflow {
+                array: format!("{}: packed messages", self.name),
+                len: usize::MAX,
+                elem_size: std::mem::size_of::<T>(),
+            }
+        })?;
         if self.path != ExchangePath::Put {
             let mut staging = std::mem::take(&mut self.pack_buffer);
             staging.clear();
-            staging.resize(outgoing.iter().map(|o| o.count).sum(), T::zeroed());
+            staging.resize(total, T::zeroed());
             fill(&mut split_counted(&mut staging, outgoing.iter().map(|o| o.count)));
             let mut messages = Vec::with_capacity(outgoing.len());
             let mut rest = &staging[..];
@@ -615,7 +628,6 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             self.pack_buffer = staging;
             return outcome;
         }
-        self.validate(buffers, outgoing, incoming, received.len())?;
         let mut work = self.begin(outgoing, incoming)?;
         let outcome = put::Put::exchange_packed(self, buffers, outgoing, fill, incoming, received, &mut work);
         self.work = work;

@@ -120,7 +120,8 @@ impl Put {
                 .is_some_and(|b| b.check("put", o.to, offset as usize, o.count.min(room as usize)).is_ok());
             let fits = placeable && o.count as u64 <= room;
             let (mapped, refusal) = match buffer {
-                // SAFETY: offset + count is within the buffer (checked just above).
+                // SAFETY: `fits` means count <= room, so the bounds check just above covered
+                // offset + count: the place lies within the buffer.
                 Some(b) if fits => {
                     (b.mapped(o.to).map(|base| unsafe { base.as_ptr().add(offset as usize) }), 0)
                 }
@@ -152,11 +153,15 @@ impl Put {
                 let slice = staged_slices.next().expect("one staged slice per message");
                 slices.push(match place.mapped {
                     // SAFETY: the receiver announced `offset..offset + room` of this buffer for
-                    // this call (room >= count, checked) and reads it only after the delivery
-                    // signal below; no other PE writes it (announcements name one sender, and
-                    // a receiver's regions do not overlap, which it checked); the range is in
-                    // bounds and mapped into this process. So each slice is the only access to
-                    // its memory until the signal, and the slices are disjoint.
+                    // this call and reads it only after the delivery signal below (it waits for
+                    // that signal without a deadline of its own shorter than the exchange's,
+                    // and announces the region again only in a later call, which needs this
+                    // call's signal first); `fits` means count <= room, and the bounds check
+                    // covered offset + count; no other PE writes the region (an announcement
+                    // names one sender), and the receiver checked that its regions of one call
+                    // do not overlap, so two messages to one PE get disjoint slices; the range
+                    // is mapped into this process. So each slice is the only access to its
+                    // memory until the signal, and the slices are disjoint.
                     Some(place) => unsafe { std::slice::from_raw_parts_mut(place, o.count) },
                     None => slice,
                 });
@@ -175,16 +180,18 @@ impl Put {
             }
         }
         ex.pack_buffer = staging;
-        outcome?;
         // Put-with-signal order: the stores through the mapping and the library puts land
         // before the delivery signals.
         fence(Ordering::Release);
         if places.iter().any(|place| place.mapped.is_none() && place.refusal == 0) {
             ex.rt.fence();
         }
+        // Every receiver is signalled even when a put failed (it cannot, after the bounds
+        // check above), so that none is left waiting; the failure is this PE's error.
         for ((o, lane), place) in outgoing.iter().zip(&work.out_lanes).zip(&places) {
             ex.deliver(o.to, lane, place.call, o.count, place.refusal)?;
         }
+        outcome?;
         Put::await_delivered(ex, work, incoming, received, &mut refused)?;
         refused.map_or(Ok(()), Err)
     }

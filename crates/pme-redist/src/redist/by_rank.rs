@@ -47,23 +47,31 @@ fn cut<S: Split>(by_rank: Vec<S>, counts: &[usize], m: usize) -> Vec<S> {
             *slice = tail;
         }
     }
+    assert!(rest.iter().all(|slice| slice.is_empty()), "every rank's slice is exactly as long as its count");
     pieces
 }
 
 /// A slice that can be cut in two, shared or not.
 trait Split: Default + Sized {
     fn split(self, at: usize) -> (Self, Self);
+    fn is_empty(&self) -> bool;
 }
 
 impl<T> Split for &[T] {
     fn split(self, at: usize) -> (Self, Self) {
         self.split_at(at)
     }
+    fn is_empty(&self) -> bool {
+        <[T]>::is_empty(self)
+    }
 }
 
 impl<T> Split for &mut [T] {
     fn split(self, at: usize) -> (Self, Self) {
         self.split_at_mut(at)
+    }
+    fn is_empty(&self) -> bool {
+        <[T]>::is_empty(self)
     }
 }
 
@@ -179,6 +187,72 @@ fn unpack_part<T: Copy>(ranks: &[u32], from: &[&[T]], out: &mut [T]) {
                 let r = r as usize;
                 *o = from[r][at[r]];
                 at[r] += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packing is the stable sort by rank and unpacking its inverse, for every way of
+    /// cutting: one rank, a few (register cursors), more than [`CURSORS`] in one part
+    /// (cursors in memory), ranks with no atoms, one part or many chunks, on the calling
+    /// thread or the pool.
+    #[test]
+    fn pack_sorts_by_rank_and_unpack_inverts_it() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (m, used) in
+            [(1, vec![0]), (2, vec![1]), (3, vec![0, 2]), (4, vec![0, 1, 2, 3]), (6, vec![0, 1, 2, 3, 5])]
+        {
+            for n in [0, 1, 7, 100, 5000] {
+                // Runs of one rank, as atoms sorted in space give.
+                let mut ranks = Vec::with_capacity(n);
+                while ranks.len() < n {
+                    let r = used[next() as usize % used.len()] as u32;
+                    let run = 1 + next() as usize % 40;
+                    ranks.extend(std::iter::repeat_n(r, run.min(n - ranks.len())));
+                }
+                let items: Vec<[u32; 2]> = (0..n).map(|i| [i as u32, ranks[i]]).collect();
+                let mut sorted = items.clone();
+                sorted.sort_by_key(|item| item[1]);
+                for (chunk, parallel) in [(n.max(1), false), (64, false), (64, true), (999, true)] {
+                    let chunks_of = (n.div_ceil(chunk)).max(1);
+                    let mut counts = vec![0usize; chunks_of * m];
+                    for (i, &r) in ranks.iter().enumerate() {
+                        counts[i / chunk * m + r as usize] += 1;
+                    }
+                    let chunks = Chunks { chunk, ranks: m, counts: &counts, parallel };
+                    let per_rank: Vec<usize> =
+                        (0..m).map(|r| ranks.iter().filter(|&&x| x == r as u32).count()).collect();
+                    let mut packed = vec![[u32::MAX; 2]; n];
+                    let mut out = Vec::new();
+                    let mut rest = &mut packed[..];
+                    for &count in &per_rank {
+                        let (head, tail) = rest.split_at_mut(count);
+                        out.push(head);
+                        rest = tail;
+                    }
+                    pack(&ranks, &items, out, &chunks);
+                    assert_eq!(packed, sorted, "m {m}, n {n}, chunk {chunk}, parallel {parallel}");
+                    let mut from = Vec::new();
+                    let mut rest = &packed[..];
+                    for &count in &per_rank {
+                        let (head, tail) = rest.split_at(count);
+                        from.push(head);
+                        rest = tail;
+                    }
+                    let mut back = vec![[u32::MAX; 2]; n];
+                    unpack(&ranks, from, &mut back, &chunks);
+                    assert_eq!(back, items, "m {m}, n {n}, chunk {chunk}, parallel {parallel}");
+                }
             }
         }
     }

@@ -27,8 +27,8 @@
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`);
 //! this file holds the interface, the plan and the placement every path shares, and
 //! `by_rank.rs` the packing and unpacking: a step reads the home atoms twice (placement with
-//! the counts per rank, then packing) and writes each atom once; forces come back in one
-//! pass.
+//! the counts per rank, then packing); on the put path to a mapped PME rank it writes each
+//! atom once, into place. Forces are unpacked into home order in one pass.
 //!
 //! A PME rank lays out what it receives by source PE, so the layout, and everything computed
 //! from it, is the same on every path. The forces on a PME rank's atoms go back to their
@@ -140,7 +140,8 @@ fn first_too_far(dest: &[u32], planned: &[u32], m: usize) -> Option<usize> {
         let apart = if ahead >= ring { ahead - ring } else { ahead };
         u32::from(apart > 1 && apart < ring - 1)
     };
-    // A branch-free, vectorised count first: an atom too far is the rare case.
+    // A branch-free, vectorised sweep first (the largest flag of all): an atom too far is
+    // the rare case.
     let any = dest.iter().zip(planned).map(too_far).fold(0, u32::max) > 0;
     if any { dest.iter().zip(planned).position(|pair| too_far(pair) > 0) } else { None }
 }
@@ -196,12 +197,14 @@ pub struct Redistribution<'rt> {
     /// of its count, and no atoms.
     withheld: bool,
     calls: u64,
-    /// This PE's atoms packed by destination; as large as the most home atoms of any PE at
+    /// This PE's atoms packed by destination, on the get and MPI paths (the put path packs
+    /// straight into the PME ranks' `recv`); as large as the most home atoms of any PE at
     /// the last plan, and grown by each plan that needs more.
     send: GlobalMaxArray<'rt, Particle>,
     /// Room for every atom of the system.
     recv: SymArray<'rt, Particle>,
-    /// Room for the forces of every atom of the system.
+    /// Room for the forces of every atom of the system, staged where the PEs take them from
+    /// on the get path (the others send from the caller's array).
     force_send: SymArray<'rt, RVec>,
     /// This PE's home forces, by destination; sized as `send`.
     force_recv: GlobalMaxArray<'rt, RVec>,

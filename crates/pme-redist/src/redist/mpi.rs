@@ -101,8 +101,10 @@ impl Mpi {
             let rc: Vec<c_int> = recv_counts.iter().map(|&c| int(c)).collect::<Result<_>>()?;
             let rd: Vec<c_int> = recv_offsets.iter().map(|&c| int(c)).collect::<Result<_>>()?;
             // SAFETY: the buffers hold the counted ranges at their offsets (symmetric arrays
-            // sized for the home atoms and for all atoms); no reference to them exists; every
-            // PE calls MPI_Alltoallv with matching counts (the counts were exchanged first).
+            // sized for the home atoms and for all atoms, or the caller's forces, one per
+            // received atom, checked by return_forces_into); no mutable reference to them
+            // exists; every PE calls MPI_Alltoallv with matching counts (the counts were
+            // exchanged first).
             let code = unsafe {
                 ffi::MPI_Alltoallv(
                     send.cast(),

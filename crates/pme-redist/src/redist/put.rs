@@ -1,6 +1,8 @@
 //! The put path: counts go to the PME ranks first; each PME rank announces where every
-//! source's atoms go and the sources put them there ([`onesided::Exchange`], the offset swap).
-//! Forces come back the same way.
+//! source's atoms go and the sources write them there ([`onesided::Exchange`], the offset
+//! swap), packing them straight into place where the PME rank's memory is mapped
+//! ([`onesided::Exchange::exchange_packed`]). Forces come back the same way, put from the
+//! caller's own array.
 
 use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Packed, Runtime, SymArray};
 
