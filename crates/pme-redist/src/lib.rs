@@ -16,7 +16,7 @@
 //! - [`Reciprocal`]: smooth PME's solve (B-spline moduli, influence function, energy), with
 //!   [`ewald_coefficient`] from GROMACS's `ewald-rtol`;
 //! - [`Pme`]: a whole mesh step (spread, FFT, solve, FFT, gather) timed per phase;
-//! - [`reference`]: the direct Ewald sum and serial PME it is checked against.
+//! - [`reference`](mod@reference): the direct Ewald sum and serial PME it is checked against.
 #![deny(missing_docs)]
 
 mod error;
