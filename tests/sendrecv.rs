@@ -192,7 +192,8 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
 
 /// Packed messages to every PE, itself included, written in one `fill` that interleaves the
 /// destinations element by element (as atoms sorted by owner are): each message lands at
-/// its receiver's region for the sender, on every path, the same bytes everywhere; a message
+/// its receiver's region for the sender, on every path, the same bytes everywhere; two
+/// messages to the same PE in one call land in their own regions; a message
 /// larger than its room is refused on both sides while the others arrive, and nothing is
 /// written into the refused region.
 fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
@@ -235,6 +236,44 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             }
         }
         contents.push(target.to_vec_local());
+        // Two messages to the same PE in one call (its two lanes), written interleaved: each
+        // lands in its own region, the second after the first.
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        for call in 1..=50u64 {
+            let sizes = [length(me, call), length(me + 1, call)];
+            let outgoing = [Packed { to: right, count: sizes[0] }, Packed { to: right, count: sizes[1] }];
+            let incoming = [
+                Incoming { from: left, buffer: 0, offset: 0, room: ROOM },
+                Incoming { from: left, buffer: 0, offset: ROOM, room: ROOM },
+            ];
+            let fill = |out: &mut [&mut [u64]]| {
+                for i in 0..ROOM {
+                    for (lane, message) in out.iter_mut().enumerate() {
+                        if i < message.len() {
+                            message[i] = value(me, lane, call, i);
+                        }
+                    }
+                }
+            };
+            let mut received = [0; 2];
+            exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received)?;
+            for (lane, &count) in received.iter().enumerate() {
+                let expected = length(left + lane, call);
+                ensure!(
+                    count == expected,
+                    "{path} two lanes, call {call}: {count} in lane {lane}, expected {expected}"
+                );
+                let mut got = vec![0u64; count];
+                target.read_local(lane * ROOM, &mut got)?;
+                for (i, &v) in got.iter().enumerate() {
+                    ensure!(
+                        v == value(left, lane, call, i),
+                        "{path} two lanes, call {call}, lane {lane}, element {i}: {v:#x}"
+                    );
+                }
+            }
+        }
+        rt.barrier();
         if path == ExchangePath::Mpi {
             // Open MPI 4.1 under MPI_THREAD_MULTIPLE can leave MPI_Waitall spinning forever
             // on a truncated receive among several (reproduced in C, outside this library);
