@@ -615,16 +615,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             let mut staging = std::mem::take(&mut self.pack_buffer);
             staging.clear();
             staging.resize(total, T::zeroed());
-            fill(&mut split_counted(&mut staging, outgoing.iter().map(|o| o.count)));
-            let mut messages = Vec::with_capacity(outgoing.len());
-            let mut rest = &staging[..];
-            for o in outgoing {
-                let (data, tail) = rest.split_at(o.count);
-                messages.push(Outgoing { to: o.to, data });
-                rest = tail;
-            }
+            let mut slices = split_counted(&mut staging, outgoing.iter().map(|o| o.count));
+            fill(&mut slices);
+            let messages: Vec<Outgoing<'_, T>> =
+                outgoing.iter().zip(&slices).map(|(o, data)| Outgoing { to: o.to, data }).collect();
             let outcome = self.exchange(buffers, &messages, incoming, received);
             drop(messages);
+            drop(slices);
             self.pack_buffer = staging;
             return outcome;
         }

@@ -109,45 +109,30 @@ impl Put {
         ex.await_each(work, false, |ex, lane| ex.sends[lane.local] + 1, |_, _, _| Ok(()))?;
         let mut refused = None;
         let mut places: Vec<Place<T>> = Vec::with_capacity(outgoing.len());
-        let mut staged = Vec::with_capacity(outgoing.len());
         for (o, lane) in outgoing.iter().zip(&work.out_lanes) {
             let call = ex.next_call(lane.local, true)?;
-            let [buffer, offset, room] = ex.announcement(lane.local);
-            let index = buffer as usize;
-            let buffer = buffers.get(index).copied();
-            // As in put_announced: a failing bounds check means different buffer lists.
-            let placeable = buffer
-                .is_some_and(|b| b.check("put", o.to, offset as usize, o.count.min(room as usize)).is_ok());
-            let fits = placeable && o.count as u64 <= room;
-            let (mapped, refusal) = match buffer {
-                // SAFETY: `fits` means count <= room, so the bounds check just above covered
-                // offset + count: the place lies within the buffer.
-                Some(b) if fits => {
-                    (b.mapped(o.to).map(|base| unsafe { base.as_ptr().add(offset as usize) }), 0)
+            places.push(match ex.announced_place(buffers, o.to, o.count, lane) {
+                Ok((buffer, offset)) => {
+                    // SAFETY: announced_place checked offset + count against the buffer: the
+                    // place lies within it.
+                    let mapped =
+                        buffers[buffer].mapped(o.to).map(|base| unsafe { base.as_ptr().add(offset) });
+                    Place { call, buffer, offset, mapped, refusal: 0 }
                 }
-                _ if !placeable => {
-                    refused.get_or_insert(ex.refuse(ExchangeProblem::BuffersDiffer {
-                        sender: ex.rt.my_pe(),
-                        receiver: o.to,
-                        buffer: index as u64,
-                        offset,
-                        room,
-                    }));
-                    (None, REJECTED | NO_BUFFER)
+                Err((refusal, e)) => {
+                    refused.get_or_insert(e);
+                    Place { call, buffer: 0, offset: 0, mapped: None, refusal }
                 }
-                _ => {
-                    refused.get_or_insert(ex.too_large(ex.rt.my_pe(), o.to, Some(o.count), room as usize));
-                    (None, REJECTED)
-                }
-            };
-            staged.push(if mapped.is_none() { o.count } else { 0 });
-            places.push(Place { call, buffer: index, offset: offset as usize, mapped, refusal });
+            });
         }
+        // Messages not written in place are written into staging.
+        let staged = |(o, place): (&Packed, &Place<T>)| if place.mapped.is_none() { o.count } else { 0 };
         let mut staging = std::mem::take(&mut ex.pack_buffer);
         staging.clear();
-        staging.resize(staged.iter().sum(), T::zeroed());
+        staging.resize(outgoing.iter().zip(&places).map(staged).sum(), T::zeroed());
         {
-            let mut staged_slices = split_counted(&mut staging, staged.iter().copied()).into_iter();
+            let mut staged_slices =
+                split_counted(&mut staging, outgoing.iter().zip(&places).map(staged)).into_iter();
             let mut slices: Vec<&mut [T]> = Vec::with_capacity(outgoing.len());
             for (o, place) in outgoing.iter().zip(&places) {
                 let slice = staged_slices.next().expect("one staged slice per message");
@@ -248,6 +233,40 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         unsafe { self.announcements.element_ptr(slot).cast::<[u64; 3]>().read() }
     }
 
+    /// Put path, sender side: where the receiver's announcement on `lane` (in for this call)
+    /// places a message of `count` elements to `to`, as an index into `buffers` and an
+    /// offset there, checked to fit; or the refusal to deliver (`REJECTED`, with `NO_BUFFER`
+    /// when the two PEs passed different buffer lists) and its error.
+    fn announced_place(
+        &self,
+        buffers: &[&SymArray<'rt, T>],
+        to: usize,
+        count: usize,
+        lane: &Lane,
+    ) -> std::result::Result<(usize, usize), (u64, Error)> {
+        let [buffer, offset, room] = self.announcement(lane.local);
+        let index = buffer as usize;
+        // The receiver checked `offset + room` against its copy of the buffer, and every copy
+        // of a symmetric array has the same length: a failing check means different buffers.
+        let placeable = buffers
+            .get(index)
+            .is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
+        if !placeable {
+            let problem = ExchangeProblem::BuffersDiffer {
+                sender: self.rt.my_pe(),
+                receiver: to,
+                buffer,
+                offset,
+                room,
+            };
+            Err((REJECTED | NO_BUFFER, self.refuse(problem)))
+        } else if count as u64 > room {
+            Err((REJECTED, self.too_large(self.rt.my_pe(), to, Some(count), room as usize)))
+        } else {
+            Ok((index, offset as usize))
+        }
+    }
+
     /// Put path, sender side, once the receiver's announcement of this call is in: checks
     /// that the message fits, puts it straight into place and delivers. Returns the refusal
     /// when it did not fit (nothing was written, and the receiver learns of it too).
@@ -259,63 +278,43 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         lane: &Lane,
     ) -> Result<Option<Error>> {
         let call = self.next_call(lane.local, true)?;
-        let [buffer, offset, room] = self.announcement(lane.local);
         let count = payload.len();
-        let index = buffer as usize;
-        let buffer = buffers.get(index).copied();
-        // The receiver checked `offset + room` against its copy of the buffer, and every copy
-        // of a symmetric array has the same length: a failing check means different buffers.
-        let placeable =
-            buffer.is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
-        let fits = placeable && count as u64 <= room;
-        let refused = if fits {
-            let (buffer, offset) = (buffer.expect("checked"), offset as usize);
-            match payload {
-                Payload::Data(data) => buffer.put(to, offset, data)?,
-                Payload::Pack { count, fill } => match buffer.mapped(to) {
-                    Some(base) => {
-                        // SAFETY: the receiver announced `offset..offset + room` of this buffer
-                        // for this call and reads it only after the delivery signal below; no
-                        // other PE writes it (announcements name one sender); the range is in
-                        // bounds (checked) and mapped into this process. So this is the only
-                        // access to it until the signal.
-                        let dest =
-                            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
-                        fill(dest);
-                        fence(Ordering::Release);
-                    }
-                    None => {
-                        let mut staging = std::mem::take(&mut self.pack_buffer);
-                        staging.clear();
-                        staging.resize(count, T::zeroed());
-                        fill(&mut staging);
-                        let outcome = buffer.put(to, offset, &staging);
-                        self.pack_buffer = staging;
-                        outcome?;
-                    }
-                },
+        let (refusal, refused) = match self.announced_place(buffers, to, count, lane) {
+            Ok((index, offset)) => {
+                let buffer = buffers[index];
+                match payload {
+                    Payload::Data(data) => buffer.put(to, offset, data)?,
+                    Payload::Pack { count, fill } => match buffer.mapped(to) {
+                        Some(base) => {
+                            // SAFETY: the receiver announced `offset..offset + room` of this
+                            // buffer for this call and reads it only after the delivery signal
+                            // below; no other PE writes it (announcements name one sender); the
+                            // range is in bounds (checked) and mapped into this process. So this
+                            // is the only access to it until the signal.
+                            let dest =
+                                unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
+                            fill(dest);
+                            fence(Ordering::Release);
+                        }
+                        None => {
+                            let mut staging = std::mem::take(&mut self.pack_buffer);
+                            staging.clear();
+                            staging.resize(count, T::zeroed());
+                            fill(&mut staging);
+                            let outcome = buffer.put(to, offset, &staging);
+                            self.pack_buffer = staging;
+                            outcome?;
+                        }
+                    },
+                }
+                if buffer.mapped(to).is_none() {
+                    // Put-with-signal order off the mapping: the library put lands before the
+                    // delivery signal (a store through the mapping is ordered by its own fence).
+                    self.rt.fence();
+                }
+                (0, None)
             }
-            if buffer.mapped(to).is_none() {
-                // Put-with-signal order off the mapping: the library put lands before the
-                // delivery signal (a store through the mapping is ordered by its own fence).
-                self.rt.fence();
-            }
-            None
-        } else if !placeable {
-            Some(self.refuse(ExchangeProblem::BuffersDiffer {
-                sender: self.rt.my_pe(),
-                receiver: to,
-                buffer: index as u64,
-                offset,
-                room,
-            }))
-        } else {
-            Some(self.too_large(self.rt.my_pe(), to, Some(count), room as usize))
-        };
-        let refusal = match (fits, placeable) {
-            (true, _) => 0,
-            (false, true) => REJECTED,
-            (false, false) => REJECTED | NO_BUFFER,
+            Err((refusal, e)) => (refusal, Some(e)),
         };
         self.deliver(to, lane, call, count, refusal)?;
         Ok(refused)
