@@ -190,6 +190,39 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Writes `value(k, i)` as element `i` of each message `k`, the messages interleaved element
+/// by element (as atoms sorted by owner are).
+fn fill_interleaved(out: &mut [&mut [u64]], value: impl Fn(usize, usize) -> u64) {
+    let longest = out.iter().map(|message| message.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        for (k, message) in out.iter_mut().enumerate() {
+            if i < message.len() {
+                message[i] = value(k, i);
+            }
+        }
+    }
+}
+
+/// Checks that incoming message `k` brought `expected(k)` elements, which lie at `k * ROOM`
+/// of `target`, element `i` being `value(k, i)`; `context` starts every failure message.
+fn check_regions(
+    target: &SymArray<'_, u64>,
+    received: &[usize],
+    expected: impl Fn(usize) -> usize,
+    value: impl Fn(usize, usize) -> u64,
+    context: &str,
+) -> CaseResult {
+    for (k, &count) in received.iter().enumerate() {
+        ensure!(count == expected(k), "{context} {k}: {count} elements, expected {}", expected(k));
+        let mut got = vec![0u64; count];
+        target.read_local(k * ROOM, &mut got)?;
+        for (i, &v) in got.iter().enumerate() {
+            ensure!(v == value(k, i), "{context} {k}, element {i}: {v:#x}");
+        }
+    }
+    Ok(())
+}
+
 /// Packed messages to every PE, itself included, written in one `fill` that interleaves the
 /// destinations element by element (as atoms sorted by owner are): each message lands at
 /// its receiver's region for the sender, on every path, the same bytes everywhere; two
@@ -210,30 +243,12 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             let outgoing: Vec<Packed> = (0..n).map(|to| Packed { to, count: sizes[to] }).collect();
             let incoming: Vec<Incoming> =
                 (0..n).map(|from| Incoming { from, buffer: 0, offset: from * ROOM, room: ROOM }).collect();
-            let fill = |out: &mut [&mut [u64]]| {
-                let longest = sizes.iter().copied().max().unwrap_or(0);
-                for i in 0..longest {
-                    for (to, message) in out.iter_mut().enumerate() {
-                        if i < message.len() {
-                            message[i] = value(me, to, call, i);
-                        }
-                    }
-                }
-            };
+            let fill = |out: &mut [&mut [u64]]| fill_interleaved(out, |to, i| value(me, to, call, i));
             let mut received = vec![0; n];
             exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received)?;
-            for (from, &count) in received.iter().enumerate() {
-                let expected = length(from + me, call);
-                ensure!(count == expected, "{path} call {call}: {count} from PE {from}, expected {expected}");
-                let mut got = vec![0u64; expected];
-                target.read_local(from * ROOM, &mut got)?;
-                for (i, &v) in got.iter().enumerate() {
-                    ensure!(
-                        v == value(from, me, call, i),
-                        "{path} call {call}, from PE {from}, element {i}: {v:#x}"
-                    );
-                }
-            }
+            let expected = |from: usize| length(from + me, call);
+            let context = format!("{path} call {call}, from PE");
+            check_regions(&target, &received, expected, |from, i| value(from, me, call, i), &context)?;
         }
         contents.push(target.to_vec_local());
         // Two messages to the same PE in one call (its two lanes), written interleaved: each
@@ -246,32 +261,12 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
                 Incoming { from: left, buffer: 0, offset: 0, room: ROOM },
                 Incoming { from: left, buffer: 0, offset: ROOM, room: ROOM },
             ];
-            let fill = |out: &mut [&mut [u64]]| {
-                for i in 0..ROOM {
-                    for (lane, message) in out.iter_mut().enumerate() {
-                        if i < message.len() {
-                            message[i] = value(me, lane, call, i);
-                        }
-                    }
-                }
-            };
+            let fill = |out: &mut [&mut [u64]]| fill_interleaved(out, |lane, i| value(me, lane, call, i));
             let mut received = [0; 2];
             exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received)?;
-            for (lane, &count) in received.iter().enumerate() {
-                let expected = length(left + lane, call);
-                ensure!(
-                    count == expected,
-                    "{path} two lanes, call {call}: {count} in lane {lane}, expected {expected}"
-                );
-                let mut got = vec![0u64; count];
-                target.read_local(lane * ROOM, &mut got)?;
-                for (i, &v) in got.iter().enumerate() {
-                    ensure!(
-                        v == value(left, lane, call, i),
-                        "{path} two lanes, call {call}, lane {lane}, element {i}: {v:#x}"
-                    );
-                }
-            }
+            let expected = |lane: usize| length(left + lane, call);
+            let context = format!("{path} two lanes, call {call}, lane");
+            check_regions(&target, &received, expected, |lane, i| value(left, lane, call, i), &context)?;
         }
         rt.barrier();
         if path == ExchangePath::Mpi {
