@@ -263,6 +263,11 @@ impl PmeGrid {
             unsafe { self.ranks_of_avx2(atoms, ranks, counts) };
             return;
         }
+        self.ranks_of_exact(atoms, ranks, counts);
+    }
+
+    /// [`ranks_of`](Self::ranks_of) one atom at a time through [`rank_of`](Self::rank_of).
+    fn ranks_of_exact(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
         for (rank, atom) in ranks.iter_mut().zip(atoms) {
             let r = self.rank_of(atom.x);
             counts[r] += 1;
@@ -377,11 +382,7 @@ impl PmeGrid {
             }
         }
         let tail = atoms.len() / 8 * 8;
-        for (rank, atom) in ranks[tail..].iter_mut().zip(&atoms[tail..]) {
-            let r = self.rank_of(atom.x);
-            counts[r] += 1;
-            *rank = r as u32;
-        }
+        self.ranks_of_exact(&atoms[tail..], &mut ranks[tail..], counts);
     }
 
     /// The PME rank whose slab holds x plane `plane` (`plane` below the x size).

@@ -35,6 +35,22 @@ impl Chunks<'_> {
     }
 }
 
+/// `data` cut into consecutive slices of `counts` elements (which sum to its length), shared
+/// or not.
+pub(super) fn split<S: Split>(data: S, counts: &[usize]) -> Vec<S> {
+    let mut rest = data;
+    let slices = counts
+        .iter()
+        .map(|&count| {
+            let (head, tail) = std::mem::take(&mut rest).split(count);
+            rest = tail;
+            head
+        })
+        .collect();
+    assert!(rest.is_empty(), "the counts cover the whole slice");
+    slices
+}
+
 /// Cuts each rank's slice into consecutive pieces, one per chunk (`counts[c * m + r]` long),
 /// returned chunk-major (`pieces[c * m + r]`).
 fn cut<S: Split>(by_rank: Vec<S>, counts: &[usize], m: usize) -> Vec<S> {
@@ -52,7 +68,7 @@ fn cut<S: Split>(by_rank: Vec<S>, counts: &[usize], m: usize) -> Vec<S> {
 }
 
 /// A slice that can be cut in two, shared or not.
-trait Split: Default + Sized {
+pub(super) trait Split: Default + Sized {
     fn split(self, at: usize) -> (Self, Self);
     fn is_empty(&self) -> bool;
 }
@@ -99,13 +115,8 @@ pub(super) fn unpack<T: Copy + Send + Sync>(ranks: &[u32], from: Vec<&[T]>, out:
     let m = chunks.ranks.max(1);
     let starts = chunks.starts(out.len());
     let pieces = cut(from, chunks.counts, m);
-    let mut outs = Vec::with_capacity(starts.len());
-    let mut rest = out;
-    for w in starts.windows(2) {
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
-        outs.push(head);
-        rest = tail;
-    }
+    let lengths: Vec<usize> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let outs = split(out, &lengths);
     if chunks.parallel {
         pieces.par_chunks(m).zip(outs.into_par_iter().zip(starts.par_windows(2))).for_each(
             |(from, (out, range))| {
@@ -233,24 +244,10 @@ mod tests {
                     let per_rank: Vec<usize> =
                         (0..m).map(|r| ranks.iter().filter(|&&x| x == r as u32).count()).collect();
                     let mut packed = vec![[u32::MAX; 2]; n];
-                    let mut out = Vec::new();
-                    let mut rest = &mut packed[..];
-                    for &count in &per_rank {
-                        let (head, tail) = rest.split_at_mut(count);
-                        out.push(head);
-                        rest = tail;
-                    }
-                    pack(&ranks, &items, out, &chunks);
+                    pack(&ranks, &items, split(&mut packed[..], &per_rank), &chunks);
                     assert_eq!(packed, sorted, "m {m}, n {n}, chunk {chunk}, parallel {parallel}");
-                    let mut from = Vec::new();
-                    let mut rest = &packed[..];
-                    for &count in &per_rank {
-                        let (head, tail) = rest.split_at(count);
-                        from.push(head);
-                        rest = tail;
-                    }
                     let mut back = vec![[u32::MAX; 2]; n];
-                    unpack(&ranks, from, &mut back, &chunks);
+                    unpack(&ranks, split(&packed[..], &per_rank), &mut back, &chunks);
                     assert_eq!(back, items, "m {m}, n {n}, chunk {chunk}, parallel {parallel}");
                 }
             }

@@ -342,7 +342,7 @@ impl<'rt> Redistribution<'rt> {
         // SAFETY: no PE writes this PE's send buffer, and no PE reads it now (the caller's
         // promise); the range holds the home atoms (redistribute checked the capacity).
         let packed = unsafe { self.send.array().local_range_mut(0..home.len()) };
-        self.pack(home, split_counts(packed, &self.dest_counts));
+        self.pack(home, by_rank::split(packed, &self.dest_counts));
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank; on a PME
@@ -446,8 +446,7 @@ impl<'rt> Redistribution<'rt> {
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return_forces.
         let arrived = unsafe { self.force_recv.array().local_range(0..n_home) };
-        let by_rank = split_counts_ref(arrived, &self.dest_counts);
-        by_rank::unpack(&self.dest, by_rank, home_forces, &self.chunks());
+        by_rank::unpack(&self.dest, by_rank::split(arrived, &self.dest_counts), home_forces, &self.chunks());
         Ok(())
     }
 
@@ -528,32 +527,6 @@ fn place(grid: &PmeGrid, home: &[Particle], ranks: &mut [u32], chunk_counts: &mu
             .zip(home.par_chunks(PARALLEL_MIN))
             .for_each(|((counts, r), h)| grid.ranks_of(h, r, counts));
     }
-}
-
-/// `data` cut into consecutive slices of `counts` elements.
-fn split_counts<'a, T>(data: &'a mut [T], counts: &[usize]) -> Vec<&'a mut [T]> {
-    let mut rest = data;
-    counts
-        .iter()
-        .map(|&count| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count);
-            rest = tail;
-            head
-        })
-        .collect()
-}
-
-/// `data` cut into consecutive shared slices of `counts` elements.
-fn split_counts_ref<'a, T>(data: &'a [T], counts: &[usize]) -> Vec<&'a [T]> {
-    let mut rest = data;
-    counts
-        .iter()
-        .map(|&count| {
-            let (head, tail) = rest.split_at(count);
-            rest = tail;
-            head
-        })
-        .collect()
 }
 
 /// A PE returned a different number of forces than it was sent atoms.
