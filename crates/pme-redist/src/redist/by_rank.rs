@@ -5,12 +5,15 @@
 //! order within each rank, so the packed layout is the stable sort of the home atoms by rank,
 //! the same on every path.
 //!
-//! A PE's atoms go to few PME ranks (those whose slabs its domain overlaps, usually one to
-//! three), so each pass keeps one cursor per rank it uses in a register, up to [`CURSORS`]:
-//! a cursor in memory would make each atom wait for the previous one's update (a store and a
-//! reload, several cycles). All atoms bound for one rank are one copy. With more ranks in
-//! use, the pass falls back to cursors in memory. On the thread pool, each chunk of atoms
-//! (whose counts per rank placement made) has its own stretch of every message.
+//! How a pass moves the atoms depends on their order. Atoms sorted in space (as an engine
+//! sorts them into cells, or whole replicas of a box) come in runs of one rank: each run is
+//! one copy. Otherwise the rank changes from atom to atom, and a branch on it would be
+//! mispredicted once in two atoms: with two ranks in use (the usual case: a PE's domain
+//! overlaps one to three slabs) the pass chooses by arithmetic instead; with up to
+//! [`CURSORS`] it keeps a cursor per rank in a register (a cursor in memory makes each atom
+//! wait for the previous one's store and reload), and beyond, in memory. All atoms bound for
+//! one rank are one copy. On the thread pool, each chunk of atoms (whose counts per rank
+//! placement made) has its own stretch of every message.
 
 use rayon::prelude::*;
 
