@@ -2,6 +2,9 @@
 //! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
 //! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back (each time new
 //! forces, written before an untimed barrier, as a force kernel would have left them).
+//! `halo_move_f/onesided-in-place` writes those forces into the exchange's own array
+//! (`forces_mut`, where a kernel would write them) and sends them with `move_f_in_place`,
+//! which needs no staging copy before the neighbour reads them.
 //! The periodic images along the dimensions of one domain are the force kernel's
 //! ([`PeriodicImages::Kernel`], as in GROMACS and the halo example): the exchanges move what
 //! crosses between PEs, and the images' gather and force sums are the kernel's work, not
@@ -28,7 +31,11 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in [("onesided", ExchangePath::Put), ("mpi", ExchangePath::Mpi)] {
+        for (variant, path) in [
+            ("onesided", ExchangePath::Put),
+            ("mpi", ExchangePath::Mpi),
+            ("onesided-in-place", ExchangePath::Put),
+        ] {
             let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
             halo.set_periodic_images(PeriodicImages::Kernel)?;
             let forces: Vec<RVec> = (0..halo.stored_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
@@ -38,6 +45,10 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut benches = Vec::new();
     for (group, forces) in [("halo_move_x", false), ("halo_move_f", true)] {
         for (variant, atoms, state) in &halos {
+            let in_place = *variant == "onesided-in-place";
+            if in_place && !forces {
+                continue;
+            }
             benches.push(Bench::sized(group, variant, *atoms, move |iters| {
                 let mut state = state.borrow_mut();
                 let (halo, f) = &mut *state;
@@ -56,10 +67,15 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
                 let mut total = Duration::ZERO;
                 for step in 0..iters {
                     let value = (step % 7) as f32;
-                    f.iter_mut().enumerate().for_each(|(i, x)| *x = [i as f32, value, -1.0]);
+                    let written = if in_place { halo.forces_mut()? } else { &mut f[..] };
+                    written.iter_mut().enumerate().for_each(|(i, x)| *x = [i as f32, value, -1.0]);
                     rt.barrier();
                     let start = Instant::now();
-                    halo.move_f(f)?;
+                    if in_place {
+                        halo.move_f_in_place()?;
+                    } else {
+                        halo.move_f(f)?;
+                    }
                     total += start.elapsed();
                 }
                 Ok(total)

@@ -5,7 +5,7 @@
 //! it tells every other PE which benchmark to run and how many iterations; every PE then runs
 //! that many iterations of the benchmark's body, and PE 0 reports its own time. The followers
 //! loop until PE 0 tells them to stop. The word goes with the library's own put-with-signal
-//! and waits ([`Commands`]), which sleep where PEs share cores: a follower waiting in a
+//! and waits (`Commands`), which sleep where PEs share cores: a follower waiting in a
 //! library broadcast would spin on a core that a PE in the benchmark needs.
 //!
 //! `ONESIDED_BENCH_PES` launches more PEs than a benchmark's minimum: with 4 on this 2-core

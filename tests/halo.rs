@@ -165,6 +165,28 @@ fn run(
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
+    run_as(rt, s, grid, field, (path, images, Forces::Caller), steps, parallel_min)
+}
+
+/// Where the kernel writes the forces that move_f sends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Forces {
+    /// The test's own vector, through `move_f`.
+    Caller,
+    /// The exchange's own array, through `move_f_in_place`.
+    InPlace,
+}
+
+/// [`run`], with the forces written where `forces` says.
+fn run_as(
+    rt: &Runtime,
+    s: &Structure,
+    grid: &DdGrid,
+    field: &ForceField,
+    (path, images, written): (ExchangePath, PeriodicImages, Forces),
+    steps: u64,
+    parallel_min: usize,
+) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
     let cutoff = field.cutoff as f32;
     let topology = topology(s)?;
     let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
@@ -210,7 +232,15 @@ fn run(
             Some(list) => list,
             None => list.insert(PairList::for_domain(&halo, &topology, field)?),
         };
-        list.forces(halo.coordinates(), &mut forces)?;
+        if written == Forces::InPlace {
+            // Straight into the exchange's array, which move_f_in_place sends from.
+            let (coordinates, own) = halo.coordinates_and_forces_mut()?;
+            list.forces_into(coordinates, own)?;
+            forces.clear();
+            forces.extend_from_slice(own);
+        } else {
+            list.forces(halo.coordinates(), &mut forces)?;
+        }
         if step + 1 == steps {
             // The plain cell-list loop, from both ends of every pair, agrees on this domain
             // (over the images made as the halo makes them, then folded back).
@@ -235,7 +265,13 @@ fn run(
             );
         }
         let x_print = verify::fingerprint(halo.coordinates());
-        let mut shift_forces = halo.move_f(&mut forces)?;
+        let mut shift_forces = if written == Forces::InPlace {
+            let shift_forces = halo.move_f_in_place()?;
+            forces.copy_from_slice(halo.forces_mut()?);
+            shift_forces
+        } else {
+            halo.move_f(&mut forces)?
+        };
         shift_forces += list.shift_forces();
         prints.push((x_print, verify::fingerprint(&forces[..halo.home_count()])));
         if step + 1 == steps {
@@ -277,6 +313,15 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 onesided == mpi,
                 "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
             );
+            // The forces written into the exchange's own array and sent from there.
+            for path in [ExchangePath::Put, ExchangePath::Mpi] {
+                let in_place = run_as(rt, &s, &grid, &field, (path, images, Forces::InPlace), 9, 4096)?;
+                ensure!(
+                    in_place == onesided,
+                    "move_f_in_place on {path} differs from move_f on {dims:?} ({shape:?}) with cutoff \
+                     {cutoff}, images by {images:?}"
+                );
+            }
         }
         if rt.my_pe() == 0 {
             println!(
@@ -359,13 +404,19 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
             // A parallel threshold of one atom sends every pulse's packing and unpacking
             // through the pool, not only the force kernel.
-            let prints = pool.install(|| {
-                run(rt, &s, &grid, &ForceField::new(cutoff as f64), (ExchangePath::Put, images), 6, 1)
-                    .map_err(|e| e.to_string())
-            })?;
-            results.push(prints);
+            for written in [Forces::Caller, Forces::InPlace] {
+                let prints = pool.install(|| {
+                    let field = ForceField::new(cutoff as f64);
+                    run_as(rt, &s, &grid, &field, (ExchangePath::Put, images, written), 6, 1)
+                        .map_err(|e| e.to_string())
+                })?;
+                results.push(prints);
+            }
         }
-        ensure!(results[0] == results[1], "1 and 2 threads gave different bits, images by {images:?}");
+        ensure!(
+            results.iter().all(|r| *r == results[0]),
+            "1 and 2 threads, or the two ways of sending forces, gave different bits, images by {images:?}"
+        );
     }
     Ok(())
 }

@@ -416,6 +416,92 @@ fn consumed_messages(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// `sendrecv_offered` on every path: each message, written into a symmetric array at an
+/// offset that changes per call and read by the receiver where it lies (through the mapping
+/// on the get path within a node, with no staging), carries its sender, call and index, over
+/// hundreds of calls of changing sizes; the sender rewrites the array after `wait_taken`
+/// only. On the get path a PE whose neighbour makes the other call (`sendrecv_consumed`)
+/// refuses the message as a mismatch instead of reading the wrong memory, and the channel
+/// goes on.
+fn offered_messages(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in ExchangePath::ALL {
+        let name = format!("offered {path}");
+        let mut exchange = Exchange::<u64>::collective_with_partners(rt, &name, path, &[left, right])?;
+        // Only sendrecv_consumed below needs the get path's staging.
+        exchange.collective_reserve(ROOM)?;
+        let scratch = SymArray::<u64>::collective_alloc(rt, "offered scratch", ROOM)?;
+        let source = SymArray::<u64>::collective_alloc(rt, "offered source", ROOM + 7)?;
+        for call in 1..=300 {
+            exchange.wait_taken()?;
+            let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
+            let at = (call % 7) as usize;
+            source.write_local(at, &message)?;
+            let offered = (&source, at..at + message.len());
+            // SAFETY: this PE writes the source only after wait_taken, and no other PE writes it.
+            let (count, wrong) = unsafe {
+                exchange.sendrecv_offered(&scratch, offered, right, left, ROOM, |got| {
+                    (got.len(), got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i)))
+                })
+            }?;
+            ensure!(count == length(left, call), "{path} call {call}: {count} elements from PE {left}");
+            ensure!(wrong.is_none(), "{path} call {call}: element {wrong:?} is not PE {left}'s");
+        }
+        exchange.wait_taken()?;
+        // A range beyond the source is refused before anything moves.
+        // SAFETY: nothing is offered (the call fails its checks first).
+        let outcome = unsafe {
+            exchange.sendrecv_offered(&scratch, (&source, ROOM..ROOM + 8), right, left, ROOM, |_| ())
+        };
+        ensure!(
+            matches!(outcome, Err(Error::OutOfBounds { .. })),
+            "{path}: range past the source: {outcome:?}"
+        );
+        if path != ExchangePath::Get {
+            continue;
+        }
+        // PE 0 offers, the others stage: PE 0 (which expected an offer from its left
+        // neighbour) and its right neighbour (which expected a staged message) refuse.
+        source.write_local(0, &[stamp(me, 9, 0)])?;
+        let outcome = if me == 0 {
+            // SAFETY: the source is written again only after wait_taken below.
+            unsafe {
+                exchange.sendrecv_offered(&scratch, (&source, 0..1), right, left, ROOM, <[u64]>::to_vec)
+            }
+        } else {
+            exchange.sendrecv_consumed(
+                &scratch,
+                Outgoing { to: right, data: &[stamp(me, 9, 0)] },
+                left,
+                ROOM,
+                <[u64]>::to_vec,
+            )
+        };
+        let refuses = me == 0 || me == 1 % n;
+        match outcome {
+            Err(Error::Exchange {
+                problem: ExchangeProblem::OfferMismatch { sender, receiver, .. }, ..
+            }) if refuses && sender == left && receiver == me => {}
+            Ok(got) if !refuses => ensure!(got == vec![stamp(left, 9, 0)], "{path}: PE {me} got {got:?}"),
+            other => {
+                return Err(format!("{path}: PE {me} got {other:?} (refusal expected: {refuses})").into());
+            }
+        }
+        // The channel goes on.
+        exchange.wait_taken()?;
+        let got = exchange.sendrecv_consumed(
+            &scratch,
+            Outgoing { to: right, data: &[stamp(me, 10, 1)] },
+            left,
+            8,
+            <[u64]>::to_vec,
+        )?;
+        ensure!(got == vec![stamp(left, 10, 1)], "{path}: after a mismatch");
+    }
+    Ok(())
+}
+
 fn bad_arguments(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let right = (me + 1) % n;
@@ -708,6 +794,7 @@ fn main() {
         oversized_messages_are_rejected,
         packed_messages_to_every_pe,
         consumed_messages,
+        offered_messages,
         bad_arguments,
         sending_to_oneself,
         posted_receives,

@@ -551,6 +551,26 @@ impl PairList {
     /// [`Error::Config`] when `positions` does not hold the atoms the list was built for
     /// (rebuild it after every repartition).
     pub fn forces(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<()> {
+        forces.resize(self.stored_len(), [0.0; 3]);
+        self.compute::<false>(positions, forces).map(|_| ())
+    }
+
+    /// As [`forces`](Self::forces), into `forces` of exactly one element per position: memory
+    /// the caller does not own as a `Vec`, such as the halo exchange's own force array
+    /// (`md_halo::HaloExchange::coordinates_and_forces_mut`), which the forces then leave from
+    /// without a copy.
+    ///
+    /// # Errors
+    /// As [`forces`](Self::forces), and [`Error::Config`] when `forces` is not as long as
+    /// `positions`.
+    pub fn forces_into(&mut self, positions: &[RVec], forces: &mut [RVec]) -> Result<()> {
+        if forces.len() != positions.len() {
+            return Err(Error::Config(format!(
+                "{} forces for {} positions: the kernel writes one force per position",
+                forces.len(),
+                positions.len()
+            )));
+        }
         self.compute::<false>(positions, forces).map(|_| ())
     }
 
@@ -560,10 +580,11 @@ impl PairList {
     /// # Errors
     /// As [`forces`](Self::forces).
     pub fn forces_and_energy(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<f64> {
+        forces.resize(self.stored_len(), [0.0; 3]);
         self.compute::<true>(positions, forces)
     }
 
-    fn compute<const ENERGY: bool>(&mut self, positions: &[RVec], forces: &mut Vec<RVec>) -> Result<f64> {
+    fn compute<const ENERGY: bool>(&mut self, positions: &[RVec], forces: &mut [RVec]) -> Result<f64> {
         if self.constants.beta > 0.0 {
             self.compute_with::<ENERGY, true>(positions, forces)
         } else {
@@ -574,7 +595,7 @@ impl PairList {
     fn compute_with<const ENERGY: bool, const EWALD: bool>(
         &mut self,
         positions: &[RVec],
-        forces: &mut Vec<RVec>,
+        forces: &mut [RVec],
     ) -> Result<f64> {
         if positions.len() != self.stored_len() {
             return Err(Error::Config(format!(
@@ -650,7 +671,7 @@ impl PairList {
     /// Sums the chunks' forces in chunk order and writes them to the atoms, each stored atom's
     /// images' forces added to its own in the same pass; returns the images' shift forces
     /// (summed per block of atoms, the blocks in order, whatever the thread count).
-    fn reduce(&mut self, forces: &mut Vec<RVec>) -> ShiftForces {
+    fn reduce(&mut self, forces: &mut [RVec]) -> ShiftForces {
         const BLOCK: usize = 1024;
         let n = self.atom_of_slot.len();
         let chunks = &self.chunks;
@@ -683,7 +704,6 @@ impl PairList {
                 }
             });
         let stored = self.stored_len();
-        forces.resize(stored, [0.0; 3]);
         let (tx, ty, tz) = (&self.total[..n], &self.total[n..2 * n], &self.total[2 * n..]);
         let images = &self.images;
         if images.table.is_empty() {

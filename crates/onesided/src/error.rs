@@ -306,6 +306,23 @@ pub enum ExchangeProblem {
         /// The sender of the message.
         from: usize,
     },
+    /// A message was offered in place ([`Exchange::sendrecv_offered`](crate::Exchange::sendrecv_offered))
+    /// where its receiver expected it staged, or the other way round: the two PEs made
+    /// different calls.
+    #[error(
+        "PE {receiver} expected the message from PE {sender} {}, but it came {}; both PEs of a \
+         pair must make the same call (sendrecv_offered on both, or sendrecv_consumed on both)",
+        if *.expected_offered { "offered in place" } else { "staged" },
+        if *.expected_offered { "staged" } else { "offered in place" }
+    )]
+    OfferMismatch {
+        /// The sending PE.
+        sender: usize,
+        /// The receiving PE.
+        receiver: usize,
+        /// Whether the receiver expected an offered message.
+        expected_offered: bool,
+    },
     /// Two PEs passed different buffer lists: the receiver's place is not in the sender's
     /// list. Every PE must pass the same buffers in the same order.
     #[error(

@@ -258,6 +258,10 @@ pub struct HaloExchange<'rt> {
     n_local: usize,
     pulses: Vec<Pulse<'rt>>,
     force_scratch: GlobalMaxArray<'rt, RVec>,
+    /// Forces on the stored atoms where a kernel writes them for
+    /// [`move_f_in_place`](HaloExchange::move_f_in_place): neighbours read the halo atoms'
+    /// forces from here, and nobody but this PE writes it.
+    forces: GlobalMaxArray<'rt, RVec>,
     counts: Exchange<'rt, u64>,
     count_buffer: SymArray<'rt, u64>,
     /// Per-atom fields along the plan, and migrating atoms.
@@ -484,6 +488,7 @@ impl<'rt> HaloExchange<'rt> {
             n_local: 0,
             pulses,
             force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
+            forces: GlobalMaxArray::collective_alloc(rt, &name("forces"), 0, GROWTH)?,
             counts: Exchange::collective_with_partners(rt, &name("counts"), path, &neighbours)?,
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
             bytes: Exchange::collective_with_partners(rt, &name("per-atom fields"), path, &neighbours)?,
@@ -763,52 +768,134 @@ impl<'rt> HaloExchange<'rt> {
     /// neighbours then time out waiting for it); otherwise as [`move_x`](Self::move_x).
     pub fn move_f(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
         self.usable()?;
-        let outcome = self.move_f_pulses(forces);
+        let outcome = self.move_f_pulses(Some(forces));
         self.note(outcome)
     }
 
-    fn move_f_pulses(&mut self, forces: &mut [RVec]) -> Result<ShiftForces> {
-        if forces.len() != self.stored_count() {
+    /// The forces on the stored atoms ([`stored_count`](Self::stored_count) of them, in the
+    /// order of [`coordinates`](Self::coordinates)) in this exchange's own symmetric memory,
+    /// for a force kernel to write before [`move_f_in_place`](Self::move_f_in_place), and to
+    /// read the home atoms' total forces from after it. What the array holds before a kernel
+    /// writes it is left from the last step (or zero); a kernel that accumulates clears it
+    /// first. Call [`coordinates_and_forces_mut`](Self::coordinates_and_forces_mut) for both
+    /// at once.
+    ///
+    /// # Errors
+    /// After an exchange failed, as [`move_x`](Self::move_x); a neighbour that does not take
+    /// the forces of the last `move_f_in_place` times out, naming it.
+    pub fn forces_mut(&mut self) -> Result<&mut [RVec]> {
+        Ok(self.coordinates_and_forces_mut()?.1)
+    }
+
+    /// [`coordinates`](Self::coordinates) and [`forces_mut`](Self::forces_mut) together, as a
+    /// force kernel needs them.
+    ///
+    /// # Errors
+    /// As [`forces_mut`](Self::forces_mut).
+    pub fn coordinates_and_forces_mut(&mut self) -> Result<(&[RVec], &mut [RVec])> {
+        self.usable()?;
+        // The neighbours may still be reading the halo forces of the last move_f_in_place.
+        let outcome = self.pulses.iter_mut().try_for_each(|pulse| pulse.f.wait_taken());
+        self.note(outcome.map_err(Error::from))?;
+        let stored = self.stored_count();
+        // SAFETY: other PEs never write this array; they read it only between this PE's offer
+        // in move_f_in_place and their taken signal, which every pulse has now received
+        // (above). `&mut self` keeps move_f_in_place, and any other view, away while the
+        // slice lives.
+        let forces = unsafe { self.forces.array().local_range_mut(0..stored) };
+        // SAFETY: as for `coordinates`: other PEs write the coordinates only in the regions
+        // this PE announces, inside exchanges that take `&mut self`, which none does while
+        // the slice lives; no exchange failed (checked above).
+        let coordinates = unsafe { self.coords.array().local_range(0..stored) };
+        Ok((coordinates, forces))
+    }
+
+    /// [`move_f`](Self::move_f) on the forces a kernel wrote into this exchange's own array
+    /// ([`forces_mut`](Self::forces_mut)): afterwards its home part holds the total force on
+    /// each home atom. On the one-sided path the halo atoms' forces are not copied before they
+    /// leave: each neighbour reads them where the kernel wrote them and adds them to its
+    /// atoms (`move_f` first copies them into a staging buffer). The results are the same
+    /// bits as `move_f`'s. Every PE calls the same one of the two in a step.
+    ///
+    /// # Errors
+    /// As [`move_x`](Self::move_x); a neighbour that called `move_f` instead is refused, on
+    /// the one-sided path, as an [`onesided::ExchangeProblem::OfferMismatch`].
+    pub fn move_f_in_place(&mut self) -> Result<ShiftForces> {
+        self.usable()?;
+        let outcome = self.move_f_pulses(None);
+        self.note(outcome)
+    }
+
+    /// The pulses of `move_f` in reverse, on the caller's `forces`, or on the exchange's own
+    /// array (`None`).
+    fn move_f_pulses(&mut self, mut caller: Option<&mut [RVec]>) -> Result<ShiftForces> {
+        let stored = self.stored_count();
+        if let Some(forces) = &caller
+            && forces.len() != stored
+        {
             return Err(Error::Config(format!(
-                "move_f needs one force per stored local atom ({}), got {}",
-                self.stored_count(),
+                "move_f needs one force per stored local atom ({stored}), got {}",
                 forces.len()
             )));
         }
+        if caller.is_none() {
+            // The neighbours' reads of the last step's offers end before any force changes.
+            for pulse in &mut self.pulses {
+                pulse.f.wait_taken()?;
+            }
+        }
         let me = self.rt.my_pe();
+        let in_place = caller.is_none();
         let mut shift_forces = ShiftForces::default();
         for q in (0..self.pulses_run()).rev() {
             let pulse = &mut self.pulses[q];
+            let (offset, count) = (pulse.offset, pulse.count);
+            // The forces up to the end of this pulse's region. Of the exchange's own array, the
+            // regions offered so far in this call (those of the later pulses, read by the
+            // neighbours now) lie beyond it: the later a pulse, the further its region.
+            let forces: &mut [RVec] = match caller.as_deref_mut() {
+                Some(forces) => &mut forces[..offset + count],
+                // SAFETY: other PEs never write this array, and read only the regions this PE
+                // offered and they have not yet taken: those of the later pulses of this call
+                // (the earlier calls' were awaited above), which lie beyond this range.
+                // `&mut self` keeps every other view of the array away.
+                None => unsafe { self.forces.array().local_range_mut(0..offset + count) },
+            };
+            // The atoms sent lie before the region received, so the two halves are apart.
+            let (atoms, images) = forces.split_at_mut(offset);
             if pulse.to == me {
                 // The periodic image along a dimension with one domain: the forces on the
                 // images are added to their atoms here, with no message. Every sent atom lies
                 // before this pulse's region (send lists are built from earlier atoms).
-                let (atoms, images) = forces.split_at_mut(pulse.offset);
-                let images = &images[..pulse.count];
                 let along = Some(&mut shift_forces.along[pulse.dim]);
                 scatter_add(atoms, &pulse.send, images, along, self.parallel_min);
                 continue;
             }
             // The forces on this pulse's halo atoms go back to their owner; the forces on the
             // atoms this PE sent come back and are added where they lie (in the neighbour's
-            // staging buffer on the one-sided path). The atoms sent lie before the region
-            // received, so the two halves of the array are apart.
-            let (atoms, images) = forces.split_at_mut(pulse.offset);
-            let outgoing = Outgoing { to: pulse.from, data: &images[..pulse.count] };
+            // memory on the one-sided path).
             let (send, parallel_min) = (&pulse.send, self.parallel_min);
             let along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
-            let received = pulse.f.sendrecv_consumed(
-                self.force_scratch.array(),
-                outgoing,
-                pulse.to,
-                send.len(),
-                |returned| {
-                    if returned.len() == send.len() {
-                        scatter_add(atoms, send, returned, along, parallel_min);
-                    }
-                    returned.len()
-                },
-            )?;
+            let consume = |returned: &[RVec]| {
+                if returned.len() == send.len() {
+                    scatter_add(atoms, send, returned, along, parallel_min);
+                }
+                returned.len()
+            };
+            let scratch = self.force_scratch.array();
+            let received = if !in_place {
+                let outgoing = Outgoing { to: pulse.from, data: images };
+                pulse.f.sendrecv_consumed(scratch, outgoing, pulse.to, send.len(), consume)?
+            } else {
+                let offered = (self.forces.array(), offset..offset + count);
+                // SAFETY: nobody writes this region until the neighbour has taken it: other PEs
+                // never write this array, and this PE writes it only through `forces_mut` and
+                // this function, which both wait for every pulse's taken signal first (the
+                // later pulses of this call write below this region).
+                unsafe {
+                    pulse.f.sendrecv_offered(scratch, offered, pulse.from, pulse.to, send.len(), consume)?
+                }
+            };
             check_count(received, pulse.send.len(), pulse.to, "forces")?;
         }
         Ok(shift_forces)

@@ -163,6 +163,8 @@ impl<'rt> HaloExchange<'rt> {
         }
         let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
         self.force_scratch.collective_ensure(largest)?;
+        // Room for every local atom, whoever makes the images.
+        self.forces.collective_ensure(self.n_local)?;
         // The one-sided force exchanges stage each pulse's halo forces for their owner.
         for pulse in &mut self.pulses {
             pulse.f.collective_reserve(pulse.count)?;

@@ -5,7 +5,7 @@
 
 use bytemuck::Pod;
 
-use super::{COUNT_BITS, COUNT_ELSEWHERE, Exchange, Incoming, Lane, NO_BUFFER, REJECTED, STRIDE};
+use super::{COUNT_BITS, COUNT_ELSEWHERE, Exchange, Incoming, Lane, NO_BUFFER, OFFERED, REJECTED, STRIDE};
 use crate::error::{ExchangeProblem, Result};
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
@@ -31,6 +31,54 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             count
         };
         self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | inline)
+    }
+
+    /// [`deliver`](Self::deliver) of a message this PE offers in place, at element `offset` of
+    /// a symmetric array the receiver names too: the count goes through the count slot with
+    /// the offset and the [`OFFERED`] mark beside it.
+    pub(super) fn deliver_offered(
+        &self,
+        to: usize,
+        lane: &Lane,
+        call: u64,
+        count: usize,
+        offset: usize,
+    ) -> Result<()> {
+        let mut slot = [0u64; STRIDE];
+        slot[0] = count as u64;
+        slot[1] = offset as u64;
+        slot[2] = OFFERED;
+        self.counts.put(to, lane.remote, &[slot])?;
+        self.rt.fence();
+        self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | COUNT_ELSEWHERE)
+    }
+
+    /// Where the message behind delivery `signal` lies in the sender's memory: `Some(offset)`
+    /// in the array it offered, or `None` in its staging buffer; an error when that is not
+    /// what this PE's call expects (`offered`).
+    pub(super) fn offered_at(
+        &self,
+        inc: &Incoming,
+        lane: &Lane,
+        signal: u64,
+        offered: bool,
+    ) -> Result<Option<usize>> {
+        let mut at = None;
+        if signal & COUNT_ELSEWHERE == COUNT_ELSEWHERE {
+            let mut slot = [[0u64; STRIDE]];
+            self.counts.read_local(lane.local, &mut slot)?;
+            if slot[0][2] == OFFERED {
+                at = Some(slot[0][1] as usize);
+            }
+        }
+        if at.is_some() != offered {
+            return Err(self.refuse(ExchangeProblem::OfferMismatch {
+                sender: inc.from,
+                receiver: self.rt.my_pe(),
+                expected_offered: offered,
+            }));
+        }
+        Ok(at)
     }
 
     /// The count of a delivered message, checked against the room.

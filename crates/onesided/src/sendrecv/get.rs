@@ -5,6 +5,8 @@
 
 use bytemuck::Pod;
 
+use std::ops::Range;
+
 use super::{COUNT_BITS, Exchange, Incoming, Outgoing, STRIDE, Transport, Work};
 use crate::error::Result;
 use crate::heap::SymArray;
@@ -72,30 +74,62 @@ impl Transport for Get {
     }
 }
 
+/// Where a get-path message of one message each way lies at its sender.
+pub(super) enum Source<'a, 'rt, T: Pod> {
+    /// Copied into the sender's staging buffer, at the region of the receiver's lane.
+    Staged(&'a [T]),
+    /// Left where it is: `range` of a symmetric array every PE of the pair names.
+    Offered(&'a SymArray<'rt, T>, Range<usize>),
+}
+
 impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// [`Exchange::sendrecv_consumed`] on the get path: the message is staged and offered as
-    /// by [`Get::exchange`]; the receiver hands the offered message to `consume` in the
-    /// sender's staging buffer through the mapping (or gets it into `scratch` first where
-    /// there is none), then signals it taken.
-    pub(super) fn sendrecv_get_consumed<R>(
+    /// [`Exchange::sendrecv_consumed`] and [`Exchange::sendrecv_offered`] on the get path: the
+    /// message is staged (as by [`Get::exchange`]) or offered where it lies; the receiver hands
+    /// the message to `consume` in the sender's memory through the mapping (or gets it into
+    /// `scratch` first where there is none), then signals it taken.
+    ///
+    /// # Safety
+    /// For an offered source, no PE writes its range until the receiver has taken it (the
+    /// caller's promise, as [`Exchange::sendrecv_offered`] states it).
+    pub(super) unsafe fn sendrecv_get_consumed<R>(
         &mut self,
         scratch: &SymArray<'rt, T>,
-        outgoing: Outgoing<'_, T>,
+        (to, source): (usize, Source<'_, 'rt, T>),
         inc: Incoming,
         consume: impl FnOnce(&[T]) -> R,
     ) -> Result<R> {
-        self.validate(&[scratch], std::slice::from_ref(&outgoing), std::slice::from_ref(&inc), 1)?;
-        let out_lane = self.partners.lane(outgoing.to, 0);
+        let me = self.rt.my_pe();
+        match &source {
+            Source::Staged(data) => {
+                let outgoing = Outgoing { to, data };
+                self.validate(&[scratch], std::slice::from_ref(&outgoing), std::slice::from_ref(&inc), 1)?;
+            }
+            Source::Offered(array, range) => {
+                // No staging: the reservation is not needed.
+                self.validate_one(&[scratch], to, &inc)?;
+                array.check("offered message", me, range.start, range.len())?;
+            }
+        }
+        let out_lane = self.partners.lane(to, 0);
         let in_lane = self.partners.lane(inc.from, 0);
         if let Some(e) = self.posted_mismatch(&inc, &in_lane) {
             return Err(e);
         }
         self.consume_posted(&inc, &in_lane)?;
         self.settle()?;
-        let staging = self.staging.as_ref().expect("validate checked the reservation").array();
-        staging.write_local(out_lane.local * self.reserved, outgoing.data)?;
         let call = self.next_call(out_lane.local, true)?;
-        self.deliver(outgoing.to, &out_lane, call, outgoing.data.len(), 0)?;
+        let offered = match &source {
+            Source::Staged(data) => {
+                let staging = self.staging.as_ref().expect("validate checked the reservation").array();
+                staging.write_local(out_lane.local * self.reserved, data)?;
+                self.deliver(to, &out_lane, call, data.len(), 0)?;
+                None
+            }
+            Source::Offered(array, range) => {
+                self.deliver_offered(to, &out_lane, call, range.len(), range.start)?;
+                Some(*array)
+            }
+        };
         self.pending_takers.push(out_lane);
 
         let call = self.next_call(in_lane.local, false)?;
@@ -106,33 +140,42 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             Some(inc.from),
             timeout,
         )?;
-        let count = match self.count_of(inc, &in_lane, signal) {
-            Ok(count) => count,
+        let place = self
+            .offered_at(&inc, &in_lane, signal, offered.is_some())
+            .and_then(|at| Ok((at, self.count_of(inc, &in_lane, signal)?)));
+        let (at, count) = match place {
+            Ok(place) => place,
             Err(refused) => {
                 // Released unread, as by the exchange: only the receiver learns of it.
                 self.from_receivers.set(inc.from, in_lane.remote * STRIDE, call)?;
                 return Err(refused);
             }
         };
-        let staging = self.staging.as_ref().expect("validate checked the reservation").array();
-        let offset = in_lane.remote * self.reserved;
-        staging.check("get", inc.from, offset, count)?;
-        let result = match staging.mapped(inc.from) {
+        let (array, offset) = match (offered, at) {
+            (Some(array), Some(at)) => (array, at),
+            _ => (
+                self.staging.as_ref().expect("validate checked the reservation").array(),
+                in_lane.remote * self.reserved,
+            ),
+        };
+        array.check("get", inc.from, offset, count)?;
+        let result = match array.mapped(inc.from) {
             Some(base) => {
-                // SAFETY: the range lies inside the sender's staging buffer (checked, the same
-                // length everywhere), mapped into this process; its data was written before the
+                // SAFETY: the range lies inside the sender's array (checked, the same length
+                // everywhere), mapped into this process; its data was written before the
                 // delivery signal this PE has seen (release store, acquire load), and the sender
-                // writes this lane's region again only after this PE signals it taken, below,
-                // so nothing changes it while the slice lives.
+                // writes it again only after this PE signals it taken, below (for its staging
+                // buffer by settling first; for an offered range, by its caller's promise), so
+                // nothing changes it while the slice lives.
                 let message =
                     unsafe { std::slice::from_raw_parts(base.as_ptr().add(offset).cast_const(), count) };
                 consume(message)
             }
             None => {
-                // SAFETY: the source range is checked on the sender's staging buffer; the
-                // target, `count <= room` elements from 0, lies inside scratch (validate checked
-                // the room); no reference to either is created.
-                unsafe { staging.get_raw(inc.from, offset, scratch.element_ptr(0), count, false) };
+                // SAFETY: the source range is checked on the sender's array; the target,
+                // `count <= room` elements from 0, lies inside scratch (validate checked the
+                // room); no reference to either is created.
+                unsafe { array.get_raw(inc.from, offset, scratch.element_ptr(0), count, false) };
                 // SAFETY: the get has completed (blocking) and no other PE writes this PE's
                 // scratch through this exchange; the next use needs `&mut self`.
                 consume(unsafe { scratch.local_range(0..count) })

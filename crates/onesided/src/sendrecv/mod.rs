@@ -32,6 +32,7 @@
 //! anything moves.
 
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use bytemuck::Pod;
@@ -50,6 +51,7 @@ mod partners;
 mod put;
 mod validate;
 
+use get::Source;
 use mpi::MpiChannel;
 use partners::Partners;
 
@@ -187,6 +189,10 @@ const REJECTED: u64 = 1 << 63;
 /// Marks a count as rejected because the sender has no such buffer as the one announced (the
 /// two PEs passed different buffer lists).
 const NO_BUFFER: u64 = 1 << 62;
+
+/// Marks a count slot as describing a message offered in place (the next word its offset in
+/// the array offered), not staged.
+const OFFERED: u64 = 0x4f46_4645_5245_4421;
 
 /// Words per slot of the exchange's small symmetric arrays: one 64-byte cache line each, so
 /// that partners writing different slots never share a line.
@@ -525,12 +531,82 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     ) -> Result<R> {
         let incoming = Incoming { from, buffer: 0, offset: 0, room };
         if self.path == ExchangePath::Get {
-            return self.sendrecv_get_consumed(scratch, outgoing, incoming, consume);
+            // SAFETY: the source is staged, not offered.
+            return unsafe {
+                self.sendrecv_get_consumed(
+                    scratch,
+                    (outgoing.to, Source::Staged(outgoing.data)),
+                    incoming,
+                    consume,
+                )
+            };
         }
         let count = self.sendrecv(&[scratch], outgoing, incoming)?;
         // SAFETY: the exchange has completed: the message is in place and no PE writes this
         // PE's scratch again before this PE's next exchange on it, which needs `&mut self`.
         Ok(consume(unsafe { scratch.local_range(0..count) }))
+    }
+
+    /// [`sendrecv_consumed`](Self::sendrecv_consumed) with the outgoing message already in
+    /// symmetric memory: elements `range` of this PE's `source`, which the receiver reads
+    /// where they lie. On the get path the message is not copied at all on the sending side
+    /// (no staging): the receiver reads it through the mapping of a same-node PE, or gets it
+    /// into `scratch`; a producer that writes its output straight into `source` (a force
+    /// kernel writing the forces on halo atoms, say) saves the copy into the staging buffer.
+    /// The other paths send `source[range]` as [`sendrecv_consumed`](Self::sendrecv_consumed)
+    /// sends its message. Both PEs of a pair must make this call, with the same `source`
+    /// array (each offering its own range), in place of `sendrecv_consumed`; a PE that
+    /// expected the other kind of message refuses it with [`ExchangeProblem::OfferMismatch`].
+    ///
+    /// On the get path the receiver may still be reading `source[range]` after this call
+    /// returns: [`wait_taken`](Self::wait_taken) waits until it has taken it (the next call on
+    /// this exchange waits too).
+    ///
+    /// # Safety
+    /// No PE writes `source[range]` of this PE from the call until the receiver has taken the
+    /// message: until [`wait_taken`](Self::wait_taken), or the next call on this exchange,
+    /// has returned on this PE.
+    ///
+    /// # Errors
+    /// As [`sendrecv_consumed`](Self::sendrecv_consumed); [`Error::OutOfBounds`] when `range`
+    /// does not lie inside `source`; [`ExchangeProblem::OfferMismatch`] as above.
+    ///
+    /// [`ExchangeProblem::OfferMismatch`]: crate::ExchangeProblem::OfferMismatch
+    /// [`Error::OutOfBounds`]: crate::Error::OutOfBounds
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn sendrecv_offered<R>(
+        &mut self,
+        scratch: &SymArray<'rt, T>,
+        (source, range): (&SymArray<'rt, T>, Range<usize>),
+        to: usize,
+        from: usize,
+        room: usize,
+        consume: impl FnOnce(&[T]) -> R,
+    ) -> Result<R> {
+        if self.path == ExchangePath::Get {
+            let incoming = Incoming { from, buffer: 0, offset: 0, room };
+            // SAFETY: the caller's promise is the one the get path needs of an offered source.
+            return unsafe {
+                self.sendrecv_get_consumed(scratch, (to, Source::Offered(source, range)), incoming, consume)
+            };
+        }
+        source.check("offered message", self.rt.my_pe(), range.start, range.len())?;
+        // SAFETY: no PE writes this range during the call (the caller's promise), and this
+        // PE only reads it.
+        let data = unsafe { source.local_range(range) };
+        self.sendrecv_consumed(scratch, Outgoing { to, data }, from, room, consume)
+    }
+
+    /// Waits until the receivers of this PE's messages of the last call have taken them: after
+    /// it, the ranges offered by [`sendrecv_offered`](Self::sendrecv_offered) may be written
+    /// again. Returns at once on the paths other than the get path, whose calls return only
+    /// once their messages may be overwritten at the source.
+    ///
+    /// # Errors
+    /// [`Error::WaitTimeout`](crate::Error::WaitTimeout) when a receiver does not take its
+    /// message.
+    pub fn wait_taken(&mut self) -> Result<()> {
+        self.settle()
     }
 
     /// Sends every `outgoing` message and receives every `incoming` one; `received[i]` is the
