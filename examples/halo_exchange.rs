@@ -16,6 +16,10 @@
 //! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
 //! default; or the halo exchange, which copies them in `move_x` and adds their forces back
 //! in `move_f`),
+//! `--forces in-place|copy` (where the clustered kernel writes its forces: into the halo
+//! exchange's own array, sent by `move_f_in_place` without a copy, the default; or into the
+//! program's vector, sent by `move_f`, which stages the halo forces first; the reference
+//! kernel always does the latter),
 //! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
 //! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
@@ -72,6 +76,8 @@ struct Options {
     pes: usize,
     kernel: Kernel,
     images: PeriodicImages,
+    /// The clustered kernel writes into the exchange's own force array (`move_f_in_place`).
+    in_place: bool,
     pme: bool,
     spacing: f32,
     rtol: f64,
@@ -88,7 +94,7 @@ enum Kernel {
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
-[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
+[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--forces in-place|copy] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -106,6 +112,7 @@ fn parse() -> Result<Options, String> {
         pes: 2,
         kernel: Kernel::Cluster,
         images: PeriodicImages::Kernel,
+        in_place: true,
         pme: false,
         spacing: 0.12,
         rtol: 1e-5,
@@ -143,6 +150,13 @@ fn parse() -> Result<Options, String> {
                     "kernel" => PeriodicImages::Kernel,
                     "halo" => PeriodicImages::Halo,
                     other => return Err(format!("--images takes kernel or halo, got {other:?}")),
+                }
+            }
+            "--forces" => {
+                options.in_place = match value()?.as_str() {
+                    "in-place" => true,
+                    "copy" => false,
+                    other => return Err(format!("--forces takes in-place or copy, got {other:?}")),
                 }
             }
             "--coulomb" => {
@@ -260,7 +274,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
         };
         println!(
             "{}: {} atoms, {shape}, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm + buffer {:.3} nm, \
-             {} threads per PE, periodic images by the {}",
+             {} threads per PE, periodic images by the {}, forces {}",
             structure.title,
             structure.len(),
             rt.n_pes(),
@@ -271,6 +285,11 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
             match options.images {
                 PeriodicImages::Kernel => "kernel",
                 PeriodicImages::Halo => "halo",
+            },
+            if options.in_place && options.kernel == Kernel::Cluster {
+                "written into the exchange's array and sent from there (move_f_in_place)"
+            } else {
+                "copied into the exchange by move_f"
             }
         );
     }
@@ -431,7 +450,14 @@ fn run_path(
         }
         // The kernel's shift forces: those of the images it made (none when the halo makes
         // them).
+        let in_place = options.in_place && list.is_some();
         let kernel_shift = match list.as_mut() {
+            Some(list) if in_place => {
+                // Straight into the exchange's array, which move_f_in_place sends from.
+                let (coordinates, own) = halo.coordinates_and_forces_mut()?;
+                list.forces_into(coordinates, own)?;
+                list.shift_forces()
+            }
             Some(list) => {
                 list.forces(halo.coordinates(), &mut forces)?;
                 list.shift_forces()
@@ -448,8 +474,13 @@ fn run_path(
         let fingerprinted = Instant::now();
         rt.barrier();
         let before_f = Instant::now();
-        let mut shift_forces = halo.move_f(&mut forces)?;
+        let mut shift_forces = if in_place { halo.move_f_in_place()? } else { halo.move_f(&mut forces)? };
         let moved_f = Instant::now();
+        if in_place {
+            // The program's copy, for the checks below (not timed).
+            forces.clear();
+            forces.extend_from_slice(halo.forces_mut()?);
+        }
         shift_forces += kernel_shift;
         wait.push(before_f - fingerprinted);
         let mut mesh_print = 0;

@@ -278,6 +278,11 @@ pub struct LaunchProbe {
     /// crossing between the cores, as one-sided `move_f` pulls the forces its neighbour just
     /// staged), in nanoseconds.
     pub pull_ns: f64,
+    /// Median time for PE 0 to overwrite 256 KiB of its own memory that PE 1 has just read
+    /// (lines held in the other core's cache, which each write must invalidate there, as
+    /// `move_f` writes its staging buffer after the neighbour read the last step's forces
+    /// from it), in nanoseconds.
+    pub overwrite_ns: f64,
 }
 
 /// Bytes of the launch probe's pull of freshly written data.
@@ -336,6 +341,26 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         }
         sent += 1;
     }
+    // PE 1 reads PE 0's buffer and signals; PE 0 overwrites it and answers, for every round.
+    let mut overwrites = Vec::with_capacity(PROBE_BLOCKS);
+    for round in 0..PROBE_BLOCKS {
+        sent += 1;
+        if me == 1 {
+            fresh.get(0, 0, &mut pulled)?;
+            std::hint::black_box(&pulled);
+            signals.set(0, 0, sent)?;
+            signals.wait_ge(0, sent + 1)?;
+        } else {
+            signals.wait_ge(0, sent)?;
+            // A copy into the buffer, as move_f stages its forces.
+            let data = vec![round as u8; PROBE_PULL];
+            let start = Instant::now();
+            fresh.write_local(0, &data)?;
+            overwrites.push(start.elapsed().as_secs_f64() * 1e9);
+            signals.set(1, 0, sent + 1)?;
+        }
+        sent += 1;
+    }
     rt.barrier();
     if me != 0 {
         return Ok(None);
@@ -355,13 +380,15 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
         round_trip_ns: median(blocks),
         copy_ns: median(copies),
         pull_ns: median(pulls),
+        overwrite_ns: median(overwrites),
     };
     eprintln!(
         "benchmark: launch probe: signal round trip between PE 0 and PE 1 {:.0} ns, local copy of 1 MiB {:.1} us, \
-         get of 256 KiB PE 1 just wrote {:.1} us",
+         get of 256 KiB PE 1 just wrote {:.1} us, overwrite of 256 KiB PE 1 just read {:.1} us",
         probe.round_trip_ns,
         probe.copy_ns / 1e3,
-        probe.pull_ns / 1e3
+        probe.pull_ns / 1e3,
+        probe.overwrite_ns / 1e3
     );
     Ok(Some(probe))
 }
@@ -382,7 +409,7 @@ fn record_probe(probe: &LaunchProbe) {
         .map(|p| {
             serde_json::json!({
                 "groups": p.groups, "round_trip_ns": p.round_trip_ns, "copy_ns": p.copy_ns,
-                "pull_ns": p.pull_ns,
+                "pull_ns": p.pull_ns, "overwrite_ns": p.overwrite_ns,
             })
         })
         .collect();

@@ -110,6 +110,7 @@ pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String
             copy_ns: v.get("copy_ns")?.as_f64()?,
             // Launches recorded before the pull was probed have none.
             pull_ns: v.get("pull_ns").and_then(|p| p.as_f64()).unwrap_or(f64::NAN),
+            overwrite_ns: v.get("overwrite_ns").and_then(|p| p.as_f64()).unwrap_or(f64::NAN),
         })
     })
 }
@@ -118,13 +119,14 @@ pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String
 /// it ran first.
 pub fn probes_markdown(probes: &[crate::bench::LaunchProbe]) -> String {
     let mut out = String::from(
-        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote |\n|---|---:|---:|---:|\n",
+        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote | overwrite of 256 KiB PE 1 just read |\n|---|---:|---:|---:|---:|\n",
     );
+    let or_dash = |ns: f64| if ns.is_nan() { "-".to_string() } else { format_time(ns) };
     for p in probes {
-        let pull = if p.pull_ns.is_nan() { "-".to_string() } else { format_time(p.pull_ns) };
+        let (pull, overwrite) = (or_dash(p.pull_ns), or_dash(p.overwrite_ns));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {pull} |",
+            "| {} | {} | {} | {pull} | {overwrite} |",
             p.groups,
             format_time(p.round_trip_ns),
             format_time(p.copy_ns)
@@ -398,15 +400,16 @@ mod tests {
     fn launch_probes_are_read_and_listed() {
         let path = std::env::temp_dir().join(format!("launch-probes-{}.json", std::process::id()));
         let json = r#"[{"groups": "halo_move_x halo_move_f", "round_trip_ns": 104.6, "copy_ns": 50700.0},
-                       {"groups": "pme_redist", "round_trip_ns": 90.0, "copy_ns": 52000.0, "pull_ns": 14100.0},
+                       {"groups": "pme_redist", "round_trip_ns": 90.0, "copy_ns": 52000.0, "pull_ns": 14100.0,
+                        "overwrite_ns": 9300.0},
                        {"groups": "broken"}]"#;
         std::fs::write(&path, json).expect("written");
         let probes = read_probes(&path).expect("read");
         let _ = std::fs::remove_file(&path);
         assert_eq!(probes.len(), 2, "the entry without figures is skipped");
         let table = probes_markdown(&probes);
-        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - |"), "{table}");
-        assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs |"), "{table}");
+        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - | - |"), "{table}");
+        assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs | 9.30 µs |"), "{table}");
         assert!(read_probes(&path).unwrap_err().contains("cannot read"));
     }
 

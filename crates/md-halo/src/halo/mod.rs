@@ -233,7 +233,11 @@ struct Pulse<'rt> {
 /// coordinates ([`home_coordinates_mut`](Self::home_coordinates_mut)), calls
 /// [`move_x`](Self::move_x), computes forces on home and halo atoms
 /// ([`coordinates`](Self::coordinates), [`owns_pair`](Self::owns_pair)) and calls
-/// [`move_f`](Self::move_f). Every few steps it calls
+/// [`move_f`](Self::move_f). A kernel that can write into memory it is handed writes the
+/// forces straight into the exchange's own array instead
+/// ([`coordinates_and_forces_mut`](Self::coordinates_and_forces_mut)) and calls
+/// [`move_f_in_place`](Self::move_f_in_place): on the one-sided path the halo forces then
+/// leave without a copy. Every few steps it calls
 /// [`collective_repartition`](Self::collective_repartition) with its per-atom state, which
 /// moves with the atoms.
 pub struct HaloExchange<'rt> {
