@@ -6,6 +6,11 @@
 //! `pme_return_forces/.../<atoms>` time the two halves alone: each iteration is still a whole
 //! step, with a barrier (not timed) before each half. `pme_redist/copy/<atoms>` is the memory
 //! floor: one copy of PE 0's home atoms (coordinates, charge and index), from a barrier on.
+//! `onesided-get-in-place` and `onesided-put-in-place` are those paths with the PME ranks'
+//! forces written into the redistribution's own buffer (`forces_mut`, as a gather would
+//! write them; the writing is not timed) and returned from there (`return_forces_in_place`):
+//! no staging copy, and each PE reads its forces where they lie and unpacks them in the same
+//! pass (on the put path too: the atoms go out by put, the forces come back by pull).
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -30,6 +35,8 @@ struct Step<'rt> {
     home: Vec<Particle>,
     forces: Vec<RVec>,
     home_forces: Vec<RVec>,
+    /// The forces are written into the redistribution's buffer and returned from there.
+    in_place: bool,
 }
 
 impl Step<'_> {
@@ -45,10 +52,22 @@ impl Step<'_> {
         if timed != Timed::RoundTrip {
             rt.barrier();
         }
-        let backward_start = Instant::now();
-        self.redist.return_forces_into(&self.forces, &mut self.home_forces)?;
+        let mut backward_start = Instant::now();
+        // The gather's writes of the forces in place are not timed, as the other paths'
+        // forces are ready before the return.
+        let mut untimed = Duration::ZERO;
+        if self.in_place {
+            let own = self.redist.forces_mut()?;
+            let writing = Instant::now();
+            own.copy_from_slice(&self.forces);
+            untimed = writing.elapsed();
+            backward_start = Instant::now();
+            self.redist.return_forces_in_place(&mut self.home_forces)?;
+        } else {
+            self.redist.return_forces_into(&self.forces, &mut self.home_forces)?;
+        }
         Ok(match timed {
-            Timed::RoundTrip => start.elapsed(),
+            Timed::RoundTrip => start.elapsed() - untimed,
             Timed::Forward => forward,
             Timed::Backward => backward_start.elapsed(),
         })
@@ -78,11 +97,15 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             .filter(|&g| domains.pe_of_position(system.positions[g]) == rt.my_pe())
             .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
             .collect();
-        for path in RedistPath::ALL {
+        let variants = RedistPath::ALL.map(|path| (path.name(), path, false));
+        for (name, path, in_place) in variants.into_iter().chain([
+            ("onesided-get-in-place", RedistPath::OneSidedGet, true),
+            ("onesided-put-in-place", RedistPath::OneSidedPut, true),
+        ]) {
             let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;
             let home_forces = vec![[0.0; 3]; home.len()];
-            let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces };
-            steps.push((path, system.len(), RefCell::new(step)));
+            let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces, in_place };
+            steps.push((name, system.len(), RefCell::new(step)));
         }
     }
     let mut benches = Vec::new();
@@ -95,8 +118,8 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         if timed == Timed::RoundTrip {
             push_copies(rt, &steps, &mut benches);
         }
-        for (path, atoms, step) in &steps {
-            benches.push(Bench::sized(group, path.name(), *atoms, move |iters| {
+        for (name, atoms, step) in &steps {
+            benches.push(Bench::sized(group, name, *atoms, move |iters| {
                 let mut step = step.borrow_mut();
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
@@ -115,7 +138,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
 /// every step.
 fn push_copies<'a>(
     rt: &'a Runtime,
-    steps: &[(RedistPath, usize, RefCell<Step<'_>>)],
+    steps: &[(&str, usize, RefCell<Step<'_>>)],
     benches: &mut Vec<Bench<'a>>,
 ) {
     let mut copied: Vec<usize> = Vec::new();

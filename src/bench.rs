@@ -262,9 +262,10 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
 
 /// What a launch measured of the machine before its benchmarks, on PE 0. The MD figures fall
 /// into one of two states per launch (docs/bench/RESULTS.md); each launch records these
-/// machine facts beside its results, so that a report can be read against them. None of
-/// them has yet told the states apart: not the signal round trip, not a local copy, and not
-/// the pull of data the other PE has just written (the transfer one-sided `move_f` makes).
+/// machine facts beside its results, so that a report can be read against them. The
+/// overwrite of memory the other PE has just read tells the states apart in the launches
+/// measured so far (`report::launch_state`); the signal round trip, a local copy and the pull
+/// of data the other PE has just written did not, over earlier launches.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchProbe {
     /// The benchmark groups the launch ran, space-separated.

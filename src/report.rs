@@ -115,21 +115,40 @@ pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String
     })
 }
 
+/// How many times a local copy of as many bytes an overwrite of bytes the other PE has just
+/// read may take before the launch counts as in the slow state. In the launches measured so
+/// far it took 1.0-2.2x in the fast state and 3.1-5.2x in the slow one (docs/bench/RESULTS.md).
+pub const SLOW_OVERWRITE: f64 = 2.5;
+
+/// The state a launch fell into, from its probes: `slow` when overwriting 256 KiB the other
+/// PE has just read took more than [`SLOW_OVERWRITE`] times a local copy of as many bytes
+/// (a quarter of the 1 MiB copy), `fast` otherwise; `-` for launches that did not measure it.
+pub fn launch_state(p: &crate::bench::LaunchProbe) -> &'static str {
+    if p.overwrite_ns.is_nan() || p.copy_ns.is_nan() {
+        "-"
+    } else if p.overwrite_ns > SLOW_OVERWRITE * p.copy_ns / 4.0 {
+        "slow"
+    } else {
+        "fast"
+    }
+}
+
 /// The launch probes as a Markdown table, one row per launch (benchmark binary), the groups
-/// it ran first.
+/// it ran first, with the state each launch fell into ([`launch_state`]).
 pub fn probes_markdown(probes: &[crate::bench::LaunchProbe]) -> String {
     let mut out = String::from(
-        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote | overwrite of 256 KiB PE 1 just read |\n|---|---:|---:|---:|---:|\n",
+        "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote | overwrite of 256 KiB PE 1 just read | state |\n|---|---:|---:|---:|---:|---|\n",
     );
     let or_dash = |ns: f64| if ns.is_nan() { "-".to_string() } else { format_time(ns) };
     for p in probes {
         let (pull, overwrite) = (or_dash(p.pull_ns), or_dash(p.overwrite_ns));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {pull} | {overwrite} |",
+            "| {} | {} | {} | {pull} | {overwrite} | {} |",
             p.groups,
             format_time(p.round_trip_ns),
-            format_time(p.copy_ns)
+            format_time(p.copy_ns),
+            launch_state(p)
         );
     }
     out.push('\n');
@@ -408,8 +427,12 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert_eq!(probes.len(), 2, "the entry without figures is skipped");
         let table = probes_markdown(&probes);
-        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - | - |"), "{table}");
-        assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs | 9.30 µs |"), "{table}");
+        assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - | - | - |"), "{table}");
+        assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs | 9.30 µs | fast |"), "{table}");
+        // Slow: the overwrite takes more than 2.5 local copies of as many bytes (13 µs here).
+        let slow = crate::bench::LaunchProbe { overwrite_ns: 41_300.0, ..probes[1].clone() };
+        assert_eq!(launch_state(&slow), "slow");
+        assert_eq!(launch_state(&probes[1]), "fast");
         assert!(read_probes(&path).unwrap_err().contains("cannot read"));
     }
 

@@ -100,8 +100,9 @@ fn moves(homes: &mut [Vec<Particle>], step: u64) {
 
 /// One step of `redist` (over `grid`) with every PE's home atoms `homes`, this PE passing
 /// its own: this PME rank's received atoms and counts checked exactly, then each received
-/// atom answered with its [`stamp`], and this PE's returned forces checked exactly against
-/// the stamps of its home atoms. `context` starts every failure message.
+/// atom answered with its [`stamp`] (on odd steps written into the redistribution's own
+/// buffer and returned in place), and this PE's returned forces checked exactly against the
+/// stamps of its home atoms. `context` starts every failure message.
 fn checked_step(
     redist: &mut Redistribution<'_>,
     grid: &PmeGrid,
@@ -142,7 +143,16 @@ fn checked_step(
     } else {
         ensure!(redist.received().is_empty(), "{context}: PE {me} is no PME rank but received atoms");
     }
-    let home_forces = redist.return_forces(&forces)?;
+    // On odd steps the forces are written into the redistribution's own buffer and returned
+    // from there: the same bits must arrive.
+    let home_forces = if step % 2 == 1 {
+        redist.forces_mut()?.copy_from_slice(&forces);
+        let mut home_forces = vec![[f32::NAN; 3]; homes[me].len()];
+        redist.return_forces_in_place(&mut home_forces)?;
+        home_forces
+    } else {
+        redist.return_forces(&forces)?
+    };
     ensure!(
         home_forces.len() == homes[me].len(),
         "{context}: {} home forces for {} home atoms",

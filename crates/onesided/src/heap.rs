@@ -447,6 +447,29 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(range.start), range.end - range.start) }
     }
 
+    /// A shared view of elements `range` of PE `pe`'s copy through the mapping of its heap
+    /// into this process (a PE on this node, with direct access enabled), so that data
+    /// another PE published can be read where it lies, with no copy; `None` where that PE's
+    /// heap is not mapped (then [`get`](Self::get) it).
+    ///
+    /// # Safety
+    /// No PE (`pe` included) may write elements `range` of `pe`'s copy while the returned
+    /// slice lives: typically `pe` has published them with a signal this PE has awaited, and
+    /// writes them again only after this PE signals that it is done.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPe`] for a PE that does not exist; [`Error::OutOfBounds`] when `range`
+    /// is not within the array.
+    pub unsafe fn remote_range(&self, pe: usize, range: std::ops::Range<usize>) -> Result<Option<&[T]>> {
+        self.check("remote view", pe, range.start, range.len())?;
+        Ok(self.mapped(pe).map(|base| {
+            // SAFETY: the range lies within the block of `len` initialised (zeroed, Pod)
+            // elements of `pe`'s copy, mapped at `base` in this process (checked above); the
+            // caller promises no writes to it for the slice's lifetime.
+            unsafe { std::slice::from_raw_parts(base.as_ptr().add(range.start).cast_const(), range.len()) }
+        }))
+    }
+
     /// An exclusive view of elements `range` of this PE's copy, and of nothing else.
     ///
     /// # Safety

@@ -6,11 +6,13 @@
 //! `taken` counter; a source reuses its buffer only when every PME rank has taken its share
 //! (`taken` reaches the number of PME ranks times the call number: the monotonic form of the
 //! 2013 `used` counter, which never needs resetting). Forces come back the same way in
-//! reverse.
+//! reverse, except that a PE whose PME ranks are all on its node unpacks them into home order
+//! straight from the PME ranks' buffers, through the mapping, without getting them first;
+//! forces a PME rank wrote in place ([`Redistribution::forces_mut`]) are not staged either.
 
 use onesided::{Runtime, SignalArray, SymArray};
 
-use super::{ERROR, LINE, Particle, Redistribution, Transport, check_count, note_error};
+use super::{ERROR, Forces, LINE, Particle, Redistribution, Transport, by_rank, check_count, note_error};
 use crate::RVec;
 use crate::error::Result;
 
@@ -28,6 +30,8 @@ pub(super) struct Get<'rt> {
     back_published: SignalArray<'rt>,
     /// On a PME rank: how many PEs have taken their forces, over all calls.
     back_taken: SignalArray<'rt>,
+    /// On a PME rank: how many times it has published forces.
+    returns: u64,
 }
 
 impl<'rt> Get<'rt> {
@@ -42,6 +46,7 @@ impl<'rt> Get<'rt> {
             back_table: SymArray::collective_alloc(rt, &name("force table"), n)?,
             back_published: SignalArray::collective_alloc(rt, &name("forces published"), m)?,
             back_taken: SignalArray::collective_alloc(rt, &name("forces taken"), 1)?,
+            returns: 0,
         })
     }
 }
@@ -104,13 +109,21 @@ impl<'rt> Transport<'rt> for Get<'rt> {
         Ok(())
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
+    fn backward(
+        &mut self,
+        this: &mut Redistribution<'rt>,
+        forces: Forces<'_>,
+        home_forces: &mut [RVec],
+    ) -> Result<bool> {
         let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
-        if this.my_rank.is_some() {
+        if this.my_rank.is_some() && !forces.in_place {
             // The forces are staged where the PEs take them from, once every PE has taken
-            // those of the previous call.
-            self.back_taken.wait_ge(0, n as u64 * (k - 1))?;
-            this.force_send.write_local(0, forces)?;
+            // those of the previous returns (forces written in place waited in forces_mut).
+            self.forces_free(this)?;
+            this.force_send.write_local(0, forces.data)?;
+        }
+        if this.my_rank.is_some() {
+            self.returns += 1;
         }
         let (back_table, back_published, back_taken) =
             (&self.back_table, &self.back_published, &self.back_taken);
@@ -128,6 +141,9 @@ impl<'rt> Transport<'rt> for Get<'rt> {
                 back_published.set(p, rank, k)?;
             }
         }
+        // Every PME rank's entry first, as each is published: its status, and where this
+        // PE's forces lie in its staging buffer.
+        let mut offsets = vec![0usize; m];
         let mut pending: Vec<usize> = (0..m).collect();
         while !pending.is_empty() {
             let waits: Vec<(usize, u64)> = pending.iter().map(|&r| (r, k)).collect();
@@ -139,17 +155,58 @@ impl<'rt> Transport<'rt> for Get<'rt> {
             if value & ERROR != 0 {
                 note_error(&mut this.pending, value);
             } else if this.is_particle[me] {
-                let count = this.dest_counts[r];
-                check_count(value as usize, count, pe)?;
-                if count > 0 {
-                    let at = this.dest_offsets[r];
-                    // SAFETY: on the get path only this PE writes its force receive buffer;
-                    // the range lies inside it (dest offsets and counts cover the home atoms).
-                    let dst = unsafe { this.force_recv.array().local_range_mut(at..at + count) };
-                    this.force_send.get(pe, offset, dst)?;
+                check_count(value as usize, this.dest_counts[r], pe)?;
+            }
+            offsets[r] = offset;
+        }
+        let unpacked = if this.is_particle[me] && this.pending.is_none() {
+            // SAFETY (for the views): each PME rank writes its staging buffer again only
+            // once every PE has signalled its forces taken (forces_free), which this PE does
+            // below, after the last use of the views.
+            let views: Result<Option<Vec<&[RVec]>>> = (0..m)
+                .map(|r| {
+                    let (at, count) = (offsets[r], this.dest_counts[r]);
+                    if count == 0 {
+                        return Ok(Some(&[][..]));
+                    }
+                    // SAFETY: as above.
+                    Ok(unsafe { this.force_send.remote_range(this.grid.pe_of(r), at..at + count)? })
+                })
+                .collect::<Result<Vec<Option<&[RVec]>>>>()
+                .map(|views| views.into_iter().collect());
+            match views? {
+                // Every PME rank with forces for this PE is on this node: they are read where
+                // they lie and unpacked into home order in one pass, copied nowhere between.
+                Some(views) => {
+                    by_rank::unpack(&this.dest, views, home_forces, &this.chunks());
+                    true
+                }
+                None => {
+                    for (r, &offset) in offsets.iter().enumerate() {
+                        let (at, count) = (this.dest_offsets[r], this.dest_counts[r]);
+                        if count > 0 {
+                            // SAFETY: on the get path only this PE writes its force receive
+                            // buffer; the range lies inside it (dest offsets and counts cover
+                            // the home atoms).
+                            let dst = unsafe { this.force_recv.array().local_range_mut(at..at + count) };
+                            this.force_send.get(this.grid.pe_of(r), offset, dst)?;
+                        }
+                    }
+                    false
                 }
             }
-            back_taken.add(pe, 0, 1)?;
+        } else {
+            false
+        };
+        for r in 0..m {
+            back_taken.add(this.grid.pe_of(r), 0, 1)?;
+        }
+        Ok(unpacked)
+    }
+
+    fn forces_free(&mut self, this: &Redistribution<'rt>) -> Result<()> {
+        if this.my_rank.is_some() {
+            self.back_taken.wait_ge(0, this.rt.n_pes() as u64 * self.returns)?;
         }
         Ok(())
     }

@@ -167,8 +167,29 @@ trait Transport<'rt> {
     fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()>;
 
     /// Status and `forces` (one per received atom, on PME ranks) back to the atoms' PEs, into
-    /// their force receive buffers, by PME rank.
-    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()>;
+    /// their force receive buffers, by PME rank; or, where the transport can, unpacked
+    /// straight into `home_forces` (then it returns `true`, and `false` otherwise).
+    fn backward(
+        &mut self,
+        this: &mut Redistribution<'rt>,
+        forces: Forces<'_>,
+        home_forces: &mut [RVec],
+    ) -> Result<bool>;
+
+    /// Waits until no PE reads this PE's force staging buffer any more, so that it may be
+    /// written: on the get path, until every PE has taken the forces of the last return.
+    fn forces_free(&mut self, _this: &Redistribution<'rt>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The forces a PME rank returns: one per received atom, in the caller's array or already in
+/// the force staging buffer (`in_place`, where [`Redistribution::forces_mut`] handed them
+/// out; `data` is then a view of it).
+#[derive(Clone, Copy)]
+struct Forces<'a> {
+    data: &'a [RVec],
+    in_place: bool,
 }
 
 /// The redistribution of one set of home atoms to the PME ranks, and of their forces back.
@@ -204,7 +225,8 @@ pub struct Redistribution<'rt> {
     /// Room for every atom of the system.
     recv: SymArray<'rt, Particle>,
     /// Room for the forces of every atom of the system, staged where the PEs take them from
-    /// on the get path (the others send from the caller's array).
+    /// on the get path (the others send from the caller's array), or written there by the
+    /// caller ([`forces_mut`](Redistribution::forces_mut)).
     force_send: SymArray<'rt, RVec>,
     /// This PE's home forces, by destination; sized as `send`.
     force_recv: GlobalMaxArray<'rt, RVec>,
@@ -424,37 +446,87 @@ impl<'rt> Redistribution<'rt> {
 
     /// [`return_forces`](Self::return_forces) into `home_forces` (one per home atom), which an
     /// MD loop keeps from step to step instead of allocating a new vector each time. After an
-    /// error, `home_forces` is unchanged.
+    /// error that every PE reports (an atom that moved too far) or a wrong call,
+    /// `home_forces` is unchanged.
     ///
     /// # Collective
     /// As [`return_forces`](Self::return_forces).
     pub fn return_forces_into(&mut self, forces: &[RVec], home_forces: &mut [RVec]) -> Result<()> {
+        self.return_forces_from(Forces { data: forces, in_place: false }, home_forces)
+    }
+
+    /// The forces on this PME rank's received atoms (one per [`received`](Self::received)
+    /// atom, in its order; empty on other PEs) in the redistribution's own symmetric memory,
+    /// for the gather to write before [`return_forces_in_place`](Self::return_forces_in_place).
+    /// On the get path the PEs then read them where they lie and unpack them into home order
+    /// in the same pass, with no staging copy on the PME rank. What the slice holds before it
+    /// is written is left from the last step.
+    ///
+    /// # Errors
+    /// On the get path, a PE that does not take the forces of the last return times out,
+    /// naming it.
+    pub fn forces_mut(&mut self) -> Result<&mut [RVec]> {
+        self.with_transport(|t, this| t.forces_free(this))?;
+        // SAFETY: other PEs never write this buffer; on the get path they read it only
+        // between this PE's publication and their taken signals, which forces_free awaited
+        // for every return so far; on the other paths only this PE reads it. `&mut self`
+        // keeps every other view of it away while the slice lives.
+        Ok(unsafe { self.force_send.local_range_mut(0..self.received) })
+    }
+
+    /// [`return_forces_into`](Self::return_forces_into) with the forces this PME rank wrote
+    /// through [`forces_mut`](Self::forces_mut).
+    ///
+    /// # Collective
+    /// As [`return_forces`](Self::return_forces); every PE calls the same one of the two.
+    ///
+    /// # Errors
+    /// As [`return_forces`](Self::return_forces).
+    pub fn return_forces_in_place(&mut self, home_forces: &mut [RVec]) -> Result<()> {
+        // SAFETY: nobody writes the staging buffer during the return: other PEs never write
+        // it, and this PE writes it only through forces_mut (which needs `&mut self`) or when
+        // it stages forces from the caller's array, which an in-place return skips. The
+        // buffer is allocated once, with the redistribution, so the view cannot dangle while
+        // the call runs; the borrow is detached from `self` only so that the transport may
+        // take `&mut self` beside it.
+        let forces: &[RVec] = unsafe { &*std::ptr::from_ref(self.force_send.local_range(0..self.received)) };
+        self.return_forces_from(Forces { data: forces, in_place: true }, home_forces)
+    }
+
+    fn return_forces_from(&mut self, forces: Forces<'_>, home_forces: &mut [RVec]) -> Result<()> {
         let me = self.rt.my_pe();
         let n_home = self.dest.len();
-        if forces.len() != self.received || home_forces.len() != n_home {
+        if forces.data.len() != self.received || home_forces.len() != n_home {
             return Err(Error::Config(format!(
                 "PE {me} returns {} forces for {} received atoms into room for {} home forces (needs {n_home})",
-                forces.len(),
+                forces.data.len(),
                 self.received,
                 home_forces.len()
             )));
         }
-        self.with_transport(|t, this| t.backward(this, forces))?;
+        let unpacked = self.with_transport(|t, this| t.backward(this, forces, home_forces))?;
         if let Some(marked) = self.pending {
             return Err(decode(marked));
         }
-        // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
-        // this PE's force receive buffer before the next return_forces.
-        let arrived = unsafe { self.force_recv.array().local_range(0..n_home) };
-        by_rank::unpack(&self.dest, by_rank::split(arrived, &self.dest_counts), home_forces, &self.chunks());
+        if !unpacked {
+            // SAFETY: the forces for this step have all arrived (backward returned); no PE
+            // writes this PE's force receive buffer before the next return_forces.
+            let arrived = unsafe { self.force_recv.array().local_range(0..n_home) };
+            by_rank::unpack(
+                &self.dest,
+                by_rank::split(arrived, &self.dest_counts),
+                home_forces,
+                &self.chunks(),
+            );
+        }
         Ok(())
     }
 
     /// Runs `half` with the transport on the rest of the state.
-    fn with_transport(
+    fn with_transport<R>(
         &mut self,
-        half: impl FnOnce(&mut (dyn Transport<'rt> + 'rt), &mut Self) -> Result<()>,
-    ) -> Result<()> {
+        half: impl FnOnce(&mut (dyn Transport<'rt> + 'rt), &mut Self) -> Result<R>,
+    ) -> Result<R> {
         let mut transport = self.transport.take().expect("the transport is put back after every half");
         let outcome = half(transport.as_mut(), self);
         self.transport = Some(transport);

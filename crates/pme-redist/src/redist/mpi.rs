@@ -11,7 +11,7 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use onesided::Runtime;
 
-use super::{ERROR, Particle, Redistribution, Transport, check_count, note_error};
+use super::{ERROR, Forces, Particle, Redistribution, Transport, check_count, note_error};
 use crate::RVec;
 use crate::error::{Error, Result};
 
@@ -202,7 +202,14 @@ impl<'rt> Transport<'rt> for Mpi {
         )
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
+    fn backward(
+        &mut self,
+        this: &mut Redistribution<'rt>,
+        forces: Forces<'_>,
+        _home_forces: &mut [RVec],
+    ) -> Result<bool> {
+        // Sent from wherever they are, the caller's array or the staging buffer alike.
+        let forces = forces.data;
         let (me, n) = (this.rt.my_pe(), this.rt.n_pes());
         let status_out: Vec<u64> =
             (0..n)
@@ -244,7 +251,8 @@ impl<'rt> Transport<'rt> for Mpi {
             this.force_recv.array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<RVec>(),
-        )
+        )?;
+        Ok(false)
     }
 }
 

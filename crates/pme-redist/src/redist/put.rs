@@ -2,11 +2,13 @@
 //! source's atoms go and the sources write them there ([`onesided::Exchange`], the offset
 //! swap), packing them straight into place where the PME rank's memory is mapped
 //! ([`onesided::Exchange::exchange_packed`]). Forces come back the same way, put from the
-//! caller's own array.
+//! caller's own array; forces written in place ([`super::Redistribution::forces_mut`]) are
+//! read by their PEs where they lie instead, as on the get path.
 
 use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Packed, Runtime, SymArray};
 
-use super::{ERROR, Particle, Redistribution, Transport, check_count, note_error};
+use super::get::Get;
+use super::{ERROR, Forces, Particle, Redistribution, Transport, check_count, note_error};
 use crate::RVec;
 use crate::error::Result;
 
@@ -17,6 +19,9 @@ pub(super) struct Put<'rt> {
     count_buffers: [SymArray<'rt, u64>; 2],
     data: Exchange<'rt, Particle>,
     forces: Exchange<'rt, RVec>,
+    /// Forces written in place go back as on the get path: their PEs read them where they
+    /// lie.
+    pull: Get<'rt>,
 }
 
 impl<'rt> Put<'rt> {
@@ -32,6 +37,7 @@ impl<'rt> Put<'rt> {
             ],
             data: Exchange::collective_new(rt, &name("atoms"), ExchangePath::Put)?,
             forces: Exchange::collective_new(rt, &name("forces"), ExchangePath::Put)?,
+            pull: Get::collective_new(rt, &|what| name(&format!("forces in place: {what}")), m)?,
         })
     }
 }
@@ -99,7 +105,19 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         Ok(())
     }
 
-    fn backward(&mut self, this: &mut Redistribution<'rt>, forces: &[RVec]) -> Result<()> {
+    fn backward(
+        &mut self,
+        this: &mut Redistribution<'rt>,
+        forces: Forces<'_>,
+        home_forces: &mut [RVec],
+    ) -> Result<bool> {
+        if forces.in_place {
+            // Already in symmetric memory: each PE reads its forces there and unpacks them in
+            // the same pass (through the mapping on the node), which costs less than writing
+            // them into lines the receiver has just read and reading them back.
+            return self.pull.backward(this, forces, home_forces);
+        }
+        let forces = forces.data;
         let (me, n, m) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks());
         let (counts, count_buffers, exchange) = (&mut self.counts, &mut self.count_buffers, &mut self.forces);
         // Status (and count) from every PME rank to every PE.
@@ -148,6 +166,10 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         };
         let mut received = vec![0; incoming.len()];
         exchange.exchange(&[this.force_recv.array()], &outgoing, &incoming, &mut received)?;
-        Ok(())
+        Ok(false)
+    }
+
+    fn forces_free(&mut self, this: &Redistribution<'rt>) -> Result<()> {
+        self.pull.forces_free(this)
     }
 }
