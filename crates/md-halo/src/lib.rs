@@ -9,7 +9,10 @@
 //! - [`PbcBox`]: the periodic box, rectangular or triclinic, as GROMACS defines it;
 //! - [`DdGrid`]: the grid of domains, one per PE, in the box's fractional coordinates;
 //! - [`HaloExchange`]: the plan, built at (re)partition, and [`move_x`](HaloExchange::move_x) /
-//!   [`move_f`](HaloExchange::move_f) every step; per-atom state of any plain-old-data type
+//!   [`move_f`](HaloExchange::move_f) every step (or, for a kernel that writes its forces
+//!   into the exchange's own array, [`coordinates_and_forces_mut`](HaloExchange::coordinates_and_forces_mut)
+//!   and [`move_f_in_place`](HaloExchange::move_f_in_place), which sends the halo forces from
+//!   where they were written); per-atom state of any plain-old-data type
 //!   migrates with its atoms ([`AtomState`]), and any per-atom field travels along the plan
 //!   ([`collective_spread`](HaloExchange::collective_spread));
 //! - [`PeriodicImages`]: along dimensions of the grid with one domain, the periodic images
