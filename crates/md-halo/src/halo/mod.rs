@@ -798,9 +798,8 @@ impl<'rt> HaloExchange<'rt> {
     /// As [`forces_mut`](Self::forces_mut).
     pub fn coordinates_and_forces_mut(&mut self) -> Result<(&[RVec], &mut [RVec])> {
         self.usable()?;
-        // The neighbours may still be reading the halo forces of the last move_f_in_place.
-        let outcome = self.pulses.iter_mut().try_for_each(|pulse| pulse.f.wait_taken());
-        self.note(outcome.map_err(Error::from))?;
+        let outcome = self.forces_taken();
+        self.note(outcome)?;
         let stored = self.stored_count();
         // SAFETY: other PEs never write this array; they read it only between this PE's offer
         // in move_f_in_place and their taken signal, which every pulse has now received
@@ -830,6 +829,15 @@ impl<'rt> HaloExchange<'rt> {
         self.note(outcome)
     }
 
+    /// Waits until every neighbour has taken the halo forces this PE last offered in
+    /// [`move_f_in_place`](Self::move_f_in_place) (at once when it offered none).
+    fn forces_taken(&mut self) -> Result<()> {
+        for pulse in &mut self.pulses {
+            pulse.f.wait_taken()?;
+        }
+        Ok(())
+    }
+
     /// The pulses of `move_f` in reverse, on the caller's `forces`, or on the exchange's own
     /// array (`None`).
     fn move_f_pulses(&mut self, mut caller: Option<&mut [RVec]>) -> Result<ShiftForces> {
@@ -842,14 +850,12 @@ impl<'rt> HaloExchange<'rt> {
                 forces.len()
             )));
         }
-        if caller.is_none() {
+        let in_place = caller.is_none();
+        if in_place {
             // The neighbours' reads of the last step's offers end before any force changes.
-            for pulse in &mut self.pulses {
-                pulse.f.wait_taken()?;
-            }
+            self.forces_taken()?;
         }
         let me = self.rt.my_pe();
-        let in_place = caller.is_none();
         let mut shift_forces = ShiftForces::default();
         for q in (0..self.pulses_run()).rev() {
             let pulse = &mut self.pulses[q];

@@ -116,13 +116,13 @@ impl<'rt> Transport<'rt> for Get<'rt> {
         home_forces: &mut [RVec],
     ) -> Result<bool> {
         let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
-        if this.my_rank.is_some() && !forces.in_place {
-            // The forces are staged where the PEs take them from, once every PE has taken
-            // those of the previous returns (forces written in place waited in forces_mut).
-            self.forces_free(this)?;
-            this.force_send.write_local(0, forces.data)?;
-        }
         if this.my_rank.is_some() {
+            if !forces.in_place {
+                // The forces are staged where the PEs take them from, once every PE has taken
+                // those of the previous returns (forces written in place waited in forces_mut).
+                self.forces_free(this)?;
+                this.force_send.write_local(0, forces.data)?;
+            }
             self.returns += 1;
         }
         let (back_table, back_published, back_taken) =
