@@ -22,12 +22,14 @@ const CURSORS: usize = 4;
 
 /// How the home atoms were cut when they were placed: `chunk`-sized chunks (the last may be
 /// shorter), with the number of atoms of each of `ranks` PME ranks in each chunk
-/// (`counts[c * ranks + r]`), on the thread pool or not.
+/// (`counts[c * ranks + r]`), on the thread pool or not; and where each run of atoms of one
+/// rank starts ([`run_starts`]), found once per step for packing and unpacking both.
 pub(super) struct Chunks<'a> {
     pub(super) chunk: usize,
     pub(super) ranks: usize,
     pub(super) counts: &'a [usize],
     pub(super) parallel: bool,
+    pub(super) runs: &'a [u32],
 }
 
 impl Chunks<'_> {
@@ -35,6 +37,48 @@ impl Chunks<'_> {
     fn starts(&self, atoms: usize) -> Vec<usize> {
         let chunks = self.counts.len() / self.ranks.max(1);
         (0..chunks).map(|c| (c * self.chunk).min(atoms)).chain([atoms]).collect()
+    }
+
+    /// The runs of the atoms `range`, whose ranks are `ranks` (all atoms').
+    fn part<'a>(&'a self, ranks: &'a [u32], range: std::ops::Range<usize>) -> Runs<'a> {
+        let first = self.runs.partition_point(|&s| s as usize <= range.start).saturating_sub(1);
+        let end = self.runs.partition_point(|&s| (s as usize) < range.end).max(first);
+        let starts = if range.is_empty() { &[][..] } else { &self.runs[first..end] };
+        Runs { starts, first: range.start, ranks: &ranks[range] }
+    }
+}
+
+/// The first atom of each run of one rank in `ranks` (atom 0 first, when there is one) into
+/// `starts`: on x86-64 four neighbours compared at once (SSE2, which every x86-64 processor
+/// has) and a loop over the changes only.
+pub(super) fn run_starts(ranks: &[u32], starts: &mut Vec<u32>) {
+    starts.clear();
+    if ranks.is_empty() {
+        return;
+    }
+    assert!(ranks.len() <= u32::MAX as usize, "atom numbers fit a u32");
+    starts.push(0);
+    let (before, after) = (&ranks[..ranks.len() - 1], &ranks[1..]);
+    let mut at = 1;
+    #[cfg(target_arch = "x86_64")]
+    for (earlier, later) in before.chunks_exact(4).zip(after.chunks_exact(4)) {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86-64; each chunk holds four u32, 16 bytes, and the loads
+        // are unaligned.
+        let mut changes = unsafe {
+            let (a, b) = (_mm_loadu_si128(earlier.as_ptr().cast()), _mm_loadu_si128(later.as_ptr().cast()));
+            (!_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, b))) & 0xf) as u32
+        };
+        while changes != 0 {
+            starts.push(at + changes.trailing_zeros());
+            changes &= changes - 1;
+        }
+        at += 4;
+    }
+    for i in at as usize..ranks.len() {
+        if ranks[i] != ranks[i - 1] {
+            starts.push(i as u32);
+        }
     }
 }
 
@@ -102,7 +146,7 @@ pub(super) fn pack<T: Copy + Send + Sync>(ranks: &[u32], items: &[T], out: Vec<&
     let starts = chunks.starts(items.len());
     let mut pieces = cut(out, chunks.counts, m);
     let part = |(out, range): (&mut [&mut [T]], &[usize])| {
-        pack_part(&ranks[range[0]..range[1]], &items[range[0]..range[1]], out);
+        pack_part(chunks.part(ranks, range[0]..range[1]), &items[range[0]..range[1]], out);
     };
     if chunks.parallel {
         pieces.par_chunks_mut(m).zip(starts.par_windows(2)).for_each(part);
@@ -123,12 +167,12 @@ pub(super) fn unpack<T: Copy + Send + Sync>(ranks: &[u32], from: Vec<&[T]>, out:
     if chunks.parallel {
         pieces.par_chunks(m).zip(outs.into_par_iter().zip(starts.par_windows(2))).for_each(
             |(from, (out, range))| {
-                unpack_part(&ranks[range[0]..range[1]], from, out);
+                unpack_part(chunks.part(ranks, range[0]..range[1]), from, out);
             },
         );
     } else {
         for (from, (out, range)) in pieces.chunks(m).zip(outs.into_iter().zip(starts.windows(2))) {
-            unpack_part(&ranks[range[0]..range[1]], from, out);
+            unpack_part(chunks.part(ranks, range[0]..range[1]), from, out);
         }
     }
 }
@@ -173,23 +217,24 @@ fn pack_two<T: Copy>(ranks: &[u32], items: &[T], second: u32, one: &mut [T], two
     if last == second { two[at_two..].copy_from_slice(rest) } else { one[at_one..].copy_from_slice(rest) }
 }
 
-/// Whether the rank changes between more than one in eight neighbouring atoms. Atoms sorted
-/// in space come in runs of one rank, each moved as one copy ([`Runs`]); otherwise a pass
-/// per atom is faster.
-fn often_changes(ranks: &[u32]) -> bool {
-    let changes: u32 = ranks.iter().zip(ranks.iter().skip(1)).map(|(a, b)| u32::from(a != b)).sum();
-    changes as usize * 8 > ranks.len()
-}
-
-/// The runs of one rank in `ranks`: each rank and the range of atoms of the run.
+/// The runs of one rank in a part of the atoms: each rank and the range of atoms of the run,
+/// from the run starts that [`run_starts`] found for all atoms.
 struct Runs<'a> {
+    /// Starts of the runs that meet the part, in all atoms' numbering; the first may lie
+    /// before the part.
+    starts: &'a [u32],
+    /// The part's first atom in that numbering.
+    first: usize,
+    /// The part's ranks.
     ranks: &'a [u32],
-    at: usize,
 }
 
-impl<'a> Runs<'a> {
-    fn new(ranks: &'a [u32]) -> Self {
-        Runs { ranks, at: 0 }
+impl Runs<'_> {
+    /// Whether the rank changes between more than one in eight neighbouring atoms. Atoms
+    /// sorted in space come in runs of one rank, each moved as one copy; otherwise a pass per
+    /// atom is faster.
+    fn often_changes(&self) -> bool {
+        self.starts.len().saturating_sub(1) * 8 > self.ranks.len()
     }
 }
 
@@ -197,21 +242,11 @@ impl Iterator for Runs<'_> {
     type Item = (usize, std::ops::Range<usize>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let start = self.at;
-        let rank = *self.ranks.get(start)?;
-        // Eight at a time without an early exit inside the eight, which the compiler turns
-        // into one vector comparison.
-        let mut end = start;
-        for group in self.ranks[start..].chunks(8) {
-            if group.iter().fold(true, |same, &r| same & (r == rank)) {
-                end += group.len();
-            } else {
-                end += group.iter().position(|&r| r != rank).unwrap_or(group.len());
-                break;
-            }
-        }
-        self.at = end;
-        Some((rank as usize, start..end))
+        let (&start, rest) = self.starts.split_first()?;
+        self.starts = rest;
+        let start = (start as usize).saturating_sub(self.first);
+        let end = rest.first().map_or(self.ranks.len(), |&s| s as usize - self.first);
+        Some((self.ranks[start] as usize, start..end))
     }
 }
 
@@ -231,15 +266,16 @@ fn unpack_two<T: Copy>(ranks: &[u32], one: &[T], two: &[T], second: u32, out: &m
 }
 
 /// One pass of [`pack`] over a part: `items[i]` to the next free place of `out[ranks[i]]`.
-fn pack_part<T: Copy>(ranks: &[u32], items: &[T], out: &mut [&mut [T]]) {
+fn pack_part<T: Copy>(runs: Runs, items: &[T], out: &mut [&mut [T]]) {
+    let ranks = runs.ranks;
     let (used, slot) = slots(out.iter().map(|o| o.len()));
     match used[..] {
         [] => {}
         // Every atom goes to one rank: one copy.
         [only] => out[only].copy_from_slice(items),
-        _ if !often_changes(ranks) => {
+        _ if !runs.often_changes() => {
             let mut at = vec![0usize; out.len()];
-            for (r, range) in Runs::new(ranks) {
+            for (r, range) in runs {
                 out[r][at[r]..at[r] + range.len()].copy_from_slice(&items[range.clone()]);
                 at[r] += range.len();
             }
@@ -274,14 +310,15 @@ fn pack_part<T: Copy>(ranks: &[u32], items: &[T], out: &mut [&mut [T]]) {
 }
 
 /// One pass of [`unpack`] over a part: `out[i]` from the next place of `from[ranks[i]]`.
-fn unpack_part<T: Copy>(ranks: &[u32], from: &[&[T]], out: &mut [T]) {
+fn unpack_part<T: Copy>(runs: Runs, from: &[&[T]], out: &mut [T]) {
+    let ranks = runs.ranks;
     let (used, slot) = slots(from.iter().map(|f| f.len()));
     match used[..] {
         [] => {}
         [only] => out.copy_from_slice(from[only]),
-        _ if !often_changes(ranks) => {
+        _ if !runs.often_changes() => {
             let mut at = vec![0usize; from.len()];
-            for (r, range) in Runs::new(ranks) {
+            for (r, range) in runs {
                 out[range.clone()].copy_from_slice(&from[r][at[r]..at[r] + range.len()]);
                 at[r] += range.len();
             }
@@ -350,7 +387,12 @@ mod tests {
                     for (i, &r) in ranks.iter().enumerate() {
                         counts[i / chunk * m + r as usize] += 1;
                     }
-                    let chunks = Chunks { chunk, ranks: m, counts: &counts, parallel };
+                    let mut runs = Vec::new();
+                    run_starts(&ranks, &mut runs);
+                    let expected: Vec<u32> =
+                        (0..n).filter(|&i| i == 0 || ranks[i] != ranks[i - 1]).map(|i| i as u32).collect();
+                    assert_eq!(runs, expected, "run starts, n {n}");
+                    let chunks = Chunks { chunk, ranks: m, counts: &counts, parallel, runs: &runs };
                     let per_rank: Vec<usize> =
                         (0..m).map(|r| ranks.iter().filter(|&&x| x == r as u32).count()).collect();
                     let mut packed = vec![[u32::MAX; 2]; n];

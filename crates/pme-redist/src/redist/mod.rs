@@ -204,6 +204,8 @@ pub struct Redistribution<'rt> {
     planned: Vec<u32>,
     /// PME rank of each home atom in this step.
     dest: Vec<u32>,
+    /// Where each run of home atoms of one PME rank starts in this step.
+    runs: Vec<u32>,
     /// Home atoms of each PME rank per chunk of [`PARALLEL_MIN`] home atoms (`[c * m + r]`),
     /// or for all of them when placement stays on the calling thread.
     chunk_counts: Vec<usize>,
@@ -276,6 +278,7 @@ impl<'rt> Redistribution<'rt> {
             is_particle,
             planned: Vec::new(),
             dest: Vec::new(),
+            runs: Vec::new(),
             chunk_counts: Vec::new(),
             dest_counts: vec![0; m],
             dest_offsets: vec![0; m],
@@ -346,7 +349,7 @@ impl<'rt> Redistribution<'rt> {
         let m = self.grid.ranks();
         let parallel = self.chunk_counts.len() > m;
         let chunk = if parallel { PARALLEL_MIN } else { self.dest.len().max(1) };
-        by_rank::Chunks { chunk, ranks: m, counts: &self.chunk_counts, parallel }
+        by_rank::Chunks { chunk, ranks: m, counts: &self.chunk_counts, parallel, runs: &self.runs }
     }
 
     /// Writes the `home` atoms into `out`, one slice per PME rank (`dest_counts[r]` long), in
@@ -399,6 +402,7 @@ impl<'rt> Redistribution<'rt> {
                 *total += count;
             }
         }
+        by_rank::run_starts(&dest, &mut self.runs);
         // The check against the plan.
         let far = first_too_far(&dest, &self.planned, m);
         self.dest = dest;
