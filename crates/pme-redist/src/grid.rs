@@ -239,9 +239,11 @@ impl PmeGrid {
         self.rank_of_plane(self.line(0, x).0)
     }
 
-    /// The PME rank of each atom of `atoms`, into `ranks` (as long), and the number of atoms
-    /// of each rank added to `counts` (one per PME rank): [`rank_of`](Self::rank_of) of each,
-    /// to the bit, eight atoms at a time where the processor has AVX2 and FMA.
+    /// The PME rank of each atom of `atoms`, into `ranks` (as long), the number of atoms of
+    /// each rank added to `counts` (one per PME rank), and the first atom of each run of atoms
+    /// of one rank appended to `runs` (atom 0 first, numbered within `atoms`):
+    /// [`rank_of`](Self::rank_of) of each, to the bit, eight atoms at a time where the
+    /// processor has AVX2 and FMA.
     ///
     /// The eight-wide path computes the grid coordinate `u = Kx·(s_x - floor(s_x))` in `f32`
     /// and bounds its distance from `rank_of`'s `f64` one (below `Kx·(T + 1)·2⁻²²`, where `T`
@@ -252,21 +254,39 @@ impl PmeGrid {
     /// both truncate to the same plane; an atom closer to a plane boundary, or not finite,
     /// goes through `rank_of` with the rest of its group (about one atom in a thousand inside
     /// the box). Beyond `|s_x| = 2²²` the bound exceeds one half, so such atoms take that path
-    /// too (the code also tests it directly).
-    pub(crate) fn ranks_of(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
+    /// too.
+    pub(crate) fn ranks_of(
+        &self,
+        atoms: &[Particle],
+        ranks: &mut [u32],
+        counts: &mut [usize],
+        runs: &mut Vec<u32>,
+    ) {
         assert_eq!(atoms.len(), ranks.len(), "one rank per atom");
         assert_eq!(counts.len(), self.ranks(), "one count per PME rank");
+        assert!(atoms.len() <= u32::MAX as usize, "atom numbers fit a u32");
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the processor has AVX2 and FMA (checked just above); the lengths agree
-            // (asserted above).
-            unsafe { self.ranks_of_avx2(atoms, ranks, counts) };
+            // SAFETY (for each call): the processor has AVX2 and FMA (checked just above); the
+            // lengths agree (asserted above); the number of compared boundaries is m - 1 where
+            // that is below four, and beyond COMPARED_RANKS - 1 with the rest unused.
+            unsafe {
+                match self.ranks() {
+                    1 => self.ranks_of_avx2::<0>(atoms, ranks, counts, runs),
+                    2 => self.ranks_of_avx2::<1>(atoms, ranks, counts, runs),
+                    3 => self.ranks_of_avx2::<2>(atoms, ranks, counts, runs),
+                    4 => self.ranks_of_avx2::<3>(atoms, ranks, counts, runs),
+                    _ => self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }>(atoms, ranks, counts, runs),
+                }
+            }
             return;
         }
         self.ranks_of_exact(atoms, ranks, counts);
+        push_run_starts(ranks, 0, runs);
     }
 
-    /// [`ranks_of`](Self::ranks_of) one atom at a time through [`rank_of`](Self::rank_of).
+    /// [`ranks_of`](Self::ranks_of) one atom at a time through [`rank_of`](Self::rank_of),
+    /// without the runs.
     fn ranks_of_exact(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
         for (rank, atom) in ranks.iter_mut().zip(atoms) {
             let r = self.rank_of(atom.x);
@@ -276,41 +296,64 @@ impl PmeGrid {
     }
 
     /// [`ranks_of`](Self::ranks_of) eight atoms at a time: each atom's first 16 bytes (x, y, z
-    /// and the charge) in one load, eight transposed into a vector of x, of y and of z.
+    /// and the charge) in one load, eight transposed into a vector of x, of y and of z. Up to
+    /// `B + 1` PME ranks (`B` the number of slab boundaries inside the box, a constant so that
+    /// the boundaries and the counts stay in registers), a plane's rank is found by comparing
+    /// it with the boundaries; beyond, by table. Where the rank changes between neighbours
+    /// is found from the same vector of eight ranks.
     ///
     /// # Safety
     /// The processor has AVX2 and FMA; `ranks` is as long as `atoms`, `counts` has one entry
-    /// per PME rank.
+    /// per PME rank; `B` is `m - 1` for `m` PME ranks, or larger (the extra boundaries lie
+    /// beyond every plane), or `m` exceeds `B + 1` and then `COMPARED_RANKS` (ranks by table).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn ranks_of_avx2(&self, atoms: &[Particle], ranks: &mut [u32], counts: &mut [usize]) {
+    unsafe fn ranks_of_avx2<const B: usize>(
+        &self,
+        atoms: &[Particle],
+        ranks: &mut [u32],
+        counts: &mut [usize],
+        runs: &mut Vec<u32>,
+    ) {
         use std::arch::x86_64::*;
         let m = self.ranks();
         let r = &self.recip;
         let k = self.k[0];
         let (r00, r10, r20) = (r[0][0] as f32, r[1][0] as f32, r[2][0] as f32);
         let (vr00, vr10, vr20) = (_mm256_set1_ps(r00), _mm256_set1_ps(r10), _mm256_set1_ps(r20));
-        let (ar00, ar10, ar20) =
-            (_mm256_set1_ps(r00.abs()), _mm256_set1_ps(r10.abs()), _mm256_set1_ps(r20.abs()));
+        // Four times the bound on |u_f32 - u_f64| per unit of T + 1, folded into the
+        // magnitudes of the reciprocal box: the test compares with slack·(T + 1).
+        let slack = k as f32 * 2.0f32.powi(-20);
+        let (ar00, ar10, ar20) = (
+            _mm256_set1_ps(r00.abs() * slack),
+            _mm256_set1_ps(r10.abs() * slack),
+            _mm256_set1_ps(r20.abs() * slack),
+        );
+        let vslack = _mm256_set1_ps(slack);
         let scale = _mm256_set1_ps(k as f32);
-        let one = _mm256_set1_ps(1.0);
-        // Four times the bound on |u_f32 - u_f64| per unit of T + 1.
-        let slack = _mm256_set1_ps(k as f32 * 2.0f32.powi(-20));
-        let limit = _mm256_set1_ps(2.0f32.powi(22));
         let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
         let (lowest, highest) = (_mm256_setzero_si256(), _mm256_set1_epi32(k as i32 - 1));
-        // Up to COMPARED_RANKS ranks, a plane's rank is found by comparing it with the slabs'
-        // first planes (the slabs are in rank order), eight atoms at once; beyond, by table.
-        let by_compare = m <= COMPARED_RANKS;
-        let mut starts = [_mm256_set1_epi32(i32::MAX); COMPARED_RANKS - 1];
-        if by_compare {
-            for (start, &bound) in starts.iter_mut().zip(&self.bounds[1..m]) {
-                *start = _mm256_set1_epi32(bound as i32 - 1);
-            }
-        }
-        let mut above = [_mm256_setzero_si256(); COMPARED_RANKS - 1];
-        let starts = &starts[..m.clamp(1, COMPARED_RANKS) - 1];
+        let by_compare = m <= B + 1;
+        // Boundaries past the last slab (B larger than m - 1) are never reached.
+        let starts: [__m256i; B] = std::array::from_fn(|b| {
+            _mm256_set1_epi32(
+                self.bounds.get(b + 1).filter(|_| b + 1 < m).map_or(i32::MAX, |&p| p as i32 - 1),
+            )
+        });
+        let mut above = [_mm256_setzero_si256(); B];
         let mut compared = 0usize;
+        // Lane j of `previous` is the rank before lane j's atom; u32::MAX (no rank) before the
+        // first atom, so that a run starts there.
+        let rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+        let seven = _mm256_set1_epi32(7);
+        let mut last = _mm256_set1_epi32(-1);
+        // The atoms of each group where a run starts are written eight at a time, without a
+        // branch per start: their numbers packed to the front of a vector, all eight stored,
+        // and the length moved on by how many they are. Room for eight past the last start.
+        runs.reserve(atoms.len() + 8);
+        let mut found = runs.len();
+        let mut numbers = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let eight = _mm256_set1_epi32(8);
         for (group, out) in atoms.chunks_exact(8).zip(ranks.chunks_exact_mut(8)) {
             // SAFETY: a Particle is repr(C) and starts with x, y, z and q: 16 bytes of f32.
             let load = |a: &Particle| unsafe { _mm_loadu_ps((a as *const Particle).cast::<f32>()) };
@@ -328,19 +371,20 @@ impl PmeGrid {
             let s = _mm256_fmadd_ps(x, vr00, _mm256_fmadd_ps(y, vr10, _mm256_mul_ps(z, vr20)));
             let (ax, ay, az) =
                 (_mm256_and_ps(x, magnitude), _mm256_and_ps(y, magnitude), _mm256_and_ps(z, magnitude));
-            let t = _mm256_fmadd_ps(ax, ar00, _mm256_fmadd_ps(ay, ar10, _mm256_fmadd_ps(az, ar20, one)));
+            let bound =
+                _mm256_fmadd_ps(ax, ar00, _mm256_fmadd_ps(ay, ar10, _mm256_fmadd_ps(az, ar20, vslack)));
             let u = _mm256_mul_ps(_mm256_sub_ps(s, _mm256_floor_ps(s)), scale);
             let off =
                 _mm256_and_ps(_mm256_sub_ps(u, _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(u)), magnitude);
-            // Near a boundary, or |s| not below the limit (true for NaN; also implied by the
-            // bound, tested directly for clarity): the exact path.
-            let near = _mm256_cmp_ps::<_CMP_NGT_UQ>(off, _mm256_mul_ps(t, slack));
-            let far = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(s, magnitude), limit);
-            let exact = _mm256_movemask_ps(_mm256_or_ps(near, far));
-            let plane = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(u), lowest), highest);
-            if exact == 0 && by_compare {
-                // The rank is the number of slabs above the first that start at or below the
-                // plane; each comparison also counts the atoms at or above its slab.
+            // Near a boundary (true for NaN and infinities, whose off or bound is NaN or
+            // infinite), or |s| at or beyond 2^22, where the bound exceeds 4 Kx > 1/2 >= off:
+            // the exact path.
+            let exact = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NGT_UQ>(off, bound));
+            let rank = if exact == 0 && by_compare {
+                // Off every integer by more than the bound, u lies strictly inside (0, Kx):
+                // its truncation is its plane. The rank is the number of boundaries at or
+                // below the plane; each comparison also counts the atoms at or above it.
+                let plane = _mm256_cvttps_epi32(u);
                 let mut rank = _mm256_setzero_si256();
                 for (start, above) in starts.iter().zip(&mut above) {
                     let at_or_above = _mm256_cmpgt_epi32(plane, *start);
@@ -350,25 +394,45 @@ impl PmeGrid {
                 // SAFETY: `out` holds eight u32, 32 bytes; the store is unaligned.
                 unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), rank) };
                 compared += 8;
-                continue;
-            }
-            let mut planes = [0i32; 8];
-            // SAFETY: `planes` holds eight i32, 32 bytes; the store is unaligned.
-            unsafe { _mm256_storeu_si256(planes.as_mut_ptr().cast(), plane) };
-            for (lane, (rank, &plane)) in out.iter_mut().zip(&planes).enumerate() {
-                let r = if exact & (1 << lane) == 0 {
-                    // SAFETY: plane is clamped to 0..=k - 1, and plane_rank has k entries.
-                    unsafe { *self.plane_rank.get_unchecked(plane as usize) as usize }
-                } else {
-                    self.rank_of(group[lane].x)
-                };
-                *rank = r as u32;
-                counts[r] += 1;
-            }
+                rank
+            } else {
+                let plane = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(u), lowest), highest);
+                let mut planes = [0i32; 8];
+                // SAFETY: `planes` holds eight i32, 32 bytes; the store is unaligned.
+                unsafe { _mm256_storeu_si256(planes.as_mut_ptr().cast(), plane) };
+                for (lane, (rank, &plane)) in out.iter_mut().zip(&planes).enumerate() {
+                    let r = if exact & (1 << lane) == 0 {
+                        // SAFETY: plane is clamped to 0..=k - 1, and plane_rank has k entries.
+                        unsafe { *self.plane_rank.get_unchecked(plane as usize) as usize }
+                    } else {
+                        self.rank_of(group[lane].x)
+                    };
+                    *rank = r as u32;
+                    counts[r] += 1;
+                }
+                // SAFETY: `out` holds eight u32, 32 bytes; the load is unaligned.
+                unsafe { _mm256_loadu_si256(out.as_ptr().cast()) }
+            };
+            let previous = _mm256_blend_epi32::<1>(_mm256_permutevar8x32_epi32(rank, rotate), last);
+            let same = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(rank, previous)));
+            let changes = !same as usize & 0xff;
+            // SAFETY: COMPRESS has 256 entries of eight bytes, and `changes` is below 256.
+            let lanes = unsafe { _mm_loadl_epi64(COMPRESS.get_unchecked(changes).as_ptr().cast()) };
+            let starts_here = _mm256_permutevar8x32_epi32(numbers, _mm256_cvtepu8_epi32(lanes));
+            // SAFETY: `found` is at most the length before this call plus the atoms of the
+            // groups before this one, and room for that plus all atoms and eight more was
+            // reserved; the store is unaligned.
+            unsafe { _mm256_storeu_si256(runs.as_mut_ptr().add(found).cast(), starts_here) };
+            found += changes.count_ones() as usize;
+            numbers = _mm256_add_epi32(numbers, eight);
+            last = _mm256_permutevar8x32_epi32(rank, seven);
         }
-        // Atoms at or above slab r + 1, summed over the lanes, make the counts of the groups
-        // ranked by comparison.
-        let mut at_or_above = [0usize; COMPARED_RANKS];
+        // SAFETY: the elements up to `found` were written above (or were there before), and
+        // `found` is within the capacity reserved.
+        unsafe { runs.set_len(found) };
+        // Atoms at or above each boundary, summed over the lanes, make the counts of the
+        // groups ranked by comparison.
+        let mut at_or_above = [0usize; B];
         for (total, above) in at_or_above.iter_mut().zip(&above) {
             let mut lanes = [0u32; 8];
             // SAFETY: `lanes` holds eight u32, 32 bytes; the store is unaligned.
@@ -378,16 +442,46 @@ impl PmeGrid {
         if by_compare {
             for (r, count) in counts.iter_mut().enumerate() {
                 let from = if r == 0 { compared } else { at_or_above[r - 1] };
-                *count += from - if r + 1 < m { at_or_above[r] } else { 0 };
+                *count += from - if r < B { at_or_above[r] } else { 0 };
             }
         }
         let tail = atoms.len() / 8 * 8;
         self.ranks_of_exact(&atoms[tail..], &mut ranks[tail..], counts);
+        push_run_starts(ranks, tail, runs);
     }
 
     /// The PME rank whose slab holds x plane `plane` (`plane` below the x size).
     pub fn rank_of_plane(&self, plane: usize) -> usize {
         self.plane_rank[plane] as usize
+    }
+}
+
+/// For each set of eight lanes (a bit each), the lanes in it, in order, packed to the front.
+#[cfg(target_arch = "x86_64")]
+static COMPRESS: [[u8; 8]; 256] = {
+    let mut table = [[0u8; 8]; 256];
+    let mut set = 0;
+    while set < 256 {
+        let (mut lane, mut packed) = (0, 0);
+        while lane < 8 {
+            if set & (1 << lane) != 0 {
+                table[set][packed] = lane as u8;
+                packed += 1;
+            }
+            lane += 1;
+        }
+        set += 1;
+    }
+    table
+};
+
+/// Appends to `runs` each atom from `from` on whose rank differs from the one before it
+/// (atom 0 always).
+fn push_run_starts(ranks: &[u32], from: usize, runs: &mut Vec<u32>) {
+    for i in from..ranks.len() {
+        if i == 0 || ranks[i] != ranks[i - 1] {
+            runs.push(i as u32);
+        }
     }
 }
 
@@ -488,14 +582,20 @@ mod tests {
             for len in [atoms.len(), atoms.len() - 1, 3, 0] {
                 let mut ranks = vec![u32::MAX; len];
                 let mut counts = vec![7; grid.ranks()];
-                grid.ranks_of(&atoms[..len], &mut ranks, &mut counts);
+                let mut runs = vec![u32::MAX];
+                grid.ranks_of(&atoms[..len], &mut ranks, &mut counts, &mut runs);
                 let mut expected = vec![7; grid.ranks()];
+                let mut expected_runs = vec![u32::MAX];
                 for (i, (&rank, atom)) in ranks.iter().zip(&atoms).enumerate() {
                     let exact = grid.rank_of(atom.x);
                     assert_eq!(rank as usize, exact, "atom {i} at {:?}", atom.x);
                     expected[exact] += 1;
+                    if i == 0 || exact != grid.rank_of(atoms[i - 1].x) {
+                        expected_runs.push(i as u32);
+                    }
                 }
                 assert_eq!(counts, expected, "counts are added to what was there");
+                assert_eq!(runs, expected_runs, "run starts are appended to what was there");
             }
         }
     }

@@ -23,7 +23,7 @@ const CURSORS: usize = 4;
 /// How the home atoms were cut when they were placed: `chunk`-sized chunks (the last may be
 /// shorter), with the number of atoms of each of `ranks` PME ranks in each chunk
 /// (`counts[c * ranks + r]`), on the thread pool or not; and where each run of atoms of one
-/// rank starts ([`run_starts`]), found once per step for packing and unpacking both.
+/// rank starts, found by placement, for packing and unpacking both.
 pub(super) struct Chunks<'a> {
     pub(super) chunk: usize,
     pub(super) ranks: usize,
@@ -45,40 +45,6 @@ impl Chunks<'_> {
         let end = self.runs.partition_point(|&s| (s as usize) < range.end).max(first);
         let starts = if range.is_empty() { &[][..] } else { &self.runs[first..end] };
         Runs { starts, first: range.start, ranks: &ranks[range] }
-    }
-}
-
-/// The first atom of each run of one rank in `ranks` (atom 0 first, when there is one) into
-/// `starts`: on x86-64 four neighbours compared at once (SSE2, which every x86-64 processor
-/// has) and a loop over the changes only.
-pub(super) fn run_starts(ranks: &[u32], starts: &mut Vec<u32>) {
-    starts.clear();
-    if ranks.is_empty() {
-        return;
-    }
-    assert!(ranks.len() <= u32::MAX as usize, "atom numbers fit a u32");
-    starts.push(0);
-    let (before, after) = (&ranks[..ranks.len() - 1], &ranks[1..]);
-    let mut at = 1;
-    #[cfg(target_arch = "x86_64")]
-    for (earlier, later) in before.chunks_exact(4).zip(after.chunks_exact(4)) {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of x86-64; each chunk holds four u32, 16 bytes, and the loads
-        // are unaligned.
-        let mut changes = unsafe {
-            let (a, b) = (_mm_loadu_si128(earlier.as_ptr().cast()), _mm_loadu_si128(later.as_ptr().cast()));
-            (!_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, b))) & 0xf) as u32
-        };
-        while changes != 0 {
-            starts.push(at + changes.trailing_zeros());
-            changes &= changes - 1;
-        }
-        at += 4;
-    }
-    for i in at as usize..ranks.len() {
-        if ranks[i] != ranks[i - 1] {
-            starts.push(i as u32);
-        }
     }
 }
 
@@ -218,7 +184,7 @@ fn pack_two<T: Copy>(ranks: &[u32], items: &[T], second: u32, one: &mut [T], two
 }
 
 /// The runs of one rank in a part of the atoms: each rank and the range of atoms of the run,
-/// from the run starts that [`run_starts`] found for all atoms.
+/// from the run starts that placement found for all atoms.
 struct Runs<'a> {
     /// Starts of the runs that meet the part, in all atoms' numbering; the first may lie
     /// before the part.
@@ -387,11 +353,8 @@ mod tests {
                     for (i, &r) in ranks.iter().enumerate() {
                         counts[i / chunk * m + r as usize] += 1;
                     }
-                    let mut runs = Vec::new();
-                    run_starts(&ranks, &mut runs);
-                    let expected: Vec<u32> =
+                    let runs: Vec<u32> =
                         (0..n).filter(|&i| i == 0 || ranks[i] != ranks[i - 1]).map(|i| i as u32).collect();
-                    assert_eq!(runs, expected, "run starts, n {n}");
                     let chunks = Chunks { chunk, ranks: m, counts: &counts, parallel, runs: &runs };
                     let per_rank: Vec<usize> =
                         (0..m).map(|r| ranks.iter().filter(|&&x| x == r as u32).count()).collect();

@@ -26,9 +26,10 @@
 //!
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`);
 //! this file holds the interface, the plan and the placement every path shares, and
-//! `by_rank.rs` the packing and unpacking: a step reads the home atoms twice (placement with
-//! the counts per rank, then packing); on the put path to a mapped PME rank it writes each
-//! atom once, into place. Forces are unpacked into home order in one pass.
+//! `by_rank.rs` the packing and unpacking: a step reads the home atoms twice (placement, with
+//! the counts per rank and where each run of atoms of one rank starts, then packing, a copy
+//! per run); on the put path to a mapped PME rank it writes each atom once, into place.
+//! Forces are unpacked into home order in one pass, by the same runs.
 //!
 //! A PME rank lays out what it receives by source PE, so the layout, and everything computed
 //! from it, is the same on every path. The forces on a PME rank's atoms go back to their
@@ -206,6 +207,8 @@ pub struct Redistribution<'rt> {
     dest: Vec<u32>,
     /// Where each run of home atoms of one PME rank starts in this step.
     runs: Vec<u32>,
+    /// The same for each chunk of [`PARALLEL_MIN`] home atoms placed on the thread pool.
+    chunk_runs: Vec<Vec<u32>>,
     /// Home atoms of each PME rank per chunk of [`PARALLEL_MIN`] home atoms (`[c * m + r]`),
     /// or for all of them when placement stays on the calling thread.
     chunk_counts: Vec<usize>,
@@ -279,6 +282,7 @@ impl<'rt> Redistribution<'rt> {
             planned: Vec::new(),
             dest: Vec::new(),
             runs: Vec::new(),
+            chunk_runs: Vec::new(),
             chunk_counts: Vec::new(),
             dest_counts: vec![0; m],
             dest_offsets: vec![0; m],
@@ -340,8 +344,8 @@ impl<'rt> Redistribution<'rt> {
     /// Records the PME rank of each home atom, as the plan.
     fn record_plan(&mut self, home: &[Particle]) {
         self.planned.resize(home.len(), 0);
-        let mut counts = Vec::new();
-        place(&self.grid, home, &mut self.planned, &mut counts);
+        let (mut counts, mut runs) = (Vec::new(), Vec::new());
+        place(&self.grid, home, &mut self.planned, &mut counts, &mut runs, &mut self.chunk_runs);
     }
 
     /// How the home atoms were cut when they were placed.
@@ -395,14 +399,13 @@ impl<'rt> Redistribution<'rt> {
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
-        place(&self.grid, home, &mut dest, &mut self.chunk_counts);
+        place(&self.grid, home, &mut dest, &mut self.chunk_counts, &mut self.runs, &mut self.chunk_runs);
         self.dest_counts.fill(0);
         for chunk in self.chunk_counts.chunks_exact(m) {
             for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
                 *total += count;
             }
         }
-        by_rank::run_starts(&dest, &mut self.runs);
         // The check against the plan.
         let far = first_too_far(&dest, &self.planned, m);
         self.dest = dest;
@@ -588,20 +591,38 @@ fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) -> Result<u
 
 /// The PME rank of each of the `home` atoms into `ranks`, counted per rank and chunk of
 /// [`PARALLEL_MIN`] atoms into `chunk_counts` (`[c * m + r]`), or for all atoms in one row
-/// when placement stays on the calling thread.
-fn place(grid: &PmeGrid, home: &[Particle], ranks: &mut [u32], chunk_counts: &mut Vec<usize>) {
+/// when placement stays on the calling thread; and the first atom of each run of one rank
+/// into `runs` (on the thread pool each chunk starts a run).
+fn place(
+    grid: &PmeGrid,
+    home: &[Particle],
+    ranks: &mut [u32],
+    chunk_counts: &mut Vec<usize>,
+    runs: &mut Vec<u32>,
+    chunk_runs: &mut Vec<Vec<u32>>,
+) {
     let m = grid.ranks();
     chunk_counts.clear();
+    runs.clear();
     if !crate::parallel(home.len(), PARALLEL_MIN) {
         chunk_counts.resize(m, 0);
-        grid.ranks_of(home, ranks, chunk_counts);
+        grid.ranks_of(home, ranks, chunk_counts, runs);
     } else {
-        chunk_counts.resize(home.len().div_ceil(PARALLEL_MIN) * m, 0);
+        let chunks = home.len().div_ceil(PARALLEL_MIN);
+        chunk_counts.resize(chunks * m, 0);
+        chunk_runs.resize_with(chunks, Vec::new);
         chunk_counts
             .par_chunks_mut(m)
             .zip(ranks.par_chunks_mut(PARALLEL_MIN))
             .zip(home.par_chunks(PARALLEL_MIN))
-            .for_each(|((counts, r), h)| grid.ranks_of(h, r, counts));
+            .zip(chunk_runs.par_iter_mut())
+            .for_each(|(((counts, r), h), chunk_runs)| {
+                chunk_runs.clear();
+                grid.ranks_of(h, r, counts, chunk_runs);
+            });
+        for (c, chunk) in chunk_runs.iter().enumerate() {
+            runs.extend(chunk.iter().map(|&start| (c * PARALLEL_MIN) as u32 + start));
+        }
     }
 }
 
