@@ -15,7 +15,9 @@
 //! and `--pes N` when the program launches itself.
 //!
 //! Each step: redistribute, spread the charges (B-splines of order 4) onto the slabs, sum the
-//! slab overlaps, gather a force on each atom from the grid, return the forces; then every
+//! slab overlaps, gather a force on each atom from the grid, return the forces (on the
+//! one-sided paths gathered straight into the redistribution's buffer and read by their PEs
+//! where they lie, `return_forces_in_place`); then every
 //! atom takes a small deterministic step. The plan is rebuilt every 10 steps, as a
 //! domain-decomposition code would at repartition. The last line for each path is
 //! `summary path=<p> atoms=<n> pes=<k> pme_pes=<m> steps=<s> redist_us=<t> forces_us=<t>
@@ -275,10 +277,24 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         slab.spread(redist.received());
         slab.collective_reduce_overlap()?;
         slab.collective_return_overlap()?;
-        let forces = slab.gather(redist.received());
+        // The one-sided paths gather straight into the redistribution's buffer, from which the
+        // PEs read their forces where they lie; MPI sends from the gather's vector, as MPI
+        // codes do.
+        let in_place = matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
+        let forces = if in_place {
+            let (received, forces) = redist.received_and_forces_mut()?;
+            slab.gather_into(received, forces);
+            Vec::new()
+        } else {
+            slab.gather(redist.received())
+        };
         rt.barrier();
         let start = Instant::now();
-        redist.return_forces_into(&forces, &mut home_forces)?;
+        if in_place {
+            redist.return_forces_in_place(&mut home_forces)?;
+        } else {
+            redist.return_forces_into(&forces, &mut home_forces)?;
+        }
         force_times.push(start.elapsed());
         fingerprints.push([
             fingerprint(redist.received()),

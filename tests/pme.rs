@@ -343,7 +343,8 @@ fn home_counts_grow_and_shrink_across_plans(rt: &Runtime) -> CaseResult {
 }
 
 /// Spreading, the overlap exchanges and the gather on `structure` against the serial
-/// computation, and the slabs and forces bit-identical across the four paths.
+/// computation, and the slabs and forces bit-identical across the four paths (the one-sided
+/// ones gathering into the redistribution's own buffer and returning in place).
 fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> CaseResult {
     let me = rt.my_pe();
     let charges = charges(structure)?;
@@ -382,8 +383,17 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
                 ensure!(slab.slab().is_empty(), "{path}: PE {me} has no slab but holds values");
             }
             slab.collective_return_overlap()?;
-            let forces = slab.gather(redist.received());
-            let home_forces = redist.return_forces(&forces)?;
+            // The one-sided paths gather straight into the redistribution's buffer and return
+            // from there; the MPI paths from the gather's vector. The bits must agree.
+            let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+            if matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut) {
+                let (received, forces) = redist.received_and_forces_mut()?;
+                slab.gather_into(received, forces);
+                redist.return_forces_in_place(&mut home_forces)?;
+            } else {
+                let forces = slab.gather(redist.received());
+                redist.return_forces_into(&forces, &mut home_forces)?;
+            }
             let reference: Vec<[f64; 3]> =
                 homes[me].iter().map(|p| serial_gather(&grid, &serial, p.x, p.q)).collect();
             let largest = reference.iter().flatten().fold(0f64, |m, v| m.max(v.abs()));

@@ -206,6 +206,19 @@ impl<'rt> SlabGrid<'rt> {
     /// of the grid interpolated at the particle (after both overlap exchanges), through the
     /// reciprocal box as GROMACS's `gather_f_bsplines` does, so also in a triclinic box.
     pub fn gather(&self, particles: &[Particle]) -> Vec<RVec> {
+        let mut forces = vec![[0.0; 3]; particles.len()];
+        self.gather_into(particles, &mut forces);
+        forces
+    }
+
+    /// [`gather`](Self::gather) into `forces` (one per particle), for instance the
+    /// redistribution's own force buffer
+    /// ([`Redistribution::received_and_forces_mut`](crate::Redistribution::received_and_forces_mut)).
+    ///
+    /// # Panics
+    /// When `forces` is not as long as `particles`.
+    pub fn gather_into(&self, particles: &[Particle], forces: &mut [RVec]) {
+        assert_eq!(forces.len(), particles.len(), "one force per particle");
         let reuse = particles.len() == self.stencils.len()
             && particles
                 .iter()
@@ -213,13 +226,16 @@ impl<'rt> SlabGrid<'rt> {
                 .all(|(p, x)| p.x.map(f32::to_bits) == x.map(f32::to_bits));
         let (grid, data, lo) = (&self.grid, &self.data[..], self.lo);
         if reuse {
-            particles
-                .par_iter()
-                .zip(&self.stencils)
-                .map(|(p, stencil)| force_on(grid, data, lo, p, stencil))
-                .collect()
+            forces.par_iter_mut().zip(particles.par_iter().zip(&self.stencils)).for_each(
+                |(f, (p, stencil))| {
+                    *f = force_on(grid, data, lo, p, stencil);
+                },
+            );
         } else {
-            particles.par_iter().map(|p| force_on(grid, data, lo, p, &Stencil::new(grid, p.x))).collect()
+            forces
+                .par_iter_mut()
+                .zip(particles.par_iter())
+                .for_each(|(f, p)| *f = force_on(grid, data, lo, p, &Stencil::new(grid, p.x)));
         }
     }
 }

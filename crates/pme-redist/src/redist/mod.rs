@@ -481,6 +481,23 @@ impl<'rt> Redistribution<'rt> {
         Ok(unsafe { self.force_send.local_range_mut(0..self.received) })
     }
 
+    /// The [`received`](Self::received) atoms and [`forces_mut`](Self::forces_mut) at once, for
+    /// a gather that reads the one and writes the other
+    /// ([`SlabGrid::gather_into`](crate::SlabGrid::gather_into)).
+    ///
+    /// # Errors
+    /// As [`forces_mut`](Self::forces_mut).
+    pub fn received_and_forces_mut(&mut self) -> Result<(&[Particle], &mut [RVec])> {
+        self.with_transport(|t, this| t.forces_free(this))?;
+        // SAFETY: as in received: other PEs write the receive buffer only inside
+        // redistribute, which takes &mut self.
+        let received = unsafe { self.recv.local_range(0..self.received) };
+        // SAFETY: as in forces_mut; the force buffer is another allocation than the receive
+        // buffer, so the two views do not overlap.
+        let forces = unsafe { self.force_send.local_range_mut(0..self.received) };
+        Ok((received, forces))
+    }
+
     /// [`return_forces_into`](Self::return_forces_into) with the forces this PME rank wrote
     /// through [`forces_mut`](Self::forces_mut).
     ///
