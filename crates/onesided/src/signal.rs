@@ -29,9 +29,12 @@ const POLLS_PER_PROGRESS: u32 = 16;
 /// library is called only for the progress of anything else it may have in flight.
 const POLLS_PER_PROGRESS_MAPPED: u32 = 1024;
 
-/// Polls before a wait starts sleeping when the node has more PEs than cores: a waiter that
-/// spins holds a core that the PE it waits for may need.
-const OVERSUBSCRIBED_SPIN_POLLS: u64 = 512;
+/// Polls before a wait starts yielding when the node has more PEs than cores: a waiter that
+/// spins holds a core that the PE it waits for may need, and a PE that yields to another
+/// waiter on its core hands it the core for that waiter's whole spin. With 512 polls (tens of
+/// microseconds) one launch in five of the oversubscribed send-receive benchmark took 4-9x
+/// MPI's time, each exchange waiting out such spins; with 32, at most 2x.
+const OVERSUBSCRIBED_SPIN_POLLS: u64 = 32;
 
 /// Yields after the spin when the node has more PEs than cores, before the naps: a PE that
 /// waits for one runnable on its own core hands it the core at once.
