@@ -473,12 +473,7 @@ impl<'rt> Redistribution<'rt> {
     /// On the get path, a PE that does not take the forces of the last return times out,
     /// naming it.
     pub fn forces_mut(&mut self) -> Result<&mut [RVec]> {
-        self.with_transport(|t, this| t.forces_free(this))?;
-        // SAFETY: other PEs never write this buffer; on the get path they read it only
-        // between this PE's publication and their taken signals, which forces_free awaited
-        // for every return so far; on the other paths only this PE reads it. `&mut self`
-        // keeps every other view of it away while the slice lives.
-        Ok(unsafe { self.force_send.local_range_mut(0..self.received) })
+        Ok(self.received_and_forces_mut()?.1)
     }
 
     /// The [`received`](Self::received) atoms and [`forces_mut`](Self::forces_mut) at once, for
@@ -492,8 +487,11 @@ impl<'rt> Redistribution<'rt> {
         // SAFETY: as in received: other PEs write the receive buffer only inside
         // redistribute, which takes &mut self.
         let received = unsafe { self.recv.local_range(0..self.received) };
-        // SAFETY: as in forces_mut; the force buffer is another allocation than the receive
-        // buffer, so the two views do not overlap.
+        // SAFETY: other PEs never write the force buffer; on the get path they read it only
+        // between this PE's publication and their taken signals, which forces_free awaited
+        // for every return so far; on the other paths only this PE reads it. `&mut self`
+        // keeps every other view of it away while the slice lives, and it is another
+        // allocation than the receive buffer, so the two views do not overlap.
         let forces = unsafe { self.force_send.local_range_mut(0..self.received) };
         Ok((received, forces))
     }
