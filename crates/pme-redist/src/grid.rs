@@ -31,6 +31,9 @@ pub struct PmeGrid {
     /// box vectors, lower triangular like it (`recip[e][d]` is ∂s_d/∂x_e). Positions become
     /// fractions by multiplications.
     recip: [[f64; 3]; 3],
+    /// Whether the x fraction depends on x alone (`recip[1][0]` and `recip[2][0]` zero: b
+    /// and c have no x component), as in a rectangular box: placement then reads x only.
+    x_only: bool,
     /// The PE of each PME rank.
     pes: Vec<usize>,
 }
@@ -139,7 +142,8 @@ impl PmeGrid {
         let plane_rank =
             (0..k[0]).map(|plane| (bounds.partition_point(|&b| b <= plane) - 1) as u32).collect();
         let recip = reciprocal_box(&box_vectors);
-        Ok(PmeGrid { box_vectors, k, bounds, plane_rank, recip, pes: pme_pes.to_vec() })
+        let x_only = recip[1][0] == 0.0 && recip[2][0] == 0.0;
+        Ok(PmeGrid { box_vectors, k, bounds, plane_rank, recip, x_only, pes: pme_pes.to_vec() })
     }
 
     /// Grid points per dimension.
@@ -203,6 +207,9 @@ impl PmeGrid {
         let [x, y, z] = x.map(f64::from);
         let r = &self.recip;
         let mut f = match d {
+            // The same value for finite y and z (their terms are zero); y and z that are not
+            // finite do not move an atom between slabs of a box upright along x.
+            0 if self.x_only => x * r[0][0],
             0 => x * r[0][0] + y * r[1][0] + z * r[2][0],
             1 => y * r[1][1] + z * r[2][1],
             _ => z * r[2][2],
@@ -271,12 +278,20 @@ impl PmeGrid {
             // lengths agree (asserted above); the number of compared boundaries is m - 1 where
             // that is below four, and beyond COMPARED_RANKS - 1 with the rest unused.
             unsafe {
-                match self.ranks() {
-                    1 => self.ranks_of_avx2::<0>(atoms, ranks, counts, runs),
-                    2 => self.ranks_of_avx2::<1>(atoms, ranks, counts, runs),
-                    3 => self.ranks_of_avx2::<2>(atoms, ranks, counts, runs),
-                    4 => self.ranks_of_avx2::<3>(atoms, ranks, counts, runs),
-                    _ => self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }>(atoms, ranks, counts, runs),
+                match (self.ranks(), self.x_only) {
+                    (1, _) => self.ranks_of_avx2::<0, true>(atoms, ranks, counts, runs),
+                    (2, true) => self.ranks_of_avx2::<1, true>(atoms, ranks, counts, runs),
+                    (2, false) => self.ranks_of_avx2::<1, false>(atoms, ranks, counts, runs),
+                    (3, true) => self.ranks_of_avx2::<2, true>(atoms, ranks, counts, runs),
+                    (3, false) => self.ranks_of_avx2::<2, false>(atoms, ranks, counts, runs),
+                    (4, true) => self.ranks_of_avx2::<3, true>(atoms, ranks, counts, runs),
+                    (4, false) => self.ranks_of_avx2::<3, false>(atoms, ranks, counts, runs),
+                    (_, true) => {
+                        self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }, true>(atoms, ranks, counts, runs)
+                    }
+                    (_, false) => {
+                        self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }, false>(atoms, ranks, counts, runs)
+                    }
                 }
             }
             return;
@@ -300,7 +315,9 @@ impl PmeGrid {
     /// `B + 1` PME ranks (`B` the number of slab boundaries inside the box, a constant so that
     /// the boundaries and the counts stay in registers), a plane's rank is found by comparing
     /// it with the boundaries; beyond, by table. Where the rank changes between neighbours
-    /// is found from the same vector of eight ranks.
+    /// is found from the same vector of eight ranks. With `X_ONLY` (a box upright along x,
+    /// see [`line`](Self::line)) the fraction is x times one element, and y and z are not
+    /// transposed.
     ///
     /// # Safety
     /// The processor has AVX2 and FMA; `ranks` is as long as `atoms`, `counts` has one entry
@@ -308,7 +325,7 @@ impl PmeGrid {
     /// beyond every plane), or `m` exceeds `B + 1` and then `COMPARED_RANKS` (ranks by table).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn ranks_of_avx2<const B: usize>(
+    unsafe fn ranks_of_avx2<const B: usize, const X_ONLY: bool>(
         &self,
         atoms: &[Particle],
         ranks: &mut [u32],
@@ -366,13 +383,18 @@ impl PmeGrid {
             let (t2, t3) = (_mm256_unpackhi_ps(v0, v1), _mm256_unpackhi_ps(v2, v3));
             // x0 x1 x2 x3 | x4 x5 x6 x7, and so on: the lanes in atom order.
             let x = _mm256_shuffle_ps::<0x44>(t0, t1);
-            let y = _mm256_shuffle_ps::<0xEE>(t0, t1);
-            let z = _mm256_shuffle_ps::<0x44>(t2, t3);
-            let s = _mm256_fmadd_ps(x, vr00, _mm256_fmadd_ps(y, vr10, _mm256_mul_ps(z, vr20)));
-            let (ax, ay, az) =
-                (_mm256_and_ps(x, magnitude), _mm256_and_ps(y, magnitude), _mm256_and_ps(z, magnitude));
-            let bound =
-                _mm256_fmadd_ps(ax, ar00, _mm256_fmadd_ps(ay, ar10, _mm256_fmadd_ps(az, ar20, vslack)));
+            let (s, bound) = if X_ONLY {
+                (_mm256_mul_ps(x, vr00), _mm256_fmadd_ps(_mm256_and_ps(x, magnitude), ar00, vslack))
+            } else {
+                let y = _mm256_shuffle_ps::<0xEE>(t0, t1);
+                let z = _mm256_shuffle_ps::<0x44>(t2, t3);
+                let s = _mm256_fmadd_ps(x, vr00, _mm256_fmadd_ps(y, vr10, _mm256_mul_ps(z, vr20)));
+                let (ax, ay, az) =
+                    (_mm256_and_ps(x, magnitude), _mm256_and_ps(y, magnitude), _mm256_and_ps(z, magnitude));
+                let bound =
+                    _mm256_fmadd_ps(ax, ar00, _mm256_fmadd_ps(ay, ar10, _mm256_fmadd_ps(az, ar20, vslack)));
+                (s, bound)
+            };
             let u = _mm256_mul_ps(_mm256_sub_ps(s, _mm256_floor_ps(s)), scale);
             let off =
                 _mm256_and_ps(_mm256_sub_ps(u, _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(u)), magnitude);
@@ -528,9 +550,17 @@ mod tests {
         let long = [[12.1, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.9, 1.1, 3.7]];
         let many: Vec<usize> = (0..20).collect();
         let seven: Vec<usize> = (0..7).collect();
-        for (box_vectors, pes) in
-            [(rectangular, &[0, 1, 2][..]), (triclinic, &[0, 1, 2]), (long, &seven), (long, &many)]
-        {
+        // A rectangular box places by x alone (its own eight-wide variant), by comparison
+        // and by table.
+        let long_rectangular = [[12.1, 0.0, 0.0], [0.0, 3.9, 0.0], [0.0, 0.0, 3.7]];
+        for (box_vectors, pes) in [
+            (rectangular, &[0, 1, 2][..]),
+            (rectangular, &[0, 1]),
+            (long_rectangular, &many),
+            (triclinic, &[0, 1, 2]),
+            (long, &seven),
+            (long, &many),
+        ] {
             let grid = PmeGrid::new(box_vectors, 0.12, pes).expect("grid");
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             let mut next = move || {
