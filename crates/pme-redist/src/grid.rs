@@ -273,10 +273,15 @@ impl PmeGrid {
         assert_eq!(counts.len(), self.ranks(), "one count per PME rank");
         assert!(atoms.len() <= u32::MAX as usize, "atom numbers fit a u32");
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY (for each call): the processor has AVX2 and FMA (checked just above); the
-            // lengths agree (asserted above); the number of compared boundaries is m - 1 where
-            // that is below four, and beyond COMPARED_RANKS - 1 with the rest unused.
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("popcnt")
+        {
+            // SAFETY (for each call): the processor has AVX2, FMA and POPCNT (checked just
+            // above); the lengths agree (asserted above); the number of compared boundaries is
+            // m - 1 where that is below four, and beyond COMPARED_RANKS - 1 with the rest
+            // unused. X_ONLY is the grid's own, or any with one PME rank (every atom is rank 0
+            // whatever its fraction).
             unsafe {
                 match (self.ranks(), self.x_only) {
                     (1, _) => self.ranks_of_avx2::<0, true>(atoms, ranks, counts, runs),
@@ -320,11 +325,11 @@ impl PmeGrid {
     /// transposed.
     ///
     /// # Safety
-    /// The processor has AVX2 and FMA; `ranks` is as long as `atoms`, `counts` has one entry
+    /// The processor has AVX2, FMA and POPCNT; `ranks` is as long as `atoms`, `counts` has one entry
     /// per PME rank; `B` is `m - 1` for `m` PME ranks, or larger (the extra boundaries lie
     /// beyond every plane), or `m` exceeds `B + 1` and then `COMPARED_RANKS` (ranks by table).
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,popcnt")]
     unsafe fn ranks_of_avx2<const B: usize, const X_ONLY: bool>(
         &self,
         atoms: &[Particle],
@@ -358,7 +363,8 @@ impl PmeGrid {
             )
         });
         let mut above = [_mm256_setzero_si256(); B];
-        let mut compared = 0usize;
+        // Groups ranked one atom at a time (few): the others were ranked by comparison.
+        let mut one_by_one = 0usize;
         // Lane j of `previous` is the rank before lane j's atom; u32::MAX (no rank) before the
         // first atom, so that a run starts there.
         let rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
@@ -369,6 +375,7 @@ impl PmeGrid {
         // and the length moved on by how many they are. Room for eight past the last start.
         runs.reserve(atoms.len() + 8);
         let mut found = runs.len();
+        let starts_out = runs.as_mut_ptr();
         let mut numbers = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let eight = _mm256_set1_epi32(8);
         for (group, out) in atoms.chunks_exact(8).zip(ranks.chunks_exact_mut(8)) {
@@ -415,9 +422,9 @@ impl PmeGrid {
                 }
                 // SAFETY: `out` holds eight u32, 32 bytes; the store is unaligned.
                 unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), rank) };
-                compared += 8;
                 rank
             } else {
+                one_by_one += 1;
                 let plane = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(u), lowest), highest);
                 let mut planes = [0i32; 8];
                 // SAFETY: `planes` holds eight i32, 32 bytes; the store is unaligned.
@@ -444,7 +451,7 @@ impl PmeGrid {
             // SAFETY: `found` is at most the length before this call plus the atoms of the
             // groups before this one, and room for that plus all atoms and eight more was
             // reserved; the store is unaligned.
-            unsafe { _mm256_storeu_si256(runs.as_mut_ptr().add(found).cast(), starts_here) };
+            unsafe { _mm256_storeu_si256(starts_out.add(found).cast(), starts_here) };
             found += changes.count_ones() as usize;
             numbers = _mm256_add_epi32(numbers, eight);
             last = _mm256_permutevar8x32_epi32(rank, seven);
@@ -462,6 +469,7 @@ impl PmeGrid {
             *total = lanes.iter().map(|&c| c as usize).sum();
         }
         if by_compare {
+            let compared = (atoms.len() / 8 - one_by_one) * 8;
             for (r, count) in counts.iter_mut().enumerate() {
                 let from = if r == 0 { compared } else { at_or_above[r - 1] };
                 *count += from - if r < B { at_or_above[r] } else { 0 };
