@@ -239,7 +239,9 @@ mod team {
                     members.len()
                 )));
             }
-            Ok((team != invalid).then_some(Team { team }))
+            // `then`, not `then_some`: a Team made for a PE outside the group (the invalid
+            // team) would be dropped at once, destroying the invalid team.
+            Ok((team != invalid).then(|| Team { team }))
         }
 
         pub(super) fn rank_of(&self, pe: usize) -> Option<usize> {
