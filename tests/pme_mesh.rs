@@ -4,14 +4,14 @@
 //! (redistribution, spread, FFT, solve, gather, forces back to their owners) against serial
 //! PME on the same grid and against the direct Ewald sum, in a rectangular and a triclinic
 //! box, bit-identical across transpose and redistribution paths; bad parameters failing on
-//! every PE.
+//! every PE; the example with PME on a subset of the PEs, quiet.
 
 use md_demo::types::TypeTable;
 use md_demo::{Structure, verify::fingerprint};
 use md_halo::{DdGrid, PbcBox};
 use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
-use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
+use onesided_suite::{ensure, launch};
 use pme_redist::reference::{ewald_sum, serial_fft, serial_pme};
 use pme_redist::{
     Error, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient,
@@ -273,12 +273,31 @@ fn bad_parameters_fail_everywhere(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// The `pme` example with PME on one of two PEs, under the launcher: it verifies its steps,
+/// and the library says nothing on stderr. A PE outside the PME group once destroyed the
+/// invalid team there (Sandia OpenSHMEM refuses, and the group's drop reported it).
+fn example_with_pme_on_a_subset_is_quiet(rt: &Runtime) -> CaseResult {
+    if rt.my_pe() != 0 {
+        return Ok(());
+    }
+    let example = launch::example_binary("pme")?;
+    let args = ["--replicate", "1,1,1", "--steps", "2", "--pme-pes", "1", "--path", "all", "--verify"];
+    let mut command = launch::command(2, &example);
+    let output = launch::output_with_timeout(command.args(args), std::time::Duration::from_secs(300))?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    ensure!(output.status.success(), "{args:?} failed:\n{stdout}\n{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("onesided:")).collect();
+    ensure!(said.is_empty(), "{args:?}: the library reported on stderr:\n{}", said.join("\n"));
+    Ok(())
+}
+
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         fft_matches_serial_on_every_path,
         mesh_steps_match_serial_and_ewald,
         mesh_steps_match_in_a_triclinic_box,
         bad_parameters_fail_everywhere,
+        example_with_pme_on_a_subset_is_quiet,
     ];
     pe_test::main_with_variants("pme_mesh", &cases, pe_test::DIRECT_AND_LIBRARY);
 }
