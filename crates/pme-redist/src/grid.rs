@@ -277,32 +277,48 @@ impl PmeGrid {
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("popcnt")
         {
-            // SAFETY (for each call): the processor has AVX2, FMA and POPCNT (checked just
-            // above); the lengths agree (asserted above); the number of compared boundaries is
-            // m - 1 where that is below four, and beyond COMPARED_RANKS - 1 with the rest
-            // unused. X_ONLY is the grid's own, or any with one PME rank (every atom is rank 0
-            // whatever its fraction).
+            // With one PME rank every atom is rank 0 whatever its fraction: x alone will do.
+            let x_only = self.x_only || self.ranks() == 1;
+            // SAFETY: the processor has AVX2, FMA and POPCNT (checked just above); the lengths
+            // agree (asserted above).
             unsafe {
-                match (self.ranks(), self.x_only) {
-                    (1, _) => self.ranks_of_avx2::<0, true>(atoms, ranks, counts, runs),
-                    (2, true) => self.ranks_of_avx2::<1, true>(atoms, ranks, counts, runs),
-                    (2, false) => self.ranks_of_avx2::<1, false>(atoms, ranks, counts, runs),
-                    (3, true) => self.ranks_of_avx2::<2, true>(atoms, ranks, counts, runs),
-                    (3, false) => self.ranks_of_avx2::<2, false>(atoms, ranks, counts, runs),
-                    (4, true) => self.ranks_of_avx2::<3, true>(atoms, ranks, counts, runs),
-                    (4, false) => self.ranks_of_avx2::<3, false>(atoms, ranks, counts, runs),
-                    (_, true) => {
-                        self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }, true>(atoms, ranks, counts, runs)
-                    }
-                    (_, false) => {
-                        self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }, false>(atoms, ranks, counts, runs)
-                    }
+                if x_only {
+                    self.ranks_of_avx2_for::<true>(atoms, ranks, counts, runs)
+                } else {
+                    self.ranks_of_avx2_for::<false>(atoms, ranks, counts, runs)
                 }
             }
             return;
         }
         self.ranks_of_exact(atoms, ranks, counts);
         push_run_starts(ranks, 0, runs);
+    }
+
+    /// [`ranks_of_avx2`](Self::ranks_of_avx2) with the number of compared boundaries for this
+    /// grid's PME ranks.
+    ///
+    /// # Safety
+    /// The processor has AVX2, FMA and POPCNT; `ranks` is as long as `atoms`, `counts` has one
+    /// entry per PME rank.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn ranks_of_avx2_for<const X_ONLY: bool>(
+        &self,
+        atoms: &[Particle],
+        ranks: &mut [u32],
+        counts: &mut [usize],
+        runs: &mut Vec<u32>,
+    ) {
+        // SAFETY (for each call): the caller's promise; the number of compared boundaries is
+        // m - 1 where that is below four, and beyond COMPARED_RANKS - 1 with the rest unused.
+        unsafe {
+            match self.ranks() {
+                1 => self.ranks_of_avx2::<0, X_ONLY>(atoms, ranks, counts, runs),
+                2 => self.ranks_of_avx2::<1, X_ONLY>(atoms, ranks, counts, runs),
+                3 => self.ranks_of_avx2::<2, X_ONLY>(atoms, ranks, counts, runs),
+                4 => self.ranks_of_avx2::<3, X_ONLY>(atoms, ranks, counts, runs),
+                _ => self.ranks_of_avx2::<{ COMPARED_RANKS - 1 }, X_ONLY>(atoms, ranks, counts, runs),
+            }
+        }
     }
 
     /// [`ranks_of`](Self::ranks_of) one atom at a time through [`rank_of`](Self::rank_of),
@@ -325,9 +341,10 @@ impl PmeGrid {
     /// transposed.
     ///
     /// # Safety
-    /// The processor has AVX2, FMA and POPCNT; `ranks` is as long as `atoms`, `counts` has one entry
-    /// per PME rank; `B` is `m - 1` for `m` PME ranks, or larger (the extra boundaries lie
-    /// beyond every plane), or `m` exceeds `B + 1` and then `COMPARED_RANKS` (ranks by table).
+    /// The processor has AVX2, FMA and POPCNT; `ranks` is as long as `atoms`, `counts` has one
+    /// entry per PME rank; `B` is `m - 1` for `m` PME ranks, or larger (the extra boundaries
+    /// lie beyond every plane), or `m` exceeds `B + 1` and then `COMPARED_RANKS` (ranks by
+    /// table).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,popcnt")]
     unsafe fn ranks_of_avx2<const B: usize, const X_ONLY: bool>(
