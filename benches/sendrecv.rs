@@ -96,28 +96,30 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                     return Ok(start.elapsed());
                 };
                 let mut exchange = exchange.borrow_mut();
-                let mut received = [0; 2];
+                let mut received = 0;
                 for _ in 0..iters {
-                    if two_way {
-                        exchange.exchange(
-                            &[target],
-                            &[
-                                Outgoing { to: other, data: &forward[..words] },
-                                Outgoing { to: other, data: &backward[..words] },
-                            ],
-                            &[
+                    let counts = if two_way {
+                        exchange
+                            .call(&[target])
+                            .send(&[
+                                Outgoing::Copy { to: other, data: &forward[..words] },
+                                Outgoing::Copy { to: other, data: &backward[..words] },
+                            ])
+                            .receive(&[
                                 Incoming { from: other, buffer: 0, offset: 0, room: words },
                                 Incoming { from: other, buffer: 0, offset: max_words, room: words },
-                            ],
-                            &mut received,
-                        )?;
+                            ])
+                            .run()?
                     } else {
-                        let incoming = Incoming { from: other, buffer: 0, offset: 0, room: max_words };
-                        let outgoing = Outgoing { to: other, data: &forward[..words] };
-                        received[0] = exchange.sendrecv(&[target], outgoing, incoming)?;
-                    }
+                        exchange
+                            .call(&[target])
+                            .send(&[Outgoing::Copy { to: other, data: &forward[..words] }])
+                            .receive(&[Incoming { from: other, buffer: 0, offset: 0, room: max_words }])
+                            .run()?
+                    };
+                    received = counts[0];
                 }
-                debug_assert_eq!(received[0], words);
+                debug_assert_eq!(received, words);
                 Ok(start.elapsed())
             }));
         }

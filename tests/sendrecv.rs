@@ -1,13 +1,15 @@
 //! Send-receive on every path (one-sided put and get, buffered, MPI) under the launcher with
 //! 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
 //! random per-PE delays, both directions at once, oversized messages rejected, messages
-//! consumed where they lie, packed messages to every PE in one pass, and every path giving
-//! the same bytes in the same places.
+//! consumed where they lie, offered in place, packed for every PE in one pass, the two sides
+//! of a pair choosing different kinds, and every path giving the same bytes in the same
+//! places.
 
 use std::time::Duration;
 
+use bytemuck::Pod;
 use onesided::{
-    Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Outgoing, Packed, Runtime, SymArray,
+    Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Offer, Outgoing, Runtime, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -41,6 +43,16 @@ impl Rng {
 
 const ROOM: usize = 256;
 
+/// One message each way, copied out and landing in place; the count received.
+fn one_each_way<'rt, T: Pod>(
+    exchange: &mut Exchange<'rt, T>,
+    buffers: &[&SymArray<'rt, T>],
+    outgoing: Outgoing<'_, T>,
+    incoming: Incoming,
+) -> onesided::Result<usize> {
+    Ok(exchange.call(buffers).send(&[outgoing]).receive(&[incoming]).run()?[0])
+}
+
 /// How a test's exchange is built.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Build {
@@ -48,7 +60,7 @@ enum Build {
     Any,
     /// For its two ring neighbours only.
     Partnered,
-    /// For its two ring neighbours, with packed messages (`sendrecv_packed`).
+    /// For its two ring neighbours, with packed messages (`Outgoing::Packed`).
     Packed,
 }
 
@@ -91,14 +103,19 @@ fn ring_built(
         let incoming = Incoming { from: left, buffer: 0, offset, room: ROOM };
         let received = if build == Build::Packed {
             // Each element written where it lands (through the mapping) or into staging.
-            let fill = |dest: &mut [u64]| {
-                for (i, v) in dest.iter_mut().enumerate() {
+            let fill = |dest: &mut [&mut [u64]]| {
+                for (i, v) in dest[0].iter_mut().enumerate() {
                     *v = stamp(me, call, i);
                 }
             };
-            exchange.sendrecv_packed(&[&target], right, message.len(), fill, incoming)?
+            exchange
+                .call(&[&target])
+                .send(&[Outgoing::Packed { to: right, count: message.len() }])
+                .receive(&[incoming])
+                .pack(fill)
+                .run()?[0]
         } else {
-            exchange.sendrecv(&[&target], Outgoing { to: right, data: &message }, incoming)?
+            one_each_way(&mut exchange, &[&target], Outgoing::Copy { to: right, data: &message }, incoming)?
         };
         let expected = length(left, call);
         ensure!(
@@ -154,16 +171,17 @@ fn two_way_into_two_buffers(rt: &Runtime) -> CaseResult {
         for call in 1..=500u64 {
             let forward: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
             let backward: Vec<u64> = (0..length(me, call + 1)).map(|i| !stamp(me, call, i)).collect();
-            let mut received = [0; 2];
-            exchange.exchange(
-                &[&in_place, &scratch],
-                &[Outgoing { to: right, data: &forward }, Outgoing { to: left, data: &backward }],
-                &[
+            let received = exchange
+                .call(&[&in_place, &scratch])
+                .send(&[
+                    Outgoing::Copy { to: right, data: &forward },
+                    Outgoing::Copy { to: left, data: &backward },
+                ])
+                .receive(&[
                     Incoming { from: left, buffer: 0, offset: 1000, room: ROOM },
                     Incoming { from: right, buffer: 1, offset: 0, room: ROOM },
-                ],
-                &mut received,
-            )?;
+                ])
+                .run()?;
             ensure!(
                 received == [length(left, call), length(right, call + 1)],
                 "{path} call {call}: {received:?}"
@@ -240,15 +258,15 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
         let target = SymArray::<u64>::collective_alloc(rt, "packed target", n * ROOM)?;
         for call in 1..=300u64 {
             let sizes: Vec<usize> = (0..n).map(|to| length(me + to, call)).collect();
-            let outgoing: Vec<Packed> = (0..n).map(|to| Packed { to, count: sizes[to] }).collect();
+            let outgoing: Vec<Outgoing<u64>> =
+                (0..n).map(|to| Outgoing::Packed { to, count: sizes[to] }).collect();
             let incoming: Vec<Incoming> =
                 (0..n).map(|from| Incoming { from, buffer: 0, offset: from * ROOM, room: ROOM }).collect();
             let fill = |out: &mut [&mut [u64]]| fill_interleaved(out, |to, i| value(me, to, call, i));
-            let mut received = vec![0; n];
-            exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received)?;
+            let received = exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run()?;
             let expected = |from: usize| length(from + me, call);
             let context = format!("{path} call {call}, from PE");
-            check_regions(&target, &received, expected, |from, i| value(from, me, call, i), &context)?;
+            check_regions(&target, received, expected, |from, i| value(from, me, call, i), &context)?;
         }
         contents.push(target.to_vec_local());
         // Two messages to the same PE in one call (its two lanes), written interleaved: each
@@ -256,17 +274,19 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
         let (right, left) = ((me + 1) % n, (me + n - 1) % n);
         for call in 1..=50u64 {
             let sizes = [length(me, call), length(me + 1, call)];
-            let outgoing = [Packed { to: right, count: sizes[0] }, Packed { to: right, count: sizes[1] }];
+            let outgoing = [
+                Outgoing::Packed { to: right, count: sizes[0] },
+                Outgoing::Packed { to: right, count: sizes[1] },
+            ];
             let incoming = [
                 Incoming { from: left, buffer: 0, offset: 0, room: ROOM },
                 Incoming { from: left, buffer: 0, offset: ROOM, room: ROOM },
             ];
             let fill = |out: &mut [&mut [u64]]| fill_interleaved(out, |lane, i| value(me, lane, call, i));
-            let mut received = [0; 2];
-            exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received)?;
+            let received = exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run()?;
             let expected = |lane: usize| length(left + lane, call);
             let context = format!("{path} two lanes, call {call}, lane");
-            check_regions(&target, &received, expected, |lane, i| value(left, lane, call, i), &context)?;
+            check_regions(&target, received, expected, |lane, i| value(left, lane, call, i), &context)?;
         }
         rt.barrier();
         if path == ExchangePath::Mpi {
@@ -280,8 +300,9 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
         let victim = 1 % n;
         target.fill_local(7);
         rt.barrier();
-        let outgoing: Vec<Packed> =
-            (0..n).map(|to| Packed { to, count: if me == 0 && to == victim { 9 } else { 8 } }).collect();
+        let outgoing: Vec<Outgoing<u64>> = (0..n)
+            .map(|to| Outgoing::Packed { to, count: if me == 0 && to == victim { 9 } else { 8 } })
+            .collect();
         let incoming: Vec<Incoming> =
             (0..n).map(|from| Incoming { from, buffer: 0, offset: from * ROOM, room: 8 }).collect();
         let fill = |out: &mut [&mut [u64]]| {
@@ -289,14 +310,13 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
                 message.fill(value(me, to, 0, 0));
             }
         };
-        let mut received = vec![0; n];
-        let outcome = exchange.exchange_packed(&[&target], &outgoing, fill, &incoming, &mut received);
+        let outcome = exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run();
         let told = me == victim || (me == 0 && path == ExchangePath::Put);
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
             }
-            Ok(()) => ensure!(!told, "{path}: PE {me} missed the rejection"),
+            Ok(_) => ensure!(!told, "{path}: PE {me} missed the rejection"),
             other => return Err(format!("{path}: PE {me} got {other:?}").into()),
         }
         for from in 0..n {
@@ -330,9 +350,10 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         rt.barrier();
         // PE 0 sends 9 elements where its right neighbour gave room for 8.
         let message = vec![me as u32; if me == 0 { 9 } else { 8 }];
-        let outcome = exchange.sendrecv(
+        let outcome = one_each_way(
+            &mut exchange,
             &[&target],
-            Outgoing { to: right, data: &message },
+            Outgoing::Copy { to: right, data: &message },
             Incoming { from: left, buffer: 0, offset: 4, room: 8 },
         );
         // The receiver always learns of it; on the put path the sender, which checks the
@@ -354,9 +375,10 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         }
         // The channel is usable afterwards.
         let message = vec![me as u32 + 100; 3];
-        let received = exchange.sendrecv(
+        let received = one_each_way(
+            &mut exchange,
             &[&target],
-            Outgoing { to: right, data: &message },
+            Outgoing::Copy { to: right, data: &message },
             Incoming { from: left, buffer: 0, offset: 0, room: 8 },
         )?;
         ensure!(received == 3 && target.get_value(me, 2)? == left as u32 + 100, "{path}: after a rejection");
@@ -364,10 +386,10 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
-/// `sendrecv_consumed` on every path: each message, handed over where it lies (the sender's
+/// Consumed messages on every path: each message, handed over where it lies (the sender's
 /// staging buffer on the get path within a node), carries its sender, call and index, over
-/// hundreds of calls of changing sizes; a message over the room is refused, and the closure
-/// never sees it.
+/// hundreds of calls of changing sizes; a message over the room is refused, and the
+/// consuming function never sees it.
 fn consumed_messages(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
@@ -376,22 +398,32 @@ fn consumed_messages(rt: &Runtime) -> CaseResult {
         let mut exchange = Exchange::<u64>::collective_with_partners(rt, &name, path, &[left, right])?;
         exchange.collective_reserve(ROOM)?;
         let scratch = SymArray::<u64>::collective_alloc(rt, "consumed scratch", ROOM)?;
+        let from_left = [Incoming { from: left, buffer: 0, offset: 0, room: ROOM }];
         for call in 1..=500 {
             let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
-            let outgoing = Outgoing { to: right, data: &message };
-            let (count, wrong) = exchange.sendrecv_consumed(&scratch, outgoing, left, ROOM, |got| {
-                (got.len(), got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i)))
-            })?;
-            ensure!(count == length(left, call), "{path} call {call}: {count} elements from PE {left}");
+            let (mut count, mut wrong) = (None, None);
+            exchange
+                .call(&[&scratch])
+                .send(&[Outgoing::Copy { to: right, data: &message }])
+                .receive(&from_left)
+                .consume(|k, got| {
+                    count = Some((k, got.len()));
+                    wrong = got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i));
+                })
+                .run()?;
+            ensure!(count == Some((0, length(left, call))), "{path} call {call}: {count:?} from PE {left}");
             ensure!(wrong.is_none(), "{path} call {call}: element {wrong:?} is not PE {left}'s");
         }
         // PE 0 sends 9 elements where its right neighbour gave room for 8.
         let message = vec![stamp(me, 0, 0); if me == 0 { 9 } else { 8 }];
         let mut seen = None;
-        let outcome =
-            exchange.sendrecv_consumed(&scratch, Outgoing { to: right, data: &message }, left, 8, |got| {
-                seen = Some(got.len())
-            });
+        let outcome = exchange
+            .call(&[&scratch])
+            .send(&[Outgoing::Copy { to: right, data: &message }])
+            .receive(&[Incoming { from: left, buffer: 0, offset: 0, room: 8 }])
+            .consume(|_, got| seen = Some(got.len()))
+            .run()
+            .map(<[usize]>::to_vec);
         let victim = 1 % n;
         let told = me == victim || (me == 0 && path == ExchangePath::Put);
         match outcome {
@@ -399,105 +431,107 @@ fn consumed_messages(rt: &Runtime) -> CaseResult {
                 ensure!(told, "{path}: PE {me} got the rejection");
                 ensure!(me != victim || seen.is_none(), "{path}: the refused message was consumed");
             }
-            Ok(()) => ensure!(!told && seen == Some(8), "{path}: PE {me} consumed {seen:?}"),
+            Ok(_) => ensure!(!told && seen == Some(8), "{path}: PE {me} consumed {seen:?}"),
             other => return Err(format!("{path}: PE {me} got {other:?}").into()),
         }
         // The channel is usable afterwards.
         let message = vec![stamp(me, 1, 7); 3];
-        let got = exchange.sendrecv_consumed(
-            &scratch,
-            Outgoing { to: right, data: &message },
-            left,
-            8,
-            <[u64]>::to_vec,
-        )?;
+        let mut got = Vec::new();
+        exchange
+            .call(&[&scratch])
+            .send(&[Outgoing::Copy { to: right, data: &message }])
+            .receive(&[Incoming { from: left, buffer: 0, offset: 0, room: 8 }])
+            .consume(|_, message| got = message.to_vec())
+            .run()?;
         ensure!(got == vec![stamp(left, 1, 7); 3], "{path}: after a rejection");
     }
     Ok(())
 }
 
-/// `sendrecv_offered` on every path: each message, written into a symmetric array at an
+/// Offered messages on every path: each message, written into a symmetric array at an
 /// offset that changes per call and read by the receiver where it lies (through the mapping
 /// on the get path within a node, with no staging), carries its sender, call and index, over
 /// hundreds of calls of changing sizes; the sender rewrites the array after `wait_taken`
-/// only. On the get path a PE whose neighbour makes the other call (`sendrecv_consumed`)
-/// refuses the message as a mismatch instead of reading the wrong memory, and the channel
-/// goes on.
+/// only. The two sides of a pair may choose different kinds: with PE 0 offering and the
+/// others copying, every message arrives, consumed or in place. A range beyond the buffer,
+/// and an offer that the same call receives into, are refused before anything moves.
 fn offered_messages(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     for path in ExchangePath::ALL {
         let name = format!("offered {path}");
         let mut exchange = Exchange::<u64>::collective_with_partners(rt, &name, path, &[left, right])?;
-        // Only sendrecv_consumed below needs the get path's staging.
         exchange.collective_reserve(ROOM)?;
         let scratch = SymArray::<u64>::collective_alloc(rt, "offered scratch", ROOM)?;
         let source = SymArray::<u64>::collective_alloc(rt, "offered source", ROOM + 7)?;
+        let from_left = [Incoming { from: left, buffer: 0, offset: 0, room: ROOM }];
         for call in 1..=300 {
             exchange.wait_taken()?;
             let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
             let at = (call % 7) as usize;
             source.write_local(at, &message)?;
-            let offered = (&source, at..at + message.len());
             // SAFETY: this PE writes the source only after wait_taken, and no other PE writes it.
-            let (count, wrong) = unsafe {
-                exchange.sendrecv_offered(&scratch, offered, right, left, ROOM, |got| {
-                    (got.len(), got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i)))
+            let offer = unsafe { Offer::new(right, 1, at..at + message.len()) };
+            let (mut count, mut wrong) = (0, None);
+            exchange
+                .call(&[&scratch, &source])
+                .send(&[Outgoing::Offered(offer)])
+                .receive(&from_left)
+                .consume(|_, got| {
+                    count = got.len();
+                    wrong = got.iter().enumerate().position(|(i, &v)| v != stamp(left, call, i));
                 })
-            }?;
+                .run()?;
             ensure!(count == length(left, call), "{path} call {call}: {count} elements from PE {left}");
             ensure!(wrong.is_none(), "{path} call {call}: element {wrong:?} is not PE {left}'s");
         }
         exchange.wait_taken()?;
         // A range beyond the source is refused before anything moves.
         // SAFETY: nothing is offered (the call fails its checks first).
-        let outcome = unsafe {
-            exchange.sendrecv_offered(&scratch, (&source, ROOM..ROOM + 8), right, left, ROOM, |_| ())
-        };
+        let beyond = unsafe { Offer::new(right, 1, ROOM..ROOM + 8) };
+        let outcome =
+            exchange.call(&[&scratch, &source]).send(&[Outgoing::Offered(beyond)]).run().map(|_| ());
         ensure!(
             matches!(outcome, Err(Error::OutOfBounds { .. })),
             "{path}: range past the source: {outcome:?}"
         );
-        if path != ExchangePath::Get {
-            continue;
-        }
-        // PE 0 offers, the others stage: PE 0 (which expected an offer from its left
-        // neighbour) and its right neighbour (which expected a staged message) refuse.
-        source.write_local(0, &[stamp(me, 9, 0)])?;
-        let outcome = if me == 0 {
+        // So is an offer the call also receives into.
+        // SAFETY: as above.
+        let received_into = unsafe { Offer::new(right, 0, 0..4) };
+        let outcome = exchange
+            .call(&[&scratch, &source])
+            .send(&[Outgoing::Offered(received_into)])
+            .receive(&from_left)
+            .run();
+        ensure!(
+            matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::OfferReceived { .. }, .. })),
+            "{path}: an offer received into: {outcome:?}"
+        );
+        // PE 0 offers, the others copy; every receiver, consuming or not, gets its message.
+        for consume in [false, true] {
+            let value = stamp(me, 9, usize::from(consume));
+            source.write_local(0, &[value])?;
             // SAFETY: the source is written again only after wait_taken below.
-            unsafe {
-                exchange.sendrecv_offered(&scratch, (&source, 0..1), right, left, ROOM, <[u64]>::to_vec)
+            let outgoing = if me == 0 {
+                Outgoing::Offered(unsafe { Offer::new(right, 1, 0..1) })
+            } else {
+                Outgoing::Copy { to: right, data: std::slice::from_ref(&value) }
+            };
+            scratch.fill_local(0);
+            let mut got = Vec::new();
+            let buffers = [&scratch, &source];
+            let call = exchange.call(&buffers).send(std::slice::from_ref(&outgoing)).receive(&from_left);
+            if consume {
+                call.consume(|_, message| got = message.to_vec()).run()?;
+            } else {
+                let count = call.run()?[0];
+                got = (0..count).map(|i| scratch.get_value(me, i)).collect::<onesided::Result<_>>()?;
             }
-        } else {
-            exchange.sendrecv_consumed(
-                &scratch,
-                Outgoing { to: right, data: &[stamp(me, 9, 0)] },
-                left,
-                ROOM,
-                <[u64]>::to_vec,
-            )
-        };
-        let refuses = me == 0 || me == 1 % n;
-        match outcome {
-            Err(Error::Exchange {
-                problem: ExchangeProblem::OfferMismatch { sender, receiver, .. }, ..
-            }) if refuses && sender == left && receiver == me => {}
-            Ok(got) if !refuses => ensure!(got == vec![stamp(left, 9, 0)], "{path}: PE {me} got {got:?}"),
-            other => {
-                return Err(format!("{path}: PE {me} got {other:?} (refusal expected: {refuses})").into());
-            }
+            let expected = stamp(left, 9, usize::from(consume));
+            ensure!(got == vec![expected], "{path}: kinds mixed (consumed: {consume}): PE {me} got {got:x?}");
+            exchange.wait_taken()?;
+            rt.barrier();
         }
-        // The channel goes on.
-        exchange.wait_taken()?;
-        let got = exchange.sendrecv_consumed(
-            &scratch,
-            Outgoing { to: right, data: &[stamp(me, 10, 1)] },
-            left,
-            8,
-            <[u64]>::to_vec,
-        )?;
-        ensure!(got == vec![stamp(left, 10, 1)], "{path}: after a mismatch");
     }
     Ok(())
 }
@@ -507,36 +541,50 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
     let right = (me + 1) % n;
     let mut exchange = Exchange::<u8>::collective_new(rt, "arguments", ExchangePath::Put)?;
     let target = SymArray::<u8>::collective_alloc(rt, "small", 8)?;
-    let outcome = exchange.sendrecv(
+    let outcome = one_each_way(
+        &mut exchange,
         &[&target],
-        Outgoing { to: right, data: &[1] },
+        Outgoing::Copy { to: right, data: &[1] },
         Incoming { from: right, buffer: 1, offset: 0, room: 1 },
     );
     ensure!(
         matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::NoSuchBuffer { .. }, .. })),
         "buffer index: {outcome:?}"
     );
-    let outcome = exchange.sendrecv(
+    let outcome = one_each_way(
+        &mut exchange,
         &[&target],
-        Outgoing { to: right, data: &[1] },
+        Outgoing::Copy { to: right, data: &[1] },
         Incoming { from: right, buffer: 0, offset: 4, room: 5 },
     );
     ensure!(matches!(outcome, Err(Error::OutOfBounds { .. })), "room past the buffer: {outcome:?}");
-    let outcome = exchange.sendrecv(
+    let outcome = one_each_way(
+        &mut exchange,
         &[&target],
-        Outgoing { to: n, data: &[1] },
+        Outgoing::Copy { to: n, data: &[1] },
         Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(matches!(outcome, Err(Error::InvalidPe { .. })), "PE n: {outcome:?}");
     let mut get = Exchange::<u8>::collective_new(rt, "unreserved", ExchangePath::Get)?;
-    let outcome = get.sendrecv(
+    let outcome = one_each_way(
+        &mut get,
         &[&target],
-        Outgoing { to: right, data: &[1] },
+        Outgoing::Copy { to: right, data: &[1] },
         Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(
         matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::NotReserved { .. }, .. })),
         "{outcome:?}"
+    );
+    let outcome = exchange
+        .call(&[&target])
+        .send(&[Outgoing::Packed { to: right, count: 1 }])
+        .receive(&[Incoming { from: right, buffer: 0, offset: 0, room: 1 }])
+        .run()
+        .map(|_| ());
+    ensure!(
+        matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::NoPacking, .. })),
+        "packed without a packing function: {outcome:?}"
     );
     ensure!(
         "onesided-get".parse::<ExchangePath>()? == ExchangePath::Get
@@ -554,9 +602,10 @@ fn sending_to_oneself(rt: &Runtime) -> CaseResult {
         let target = SymArray::<u64>::collective_alloc(rt, "self target", 64)?;
         for call in 1..=20u64 {
             let message: Vec<u64> = (0..call as usize).map(|i| stamp(me, call, i)).collect();
-            let received = exchange.sendrecv(
+            let received = one_each_way(
+                &mut exchange,
                 &[&target],
-                Outgoing { to: me, data: &message },
+                Outgoing::Copy { to: me, data: &message },
                 Incoming { from: me, buffer: 0, offset: 1, room: 63 },
             )?;
             ensure!(received == call as usize, "{path}: {received} to oneself");
@@ -582,7 +631,12 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
         let mut rng = Rng::new(me as u64 + 3);
         for call in 1..=400u64 {
             let message: Vec<u64> = (0..length(me, call)).map(|i| stamp(me, call, i)).collect();
-            let received = exchange.sendrecv(&[&target], Outgoing { to: right, data: &message }, incoming)?;
+            let received = one_each_way(
+                &mut exchange,
+                &[&target],
+                Outgoing::Copy { to: right, data: &message },
+                incoming,
+            )?;
             ensure!(received == length(left, call), "{path} call {call}: {received}");
             let mut got = vec![0u64; received];
             target.read_local(0, &mut got)?;
@@ -603,13 +657,13 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
             "{again:?}"
         );
         let other = Incoming { from: left, buffer: 0, offset: 1, room: ROOM - 1 };
-        let outcome = exchange.sendrecv(&[&target], Outgoing { to: right, data: &[] }, other);
+        let outcome = one_each_way(&mut exchange, &[&target], Outgoing::Copy { to: right, data: &[] }, other);
         ensure!(
             matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedMismatch { .. }, .. })),
             "{outcome:?}"
         );
         // Consume the posted receive as posted, so that every PE ends in step.
-        exchange.sendrecv(&[&target], Outgoing { to: right, data: &[] }, incoming)?;
+        one_each_way(&mut exchange, &[&target], Outgoing::Copy { to: right, data: &[] }, incoming)?;
     }
     Ok(())
 }
@@ -626,25 +680,25 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
         let target = SymArray::<u64>::collective_alloc(rt, "regions target", 32)?;
         let first: Vec<u64> = (0..4).map(|i| stamp(me, 1, i)).collect();
         let second: Vec<u64> = (0..4).map(|i| stamp(me, 2, i)).collect();
-        let outgoing = [Outgoing { to: right, data: &first[..] }, Outgoing { to: right, data: &second[..] }];
+        let outgoing =
+            [Outgoing::Copy { to: right, data: &first[..] }, Outgoing::Copy { to: right, data: &second[..] }];
         let a = Incoming { from: left, buffer: 0, offset: 0, room: 8 };
         let b = Incoming { from: left, buffer: 0, offset: 8, room: 8 };
-        let mut received = [0; 2];
         let clash = Incoming { offset: 7, ..b };
-        let outcome = exchange.exchange(&[&target], &outgoing, &[a, clash], &mut received);
+        let outcome = exchange.call(&[&target]).send(&outgoing).receive(&[a, clash]).run().map(|_| ());
         ensure!(
             matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::Overlapping { .. }, .. })),
             "{path}: overlapping regions: {outcome:?}"
         );
         exchange.post_receives(&[&target], &[a, b])?;
         let moved = Incoming { offset: 16, ..b };
-        let outcome = exchange.exchange(&[&target], &outgoing, &[a, moved], &mut received);
+        let outcome = exchange.call(&[&target]).send(&outgoing).receive(&[a, moved]).run().map(|_| ());
         ensure!(
             matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedMismatch { .. }, .. })),
             "{path}: mismatched posted receive: {outcome:?}"
         );
         // Both posted receives are still there, neither consumed by the refused call.
-        exchange.exchange(&[&target], &outgoing, &[a, b], &mut received)?;
+        let received = exchange.call(&[&target]).send(&outgoing).receive(&[a, b]).run()?.to_vec();
         let mut got = vec![0u64; 16];
         target.read_local(0, &mut got)?;
         let expected: Vec<u64> = (0..4)
@@ -663,9 +717,10 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     let mine = [stamp(me, 3, 0)];
     let (buffers, index): (Vec<&SymArray<u64>>, usize) =
         if me == 0 { (vec![&a, &b], 1) } else { (vec![&a], 0) };
-    let outcome = exchange.sendrecv(
+    let outcome = one_each_way(
+        &mut exchange,
         &buffers,
-        Outgoing { to: right, data: &mine },
+        Outgoing::Copy { to: right, data: &mine },
         Incoming { from: left, buffer: index, offset: 0, room: 8 },
     );
     let sender_of_pe0 = n - 1;
@@ -677,9 +732,10 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     } else {
         ensure!(matches!(outcome, Ok(1)) && a.get_value(me, 0)? == stamp(left, 3, 0), "PE {me}: {outcome:?}");
     }
-    let received = exchange.sendrecv(
+    let received = one_each_way(
+        &mut exchange,
         &[&a],
-        Outgoing { to: right, data: &mine },
+        Outgoing::Copy { to: right, data: &mine },
         Incoming { from: left, buffer: 0, offset: 1, room: 4 },
     )?;
     ensure!(received == 1 && a.get_value(me, 1)? == stamp(left, 3, 0), "the channel goes on");
@@ -724,9 +780,10 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let target = SymArray::<u64>::collective_alloc(rt, "partner target", 4)?;
     if n >= 4 {
         let far = (me + 2) % n;
-        let refused = ring.sendrecv(
+        let refused = one_each_way(
+            &mut ring,
             &[&target],
-            Outgoing { to: far, data: &[1] },
+            Outgoing::Copy { to: far, data: &[1] },
             Incoming { from: far, buffer: 0, offset: 0, room: 4 },
         );
         match refused {
@@ -757,7 +814,7 @@ fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
     let first = [stamp(me, 1, 0), stamp(me, 1, 1)];
     let second = [stamp(me, 2, 0), stamp(me, 2, 1)];
     fn messages(to: usize, data: &[u64; 2]) -> [Outgoing<'_, u64>; 2] {
-        [Outgoing { to, data: &data[..1] }, Outgoing { to, data: &data[1..] }]
+        [Outgoing::Copy { to, data: &data[..1] }, Outgoing::Copy { to, data: &data[1..] }]
     }
     let incoming = |offset: usize| {
         [
@@ -766,12 +823,12 @@ fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
         ]
     };
     exchange.fail_mpi_isend(0);
-    let mut received = [0; 2];
-    match exchange.exchange(&[&target], &messages(me, &first), &incoming(0), &mut received) {
+    match exchange.call(&[&target]).send(&messages(me, &first)).receive(&incoming(0)).run() {
         Err(Error::Mpi { call: "MPI_Isend", .. }) => {}
         other => return Err(format!("an injected MPI_Isend failure gave {other:?}").into()),
     }
-    exchange.exchange(&[&target], &messages(me, &second), &incoming(8), &mut received)?;
+    let received =
+        exchange.call(&[&target]).send(&messages(me, &second)).receive(&incoming(8)).run()?.to_vec();
     let contents = target.to_vec_local();
     ensure!(received == [1, 1], "the second exchange received {received:?}");
     ensure!(

@@ -306,23 +306,6 @@ pub enum ExchangeProblem {
         /// The sender of the message.
         from: usize,
     },
-    /// A message was offered in place ([`Exchange::sendrecv_offered`](crate::Exchange::sendrecv_offered))
-    /// where its receiver expected it staged, or the other way round: the two PEs made
-    /// different calls.
-    #[error(
-        "PE {receiver} expected the message from PE {sender} {}, but it came {}; both PEs of a \
-         pair must make the same call (sendrecv_offered on both, or sendrecv_consumed on both)",
-        if *.expected_offered { "offered in place" } else { "staged" },
-        if *.expected_offered { "staged" } else { "offered in place" }
-    )]
-    OfferMismatch {
-        /// The sending PE.
-        sender: usize,
-        /// The receiving PE.
-        receiver: usize,
-        /// Whether the receiver expected an offered message.
-        expected_offered: bool,
-    },
     /// Two PEs passed different buffer lists: the receiver's place is not in the sender's
     /// list. Every PE must pass the same buffers in the same order.
     #[error(
@@ -380,13 +363,21 @@ pub enum ExchangeProblem {
         /// The sender.
         from: usize,
     },
-    /// `received` does not have one entry per incoming message.
-    #[error("received has {got} entries for {expected} incoming messages")]
-    ReceivedLength {
-        /// Its length.
-        got: usize,
-        /// The number of incoming messages.
-        expected: usize,
+    /// A call sends packed messages but gives no function to pack them.
+    #[error("the call sends packed messages but has no packing function; give one with Call::pack")]
+    NoPacking,
+    /// A region offered to one PE is also where a message from another lands in the same call.
+    #[error(
+        "the region of buffer {buffer} offered to PE {to} is also where the message from PE {from} \
+         lands; an offered region must stay unwritten until it is taken"
+    )]
+    OfferReceived {
+        /// The receiver of the offer.
+        to: usize,
+        /// The sender of the message received into it.
+        from: usize,
+        /// The buffer.
+        buffer: usize,
     },
     /// The call numbers of one pair are used up (about 10^12 calls).
     #[error("its call numbers with one partner are used up; create a new exchange")]

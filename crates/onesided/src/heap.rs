@@ -151,9 +151,10 @@ impl HeapLayout {
     pub(crate) fn remote(&self, local: usize, pe: usize) -> Option<NonNull<u8>> {
         match &self.mapping {
             Mapping::Off => None,
-            // SAFETY: `local` is a symmetric address (callers pass live blocks) and pe exists.
             Mapping::Implementation => {
-                NonNull::new(unsafe { shmem_sys::shmem_ptr(local as *const c_void, pe as i32) }.cast::<u8>())
+                // SAFETY: `local` is a symmetric address (callers pass live blocks) and pe exists.
+                let mapped = unsafe { shmem_sys::shmem_ptr(local as *const c_void, pe as i32) };
+                NonNull::new(mapped.cast::<u8>())
             }
             Mapping::Node(heap) => {
                 heap.translate(local, pe).and_then(|address| NonNull::new(address as *mut u8))

@@ -68,6 +68,6 @@ pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SameNodeAc
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
 pub use sendrecv::{
-    Exchange, ExchangePath, Incoming, LANES, Outgoing, Packed, collective_error_returning_world,
+    Call, Exchange, ExchangePath, Incoming, LANES, Offer, Outgoing, collective_error_returning_world,
 };
 pub use signal::SignalArray;

@@ -183,10 +183,11 @@ impl<'rt> SignalArray<'rt> {
     /// `index` is in bounds and `pe` exists.
     unsafe fn set_unchecked(&self, pe: usize, index: usize, value: u64) {
         match self.words.mapped(pe) {
-            // SAFETY: the mapped word is 8-byte aligned and only accessed atomically; the
-            // release store orders this PE's earlier stores through the mapping before it.
             Some(base) => {
-                unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) }.store(value, Ordering::Release)
+                // SAFETY: the mapped word is 8-byte aligned and only accessed atomically; the
+                // release store orders this PE's earlier stores through the mapping before it.
+                let word = unsafe { AtomicU64::from_ptr(base.as_ptr().add(index)) };
+                word.store(value, Ordering::Release)
             }
             // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
             None => unsafe { shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32) },

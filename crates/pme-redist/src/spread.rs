@@ -152,9 +152,11 @@ impl<'rt> SlabGrid<'rt> {
         let m = self.grid.ranks();
         let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
         let n = OVERLAP * self.plane_len();
-        let incoming = Incoming { from: above, buffer: 0, offset: 0, room: n };
-        let outgoing = Outgoing { to: below, data: &self.data[..n] };
-        self.reduce.sendrecv(&[&self.overlap], outgoing, incoming)?;
+        self.reduce
+            .call(&[&self.overlap])
+            .send(&[Outgoing::Copy { to: below, data: &self.data[..n] }])
+            .receive(&[Incoming { from: above, buffer: 0, offset: 0, room: n }])
+            .run()?;
         let mut received = vec![0f32; n];
         self.overlap.read_local(0, &mut received)?;
         let top = self.data.len() - n;
@@ -172,9 +174,11 @@ impl<'rt> SlabGrid<'rt> {
         let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
         let n = OVERLAP * self.plane_len();
         let top = self.data.len() - n;
-        let incoming = Incoming { from: below, buffer: 0, offset: 0, room: n };
-        let outgoing = Outgoing { to: above, data: &self.data[top..] };
-        self.back.sendrecv(&[&self.overlap], outgoing, incoming)?;
+        self.back
+            .call(&[&self.overlap])
+            .send(&[Outgoing::Copy { to: above, data: &self.data[top..] }])
+            .receive(&[Incoming { from: below, buffer: 0, offset: 0, room: n }])
+            .run()?;
         self.overlap.read_local(0, &mut self.data[..n])?;
         Ok(())
     }

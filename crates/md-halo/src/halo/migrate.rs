@@ -163,16 +163,15 @@ impl<'rt> HaloExchange<'rt> {
         let (down, up) = (self.grid.pe_of(down), self.grid.pe_of(up));
         let counts = self.exchange_counts([(down, to_down.len()), (up, to_up.len())], [up, down])?;
         self.byte_buffer.collective_ensure(counts[0] + counts[1])?;
-        let mut received = [0; 2];
-        self.bytes.exchange(
-            &[self.byte_buffer.array()],
-            &[Outgoing { to: down, data: &to_down }, Outgoing { to: up, data: &to_up }],
-            &[
+        let received = self
+            .bytes
+            .call(&[self.byte_buffer.array()])
+            .send(&[Outgoing::Copy { to: down, data: &to_down }, Outgoing::Copy { to: up, data: &to_up }])
+            .receive(&[
                 Incoming { from: up, buffer: 0, offset: 0, room: counts[0] },
                 Incoming { from: down, buffer: 0, offset: counts[0], room: counts[1] },
-            ],
-            &mut received,
-        )?;
+            ])
+            .run()?;
         check_count(received[0], counts[0], up, "bytes of migrating atoms")?;
         check_count(received[1], counts[1], down, "bytes of migrating atoms")?;
         let start = stay.len();
@@ -188,19 +187,17 @@ impl<'rt> HaloExchange<'rt> {
         from: [usize; 2],
     ) -> Result<[usize; 2]> {
         let values = [sends[0].1 as u64, sends[1].1 as u64];
-        let mut received = [0; 2];
-        self.counts.exchange(
-            &[&self.count_buffer],
-            &[
-                Outgoing { to: sends[0].0, data: &values[..1] },
-                Outgoing { to: sends[1].0, data: &values[1..] },
-            ],
-            &[
+        self.counts
+            .call(&[&self.count_buffer])
+            .send(&[
+                Outgoing::Copy { to: sends[0].0, data: &values[..1] },
+                Outgoing::Copy { to: sends[1].0, data: &values[1..] },
+            ])
+            .receive(&[
                 Incoming { from: from[0], buffer: 0, offset: 0, room: 1 },
                 Incoming { from: from[1], buffer: 0, offset: 1, room: 1 },
-            ],
-            &mut received,
-        )?;
+            ])
+            .run()?;
         let mut counts = [0u64; 2];
         self.count_buffer.read_local(0, &mut counts)?;
         Ok([counts[0] as usize, counts[1] as usize])

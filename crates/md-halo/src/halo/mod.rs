@@ -17,7 +17,9 @@
 //! partition; `move_x` then sends coordinates along it and `move_f` sends the forces on halo
 //! atoms back the same way in reverse, where their owners add them up.
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Outgoing, Runtime, SymArray};
+use onesided::{
+    Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Incoming, Offer, Outgoing, Runtime, SymArray,
+};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -885,27 +887,28 @@ impl<'rt> HaloExchange<'rt> {
             // atoms this PE sent come back and are added where they lie (in the neighbour's
             // memory on the one-sided path).
             let (send, parallel_min) = (&pulse.send, self.parallel_min);
-            let along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
-            let consume = |returned: &[RVec]| {
+            let mut along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
+            let consume = |_: usize, returned: &[RVec]| {
                 if returned.len() == send.len() {
-                    scatter_add(atoms, send, returned, along, parallel_min);
+                    scatter_add(atoms, send, returned, along.as_deref_mut(), parallel_min);
                 }
-                returned.len()
             };
-            let scratch = self.force_scratch.array();
-            let received = if !in_place {
-                let outgoing = Outgoing { to: pulse.from, data: images };
-                pulse.f.sendrecv_consumed(scratch, outgoing, pulse.to, send.len(), consume)?
+            let outgoing = if !in_place {
+                Outgoing::Copy { to: pulse.from, data: images }
             } else {
-                let offered = (self.forces.array(), offset..offset + count);
                 // SAFETY: nobody writes this region until the neighbour has taken it: other PEs
                 // never write this array, and this PE writes it only through `forces_mut` and
                 // this function, which both wait for every pulse's taken signal first (the
                 // later pulses of this call write below this region).
-                unsafe {
-                    pulse.f.sendrecv_offered(scratch, offered, pulse.from, pulse.to, send.len(), consume)?
-                }
+                Outgoing::Offered(unsafe { Offer::new(pulse.from, 1, offset..offset + count) })
             };
+            let received = pulse
+                .f
+                .call(&[self.force_scratch.array(), self.forces.array()])
+                .send(&[outgoing])
+                .receive(&[Incoming { from: pulse.to, buffer: 0, offset: 0, room: send.len() }])
+                .consume(consume)
+                .run()?[0];
             check_count(received, pulse.send.len(), pulse.to, "forces")?;
         }
         Ok(shift_forces)

@@ -82,8 +82,11 @@ impl<'rt> HaloExchange<'rt> {
 
     /// Sends `count` to `to` and returns the count received from `from`.
     pub(super) fn exchange_count(&mut self, to: usize, count: usize, from: usize) -> Result<usize> {
-        let incoming = Incoming { from, buffer: 0, offset: 0, room: 1 };
-        self.counts.sendrecv(&[&self.count_buffer], Outgoing { to, data: &[count as u64] }, incoming)?;
+        self.counts
+            .call(&[&self.count_buffer])
+            .send(&[Outgoing::Copy { to, data: &[count as u64] }])
+            .receive(&[Incoming { from, buffer: 0, offset: 0, room: 1 }])
+            .run()?;
         Ok(self.count_buffer.get_value(self.rt.my_pe(), 0)? as usize)
     }
 
@@ -212,9 +215,12 @@ impl<'rt> HaloExchange<'rt> {
             return Ok(());
         }
         let (to, from) = (pulse.to, pulse.from);
-        let incoming = Incoming { from, buffer: 0, offset: 0, room: count * width };
-        let outgoing = Outgoing { to, data: bytemuck::cast_slice::<T, u8>(&packed) };
-        let received = self.bytes.sendrecv(&[self.byte_buffer.array()], outgoing, incoming)?;
+        let received = self
+            .bytes
+            .call(&[self.byte_buffer.array()])
+            .send(&[Outgoing::Copy { to, data: bytemuck::cast_slice::<T, u8>(&packed) }])
+            .receive(&[Incoming { from, buffer: 0, offset: 0, room: count * width }])
+            .run()?[0];
         check_count(received, count * width, from, "bytes of a per-atom field")?;
         let mut arrived = vec![0u8; received];
         self.byte_buffer.array().read_local(0, &mut arrived)?;
@@ -242,7 +248,8 @@ impl<'rt> HaloExchange<'rt> {
             let x = prefix[i as usize];
             *out = [x[0] + delta[0], x[1] + delta[1], x[2] + delta[2]];
         };
-        let fill = |dest: &mut [RVec]| {
+        let fill = |dest: &mut [&mut [RVec]]| {
+            let dest = &mut *dest[0];
             if !parallel(send.len(), parallel_min) {
                 dest.iter_mut().zip(send).for_each(pack);
             } else {
@@ -272,8 +279,13 @@ impl<'rt> HaloExchange<'rt> {
             }
             return Ok(());
         }
-        let incoming = Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count };
-        let received = pulse.x.sendrecv_packed(&[coords], pulse.to, send.len(), fill, incoming)?;
+        let received = pulse
+            .x
+            .call(&[coords])
+            .send(&[Outgoing::Packed { to: pulse.to, count: send.len() }])
+            .receive(&[Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count }])
+            .pack(fill)
+            .run()?[0];
         check_count(received, pulse.count, pulse.from, "coordinates")
     }
 }

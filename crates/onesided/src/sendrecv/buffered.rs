@@ -6,68 +6,110 @@
 
 use bytemuck::Pod;
 
-use super::{Exchange, Incoming, Outgoing, STRIDE, Transport, Work};
+use super::Transport;
+use super::call::Job;
+use super::channel::{Channel, STRIDE};
 use crate::error::Result;
-use crate::heap::SymArray;
+use crate::heap::{GlobalMaxArray, GrowthPolicy};
 
-/// The buffered transport.
-pub(super) struct Buffered;
+/// The buffered transport: one scratch slot per sender and lane.
+pub(super) struct Buffered<'rt, T: Pod> {
+    scratch: Option<GlobalMaxArray<'rt, T>>,
+    /// Elements per slot.
+    reserved: usize,
+}
 
-impl Transport for Buffered {
-    fn exchange<'rt, T: Pod>(
-        ex: &mut Exchange<'rt, T>,
-        buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Outgoing<'_, T>],
-        incoming: &[Incoming],
-        received: &mut [usize],
-        work: &mut Work,
-    ) -> Result<()> {
-        let slot = ex.reserved;
+impl<'rt, T: Pod> Buffered<'rt, T> {
+    /// Marks every scratch slot consumed, so that the first message may be posted.
+    ///
+    /// # Collective
+    /// A barrier, after which no PE can see a slot unmarked.
+    pub(super) fn collective_new(chan: &mut Channel<'rt>) -> Self {
+        for slot in 0..chan.slots() {
+            chan.from_receivers.store_local(slot * STRIDE, 1);
+        }
+        chan.rt.barrier();
+        Buffered { scratch: None, reserved: 0 }
+    }
+}
+
+impl<'rt, T: Pod> Transport<'rt, T> for Buffered<'rt, T> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        let slot = self.reserved;
+        let scratch = self.scratch.as_ref().expect("validate checked the reservation").array();
+        for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
+            chan.consume_posted(inc, lane)?;
+        }
+        job.stage_packed();
         // Sender: wait for the receiver's scratch slot to be free, reset the flag, post.
-        ex.await_each(
-            work,
+        chan.await_each(
+            job.out_lanes,
             false,
             |_, _| 1,
-            |ex, i, lane| {
-                let out = &outgoing[i];
-                ex.from_receivers.store_local(lane.local * STRIDE, 0);
-                let scratch = ex.staging.as_ref().expect("validate checked the reservation").array();
-                scratch.put(out.to, lane.remote * slot, out.data)?;
+            |chan, i, lane| {
+                let (to, data) = (job.outgoing[i].to(), job.data(i));
+                chan.from_receivers.store_local(lane.local * STRIDE, 0);
+                scratch.put(to, lane.remote * slot, data)?;
                 let mut count = [0u64; STRIDE];
-                count[0] = out.data.len() as u64;
-                ex.counts.put(out.to, lane.remote, &[count])?;
-                ex.rt.fence();
-                ex.from_senders.set(out.to, lane.remote * STRIDE, 1)
+                count[0] = data.len() as u64;
+                chan.counts.put(to, lane.remote, &[count])?;
+                chan.rt.fence();
+                chan.from_senders.set(to, lane.remote * STRIDE, 1)
             },
         )?;
         // Receiver: wait for the post, copy from scratch to the final place, reset, release.
         let mut refused = None;
-        ex.await_each(
-            work,
+        let in_lanes = job.in_lanes;
+        chan.await_each(
+            in_lanes,
             true,
             |_, _| 1,
-            |ex, i, lane| {
-                let inc = incoming[i];
-                ex.from_senders.store_local(lane.local * STRIDE, 0);
+            |chan, i, lane| {
+                let inc = job.incoming[i];
+                chan.from_senders.store_local(lane.local * STRIDE, 0);
                 let mut count = [[0u64; STRIDE]];
-                ex.counts.read_local(lane.local, &mut count)?;
+                chan.counts.read_local(lane.local, &mut count)?;
                 let count = count[0][0] as usize;
                 if count <= inc.room {
-                    let scratch = ex.staging.as_ref().expect("validate checked the reservation");
-                    buffers[inc.buffer].copy_local_from(
-                        inc.offset,
-                        scratch.array(),
-                        lane.local * slot,
-                        count,
-                    )?;
-                    received[i] = count;
+                    job.buffers[inc.buffer].copy_local_from(inc.offset, scratch, lane.local * slot, count)?;
+                    job.received[i] = count;
+                    job.consume_in_place(i, count);
                 } else {
-                    refused.get_or_insert(ex.too_large(inc.from, ex.rt.my_pe(), Some(count), inc.room));
+                    refused.get_or_insert(chan.too_large(inc.from, chan.rt.my_pe(), Some(count), inc.room));
                 }
                 // The scratch slot is free again, even when its message was refused.
-                ex.from_receivers.set(inc.from, lane.remote * STRIDE, 1)
+                chan.from_receivers.set(inc.from, lane.remote * STRIDE, 1)
             },
         )?;
         refused.map_or(Ok(()), Err)
+    }
+
+    fn collective_reserve(&mut self, chan: &mut Channel<'rt>, largest: usize) -> Result<()> {
+        if largest <= self.reserved && self.scratch.is_some() {
+            return Ok(());
+        }
+        let array = format!("{}: staging", chan.name);
+        let len = largest.checked_mul(chan.slots()).ok_or_else(|| crate::Error::SizeOverflow {
+            array: array.clone(),
+            len: largest,
+            elem_size: std::mem::size_of::<T>(),
+        })?;
+        self.scratch = None;
+        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
+        self.scratch = Some(GlobalMaxArray::collective_alloc(chan.rt, &array, len, policy)?);
+        self.reserved = largest;
+        Ok(())
+    }
+
+    fn reserved(&self) -> Option<Option<usize>> {
+        Some(self.scratch.as_ref().map(|_| self.reserved))
+    }
+
+    fn stages_offers(&self) -> bool {
+        true
+    }
+
+    fn symmetric_bytes(&self) -> usize {
+        self.scratch.as_ref().map_or(0, |s| s.capacity() * std::mem::size_of::<T>())
     }
 }

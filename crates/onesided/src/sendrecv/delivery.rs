@@ -1,14 +1,22 @@
 //! The delivery signal of the put and get paths: the call number and the message's element
 //! count in one word (`call << COUNT_BITS | count`), so that the receiver learns the count
-//! with the signal it waits for; counts too large for it, and refusals, go in the count slot
-//! first.
+//! with the signal it waits for; counts too large for it, refusals, and the place of a
+//! message offered in place go in the count slot first.
 
-use bytemuck::Pod;
-
-use super::{COUNT_BITS, COUNT_ELSEWHERE, Exchange, Incoming, Lane, NO_BUFFER, OFFERED, REJECTED, STRIDE};
+use super::Incoming;
+use super::channel::{COUNT_BITS, COUNT_ELSEWHERE, Channel, Lane, NO_BUFFER, OFFERED, REJECTED, STRIDE};
 use crate::error::{ExchangeProblem, Result};
 
-impl<'rt, T: Pod> Exchange<'rt, T> {
+/// Where a delivered message lies at its sender, as the delivery said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// In the sender's staging buffer, at the region of the lane.
+    Staged,
+    /// Offered in place: at `offset` of the sender's copy of buffer `buffer` of the call.
+    Offered { buffer: usize, offset: usize },
+}
+
+impl Channel<'_> {
     /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
     /// and in the count slot (before the signal) when it does not or the message was refused.
     /// `refusal` is 0, [`REJECTED`], or `REJECTED | NO_BUFFER`.
@@ -33,52 +41,37 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | inline)
     }
 
-    /// [`deliver`](Self::deliver) of a message this PE offers in place, at element `offset` of
-    /// a symmetric array the receiver names too: the count goes through the count slot with
-    /// the offset and the [`OFFERED`] mark beside it.
+    /// [`deliver`](Self::deliver) of a message this PE offers in place, at element `offset`
+    /// of buffer `buffer` of the call: the count goes through the count slot with the place
+    /// and the [`OFFERED`] mark beside it.
     pub(super) fn deliver_offered(
         &self,
         to: usize,
         lane: &Lane,
         call: u64,
         count: usize,
-        offset: usize,
+        (buffer, offset): (usize, usize),
     ) -> Result<()> {
         let mut slot = [0u64; STRIDE];
         slot[0] = count as u64;
         slot[1] = offset as u64;
         slot[2] = OFFERED;
+        slot[3] = buffer as u64;
         self.counts.put(to, lane.remote, &[slot])?;
         self.rt.fence();
         self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | COUNT_ELSEWHERE)
     }
 
-    /// Where the message behind delivery `signal` lies in the sender's memory: `Some(offset)`
-    /// in the array it offered, or `None` in its staging buffer; an error when that is not
-    /// what this PE's call expects (`offered`).
-    pub(super) fn offered_at(
-        &self,
-        inc: &Incoming,
-        lane: &Lane,
-        signal: u64,
-        offered: bool,
-    ) -> Result<Option<usize>> {
-        let mut at = None;
+    /// Where the message behind delivery `signal` on `lane` lies in the sender's memory.
+    pub(super) fn source_of(&self, lane: &Lane, signal: u64) -> Result<Source> {
         if signal & COUNT_ELSEWHERE == COUNT_ELSEWHERE {
             let mut slot = [[0u64; STRIDE]];
             self.counts.read_local(lane.local, &mut slot)?;
             if slot[0][2] == OFFERED {
-                at = Some(slot[0][1] as usize);
+                return Ok(Source::Offered { buffer: slot[0][3] as usize, offset: slot[0][1] as usize });
             }
         }
-        if at.is_some() != offered {
-            return Err(self.refuse(ExchangeProblem::OfferMismatch {
-                sender: inc.from,
-                receiver: self.rt.my_pe(),
-                expected_offered: offered,
-            }));
-        }
-        Ok(at)
+        Ok(Source::Staged)
     }
 
     /// The count of a delivered message, checked against the room.

@@ -1,201 +1,186 @@
 //! The get path (a pull): the sender copies its message into its symmetric staging buffer,
-//! at the region of the receiver's lane, and raises the delivery signal with the count; the
-//! receiver gets the data from there straight into its final place and signals back, which
-//! the sender awaits before it reuses the staging buffer.
+//! at the region of the receiver's lane, or offers it where it lies in one of the call's
+//! buffers, and raises the delivery signal with the count (and, for an offer, its place);
+//! the receiver gets the data from there straight into its final place, or hands it to the
+//! call's consuming function through the mapping of a same-node sender, and signals back,
+//! which the sender awaits before it reuses the staging buffer or the offered region.
 
 use bytemuck::Pod;
 
-use std::ops::Range;
+use super::call::Job;
+use super::channel::{COUNT_BITS, Channel, Lane, STRIDE};
+use super::delivery::Source;
+use super::{Outgoing, Transport};
+use crate::error::{ExchangeProblem, Result};
+use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
 
-use super::{COUNT_BITS, Exchange, Incoming, Outgoing, STRIDE, Transport, Work};
-use crate::error::Result;
-use crate::heap::SymArray;
+/// The get transport: this PE's staging buffer, and who still reads from it.
+pub(super) struct Get<'rt, T: Pod> {
+    /// This PE's outgoing messages, one region per receiver and lane.
+    staging: Option<GlobalMaxArray<'rt, T>>,
+    /// Elements per message the staging buffer was reserved for.
+    reserved: usize,
+    /// The receivers of the previous call, whose gets must end before the staging buffer or
+    /// an offered region is written again.
+    pending_takers: Vec<Lane>,
+}
 
-/// The get transport.
-pub(super) struct Get;
+impl<'rt, T: Pod> Get<'rt, T> {
+    pub(super) fn new() -> Self {
+        Get { staging: None, reserved: 0, pending_takers: Vec::new() }
+    }
 
-impl Transport for Get {
-    fn exchange<'rt, T: Pod>(
-        ex: &mut Exchange<'rt, T>,
-        buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Outgoing<'_, T>],
-        incoming: &[Incoming],
-        received: &mut [usize],
-        work: &mut Work,
-    ) -> Result<()> {
-        // The staging buffer is reused: the previous call's receivers must be done with it.
-        ex.settle()?;
-        for (out, lane) in outgoing.iter().zip(&work.out_lanes) {
-            // Each receiver and lane has its own region of the staging buffer, at an offset
-            // the receiver knows: its slot on this PE times the reservation.
-            let staging = ex.staging.as_ref().expect("validate checked the reservation");
-            staging.array().write_local(lane.local * ex.reserved, out.data)?;
-            let call = ex.next_call(lane.local, true)?;
-            ex.deliver(out.to, lane, call, out.data.len(), 0)?;
-            ex.pending_takers.push(*lane);
+    /// The array and offset where a delivered message lies at its sender.
+    fn source<'a>(
+        &'a self,
+        chan: &Channel<'rt>,
+        buffers: &[&'a SymArray<'rt, T>],
+        lane: &Lane,
+        signal: u64,
+    ) -> Result<(&'a SymArray<'rt, T>, usize)> {
+        match chan.source_of(lane, signal)? {
+            Source::Staged => match &self.staging {
+                Some(staging) => Ok((staging.array(), lane.remote * self.reserved)),
+                None => Err(chan.refuse(ExchangeProblem::NotReserved { largest: 0, reserved: 0 })),
+            },
+            Source::Offered { buffer, offset } => match buffers.get(buffer) {
+                Some(array) => Ok((array, offset)),
+                None => Err(chan.refuse(ExchangeProblem::NoSuchBuffer {
+                    index: buffer,
+                    count: buffers.len(),
+                    from: lane.peer,
+                })),
+            },
         }
-        for lane in &work.in_lanes {
-            ex.next_call(lane.local, false)?;
+    }
+}
+
+impl<'rt, T: Pod> Transport<'rt, T> for Get<'rt, T> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        // The staging buffer and offered regions are reused: the previous call's receivers
+        // must be done with them.
+        self.settle(chan)?;
+        job.stage_packed();
+        for (i, (out, lane)) in job.outgoing.iter().zip(job.out_lanes).enumerate() {
+            let call = chan.next_call(lane.local, true)?;
+            match out {
+                Outgoing::Offered(offer) => {
+                    let place = (offer.buffer, offer.range.start);
+                    chan.deliver_offered(out.to(), lane, call, out.len(), place)?;
+                }
+                _ => {
+                    // Each receiver and lane has its own region of the staging buffer, at an
+                    // offset the receiver knows: its slot on this PE times the reservation.
+                    let staging = self.staging.as_ref().expect("validate checked the reservation");
+                    staging.array().write_local(lane.local * self.reserved, job.data(i))?;
+                    chan.deliver(out.to(), lane, call, out.len(), 0)?;
+                }
+            }
+            self.pending_takers.push(*lane);
+        }
+        for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
+            chan.consume_posted(inc, lane)?;
+            chan.next_call(lane.local, false)?;
         }
         let mut refused = None;
-        ex.await_each(
-            work,
+        let in_lanes = job.in_lanes;
+        chan.await_each(
+            in_lanes,
             true,
-            |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
-            |ex, i, lane| {
-                let inc = incoming[i];
-                let call = ex.recvs[lane.local];
-                match ex.delivered_count(inc, lane) {
+            |chan, lane| chan.recvs[lane.local] << COUNT_BITS,
+            |chan, i, lane| {
+                let inc = job.incoming[i];
+                let call = chan.recvs[lane.local];
+                let signal = chan.from_senders.value(lane.local * STRIDE)?;
+                let found = chan
+                    .count_of(inc, lane, signal)
+                    .and_then(|count| Ok((count, self.source(chan, job.buffers, lane, signal)?)));
+                match found {
+                    // The receiver refuses the message and releases the sender's buffer; only
+                    // the receiver learns of it on this path, since the sender never sees the
+                    // room.
                     Err(e) => {
-                        // The receiver refuses the message and releases the sender's buffer; only
-                        // the receiver learns of it on this path, since the sender never sees the
-                        // room.
                         refused.get_or_insert(e);
                     }
-                    Ok(count) => {
-                        let staging = ex.staging.as_ref().expect("validate checked the reservation").array();
-                        let offset = lane.remote * ex.reserved;
-                        staging.check("get", inc.from, offset, count)?;
-                        let target = buffers[inc.buffer];
-                        // SAFETY: the source range is checked on the sender's staging buffer (same
-                        // length everywhere); the target range lies inside this PE's buffer
-                        // (validate checked offset + room, and count <= room); no reference to
-                        // either is created.
-                        unsafe {
-                            staging.get_raw(inc.from, offset, target.element_ptr(inc.offset), count, false)
-                        };
-                        received[i] = count;
+                    Ok((count, (array, offset))) => {
+                        array.check("get", inc.from, offset, count)?;
+                        let mapped = if job.consume.is_some() { array.mapped(inc.from) } else { None };
+                        match mapped {
+                            Some(base) => {
+                                // SAFETY: the range lies inside the sender's array (checked,
+                                // the same length everywhere), mapped into this process; its
+                                // data was written before the delivery signal this PE has seen
+                                // (release store, acquire load), and the sender writes it again
+                                // only after this PE signals it taken, below (for its staging
+                                // buffer by settling first; for an offered region by the
+                                // promise made with the offer), so nothing changes it while
+                                // the slice lives.
+                                let message = unsafe {
+                                    std::slice::from_raw_parts(base.as_ptr().add(offset).cast_const(), count)
+                                };
+                                if let Some(consume) = job.consume.as_mut() {
+                                    consume(i, message);
+                                }
+                            }
+                            None => {
+                                let target = job.buffers[inc.buffer];
+                                // SAFETY: the source range is checked on the sender's array
+                                // (same length everywhere); the target range lies inside this
+                                // PE's buffer (validate checked offset + room, and count <=
+                                // room); no reference to either is created.
+                                unsafe {
+                                    array.get_raw(
+                                        inc.from,
+                                        offset,
+                                        target.element_ptr(inc.offset),
+                                        count,
+                                        false,
+                                    )
+                                };
+                                job.consume_in_place(i, count);
+                            }
+                        }
+                        job.received[i] = count;
                     }
                 }
-                ex.from_receivers.set(inc.from, lane.remote * STRIDE, call)
+                chan.from_receivers.set(inc.from, lane.remote * STRIDE, call)
             },
         )?;
         refused.map_or(Ok(()), Err)
     }
-}
 
-/// Where a get-path message of one message each way lies at its sender.
-pub(super) enum Source<'a, 'rt, T: Pod> {
-    /// Copied into the sender's staging buffer, at the region of the receiver's lane.
-    Staged(&'a [T]),
-    /// Left where it is: `range` of a symmetric array every PE of the pair names.
-    Offered(&'a SymArray<'rt, T>, Range<usize>),
-}
-
-impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// [`Exchange::sendrecv_consumed`] and [`Exchange::sendrecv_offered`] on the get path: the
-    /// message is staged (as by [`Get::exchange`]) or offered where it lies; the receiver hands
-    /// the message to `consume` in the sender's memory through the mapping (or gets it into
-    /// `scratch` first where there is none), then signals it taken.
-    ///
-    /// # Safety
-    /// For an offered source, no PE writes its range until the receiver has taken it (the
-    /// caller's promise, as [`Exchange::sendrecv_offered`] states it).
-    pub(super) unsafe fn sendrecv_get_consumed<R>(
-        &mut self,
-        scratch: &SymArray<'rt, T>,
-        (to, source): (usize, Source<'_, 'rt, T>),
-        inc: Incoming,
-        consume: impl FnOnce(&[T]) -> R,
-    ) -> Result<R> {
-        let me = self.rt.my_pe();
-        match &source {
-            Source::Staged(data) => {
-                let outgoing = Outgoing { to, data };
-                self.validate(&[scratch], std::slice::from_ref(&outgoing), std::slice::from_ref(&inc), 1)?;
-            }
-            Source::Offered(array, range) => {
-                // No staging: the reservation is not needed.
-                self.validate_one(&[scratch], to, &inc)?;
-                array.check("offered message", me, range.start, range.len())?;
-            }
-        }
-        let out_lane = self.partners.lane(to, 0);
-        let in_lane = self.partners.lane(inc.from, 0);
-        if let Some(e) = self.posted_mismatch(&inc, &in_lane) {
-            return Err(e);
-        }
-        self.consume_posted(&inc, &in_lane)?;
-        self.settle()?;
-        let call = self.next_call(out_lane.local, true)?;
-        let offered = match &source {
-            Source::Staged(data) => {
-                let staging = self.staging.as_ref().expect("validate checked the reservation").array();
-                staging.write_local(out_lane.local * self.reserved, data)?;
-                self.deliver(to, &out_lane, call, data.len(), 0)?;
-                None
-            }
-            Source::Offered(array, range) => {
-                self.deliver_offered(to, &out_lane, call, range.len(), range.start)?;
-                Some(*array)
-            }
-        };
-        self.pending_takers.push(out_lane);
-
-        let call = self.next_call(in_lane.local, false)?;
-        let timeout = self.rt.wait_timeout();
-        let signal = self.from_senders.wait_ge_from(
-            in_lane.local * STRIDE,
-            call << COUNT_BITS,
-            Some(inc.from),
-            timeout,
-        )?;
-        let place = self
-            .offered_at(&inc, &in_lane, signal, offered.is_some())
-            .and_then(|at| Ok((at, self.count_of(inc, &in_lane, signal)?)));
-        let (at, count) = match place {
-            Ok(place) => place,
-            Err(refused) => {
-                // Released unread, as by the exchange: only the receiver learns of it.
-                self.from_receivers.set(inc.from, in_lane.remote * STRIDE, call)?;
-                return Err(refused);
-            }
-        };
-        let (array, offset) = match (offered, at) {
-            (Some(array), Some(at)) => (array, at),
-            _ => (
-                self.staging.as_ref().expect("validate checked the reservation").array(),
-                in_lane.remote * self.reserved,
-            ),
-        };
-        array.check("get", inc.from, offset, count)?;
-        let result = match array.mapped(inc.from) {
-            Some(base) => {
-                // SAFETY: the range lies inside the sender's array (checked, the same length
-                // everywhere), mapped into this process; its data was written before the
-                // delivery signal this PE has seen (release store, acquire load), and the sender
-                // writes it again only after this PE signals it taken, below (for its staging
-                // buffer by settling first; for an offered range, by its caller's promise), so
-                // nothing changes it while the slice lives.
-                let message =
-                    unsafe { std::slice::from_raw_parts(base.as_ptr().add(offset).cast_const(), count) };
-                consume(message)
-            }
-            None => {
-                // SAFETY: the source range is checked on the sender's array; the target,
-                // `count <= room` elements from 0, lies inside scratch (validate checked the
-                // room); no reference to either is created.
-                unsafe { array.get_raw(inc.from, offset, scratch.element_ptr(0), count, false) };
-                // SAFETY: the get has completed (blocking) and no other PE writes this PE's
-                // scratch through this exchange; the next use needs `&mut self`.
-                consume(unsafe { scratch.local_range(0..count) })
-            }
-        };
-        self.from_receivers.set(inc.from, in_lane.remote * STRIDE, call)?;
-        Ok(result)
-    }
-
-    /// Waits until the receivers of this PE's last get-path messages have taken them.
-    pub(super) fn settle(&mut self) -> Result<()> {
+    fn settle(&mut self, chan: &mut Channel<'rt>) -> Result<()> {
         for lane in std::mem::take(&mut self.pending_takers) {
-            let timeout = self.rt.wait_timeout();
-            self.from_receivers.wait_ge_from(
-                lane.local * STRIDE,
-                self.sends[lane.local],
-                Some(lane.peer),
-                timeout,
-            )?;
+            chan.wait_lane(&lane, false, chan.sends[lane.local])?;
         }
         Ok(())
+    }
+
+    fn collective_reserve(&mut self, chan: &mut Channel<'rt>, largest: usize) -> Result<()> {
+        if largest <= self.reserved && self.staging.is_some() {
+            return Ok(());
+        }
+        let array = format!("{}: staging", chan.name);
+        // One message per receiver and lane shares this PE's staging buffer.
+        let len = largest.checked_mul(chan.slots()).ok_or_else(|| crate::Error::SizeOverflow {
+            array: array.clone(),
+            len: largest,
+            elem_size: std::mem::size_of::<T>(),
+        })?;
+        // Messages in flight from the previous call must be done before the buffer moves.
+        self.settle(chan)?;
+        self.staging = None;
+        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
+        self.staging = Some(GlobalMaxArray::collective_alloc(chan.rt, &array, len, policy)?);
+        self.reserved = largest;
+        Ok(())
+    }
+
+    fn reserved(&self) -> Option<Option<usize>> {
+        Some(self.staging.as_ref().map(|_| self.reserved))
+    }
+
+    fn symmetric_bytes(&self) -> usize {
+        self.staging.as_ref().map_or(0, |s| s.capacity() * std::mem::size_of::<T>())
     }
 }

@@ -15,52 +15,73 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
-use super::{Exchange, Incoming, LANES, Outgoing, Transport, Work};
+use super::call::Job;
+use super::channel::Channel;
+use super::{Incoming, LANES, Transport};
 use crate::error::{Error, Result};
-use crate::heap::SymArray;
 use crate::runtime::Runtime;
 
-/// The MPI transport.
-pub(super) struct Mpi;
+/// The MPI transport: a communicator of its own.
+pub(super) struct Mpi {
+    channel: MpiChannel,
+}
 
-impl Transport for Mpi {
-    fn exchange<'rt, T: Pod>(
-        ex: &mut Exchange<'rt, T>,
-        buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Outgoing<'_, T>],
-        incoming: &[Incoming],
-        received: &mut [usize],
-        work: &mut Work,
-    ) -> Result<()> {
+impl Mpi {
+    /// # Collective
+    /// `MPI_Comm_dup` over the world.
+    pub(super) fn collective_new(rt: &Runtime) -> Result<Self> {
+        Ok(Mpi { channel: MpiChannel::collective_new(rt)? })
+    }
+}
+
+impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        // Only the put path announces; the others just take the posted receives.
+        for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
+            chan.consume_posted(inc, lane)?;
+        }
+        job.stage_packed();
         // The lane is the tag, so the forward and backward messages of a pair stay apart.
-        work.out_tags.clear();
-        work.out_tags.extend(work.out_lanes.iter().map(|l| (l.remote % LANES) as i32));
-        work.in_tags.clear();
-        work.in_tags.extend(work.in_lanes.iter().map(|l| (l.local % LANES) as i32));
-        let channel = ex.mpi.as_mut().expect("the MPI path has its communicator");
-        let outcome = channel.exchange(buffers, outgoing, &work.out_tags, incoming, &work.in_tags, received);
-        outcome.map_err(|failure| match failure {
-            MpiFailure::Truncated { from, room } => ex.too_large(from, ex.rt.my_pe(), None, room),
+        let channel = &mut self.channel;
+        channel.out_tags.clear();
+        channel.out_tags.extend(job.out_lanes.iter().map(|l| (l.remote % LANES) as c_int));
+        channel.in_tags.clear();
+        channel.in_tags.extend(job.in_lanes.iter().map(|l| (l.local % LANES) as c_int));
+        channel.exchange(&mut job).map_err(|failure| match failure {
+            MpiFailure::Truncated { from, room } => chan.too_large(from, chan.rt.my_pe(), None, room),
             MpiFailure::Other(e) => e,
-        })
+        })?;
+        for i in 0..job.incoming.len() {
+            let count = job.received[i];
+            job.consume_in_place(i, count);
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn fail_isend(&mut self, index: usize) {
+        self.channel.fail_isend = Some(self.channel.isends + index);
     }
 }
 
 /// A communicator of the same members as the world, private to one exchange.
-pub(crate) struct MpiChannel {
+struct MpiChannel {
     comm: SimpleCommunicator,
     /// Fault injection for the tests of the error paths: the `MPI_Isend` with this index
     /// (counted over the channel's life) reports failure without being started.
     fail_isend: Option<usize>,
     isends: usize,
-    /// Requests and statuses of the last exchange, kept so that an exchange allocates nothing.
+    /// Tags, requests and statuses of the last exchange, kept so that an exchange allocates
+    /// nothing.
+    out_tags: Vec<c_int>,
+    in_tags: Vec<c_int>,
     requests: Vec<ffi::MPI_Request>,
     statuses: Vec<MaybeUninit<ffi::MPI_Status>>,
 }
 
 /// Why an MPI exchange failed.
 #[derive(Debug)]
-pub(crate) enum MpiFailure {
+enum MpiFailure {
     /// A message from `from` did not fit `room` elements.
     Truncated { from: usize, room: usize },
     /// Another MPI error.
@@ -84,35 +105,34 @@ fn bytes_of(elements: usize, size: usize, what: &str) -> std::result::Result<c_i
 impl MpiChannel {
     /// # Collective
     /// `MPI_Comm_dup` over the world.
-    pub(crate) fn collective_new(rt: &Runtime) -> Result<Self> {
+    fn collective_new(rt: &Runtime) -> Result<Self> {
         let comm = collective_error_returning_world(rt)?;
         debug_assert_eq!(comm.size() as usize, rt.n_pes());
-        Ok(MpiChannel { comm, fail_isend: None, isends: 0, requests: Vec::new(), statuses: Vec::new() })
+        Ok(MpiChannel {
+            comm,
+            fail_isend: None,
+            isends: 0,
+            out_tags: Vec::new(),
+            in_tags: Vec::new(),
+            requests: Vec::new(),
+            statuses: Vec::new(),
+        })
     }
 
-    /// Makes the `MPI_Isend` with index `index` from now on report failure without starting.
-    pub(crate) fn fail_isend(&mut self, index: usize) {
-        self.fail_isend = Some(self.isends + index);
-    }
-
-    /// Sends and receives; `received[i]` gets the element count of `incoming[i]`.
-    pub(crate) fn exchange<T: Pod>(
-        &mut self,
-        buffers: &[&SymArray<'_, T>],
-        outgoing: &[Outgoing<'_, T>],
-        out_tags: &[c_int],
-        incoming: &[Incoming],
-        in_tags: &[c_int],
-        received: &mut [usize],
-    ) -> std::result::Result<(), MpiFailure> {
+    /// Sends and receives the messages of `job` (packed ones staged), with the tags set;
+    /// `job.received[i]` gets the element count of incoming message `i`.
+    fn exchange<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
+        let (buffers, incoming) = (job.buffers, job.incoming);
+        let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
         let size = size_of::<T>();
         let comm = self.comm.as_raw();
         // SAFETY: reading a constant of rsmpi's shim.
         let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
         let recv_ptr =
             |inc: &Incoming| buffers[inc.buffer].element_ptr(inc.offset).cast::<std::ffi::c_void>();
-        if let ([out], [inc]) = (outgoing, incoming) {
-            let send_bytes = bytes_of(out.data.len(), size, "a message")?;
+        if let ([out], [inc]) = (job.outgoing, incoming) {
+            let data = job.data(0);
+            let send_bytes = bytes_of(data.len(), size, "a message")?;
             let room_bytes = bytes_of(inc.room, size, "a receive room")?;
             let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
             // SAFETY: the send buffer is a live slice of send_bytes bytes; the receive range
@@ -120,10 +140,10 @@ impl MpiChannel {
             // reference to it exists; ranks exist; status is a valid out-pointer.
             let code = unsafe {
                 ffi::MPI_Sendrecv(
-                    out.data.as_ptr().cast(),
+                    data.as_ptr().cast(),
                     send_bytes,
                     bytes_type,
-                    out.to as c_int,
+                    out.to() as c_int,
                     out_tags[0],
                     recv_ptr(inc),
                     room_bytes,
@@ -136,7 +156,7 @@ impl MpiChannel {
             };
             check(code, "MPI_Sendrecv", inc)?;
             // SAFETY: MPI_Sendrecv succeeded and filled the status.
-            received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
+            job.received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
             return Ok(());
         }
         // Every size is checked before the first receive is posted, so that an error never
@@ -144,13 +164,13 @@ impl MpiChannel {
         for inc in incoming {
             bytes_of(inc.room, size, "a receive room")?;
         }
-        for out in outgoing {
-            bytes_of(out.data.len(), size, "a message")?;
+        for i in 0..job.outgoing.len() {
+            bytes_of(job.data(i).len(), size, "a message")?;
         }
         let requests = &mut self.requests;
         requests.clear();
         // SAFETY: reading a constant of rsmpi's shim.
-        requests.resize(incoming.len() + outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
+        requests.resize(incoming.len() + job.outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
         for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
             let room_bytes = bytes_of(inc.room, size, "a receive room").expect("checked above");
             // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
@@ -162,9 +182,9 @@ impl MpiChannel {
                 return Err(mpi_error("MPI_Irecv", code));
             }
         }
-        for ((out, tag), request) in outgoing.iter().zip(out_tags).zip(requests[incoming.len()..].iter_mut())
-        {
-            let send_bytes = bytes_of(out.data.len(), size, "a message").expect("checked above");
+        for (i, (tag, request)) in out_tags.iter().zip(requests[incoming.len()..].iter_mut()).enumerate() {
+            let (to, data) = (job.outgoing[i].to(), job.data(i));
+            let send_bytes = bytes_of(data.len(), size, "a message").expect("checked above");
             self.isends += 1;
             if self.fail_isend == Some(self.isends - 1) {
                 release(requests);
@@ -172,15 +192,7 @@ impl MpiChannel {
             }
             // SAFETY: the send slice outlives MPI_Waitall below, or release() on an error.
             let code = unsafe {
-                ffi::MPI_Isend(
-                    out.data.as_ptr().cast(),
-                    send_bytes,
-                    bytes_type,
-                    out.to as c_int,
-                    *tag,
-                    comm,
-                    request,
-                )
+                ffi::MPI_Isend(data.as_ptr().cast(), send_bytes, bytes_type, to as c_int, *tag, comm, request)
             };
             if code != 0 {
                 release(requests);
@@ -213,7 +225,7 @@ impl MpiChannel {
             if code != 0 {
                 check(status.MPI_ERROR, "MPI_Waitall", inc)?;
             }
-            received[i] = count(status, bytes_type)? / size.max(1);
+            job.received[i] = count(status, bytes_type)? / size.max(1);
         }
         if code != 0 {
             return Err(mpi_error("MPI_Waitall", code));

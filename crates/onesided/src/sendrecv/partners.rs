@@ -3,7 +3,8 @@
 
 use bytemuck::Pod;
 
-use super::{Exchange, LANES, Lane};
+use super::channel::{Channel, Lane};
+use super::{Exchange, LANES};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 use crate::runtime::Runtime;
@@ -14,6 +15,7 @@ use crate::sendrecv::ExchangePath;
 /// keeps a partner's slots at the partner's number; one built for a few partners keeps them
 /// at the partner's place in its sorted list, so that its arrays grow with the partners, not
 /// with the PE count.
+#[derive(Debug)]
 pub(super) struct Partners {
     pub(super) me: usize,
     /// The sorted partners with, for each, this PE's place in the partner's list; `None`:
@@ -120,7 +122,9 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let partners = Partners { me, listed: Some(listed), capacity };
         Self::collective_build(rt, name, path, partners)
     }
+}
 
+impl Channel<'_> {
     /// An error when `peer` is not one of the exchange's partners.
     pub(super) fn check_partner(&self, peer: usize) -> Result<()> {
         if self.partners.places(peer).is_some() {

@@ -9,210 +9,110 @@ use std::sync::atomic::{Ordering, fence};
 
 use bytemuck::Pod;
 
-use super::{
-    COUNT_BITS, Exchange, Incoming, Lane, NO_BUFFER, Outgoing, Packed, Payload, REJECTED, STRIDE, Transport,
-    Work, split_counted,
-};
+use super::call::{Job, direct_data, split_counted};
+use super::channel::{COUNT_BITS, Channel, Lane, NO_BUFFER, REJECTED, STRIDE};
+use super::{Incoming, Outgoing, Transport};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
-/// The put transport.
-pub(super) struct Put;
+/// The put transport: the announcements receivers write into this PE's slots.
+pub(super) struct Put<'rt> {
+    /// Slot `p * LANES + l`, written by receiver `p`: (buffer, offset, room), rewritten only
+    /// when it changes, so that a sender's read of an unchanged announcement stays in its
+    /// cache.
+    announcements: SymArray<'rt, [u64; STRIDE]>,
+    /// What this PE last announced per slot.
+    announced: Vec<Option<[u64; 3]>>,
+}
 
-/// Where one message of [`Put::exchange_packed`] goes.
+/// Where one message of a call with packed messages goes.
 struct Place<T> {
     /// The call number of its lane.
     call: u64,
     /// The receiving buffer, and the offset there.
     buffer: usize,
     offset: usize,
-    /// The receiver's place, mapped into this process; `None`: staging.
+    /// The receiver's place, mapped into this process; `None`: a library put, or refused.
     mapped: Option<*mut T>,
     /// 0 when it fits, else how it was refused.
     refusal: u64,
 }
 
-impl Transport for Put {
-    fn exchange<'rt, T: Pod>(
-        ex: &mut Exchange<'rt, T>,
-        buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Outgoing<'_, T>],
-        incoming: &[Incoming],
-        received: &mut [usize],
-        work: &mut Work,
-    ) -> Result<()> {
-        for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
-            ex.announce(inc, lane)?;
+impl<'rt, T: Pod> Transport<'rt, T> for Put<'rt> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        if job.outgoing.len() == 1 && job.incoming.len() == 1 {
+            return self.one_each_way(chan, job);
+        }
+        if job.outgoing.iter().any(|o| matches!(o, Outgoing::Packed { .. })) {
+            return self.exchange_packed(chan, job);
+        }
+        for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
+            self.announce(chan, inc, lane)?;
         }
         let mut refused = None;
-        ex.await_each(
-            work,
+        let out_lanes = job.out_lanes;
+        chan.await_each(
+            out_lanes,
             false,
-            |ex, lane| ex.sends[lane.local] + 1,
-            |ex, i, lane| {
-                let payload = Payload::<T, fn(&mut [T])>::Data(outgoing[i].data);
-                if let Some(e) = ex.put_announced(buffers, outgoing[i].to, payload, lane)? {
+            |chan, lane| chan.sends[lane.local] + 1,
+            |chan, i, lane| {
+                if let Some(e) = self.put_message(chan, &mut job, i, lane)? {
                     refused.get_or_insert(e);
                 }
                 Ok(())
             },
         )?;
-        Put::await_delivered(ex, work, incoming, received, &mut refused)?;
+        await_delivered(chan, &mut job, &mut refused)?;
         refused.map_or(Ok(()), Err)
+    }
+
+    fn post(&mut self, chan: &mut Channel<'rt>, incoming: &Incoming, lane: &Lane) -> Result<()> {
+        self.announce_now(chan, incoming, lane)
+    }
+
+    fn symmetric_bytes(&self) -> usize {
+        self.announcements.len() * std::mem::size_of::<[u64; STRIDE]>()
     }
 }
 
-impl Put {
-    /// Waits for every incoming message of a call, in whichever order they arrive, and notes
-    /// its count in `received`; a refused message is noted in `refused` and does not stop the
-    /// others from being received.
-    fn await_delivered<T: Pod>(
-        ex: &mut Exchange<'_, T>,
-        work: &mut Work,
-        incoming: &[Incoming],
-        received: &mut [usize],
-        refused: &mut Option<Error>,
-    ) -> Result<()> {
-        ex.await_each(
-            work,
-            true,
-            |ex, lane| ex.recvs[lane.local] << COUNT_BITS,
-            |ex, i, lane| {
-                match ex.delivered_count(incoming[i], lane) {
-                    Ok(count) => received[i] = count,
-                    Err(e) => {
-                        refused.get_or_insert(e);
-                    }
-                }
-                Ok(())
-            },
-        )
+impl<'rt> Put<'rt> {
+    /// # Collective
+    /// Allocates the announcement slots.
+    pub(super) fn collective_new(chan: &Channel<'rt>) -> Result<Self> {
+        let slots = chan.slots();
+        let name = format!("{}: announcements", chan.name);
+        Ok(Put {
+            announcements: SymArray::collective_alloc(chan.rt, &name, slots)?,
+            announced: vec![None; slots],
+        })
     }
 
-    /// [`Exchange::exchange_packed`] on the put path: once every receiver has announced where
-    /// its message goes, `fill` writes the messages to mapped receivers in place and the
-    /// others into staging, which is then put; then every message is delivered and every
-    /// incoming one awaited.
-    pub(super) fn exchange_packed<'rt, T: Pod>(
-        ex: &mut Exchange<'rt, T>,
-        buffers: &[&SymArray<'rt, T>],
-        outgoing: &[Packed],
-        fill: impl FnOnce(&mut [&mut [T]]),
-        incoming: &[Incoming],
-        received: &mut [usize],
-        work: &mut Work,
-    ) -> Result<()> {
-        for (inc, lane) in incoming.iter().zip(&work.in_lanes) {
-            ex.announce(inc, lane)?;
-        }
-        // Every announcement first: fill writes all the messages at once.
-        ex.await_each(work, false, |ex, lane| ex.sends[lane.local] + 1, |_, _, _| Ok(()))?;
-        let mut refused = None;
-        let mut places: Vec<Place<T>> = Vec::with_capacity(outgoing.len());
-        for (o, lane) in outgoing.iter().zip(&work.out_lanes) {
-            let call = ex.next_call(lane.local, true)?;
-            places.push(match ex.announced_place(buffers, o.to, o.count, lane) {
-                Ok((buffer, offset)) => {
-                    // SAFETY: announced_place checked offset + count against the buffer: the
-                    // place lies within it.
-                    let mapped =
-                        buffers[buffer].mapped(o.to).map(|base| unsafe { base.as_ptr().add(offset) });
-                    Place { call, buffer, offset, mapped, refusal: 0 }
-                }
-                Err((refusal, e)) => {
-                    refused.get_or_insert(e);
-                    Place { call, buffer: 0, offset: 0, mapped: None, refusal }
-                }
-            });
-        }
-        // Messages not written in place are written into staging.
-        let staged = |(o, place): (&Packed, &Place<T>)| if place.mapped.is_none() { o.count } else { 0 };
-        let mut staging = std::mem::take(&mut ex.pack_buffer);
-        staging.clear();
-        staging.resize(outgoing.iter().zip(&places).map(staged).sum(), T::zeroed());
-        {
-            let mut staged_slices =
-                split_counted(&mut staging, outgoing.iter().zip(&places).map(staged)).into_iter();
-            let mut slices: Vec<&mut [T]> = Vec::with_capacity(outgoing.len());
-            for (o, place) in outgoing.iter().zip(&places) {
-                let slice = staged_slices.next().expect("one staged slice per message");
-                slices.push(match place.mapped {
-                    // SAFETY: the receiver announced `offset..offset + room` of this buffer for
-                    // this call and reads it only after the delivery signal below (it waits for
-                    // that signal without a deadline of its own shorter than the exchange's,
-                    // and announces the region again only in a later call, which needs this
-                    // call's signal first); `fits` means count <= room, and the bounds check
-                    // covered offset + count; no other PE writes the region (an announcement
-                    // names one sender), and the receiver checked that its regions of one call
-                    // do not overlap, so two messages to one PE get disjoint slices; the range
-                    // is mapped into this process. So each slice is the only access to its
-                    // memory until the signal, and the slices are disjoint.
-                    Some(place) => unsafe { std::slice::from_raw_parts_mut(place, o.count) },
-                    None => slice,
-                });
-            }
-            fill(&mut slices);
-        }
-        // The staged messages that fit go by library puts, then every message is delivered.
-        let mut at = 0;
-        let mut outcome = Ok(());
-        for (o, place) in outgoing.iter().zip(&places) {
-            if place.mapped.is_none() {
-                if place.refusal == 0 && outcome.is_ok() {
-                    outcome = buffers[place.buffer].put(o.to, place.offset, &staging[at..at + o.count]);
-                }
-                at += o.count;
-            }
-        }
-        ex.pack_buffer = staging;
-        // Put-with-signal order: the stores through the mapping and the library puts land
-        // before the delivery signals.
-        fence(Ordering::Release);
-        if places.iter().any(|place| place.mapped.is_none() && place.refusal == 0) {
-            ex.rt.fence();
-        }
-        // Every receiver is signalled even when a put failed (it cannot, after the bounds
-        // check above), so that none is left waiting; the failure is this PE's error.
-        for ((o, lane), place) in outgoing.iter().zip(&work.out_lanes).zip(&places) {
-            ex.deliver(o.to, lane, place.call, o.count, place.refusal)?;
-        }
-        outcome?;
-        Put::await_delivered(ex, work, incoming, received, &mut refused)?;
+    /// One message each way, without the bookkeeping of many: the common case of a halo
+    /// pulse, and the one whose latency matters most.
+    fn one_each_way<T: Pod>(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        let (inc, in_lane, out_lane) = (job.incoming[0], job.in_lanes[0], job.out_lanes[0]);
+        self.announce(chan, &inc, &in_lane)?;
+        chan.wait_lane(&out_lane, false, chan.sends[out_lane.local] + 1)?;
+        let refused = self.put_message(chan, &mut job, 0, &out_lane)?;
+        let signal = chan.wait_lane(&in_lane, true, chan.recvs[in_lane.local] << COUNT_BITS)?;
+        let count = chan.count_of(inc, &in_lane, signal)?;
+        job.received[0] = count;
+        job.consume_in_place(0, count);
         refused.map_or(Ok(()), Err)
     }
-}
 
-impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// One message each way on the put path, without the bookkeeping of many: the common case
-    /// of a halo pulse, and the one whose latency matters most.
-    pub(super) fn sendrecv_put<F: FnOnce(&mut [T])>(
-        &mut self,
-        buffers: &[&SymArray<'rt, T>],
-        to: usize,
-        payload: Payload<'_, T, F>,
-        inc: &Incoming,
-    ) -> Result<usize> {
-        let in_lane = self.partners.lane(inc.from, 0);
-        let out_lane = self.partners.lane(to, 0);
-        self.announce(inc, &in_lane)?;
-        let timeout = self.rt.wait_timeout();
-        let announced = self.sends[out_lane.local] + 1;
-        self.from_receivers.wait_ge_from(out_lane.local * STRIDE, announced, Some(to), timeout)?;
-        let refused = self.put_announced(buffers, to, payload, &out_lane)?;
-        let delivered = self.recvs[in_lane.local] << COUNT_BITS;
-        let from = Some(inc.from);
-        let signal = self.from_senders.wait_ge_from(in_lane.local * STRIDE, delivered, from, timeout)?;
-        let received = self.count_of(*inc, &in_lane, signal)?;
-        refused.map_or(Ok(received), Err)
-    }
-
-    /// Put path, receiver side: tells the sender where this call's message goes. The
-    /// announcement is rewritten only when it changed; the signal carries the call number.
-    pub(super) fn announce(&mut self, inc: &Incoming, lane: &Lane) -> Result<()> {
-        if self.consume_posted(inc, lane)? {
+    /// Receiver side: tells the sender where this call's message goes, unless it was posted.
+    fn announce(&mut self, chan: &mut Channel<'rt>, inc: &Incoming, lane: &Lane) -> Result<()> {
+        if chan.consume_posted(inc, lane)? {
             return Ok(());
         }
-        let call = self.next_call(lane.local, false)?;
+        self.announce_now(chan, inc, lane)
+    }
+
+    /// Receiver side: the announcement itself, rewritten only when it changed; the signal
+    /// carries the call number.
+    fn announce_now(&mut self, chan: &mut Channel<'rt>, inc: &Incoming, lane: &Lane) -> Result<()> {
+        let call = chan.next_call(lane.local, false)?;
         let announcement = [inc.buffer as u64, inc.offset as u64, inc.room as u64];
         if self.announced[lane.local] != Some(announcement) {
             let mut slot = [0u64; STRIDE];
@@ -220,25 +120,26 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             self.announcements.put(lane.peer, lane.remote, &[slot])?;
             self.announced[lane.local] = Some(announcement);
             // Put-with-signal order: the announcement lands before the signal.
-            self.rt.fence();
+            chan.rt.fence();
         }
-        self.from_receivers.set(lane.peer, lane.remote * STRIDE, call)
+        chan.from_receivers.set(lane.peer, lane.remote * STRIDE, call)
     }
 
     /// The announcement in this PE's slot `slot` (buffer, offset, room).
-    pub(super) fn announcement(&self, slot: usize) -> [u64; 3] {
+    fn announcement(&self, slot: usize) -> [u64; 3] {
         assert!(slot < self.announcements.len(), "announcement slot in range");
         // SAFETY: the slot is in bounds; its words are read by copy, after the acquire of the
         // announcement signal that published them; no reference into symmetric memory is made.
         unsafe { self.announcements.element_ptr(slot).cast::<[u64; 3]>().read() }
     }
 
-    /// Put path, sender side: where the receiver's announcement on `lane` (in for this call)
-    /// places a message of `count` elements to `to`, as an index into `buffers` and an
-    /// offset there, checked to fit; or the refusal to deliver (`REJECTED`, with `NO_BUFFER`
-    /// when the two PEs passed different buffer lists) and its error.
-    fn announced_place(
+    /// Sender side: where the receiver's announcement on `lane` (in for this call) places a
+    /// message of `count` elements to `to`, as an index into `buffers` and an offset there,
+    /// checked to fit; or the refusal to deliver (`REJECTED`, with `NO_BUFFER` when the two
+    /// PEs passed different buffer lists) and its error.
+    fn announced_place<T: Pod>(
         &self,
+        chan: &Channel<'rt>,
         buffers: &[&SymArray<'rt, T>],
         to: usize,
         count: usize,
@@ -251,72 +152,181 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let placeable = buffers
             .get(index)
             .is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
+        let me = chan.rt.my_pe();
         if !placeable {
-            let problem = ExchangeProblem::BuffersDiffer {
-                sender: self.rt.my_pe(),
-                receiver: to,
-                buffer,
-                offset,
-                room,
-            };
-            Err((REJECTED | NO_BUFFER, self.refuse(problem)))
+            let problem = ExchangeProblem::BuffersDiffer { sender: me, receiver: to, buffer, offset, room };
+            Err((REJECTED | NO_BUFFER, chan.refuse(problem)))
         } else if count as u64 > room {
-            Err((REJECTED, self.too_large(self.rt.my_pe(), to, Some(count), room as usize)))
+            Err((REJECTED, chan.too_large(me, to, Some(count), room as usize)))
         } else {
             Ok((index, offset as usize))
         }
     }
 
-    /// Put path, sender side, once the receiver's announcement of this call is in: checks
-    /// that the message fits, puts it straight into place and delivers. Returns the refusal
+    /// Sender side, once the receiver's announcement of this call is in: checks that message
+    /// `i` fits, puts (or packs) it straight into place and delivers. Returns the refusal
     /// when it did not fit (nothing was written, and the receiver learns of it too).
-    pub(super) fn put_announced<F: FnOnce(&mut [T])>(
+    fn put_message<T: Pod>(
         &mut self,
-        buffers: &[&SymArray<'rt, T>],
-        to: usize,
-        payload: Payload<'_, T, F>,
+        chan: &mut Channel<'rt>,
+        job: &mut Job<'_, 'rt, T>,
+        i: usize,
         lane: &Lane,
     ) -> Result<Option<Error>> {
-        let call = self.next_call(lane.local, true)?;
-        let count = payload.len();
-        let (refusal, refused) = match self.announced_place(buffers, to, count, lane) {
+        let call = chan.next_call(lane.local, true)?;
+        let (to, count) = (job.outgoing[i].to(), job.outgoing[i].len());
+        let (refusal, refused) = match self.announced_place(chan, job.buffers, to, count, lane) {
             Ok((index, offset)) => {
-                let buffer = buffers[index];
-                match payload {
-                    Payload::Data(data) => buffer.put(to, offset, data)?,
-                    Payload::Pack { count, fill } => match buffer.mapped(to) {
-                        Some(base) => {
-                            // SAFETY: the receiver announced `offset..offset + room` of this
-                            // buffer for this call and reads it only after the delivery signal
-                            // below; no other PE writes it (announcements name one sender); the
-                            // range is in bounds (checked) and mapped into this process. So this
-                            // is the only access to it until the signal.
-                            let dest =
-                                unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
-                            fill(dest);
-                            fence(Ordering::Release);
-                        }
-                        None => {
-                            let mut staging = std::mem::take(&mut self.pack_buffer);
-                            staging.clear();
-                            staging.resize(count, T::zeroed());
-                            fill(&mut staging);
-                            let outcome = buffer.put(to, offset, &staging);
-                            self.pack_buffer = staging;
-                            outcome?;
-                        }
-                    },
+                let buffer = job.buffers[index];
+                match (&job.outgoing[i], buffer.mapped(to)) {
+                    (Outgoing::Packed { .. }, Some(base)) => {
+                        // SAFETY: the receiver announced `offset..offset + room` of this buffer
+                        // for this call and reads it only after the delivery signal below; no
+                        // other PE writes it (announcements name one sender); the range is in
+                        // bounds (checked) and mapped into this process. So this is the only
+                        // access to it until the signal.
+                        let dest =
+                            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(offset), count) };
+                        (job.pack)(&mut [dest]);
+                        fence(Ordering::Release);
+                    }
+                    _ => {
+                        job.stage_packed();
+                        buffer.put(to, offset, job.data(i))?;
+                    }
                 }
                 if buffer.mapped(to).is_none() {
                     // Put-with-signal order off the mapping: the library put lands before the
                     // delivery signal (a store through the mapping is ordered by its own fence).
-                    self.rt.fence();
+                    chan.rt.fence();
                 }
                 (0, None)
             }
             Err((refusal, e)) => (refusal, Some(e)),
         };
-        self.deliver(to, lane, call, count, refusal)?;
+        chan.deliver(to, lane, call, count, refusal)?;
         Ok(refused)
     }
+
+    /// A call with packed messages: once every receiver has announced where its message goes,
+    /// the packing function writes the messages to mapped receivers in place and the others
+    /// into staging, which is then put with the copies and offers; then every message is
+    /// delivered and every incoming one awaited.
+    fn exchange_packed<T: Pod>(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+        for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
+            self.announce(chan, inc, lane)?;
+        }
+        // Every announcement first: the packing function writes all the messages at once.
+        chan.await_each(job.out_lanes, false, |chan, lane| chan.sends[lane.local] + 1, |_, _, _| Ok(()))?;
+        let (buffers, outgoing) = (job.buffers, job.outgoing);
+        let mut refused = None;
+        let mut places: Vec<Place<T>> = Vec::with_capacity(outgoing.len());
+        for (o, lane) in outgoing.iter().zip(job.out_lanes) {
+            let call = chan.next_call(lane.local, true)?;
+            places.push(match self.announced_place(chan, buffers, o.to(), o.len(), lane) {
+                Ok((buffer, offset)) => {
+                    // SAFETY: announced_place checked offset + count against the buffer: the
+                    // place lies within it.
+                    let mapped =
+                        buffers[buffer].mapped(o.to()).map(|base| unsafe { base.as_ptr().add(offset) });
+                    Place { call, buffer, offset, mapped, refusal: 0 }
+                }
+                Err((refusal, e)) => {
+                    refused.get_or_insert(e);
+                    Place { call, buffer: 0, offset: 0, mapped: None, refusal }
+                }
+            });
+        }
+        // Packed messages not written in place are written into staging.
+        let staged = |(o, place): (&Outgoing<'_, T>, &Place<T>)| match o {
+            Outgoing::Packed { count, .. } if place.mapped.is_none() => *count,
+            _ => 0,
+        };
+        let pack_buffer = &mut *job.pack_buffer;
+        pack_buffer.clear();
+        pack_buffer.resize(outgoing.iter().zip(&places).map(staged).sum(), T::zeroed());
+        {
+            let mut staged_slices =
+                split_counted(pack_buffer, outgoing.iter().zip(&places).map(staged)).into_iter();
+            let mut slices: Vec<&mut [T]> = Vec::with_capacity(outgoing.len());
+            for (o, place) in outgoing.iter().zip(&places) {
+                let slice = staged_slices.next().expect("one staged slice per message");
+                let Outgoing::Packed { count, .. } = o else { continue };
+                slices.push(match place.mapped {
+                    // SAFETY: the receiver announced `offset..offset + room` of this buffer for
+                    // this call and reads it only after the delivery signal below (it waits for
+                    // that signal without a deadline of its own shorter than the exchange's,
+                    // and announces the region again only in a later call, which needs this
+                    // call's signal first); `fits` means count <= room, and the bounds check
+                    // covered offset + count; no other PE writes the region (an announcement
+                    // names one sender), and the receiver checked that its regions of one call
+                    // do not overlap, so two messages to one PE get disjoint slices; the range
+                    // is mapped into this process. So each slice is the only access to its
+                    // memory until the signal, and the slices are disjoint.
+                    Some(place) => unsafe { std::slice::from_raw_parts_mut(place, *count) },
+                    None => slice,
+                });
+            }
+            (job.pack)(&mut slices);
+        }
+        // What is not in place yet goes by puts (through the mapping or the library), then
+        // every message is delivered.
+        let mut at = 0;
+        let mut outcome = Ok(());
+        for (o, place) in outgoing.iter().zip(&places) {
+            let data = match direct_data(buffers, o) {
+                Some(data) => data,
+                None if staged((o, place)) > 0 => {
+                    at += o.len();
+                    &job.pack_buffer[at - o.len()..at]
+                }
+                None => continue,
+            };
+            if place.refusal == 0 && outcome.is_ok() {
+                outcome = buffers[place.buffer].put(o.to(), place.offset, data);
+            }
+        }
+        // Put-with-signal order: the stores through the mapping and the library puts land
+        // before the delivery signals.
+        fence(Ordering::Release);
+        if places.iter().any(|place| place.mapped.is_none() && place.refusal == 0) {
+            chan.rt.fence();
+        }
+        // Every receiver is signalled even when a put failed (it cannot, after the bounds
+        // check above), so that none is left waiting; the failure is this PE's error.
+        for ((o, lane), place) in outgoing.iter().zip(job.out_lanes).zip(&places) {
+            chan.deliver(o.to(), lane, place.call, o.len(), place.refusal)?;
+        }
+        outcome?;
+        await_delivered(chan, &mut job, &mut refused)?;
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+/// Waits for every incoming message of a call, in whichever order they arrive, notes its
+/// count and hands it to the call's consuming function; a refused message is noted in
+/// `refused` and does not stop the others from being received.
+fn await_delivered<'rt, T: Pod>(
+    chan: &mut Channel<'rt>,
+    job: &mut Job<'_, 'rt, T>,
+    refused: &mut Option<Error>,
+) -> Result<()> {
+    let in_lanes = job.in_lanes;
+    chan.await_each(
+        in_lanes,
+        true,
+        |chan, lane| chan.recvs[lane.local] << COUNT_BITS,
+        |chan, i, lane| {
+            match chan.delivered_count(job.incoming[i], lane) {
+                Ok(count) => {
+                    job.received[i] = count;
+                    job.consume_in_place(i, count);
+                }
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
+            }
+            Ok(())
+        },
+    )
 }

@@ -1,11 +1,11 @@
 //! The put path: counts go to the PME ranks first; each PME rank announces where every
 //! source's atoms go and the sources write them there ([`onesided::Exchange`], the offset
 //! swap), packing them straight into place where the PME rank's memory is mapped
-//! ([`onesided::Exchange::exchange_packed`]). Forces come back the same way, put from the
+//! ([`onesided::Outgoing::Packed`]). Forces come back the same way, put from the
 //! caller's own array; forces written in place ([`super::Redistribution::forces_mut`]) are
 //! read by their PEs where they lie instead, as on the get path.
 
-use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Packed, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
 
 use super::get::Get;
 use super::{ERROR, Forces, Particle, Redistribution, Transport, check_count, note_error};
@@ -53,7 +53,8 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             let mut outgoing = Vec::new();
             if this.is_particle[me] {
                 for (r, value) in count_values.iter().enumerate() {
-                    outgoing.push(Outgoing { to: this.grid.pe_of(r), data: std::slice::from_ref(value) });
+                    outgoing
+                        .push(Outgoing::Copy { to: this.grid.pe_of(r), data: std::slice::from_ref(value) });
                 }
             }
             let incoming: Vec<Incoming> = if this.my_rank.is_some() {
@@ -61,9 +62,8 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             } else {
                 Vec::new()
             };
-            let mut received = vec![0; incoming.len()];
             let buffers = [&count_buffers[0], &count_buffers[1]];
-            counts.exchange(&buffers, &outgoing, &incoming, &mut received)?;
+            counts.call(&buffers).send(&outgoing).receive(&incoming).run()?;
             if this.my_rank.is_some() {
                 count_buffers[0].read_local(0, &mut raw)?;
                 for (s, value) in raw.iter_mut().enumerate() {
@@ -77,7 +77,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         let mut outgoing = Vec::new();
         if this.is_particle[me] {
             for r in 0..m {
-                outgoing.push(Packed { to: this.grid.pe_of(r), count: this.send_count(r) });
+                outgoing.push(Outgoing::Packed { to: this.grid.pe_of(r), count: this.send_count(r) });
             }
         }
         let incoming: Vec<Incoming> = if this.my_rank.is_some() {
@@ -93,7 +93,6 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         } else {
             Vec::new()
         };
-        let mut received = vec![0; incoming.len()];
         // Each atom is written once, into its PME rank's receive buffer where that is mapped.
         let this = &*this;
         let pack = |out: &mut [&mut [Particle]]| {
@@ -101,7 +100,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
                 this.pack(home, out.iter_mut().map(|o| &mut **o).collect());
             }
         };
-        self.data.exchange_packed(&[&this.recv], &outgoing, pack, &incoming, &mut received)?;
+        self.data.call(&[&this.recv]).send(&outgoing).receive(&incoming).pack(pack).run()?;
         Ok(())
     }
 
@@ -125,14 +124,13 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         let mut outgoing = Vec::new();
         if this.my_rank.is_some() {
             for p in 0..n {
-                outgoing.push(Outgoing { to: p, data: &values[p..p + 1] });
+                outgoing.push(Outgoing::Copy { to: p, data: &values[p..p + 1] });
             }
         }
         let incoming: Vec<Incoming> =
             (0..m).map(|r| Incoming { from: this.grid.pe_of(r), buffer: 1, offset: r, room: 1 }).collect();
-        let mut received = vec![0; m];
         let buffers = [&count_buffers[0], &count_buffers[1]];
-        counts.exchange(&buffers, &outgoing, &incoming, &mut received)?;
+        counts.call(&buffers).send(&outgoing).receive(&incoming).run()?;
         let mut statuses = vec![0u64; m];
         count_buffers[1].read_local(0, &mut statuses)?;
         for (r, &value) in statuses.iter().enumerate() {
@@ -149,7 +147,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             let failed = this.pending.is_some();
             for p in (0..n).filter(|&p| this.is_particle[p]) {
                 let (at, count) = (this.src_offsets[p], if failed { 0 } else { this.src_counts[p] });
-                outgoing.push(Outgoing { to: p, data: &forces[at..at + count] });
+                outgoing.push(Outgoing::Copy { to: p, data: &forces[at..at + count] });
             }
         }
         let incoming: Vec<Incoming> = if this.is_particle[me] {
@@ -164,8 +162,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         } else {
             Vec::new()
         };
-        let mut received = vec![0; incoming.len()];
-        exchange.exchange(&[this.force_recv.array()], &outgoing, &incoming, &mut received)?;
+        exchange.call(&[this.force_recv.array()]).send(&outgoing).receive(&incoming).run()?;
         Ok(false)
     }
 
