@@ -1,10 +1,9 @@
 //! The halo exchange of a water box replicated to about 20 000 and 100 000 atoms, one-sided
 //! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
-//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back (each time new
-//! forces, written before an untimed barrier, as a force kernel would have left them).
-//! `halo_move_f/onesided-in-place` writes those forces into the exchange's own array
-//! (`forces_mut`, where a kernel would write them) and sends them with `move_f_in_place`,
-//! which needs no staging copy before the neighbour reads them.
+//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back: each time new
+//! forces, written into the step's forces (where a kernel writes them) after an untimed
+//! `move_x` and before an untimed barrier. On the one-sided path they leave from there with
+//! no staging copy before the neighbour reads them.
 //! The periodic images along the dimensions of one domain are the force kernel's
 //! ([`PeriodicImages::Kernel`], as in GROMACS and the halo example): the exchanges move what
 //! crosses between PEs, and the images' gather and force sums are the kernel's work, not
@@ -16,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use md_demo::motion;
-use md_halo::{DdGrid, HaloExchange, PeriodicImages, RVec};
+use md_halo::{DdGrid, HaloExchange, PeriodicImages};
 use onesided::{ExchangePath, Runtime};
 use onesided_suite::bench::{self, Bench};
 
@@ -31,51 +30,44 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in [
-            ("onesided", ExchangePath::Put),
-            ("mpi", ExchangePath::Mpi),
-            ("onesided-in-place", ExchangePath::Put),
-        ] {
-            let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &system.positions)?;
-            halo.set_periodic_images(PeriodicImages::Kernel)?;
-            let forces: Vec<RVec> = (0..halo.stored_count()).map(|i| [i as f32, 1.0, -1.0]).collect();
-            halos.push((variant, system.len(), std::cell::RefCell::new((halo, forces))));
+        for (variant, path) in [("onesided", ExchangePath::Put), ("mpi", ExchangePath::Mpi)] {
+            let halo = HaloExchange::builder(rt, grid.clone())
+                .path(path)
+                .periodic_images(PeriodicImages::Kernel)
+                .collective_from_global(&system.positions)?;
+            halos.push((variant, system.len(), std::cell::RefCell::new(halo)));
         }
     }
     let mut benches = Vec::new();
     for (group, forces) in [("halo_move_x", false), ("halo_move_f", true)] {
-        for (variant, atoms, state) in &halos {
-            let in_place = *variant == "onesided-in-place";
-            if in_place && !forces {
-                continue;
-            }
+        for (variant, atoms, halo) in &halos {
             benches.push(Bench::sized(group, variant, *atoms, move |iters| {
-                let mut state = state.borrow_mut();
-                let (halo, f) = &mut *state;
+                let mut halo = halo.borrow_mut();
                 if !forces {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        halo.move_x()?;
+                        // The step is dropped: no forces go back.
+                        let _ = halo.move_x()?;
                     }
                     return Ok(start.elapsed());
                 }
                 // Each step's forces are new: the force kernel has just written them, so the
                 // halo forces sit dirty in the sender's cache, as in an MD step (forces left
                 // unchanged would let a receiver that reads them keep a clean copy in its
-                // own cache from the previous iteration). The refill and a barrier are not
-                // timed, so each move_f starts on both PEs together.
+                // own cache from the previous iteration). move_x, the writes and a barrier
+                // are not timed, so each move_f starts on both PEs together.
                 let mut total = Duration::ZERO;
                 for step in 0..iters {
                     let value = (step % 7) as f32;
-                    let written = if in_place { halo.forces_mut()? } else { &mut f[..] };
-                    written.iter_mut().enumerate().for_each(|(i, x)| *x = [i as f32, value, -1.0]);
+                    let mut view = halo.move_x()?;
+                    view.local()
+                        .forces
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i, x)| *x = [i as f32, value, -1.0]);
                     rt.barrier();
                     let start = Instant::now();
-                    if in_place {
-                        halo.move_f_in_place()?;
-                    } else {
-                        halo.move_f(f)?;
-                    }
+                    view.move_f()?;
                     total += start.elapsed();
                 }
                 Ok(total)

@@ -16,10 +16,6 @@
 //! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
 //! default; or the halo exchange, which copies them in `move_x` and adds their forces back
 //! in `move_f`),
-//! `--forces in-place|copy` (where the clustered kernel writes its forces: into the halo
-//! exchange's own array, sent by `move_f_in_place` without a copy, the default; or into the
-//! program's vector, sent by `move_f`, which stages the halo forces first; the reference
-//! kernel always does the latter),
 //! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
 //! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
@@ -76,8 +72,6 @@ struct Options {
     pes: usize,
     kernel: Kernel,
     images: PeriodicImages,
-    /// The clustered kernel writes into the exchange's own force array (`move_f_in_place`).
-    in_place: bool,
     pme: bool,
     spacing: f32,
     rtol: f64,
@@ -94,7 +88,7 @@ enum Kernel {
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
-[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--forces in-place|copy] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
+[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -112,7 +106,6 @@ fn parse() -> Result<Options, String> {
         pes: 2,
         kernel: Kernel::Cluster,
         images: PeriodicImages::Kernel,
-        in_place: true,
         pme: false,
         spacing: 0.12,
         rtol: 1e-5,
@@ -150,13 +143,6 @@ fn parse() -> Result<Options, String> {
                     "kernel" => PeriodicImages::Kernel,
                     "halo" => PeriodicImages::Halo,
                     other => return Err(format!("--images takes kernel or halo, got {other:?}")),
-                }
-            }
-            "--forces" => {
-                options.in_place = match value()?.as_str() {
-                    "in-place" => true,
-                    "copy" => false,
-                    other => return Err(format!("--forces takes in-place or copy, got {other:?}")),
                 }
             }
             "--coulomb" => {
@@ -274,7 +260,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
         };
         println!(
             "{}: {} atoms, {shape}, {} PEs (grid {nx}x{ny}x{nz}, pulses {:?}), cutoff {:.3} nm + buffer {:.3} nm, \
-             {} threads per PE, periodic images by the {}, forces {}",
+             {} threads per PE, periodic images by the {}",
             structure.title,
             structure.len(),
             rt.n_pes(),
@@ -286,11 +272,6 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
                 PeriodicImages::Kernel => "kernel",
                 PeriodicImages::Halo => "halo",
             },
-            if options.in_place && options.kernel == Kernel::Cluster {
-                "written into the exchange's array and sent from there (move_f_in_place)"
-            } else {
-                "copied into the exchange by move_f"
-            }
         );
     }
     let mut outcomes = Vec::new();
@@ -369,8 +350,10 @@ fn run_path(
     let me = rt.my_pe();
     let (structure, topology) = (&setup.structure, &setup.topology);
     let n_atoms = structure.len();
-    let mut halo = HaloExchange::collective_from_global(rt, setup.grid.clone(), path, &structure.positions)?;
-    halo.set_periodic_images(options.images)?;
+    let mut halo = HaloExchange::builder(rt, setup.grid.clone())
+        .path(path)
+        .periodic_images(options.images)
+        .collective_from_global(&structure.positions)?;
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
     }
@@ -436,51 +419,43 @@ fn run_path(
         // than how long a neighbour took over its forces.
         rt.barrier();
         let start = Instant::now();
-        halo.move_x()?;
+        let mut step_view = halo.move_x()?;
         let moved_x = Instant::now();
         let mut force_start = moved_x;
         if options.kernel == Kernel::Cluster && list.is_none() {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
-            let built = PairList::for_domain(&halo, topology, field)?;
+            let built = PairList::for_domain(&step_view, topology, field)?;
             list_isa = Some(built.isa());
             list = Some(built);
             force_start = Instant::now();
             search += force_start - moved_x;
         }
         // The kernel's shift forces: those of the images it made (none when the halo makes
-        // them).
-        let in_place = options.in_place && list.is_some();
+        // them). The forces go straight into the exchange's array, which move_f sends from.
         let kernel_shift = match list.as_mut() {
-            Some(list) if in_place => {
-                // Straight into the exchange's array, which move_f_in_place sends from.
-                let (coordinates, own) = halo.coordinates_and_forces_mut()?;
-                list.forces_into(coordinates, own)?;
-                list.shift_forces()
-            }
             Some(list) => {
-                list.forces(halo.coordinates(), &mut forces)?;
+                let local = step_view.local();
+                list.forces_into(local.coordinates, local.forces)?;
                 list.shift_forces()
             }
             None => {
-                forces = domain_forces(&halo, topology, field).0;
-                halo.fold_image_forces(&mut forces)?
+                let all = domain_forces(&step_view, topology, field).0;
+                step_view.local().fold_forces(&all)?
             }
         };
         let computed = Instant::now();
-        let coordinates_print = verify::fingerprint(halo.coordinates());
+        let coordinates_print = verify::fingerprint(step_view.coordinates());
         // The wait for the slowest PE, which GROMACS counts in Wait + Comm. F; timed apart,
         // so that move_f measures communication alone.
         let fingerprinted = Instant::now();
         rt.barrier();
         let before_f = Instant::now();
-        let mut shift_forces = if in_place { halo.move_f_in_place()? } else { halo.move_f(&mut forces)? };
+        let mut shift_forces = step_view.move_f()?;
         let moved_f = Instant::now();
-        if in_place {
-            // The program's copy, for the checks below (not timed).
-            forces.clear();
-            forces.extend_from_slice(halo.forces_mut()?);
-        }
+        // The program's copy of the home forces, for the checks below (not timed).
+        forces.clear();
+        forces.extend_from_slice(halo.home_mut().forces);
         shift_forces += kernel_shift;
         wait.push(before_f - fingerprinted);
         let mut mesh_print = 0;
@@ -509,7 +484,7 @@ fn run_path(
             }
         }
         let ids = halo.global_indices()[..halo.home_count()].to_vec();
-        for ((x, v), &g) in halo.home_coordinates_mut().iter_mut().zip(&mut velocities).zip(&ids) {
+        for ((x, v), &g) in halo.home_mut().coordinates.iter_mut().zip(&mut velocities).zip(&ids) {
             motion::advance(g, step, x, v);
         }
         move_x.push(moved_x - start);

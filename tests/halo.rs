@@ -165,33 +165,13 @@ fn run(
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
-    run_as(rt, s, grid, field, (path, images, Forces::Caller), steps, parallel_min)
-}
-
-/// Where the kernel writes the forces that move_f sends.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Forces {
-    /// The test's own vector, through `move_f`.
-    Caller,
-    /// The exchange's own array, through `move_f_in_place`.
-    InPlace,
-}
-
-/// [`run`], with the forces written where `forces` says.
-fn run_as(
-    rt: &Runtime,
-    s: &Structure,
-    grid: &DdGrid,
-    field: &ForceField,
-    (path, images, written): (ExchangePath, PeriodicImages, Forces),
-    steps: u64,
-    parallel_min: usize,
-) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
     let cutoff = field.cutoff as f32;
     let topology = topology(s)?;
-    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), path, &s.positions)?;
-    halo.set_parallel_min(parallel_min);
-    halo.set_periodic_images(images)?;
+    let mut halo = HaloExchange::builder(rt, grid.clone())
+        .path(path)
+        .periodic_images(images)
+        .parallel_min(parallel_min)
+        .collective_from_global(&s.positions)?;
     // Every PE checks, the result agreed, so that none goes on alone into the next collective.
     let undivided = grid.dims().contains(&1);
     let images_made = rt.max_u64_one(halo.images().len() as u64)? > 0;
@@ -218,7 +198,6 @@ fn run_as(
     let mut tags: Vec<[u8; 3]> = ids.iter().map(|&g| tag(g)).collect();
     let mut prints = Vec::new();
     let mut list = None;
-    let mut forces = Vec::new();
     for step in 0..steps {
         if step > 0 && step % NSTLIST as u64 == 0 {
             let before = verify::gather_positions(rt, &halo, s.len())?;
@@ -227,53 +206,40 @@ fn run_as(
             check_state_and_fields(&mut halo, &ids, &tags)?;
             list = None;
         }
-        halo.move_x()?;
+        let mut view = halo.move_x()?;
         let list = match &mut list {
             Some(list) => list,
-            None => list.insert(PairList::for_domain(&halo, &topology, field)?),
+            None => list.insert(PairList::for_domain(&view, &topology, field)?),
         };
-        if written == Forces::InPlace {
-            // Straight into the exchange's array, which move_f_in_place sends from.
-            let (coordinates, own) = halo.coordinates_and_forces_mut()?;
-            list.forces_into(coordinates, own)?;
-            forces.clear();
-            forces.extend_from_slice(own);
-        } else {
-            list.forces(halo.coordinates(), &mut forces)?;
-        }
         if step + 1 == steps {
             // The plain cell-list loop, from both ends of every pair, agrees on this domain
-            // (over the images made as the halo makes them, then folded back).
-            let (mut plain, _) = domain_forces(&halo, &topology, field);
-            halo.fold_image_forces(&mut plain)?;
-            ensure!(
-                plain.len() == forces.len(),
-                "{} plain forces for {} stored atoms",
-                plain.len(),
-                forces.len()
-            );
+            // (over the images made as the halo makes them, then folded back); the pair-list
+            // kernel overwrites its forces below.
+            let (all, _) = domain_forces(&view, &topology, field);
+            let mut local = view.local();
+            local.fold_forces(&all)?;
+            let plain = local.forces.to_vec();
+            list.forces_into(local.coordinates, local.forces)?;
             let largest = plain.iter().flatten().fold(0f32, |m, f| m.max(f.abs()));
             let worst = plain
                 .iter()
                 .flatten()
-                .zip(forces.iter().flatten())
+                .zip(local.forces.iter().flatten())
                 .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
             ensure!(
                 worst <= 1e-5 * largest,
                 "{path} on {:?}: the pair-list kernel and the plain loop differ by {worst} (largest force {largest})",
                 grid.dims()
             );
-        }
-        let x_print = verify::fingerprint(halo.coordinates());
-        let mut shift_forces = if written == Forces::InPlace {
-            let shift_forces = halo.move_f_in_place()?;
-            forces.copy_from_slice(halo.forces_mut()?);
-            shift_forces
         } else {
-            halo.move_f(&mut forces)?
-        };
+            let local = view.local();
+            list.forces_into(local.coordinates, local.forces)?;
+        }
+        let x_print = verify::fingerprint(view.coordinates());
+        let mut shift_forces = view.move_f()?;
         shift_forces += list.shift_forces();
-        prints.push((x_print, verify::fingerprint(&forces[..halo.home_count()])));
+        let forces = halo.home_mut().forces.to_vec();
+        prints.push((x_print, verify::fingerprint(&forces)));
         if step + 1 == steps {
             let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, &topology, field)?;
             ensure!(
@@ -285,7 +251,7 @@ fn run_as(
             );
         }
         let home_ids = halo.global_indices()[..halo.home_count()].to_vec();
-        for ((x, v), &g) in halo.home_coordinates_mut().iter_mut().zip(&mut velocities).zip(&home_ids) {
+        for ((x, v), &g) in halo.home_mut().coordinates.iter_mut().zip(&mut velocities).zip(&home_ids) {
             motion::advance(g, step, x, v);
         }
     }
@@ -313,15 +279,6 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 onesided == mpi,
                 "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
             );
-            // The forces written into the exchange's own array and sent from there.
-            for path in [ExchangePath::Put, ExchangePath::Mpi] {
-                let in_place = run_as(rt, &s, &grid, &field, (path, images, Forces::InPlace), 9, 4096)?;
-                ensure!(
-                    in_place == onesided,
-                    "move_f_in_place on {path} differs from move_f on {dims:?} ({shape:?}) with cutoff \
-                     {cutoff}, images by {images:?}"
-                );
-            }
         }
         if rt.my_pe() == 0 {
             println!(
@@ -363,7 +320,7 @@ fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
     for (dims, cutoff, shape) in grids(rt.n_pes()) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
-        let halo = HaloExchange::collective_from_global(rt, grid.clone(), ExchangePath::Put, &s.positions)?;
+        let halo = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
         let model = md_halo::model::halo_traffic(&grid, &s.positions);
         let mine = &model[rt.my_pe()];
         let counts: Vec<(usize, usize)> = mine.pulses.iter().map(|p| (p.sent, p.received)).collect();
@@ -404,18 +361,15 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
             // A parallel threshold of one atom sends every pulse's packing and unpacking
             // through the pool, not only the force kernel.
-            for written in [Forces::Caller, Forces::InPlace] {
-                let prints = pool.install(|| {
-                    let field = ForceField::new(cutoff as f64);
-                    run_as(rt, &s, &grid, &field, (ExchangePath::Put, images, written), 6, 1)
-                        .map_err(|e| e.to_string())
-                })?;
-                results.push(prints);
-            }
+            let prints = pool.install(|| {
+                let field = ForceField::new(cutoff as f64);
+                run(rt, &s, &grid, &field, (ExchangePath::Put, images), 6, 1).map_err(|e| e.to_string())
+            })?;
+            results.push(prints);
         }
         ensure!(
             results.iter().all(|r| *r == results[0]),
-            "1 and 2 threads, or the two ways of sending forces, gave different bits, images by {images:?}"
+            "1 and 2 threads gave different bits, images by {images:?}"
         );
     }
     Ok(())
@@ -428,11 +382,11 @@ fn repartition_and_jumps(rt: &Runtime) -> CaseResult {
     let s = water([2, 2, 2]);
     let n = rt.n_pes();
     let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
-    let mut halo = HaloExchange::collective_from_global(rt, grid.clone(), ExchangePath::Put, &s.positions)?;
+    let mut halo = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
     // Atom 5 jumps half the box along x, wherever it is.
     let jump = s.pbc.diagonal()[0] / 2.0;
     let home: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
-    for (x, &g) in halo.home_coordinates_mut().iter_mut().zip(&home) {
+    for (x, &g) in halo.home_mut().coordinates.iter_mut().zip(&home) {
         if g == 5 {
             x[0] += jump;
         }
@@ -478,7 +432,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
         (0..s.len() as u32).filter(|&g| grid.pe_of_position(s.positions[g as usize]) == me).collect();
     mine.reverse();
     let positions: Vec<RVec> = mine.iter().map(|&g| s.positions[g as usize]).collect();
-    let mut halo = HaloExchange::collective_new(rt, grid.clone(), ExchangePath::Put, &positions, &mine)?;
+    let mut halo = HaloExchange::builder(rt, grid.clone()).collective_build(&positions, &mine)?;
     ensure!(halo.global_indices()[..halo.home_count()] == mine[..], "the engine's order was not kept");
     verify::check_halo(&halo, &s.positions)?;
     // A stray atom: PE 0 claims an atom of the last domain.
@@ -490,7 +444,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
         bad_positions.push(s.positions[stray as usize]);
         bad_ids.push(stray);
     }
-    match HaloExchange::collective_new(rt, grid.clone(), ExchangePath::Put, &bad_positions, &bad_ids) {
+    match HaloExchange::builder(rt, grid.clone()).collective_build(&bad_positions, &bad_ids) {
         Err(Error::NotHome { atom, pe: 0, belongs, .. }) if atom == stray as usize => {
             ensure!(belongs == grid.cell_of(n - 1), "atom {atom} said to belong to {belongs:?}")
         }
@@ -527,7 +481,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     let saved = halo.coordinates()[halo.home_count() - 1];
     if me == n - 1 {
         let count = halo.home_count();
-        halo.home_coordinates_mut()[count - 1][1] = f32::NAN;
+        halo.home_mut().coordinates[count - 1][1] = f32::NAN;
     }
     let blown = rt.max_u64_one(if me == n - 1 { last_home as u64 } else { 0 })?;
     match halo.collective_repartition(&mut [&mut velocities]) {
@@ -535,11 +489,12 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
         other => return Err(format!("a NaN position gave {other:?}").into()),
     }
     let count = halo.home_count();
-    halo.home_coordinates_mut()[count - 1] = saved;
+    halo.home_mut().coordinates[count - 1] = saved;
     // Grids that differ between PEs, though both have n domains.
     let other = grid_for(&s, [1, n, 1], 0.9, n)?;
     let mine = if me == 0 { other } else { grid.clone() };
-    let message = HaloExchange::collective_from_global(rt, mine, ExchangePath::Put, &s.positions)
+    let message = HaloExchange::builder(rt, mine)
+        .collective_from_global(&s.positions)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -547,48 +502,30 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     // After refused calls the exchange still works.
     halo.collective_repartition(&mut [&mut velocities])?;
     verify::check_halo(&halo, &s.positions)?;
-    // With the images left to the kernel, forces for every local atom are refused by move_f
-    // (on every PE, before anything moves) and the fold wants exactly that many.
-    halo.set_periodic_images(PeriodicImages::Kernel)?;
+    // With the images left to the kernel: the fold wants one force per local atom, and an
+    // image's force lands on its atom, times its box vectors in the shift forces.
+    let mut halo = HaloExchange::builder(rt, grid.clone())
+        .periodic_images(PeriodicImages::Kernel)
+        .collective_from_global(&s.positions)?;
     ensure!(!halo.images().is_empty(), "a grid of one domain along y and z makes no images");
-    let mut all = vec![[0.0f32; 3]; halo.local_count()];
-    let message = halo.move_f(&mut all).expect_err("a force per local atom").to_string();
-    ensure!(
-        message.contains(&format!("one force per stored local atom ({})", halo.stored_count())),
-        "{message}"
-    );
-    let mut short = vec![[0.0f32; 3]; halo.stored_count()];
-    let message = halo.fold_image_forces(&mut short).expect_err("too few").to_string();
-    ensure!(message.contains(&format!("one force per local atom ({})", halo.local_count())), "{message}");
-    // An image's force lands on its atom, times its box vectors in the shift forces.
-    let k = halo.images().len() - 1;
-    let image = halo.images()[k];
-    all[halo.stored_count() + k] = [1.0, 2.0, 4.0];
-    let shift = halo.fold_image_forces(&mut all)?;
-    ensure!(all.len() == halo.stored_count() && all[image.atom as usize] == [1.0, 2.0, 4.0], "fold");
+    let (stored, local_count) = (halo.stored_count(), halo.local_count());
+    let mut view = halo.move_x()?;
+    let x = view.positions_with_images();
+    let mut local = view.local();
+    let message = local.fold_forces(&vec![[0.0f32; 3]; stored]).expect_err("too few").to_string();
+    ensure!(message.contains(&format!("one force per local atom ({local_count})")), "{message}");
+    let k = local.images.len() - 1;
+    let image = local.images[k];
+    let mut all = vec![[0.0f32; 3]; local_count];
+    all[stored + k] = [1.0, 2.0, 4.0];
+    let shift = local.fold_forces(&all)?;
+    ensure!(local.forces[image.atom as usize] == [1.0, 2.0, 4.0], "fold");
     for d in 0..3 {
         ensure!(shift.along(d) == [1.0, 2.0, 4.0].map(|c| c * image.cells[d] as f64), "shift along {d}");
     }
-    halo.move_x()?;
-    let x = halo.positions_with_images();
     let atom = x[image.atom as usize];
-    ensure!(
-        x[halo.stored_count() + k] == std::array::from_fn(|c| atom[c] + image.vector[c]),
-        "image position"
-    );
-    let mut forces = vec![[0.0f32; 3]; halo.stored_count()];
-    halo.move_f(&mut forces)?;
-    // Atoms that moved under Kernel, then the switch back: the stored images follow at once.
-    for x in halo.home_coordinates_mut() {
-        x[0] += 0.01;
-    }
-    halo.move_x()?;
-    let expected = halo.positions_with_images();
-    halo.set_periodic_images(PeriodicImages::Halo)?;
-    ensure!(
-        halo.images().is_empty() && halo.coordinates() == &expected[..],
-        "images after the switch to Halo"
-    );
+    ensure!(x[stored + k] == std::array::from_fn(|c| atom[c] + image.vector[c]), "image position");
+    view.move_f()?;
     Ok(())
 }
 

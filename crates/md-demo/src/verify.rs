@@ -175,7 +175,7 @@ pub fn deviation(
     let home_f = &forces[..n_home];
     let flat_forces: Vec<f32> = home_f.iter().flatten().copied().collect();
     // This PE's virial: -½ (Σ_home x ⊗ f) plus the shift term.
-    let shift = shift_forces.virial(halo.pbc());
+    let shift = shift_forces.virial(halo.grid().pbc());
     let mut virial = [0.0f64; 9];
     for r in 0..3 {
         for c in 0..3 {
@@ -231,7 +231,7 @@ fn compare(
         x[g as usize] = [all_positions[3 * k], all_positions[3 * k + 1], all_positions[3 * k + 2]];
         f[g as usize] = [all_forces[3 * k], all_forces[3 * k + 1], all_forces[3 * k + 2]];
     }
-    let Ok(serial) = serial_forces(&x, halo.pbc(), topology, field) else {
+    let Ok(serial) = serial_forces(&x, halo.grid().pbc(), topology, field) else {
         return [MISMATCH, u64::MAX];
     };
     let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);

@@ -103,6 +103,19 @@ pub struct Runtime {
     _not_send: PhantomData<*const ()>,
 }
 
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("my_pe", &self.my_pe)
+            .field("n_pes", &self.n_pes)
+            .field("implementation", &self.implementation())
+            .field("wait_timeout", &self.wait_timeout)
+            .field("direct", &self.direct)
+            .field("oversubscribed", &self.oversubscribed)
+            .finish_non_exhaustive()
+    }
+}
+
 // SAFETY: every OpenSHMEM and MPI routine the runtime calls is thread-safe because `init`
 // obtained THREAD_MULTIPLE from both libraries (it fails otherwise); the mutable state is a
 // Mutex (collective scratch) and atomics. `Runtime` stays !Send through `_not_send`.

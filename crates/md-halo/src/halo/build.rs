@@ -1,0 +1,272 @@
+//! Building a halo exchange: the choices an engine makes once ([`HaloBuilder`]: the path,
+//! who makes the periodic images, when packing goes parallel), the PEs' agreement on what
+//! they must share, and the allocation and first plan.
+
+use onesided::{Exchange, ExchangePath, GlobalMaxArray, Runtime, SymArray};
+
+use super::agree::{min_max, report_atom, setup_hash};
+use super::images::PeriodicImages;
+use super::step::force_path;
+use super::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
+use crate::error::{Error, Result};
+use crate::grid::DdGrid;
+use crate::pbc::RVec;
+
+/// The choices a [`HaloExchange`] is built with, made once, before any PE has allocated
+/// anything ([`HaloExchange::builder`]); the build then agrees across PEs on what they must
+/// share (the grid, the box, the range, the path), so that a mismatch is an error on every
+/// PE at set-up, never one discovered later by a step.
+///
+/// ```no_run
+/// # fn main() -> md_halo::Result<()> {
+/// # let rt = onesided::Runtime::init()?;
+/// # let pbc = md_halo::PbcBox::rectangular([6.0, 6.0, 6.0])?;
+/// # let positions = vec![[3.0f32; 3]; 10];
+/// use md_halo::{DdGrid, HaloExchange, PeriodicImages};
+/// use onesided::ExchangePath;
+///
+/// let grid = DdGrid::choose(rt.n_pes(), pbc, 1.0)?;
+/// let halo = HaloExchange::builder(&rt, grid)
+///     .path(ExchangePath::Mpi)
+///     .periodic_images(PeriodicImages::Kernel)
+///     .collective_from_global(&positions)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct HaloBuilder<'rt> {
+    rt: &'rt Runtime,
+    grid: DdGrid,
+    path: ExchangePath,
+    images: PeriodicImages,
+    parallel_min: usize,
+}
+
+impl<'rt> HaloExchange<'rt> {
+    /// Starts building a halo exchange over `grid` (one domain per PE): the one-sided put path,
+    /// periodic images made by the exchange, packing on the thread pool above 4096 atoms,
+    /// unless the builder says otherwise.
+    pub fn builder(rt: &'rt Runtime, grid: DdGrid) -> HaloBuilder<'rt> {
+        HaloBuilder {
+            rt,
+            grid,
+            path: ExchangePath::Put,
+            images: PeriodicImages::Halo,
+            parallel_min: PARALLEL_MIN,
+        }
+    }
+}
+
+impl<'rt> HaloBuilder<'rt> {
+    /// The communication path: [`ExchangePath::Put`] (the one-sided offset swap, with the
+    /// forces back as pulls) or [`ExchangePath::Mpi`] (two-sided). The get and buffered
+    /// paths stage every message in buffers sized ahead, which the halo's messages, changing
+    /// size at every repartition, would have to follow: the build refuses them.
+    pub fn path(self, path: ExchangePath) -> Self {
+        HaloBuilder { path, ..self }
+    }
+
+    /// Who makes the periodic images along the dimensions of the grid with one domain
+    /// ([`PeriodicImages::Halo`] by default). Local to each PE: nothing any PE sends depends
+    /// on it.
+    pub fn periodic_images(self, images: PeriodicImages) -> Self {
+        HaloBuilder { images, ..self }
+    }
+
+    /// Below how many atoms a pulse's packing and unpacking stay on the calling thread
+    /// (default 4096: handing less work to the thread pool costs more than it saves).
+    pub fn parallel_min(self, atoms: usize) -> Self {
+        HaloBuilder { parallel_min: atoms, ..self }
+    }
+
+    /// Partitions a whole system, given as the positions of all atoms in global index order
+    /// (the same on every PE), over the grid: each PE keeps the atoms whose home is its
+    /// domain, in global order, and builds the plan.
+    ///
+    /// # Collective
+    /// Every PE must call it with the same positions, and a builder of the same grid and path.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Config`] when the PEs pass different numbers of atoms, different
+    /// grids or paths, the grid does not match the job, or the path cannot serve a halo
+    /// exchange; [`Error::NotFinite`] naming an atom whose position is not finite.
+    pub fn collective_from_global(self, positions: &[RVec]) -> Result<HaloExchange<'rt>> {
+        let (rt, grid) = (self.rt, &self.grid);
+        let n = positions.len() as u64;
+        let (least, most) = min_max(rt, n)?;
+        if least != most {
+            return Err(Error::Config(format!(
+                "the PEs pass between {least} and {most} atoms to collective_from_global: every PE must \
+                 pass the whole system"
+            )));
+        }
+        if n > u32::MAX as u64 {
+            return Err(Error::Config(format!("{n} atoms exceed the {} a global index can name", u32::MAX)));
+        }
+        // Every PE sees the same positions, so this error is the same everywhere.
+        if let Some(atom) = positions.iter().position(|x| x.iter().any(|c| !c.is_finite())) {
+            return Err(Error::NotFinite { atom, pe: None });
+        }
+        let me = rt.my_pe();
+        let pbc = *grid.pbc();
+        let home: Vec<(u32, RVec)> = positions
+            .iter()
+            .enumerate()
+            .filter_map(|(g, &x)| {
+                let (w, s) = pbc.put_in_box(x);
+                (grid.pe_of(grid.cell_of_fraction(s)) == me).then_some((g as u32, w))
+            })
+            .collect();
+        self.collective_setup(home)
+    }
+
+    /// Builds the exchange from each PE's own home atoms: their positions and global
+    /// indices, in the engine's order, which the home atoms keep until the first
+    /// repartition. Every atom must lie in this PE's domain ([`DdGrid::pe_of_position`]);
+    /// positions are put into the box ([`PbcBox::put_in_box`]).
+    ///
+    /// # Collective
+    /// Every PE must call it, with a builder of the same grid and path.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Config`] when a PE passes positions and indices of different
+    /// lengths, or the PEs pass different grids or paths, or the grid or path do not fit;
+    /// [`Error::NotFinite`] or [`Error::NotHome`] naming an atom whose position is not finite
+    /// or lies outside its PE's domain.
+    pub fn collective_build(
+        self,
+        home_positions: &[RVec],
+        home_globals: &[u32],
+    ) -> Result<HaloExchange<'rt>> {
+        let (rt, grid) = (self.rt, &self.grid);
+        let me = rt.my_pe();
+        let mismatched = home_positions.len() != home_globals.len();
+        let bad = rt.max_u64_one(if mismatched { me as u64 + 1 } else { 0 })?;
+        if bad > 0 {
+            return Err(Error::Config(format!(
+                "PE {} passes home positions and global indices of different lengths to collective_build",
+                bad - 1
+            )));
+        }
+        let broken = home_globals.iter().zip(home_positions).find(|(_, x)| x.iter().any(|c| !c.is_finite()));
+        if let Some((atom, pe, _)) = report_atom(rt, broken.map(|(&g, _)| (g, me)))? {
+            return Err(Error::NotFinite { atom, pe: Some(pe) });
+        }
+        let pbc = *grid.pbc();
+        let mut stray = None;
+        let mut home = Vec::with_capacity(home_positions.len());
+        for (&g, &x) in home_globals.iter().zip(home_positions) {
+            let (w, s) = pbc.put_in_box(x);
+            let pe = grid.pe_of(grid.cell_of_fraction(s));
+            if pe != me && stray.is_none() {
+                stray = Some((g, pe));
+            }
+            home.push((g, w));
+        }
+        if let Some((atom, pe, belongs)) = report_atom(rt, stray)? {
+            return Err(Error::NotHome {
+                atom,
+                pe,
+                domain: grid.cell_of(pe),
+                belongs: grid.cell_of(belongs),
+            });
+        }
+        self.collective_setup(home)
+    }
+
+    /// Allocates everything and builds the plan for `home` (positions put into the box).
+    fn collective_setup(self, home: Vec<(u32, RVec)>) -> Result<HaloExchange<'rt>> {
+        let HaloBuilder { rt, grid, path, images, parallel_min } = self;
+        // The checks below are then the same on every PE.
+        let (least, most) = min_max(rt, setup_hash(&grid, path))?;
+        if least != most {
+            return Err(Error::Config(
+                "the PEs pass different grids, boxes, ranges or paths: every PE must build the halo \
+                 exchange with the same ones"
+                    .to_string(),
+            ));
+        }
+        if grid.len() != rt.n_pes() {
+            return Err(Error::Config(format!(
+                "the grid has {} domains but the job has {} PEs",
+                grid.len(),
+                rt.n_pes()
+            )));
+        }
+        if path.needs_reserve() {
+            return Err(Error::Config(format!(
+                "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
+                 messages change size with every repartition, which the staging buffers of {path} \
+                 would have to follow"
+            )));
+        }
+        let cell = grid.cell_of(rt.my_pe());
+        let name = |what: &str| format!("halo {}: {what}", path.name());
+        let coords = GlobalMaxArray::collective_alloc(rt, &name("coordinates"), home.len(), GROWTH)?;
+        // The face neighbours (this PE itself along a dimension of one domain): every PE this
+        // one exchanges with, so the exchanges' memory grows with them, not with the job.
+        let neighbours: Vec<usize> =
+            (0..3).flat_map(|d| [false, true].map(|up| grid.pe_of(grid.neighbour(cell, d, up)))).collect();
+        let mut pulses = Vec::new();
+        let dims = grid.dims();
+        for dim in grid.exchange_order() {
+            for pulse in 0..grid.pulses()[dim] {
+                let to = grid.pe_of(grid.neighbour(cell, dim, false));
+                let from = grid.pe_of(grid.neighbour(cell, dim, true));
+                let sends_shifted = cell[dim] == 0;
+                let shift = if sends_shifted { grid.pbc().vectors()[dim] } else { [0.0; 3] };
+                let label = |what: &str| name(&format!("{what} {} pulse {pulse}", ["x", "y", "z"][dim]));
+                pulses.push(Pulse {
+                    dim,
+                    to,
+                    from,
+                    send: Vec::new(),
+                    shift,
+                    sends_shifted,
+                    receives_shifted: cell[dim] + 1 == dims[dim],
+                    offset: 0,
+                    count: 0,
+                    x: Exchange::collective_with_partners(rt, &label("coordinates"), path, &[to, from])?,
+                    f: Exchange::collective_with_partners(
+                        rt,
+                        &label("forces"),
+                        force_path(path),
+                        &[to, from],
+                    )?,
+                });
+            }
+        }
+        // The exchange order puts the dimensions of one domain, where a PE is its own
+        // neighbour, last.
+        let exchanged_pulses = pulses.iter().take_while(|p| p.to != rt.my_pe()).count();
+        debug_assert!(pulses[exchanged_pulses..].iter().all(|p| p.to == rt.my_pe()));
+        let mut halo = HaloExchange {
+            rt,
+            lower: grid.lower(cell),
+            upper: grid.upper(cell),
+            grid,
+            cell,
+            path,
+            coords,
+            parallel_min,
+            ids: Vec::new(),
+            reference: Vec::new(),
+            n_home: 0,
+            n_local: 0,
+            pulses,
+            force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
+            forces: GlobalMaxArray::collective_alloc(rt, &name("forces"), 0, GROWTH)?,
+            counts: Exchange::collective_with_partners(rt, &name("counts"), path, &neighbours)?,
+            count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
+            bytes: Exchange::collective_with_partners(rt, &name("per-atom fields"), path, &neighbours)?,
+            byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
+            images,
+            image_table: Vec::new(),
+            exchanged_pulses,
+            failed: false,
+        };
+        halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
+        halo.collective_build_plan()?;
+        Ok(halo)
+    }
+}

@@ -1,0 +1,215 @@
+//! What a force kernel needs of the halo beside the coordinates: which pairs a domain owns
+//! ([`PairOwner`], [`Zone`]), the periodic images it may make itself ([`PeriodicImages`],
+//! [`PeriodicImage`]), and the forces that crossed the periodic boundaries, for the virial
+//! ([`ShiftForces`]).
+
+#[cfg(doc)]
+use super::{HaloExchange, Step};
+use crate::pbc::{PbcBox, RVec};
+
+/// The forces that came back across the periodic boundaries in one
+/// [`move_f`](Step::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
+///
+/// The virial of the pair forces then needs only home atoms:
+/// `Ξ = -½ (Σ_home x ⊗ f + Σ_d vector_d ⊗ along(d))`, summed over all PEs, with `x` the home
+/// positions of the step and `f` the total forces after `move_f`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShiftForces {
+    pub(super) along: [[f64; 3]; 3],
+}
+
+impl ShiftForces {
+    /// The total force on halo images shifted by box vector `d` that this PE received back.
+    pub fn along(&self, d: usize) -> [f64; 3] {
+        self.along[d]
+    }
+
+    /// Adds the force on a periodic image the kernel made ([`PeriodicImages::Kernel`]), once
+    /// per box vector it is shifted by: how a force kernel that makes the images itself sums
+    /// the shift forces it returns beside [`Step::move_f`]'s.
+    #[inline]
+    pub fn add_image(&mut self, image: &PeriodicImage, force: [f64; 3]) {
+        for (along, &cells) in self.along.iter_mut().zip(&image.cells) {
+            if cells > 0 {
+                for (sum, f) in along.iter_mut().zip(force) {
+                    *sum += cells as f64 * f;
+                }
+            }
+        }
+    }
+
+    /// This PE's shift term of the virial, `-½ Σ_d vector_d ⊗ along(d)`, as `[row][column]`.
+    pub fn virial(&self, pbc: &PbcBox) -> [[f64; 3]; 3] {
+        let v = pbc.vectors();
+        std::array::from_fn(|r| {
+            std::array::from_fn(|c| -0.5 * (0..3).map(|d| v[d][r] as f64 * self.along[d][c]).sum::<f64>())
+        })
+    }
+}
+
+impl std::ops::AddAssign for ShiftForces {
+    fn add_assign(&mut self, other: ShiftForces) {
+        for (mine, theirs) in self.along.iter_mut().zip(other.along) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
+}
+
+/// Who makes the periodic images along the dimensions of the grid with one domain, where a
+/// domain is its own neighbour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PeriodicImages {
+    /// The halo exchange: [`HaloExchange::move_x`] copies the images, shifted, behind the
+    /// halo atoms, and [`Step::move_f`] adds their forces to their atoms. Any force
+    /// kernel that takes plain coordinates works.
+    #[default]
+    Halo,
+    /// The force kernel, as GROMACS's does with shift vectors: the halo exchange moves only
+    /// what crosses between PEs, and [`HaloExchange::images`] lists each image as an atom and
+    /// a shift. The kernel adds the shift where it loads the atom
+    /// ([`PeriodicImage::position`]) and adds the image's force to the atom's, and returns the
+    /// shift forces ([`ShiftForces::add_image`]); no pass over the images is left in the
+    /// exchange.
+    Kernel,
+}
+
+/// A periodic image of a stored local atom that the force kernel makes
+/// ([`PeriodicImages::Kernel`]): local atom `stored_count() + k` is `atom` shifted by
+/// `vector`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeriodicImage {
+    /// The stored local atom (home or halo) it is an image of.
+    pub atom: u32,
+    /// How many times each box vector is added: 0 or 1, and 1 only along dimensions of one
+    /// domain (the range is below half the box, so each such dimension has one pulse).
+    pub cells: [u32; 3],
+    /// The shift, `Σ_d cells[d] · box vector d`.
+    pub vector: RVec,
+}
+
+impl PeriodicImage {
+    /// The image's position, given its atom's position `x`: `x + vector`, as the halo makes
+    /// it under [`PeriodicImages::Halo`].
+    #[inline]
+    pub fn position(&self, x: RVec) -> RVec {
+        let v = self.vector;
+        [x[0] + v[0], x[1] + v[1], x[2] + v[2]]
+    }
+}
+
+/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`]): it does when
+/// the corner of the pair (the componentwise minimum of their fractions when the plan was
+/// built) lies in its home cell. Across all domains every pair within the interaction range
+/// is owned exactly once, in whichever images the domains hold it.
+#[derive(Clone, Copy, Debug)]
+pub struct PairOwner<'a> {
+    pub(super) reference: &'a [[f64; 3]],
+    pub(super) lower: [f64; 3],
+    pub(super) upper: [f64; 3],
+}
+
+impl PairOwner<'_> {
+    /// Whether the domain computes the interaction of local atoms `i` and `j`.
+    #[inline]
+    pub fn owns(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (&self.reference[i], &self.reference[j]);
+        (0..3).all(|d| {
+            let corner = a[d].min(b[d]);
+            self.lower[d] <= corner && corner < self.upper[d]
+        })
+    }
+
+    /// The zone of local atom `i`: where its reference fractions lie against the domain, per
+    /// dimension, so that [`Zone::pairs_with`] answers [`owns`](Self::owns) from two bytes.
+    pub fn zone(&self, i: usize) -> Zone {
+        let mut bits = 0u8;
+        for (d, &s) in self.reference[i].iter().enumerate() {
+            bits |= u8::from(s < self.lower[d]) << d | u8::from(s >= self.upper[d]) << (d + 3);
+        }
+        Zone(bits)
+    }
+
+    /// The zones of all local atoms, in local order.
+    pub fn zones(&self) -> Vec<Zone> {
+        (0..self.reference.len()).map(|i| self.zone(i)).collect()
+    }
+}
+
+/// Where a local atom lies against its domain, per dimension: below the domain's lower
+/// boundary, within it, or at or above its upper boundary (a halo atom from above). A domain
+/// computes a pair when, along every dimension, the lower of the two atoms lies within the
+/// domain: neither is below, and not both are above. Home atoms are [`Zone::HOME`]. A force
+/// kernel keeps one byte per atom and decides ownership with two bit operations, for any
+/// number of atoms at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Zone(u8);
+
+impl Zone {
+    /// Within the domain along every dimension.
+    pub const HOME: Zone = Zone(0);
+    /// Bits `0..3`: below the domain along dimension `d`.
+    pub const BELOW: u8 = 0b000_111;
+    /// Bits `3..6`: at or above the domain's upper boundary along dimension `d - 3`.
+    pub const ABOVE: u8 = 0b111_000;
+
+    /// The zone with these bits ([`BELOW`](Self::BELOW) and [`ABOVE`](Self::ABOVE)); other bits
+    /// are dropped.
+    pub fn from_bits(bits: u8) -> Zone {
+        Zone(bits & (Self::BELOW | Self::ABOVE))
+    }
+
+    /// The bits of the zone.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether the domain computes the pair of an atom in zone `self` with one in `other`:
+    /// the answer of [`PairOwner::owns`] for the two atoms.
+    #[inline]
+    pub fn pairs_with(self, other: Zone) -> bool {
+        Zone::pair_bits(self.0, other.0)
+    }
+
+    /// [`pairs_with`](Self::pairs_with) on raw bits, for vectorised loops.
+    #[inline(always)]
+    pub fn pair_bits(a: u8, b: u8) -> bool {
+        ((a | b) & Self::BELOW) == 0 && (a & b & Self::ABOVE) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_decide_ownership_as_the_fractions_do() {
+        // Fractions below, on and inside both boundaries, and above, in every combination.
+        let values = [0.1, 0.25, 0.3, 0.49999, 0.5, 0.7, 1.2];
+        let mut reference = Vec::new();
+        for &x in &values {
+            for &y in &values {
+                for &z in &[0.1, 0.3, 0.6] {
+                    reference.push([x, y, z]);
+                }
+            }
+        }
+        let owner = PairOwner { reference: &reference, lower: [0.25, 0.25, 0.25], upper: [0.5, 0.5, 0.5] };
+        let zones = owner.zones();
+        let mut owned = 0;
+        for i in 0..reference.len() {
+            for j in 0..reference.len() {
+                let want = owner.owns(i, j);
+                assert_eq!(zones[i].pairs_with(zones[j]), want, "{:?} and {:?}", reference[i], reference[j]);
+                owned += usize::from(want);
+            }
+        }
+        assert!(owned > 0 && owned < reference.len() * reference.len());
+        assert_eq!(
+            owner.zone(reference.iter().position(|r| *r == [0.3, 0.3, 0.3]).expect("inside")),
+            Zone::HOME
+        );
+    }
+}

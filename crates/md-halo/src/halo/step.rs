@@ -1,0 +1,458 @@
+//! One step of the halo exchange: [`HaloExchange::move_x`] sends the coordinates along the
+//! plan and hands out a [`Step`], the view a force kernel works from ([`Local`]: coordinates,
+//! forces, pair ownership, periodic images), and [`Step::move_f`] sends the forces on halo
+//! atoms back in reverse, where their owners add them up. Afterwards [`HaloExchange::home_mut`]
+//! gives the home atoms' positions to move and their total forces ([`Home`]).
+
+use std::fmt;
+use std::ops::Deref;
+
+use onesided::{ExchangePath, Incoming, Offer, Outgoing};
+use rayon::prelude::*;
+
+use super::HaloExchange;
+use super::agree::check_count;
+use super::images::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
+use crate::error::{Error, Result};
+use crate::pbc::RVec;
+
+/// The view of one step between [`HaloExchange::move_x`] and [`move_f`](Self::move_f): the
+/// local atoms' coordinates, this domain's forces on them, which pairs it owns and the
+/// periodic images a kernel makes itself ([`local`](Self::local)). It derefs to the
+/// [`HaloExchange`] for everything else the plan knows (global indices, the grid, counts).
+///
+/// A step dropped without `move_f` sends no forces; every PE must then skip `move_f` alike
+/// (a benchmark of `move_x` alone does).
+#[must_use = "the forces go back only with move_f"]
+pub struct Step<'h, 'rt> {
+    halo: &'h mut HaloExchange<'rt>,
+}
+
+/// What a force kernel reads and writes in one step, for the stored local atoms
+/// ([`HaloExchange::stored_count`]: home atoms, then halo atoms in plan order, then under
+/// [`PeriodicImages::Halo`] the periodic images).
+pub struct Local<'a> {
+    /// Current positions of the stored local atoms.
+    pub coordinates: &'a [RVec],
+    /// The forces on them, in the exchange's own symmetric memory, which
+    /// [`Step::move_f`] sends from without a copy. What they hold before the kernel writes
+    /// them is left from the last step (or zero): a kernel that accumulates clears them first.
+    pub forces: &'a mut [RVec],
+    /// Which pairs of local atoms this domain computes.
+    pub owner: PairOwner<'a>,
+    /// The images the kernel makes under [`PeriodicImages::Kernel`] (local atom
+    /// `coordinates.len() + k` is `images[k]`); empty under [`PeriodicImages::Halo`].
+    pub images: &'a [PeriodicImage],
+}
+
+/// The home atoms between steps: their positions, to move, and the total forces on them that
+/// the last [`Step::move_f`] left.
+pub struct Home<'a> {
+    /// Positions of the home atoms, to write before [`HaloExchange::move_x`]. They need not
+    /// stay in the box between repartitions (the plan's periodic shifts assume they do not
+    /// jump by box vectors).
+    pub coordinates: &'a mut [RVec],
+    /// The total force on each home atom after the last `move_f` (before the first, zero or
+    /// what a kernel wrote).
+    pub forces: &'a [RVec],
+}
+
+impl fmt::Debug for Step<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Step").field("halo", &*self.halo).finish()
+    }
+}
+
+impl fmt::Debug for Local<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Local")
+            .field("stored", &self.coordinates.len())
+            .field("images", &self.images.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Home<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Home").field("atoms", &self.coordinates.len()).finish_non_exhaustive()
+    }
+}
+
+impl<'rt> Deref for Step<'_, 'rt> {
+    type Target = HaloExchange<'rt>;
+
+    fn deref(&self) -> &HaloExchange<'rt> {
+        self.halo
+    }
+}
+
+impl Step<'_, '_> {
+    /// The coordinates and forces of the stored local atoms, pair ownership and the periodic
+    /// images, for a force kernel.
+    pub fn local(&mut self) -> Local<'_> {
+        let halo = &mut *self.halo;
+        let stored = halo.stored_count();
+        // SAFETY: other PEs never write the force array; they read it only between this PE's
+        // offer in move_f and their taken signal, which move_x awaited for every pulse before
+        // this step was made. The step's `&mut` keeps move_f, and any other view, away while
+        // the slice lives.
+        let forces = unsafe { halo.forces.array().local_range_mut(0..stored) };
+        // SAFETY: other PEs write the coordinates only in the regions this PE announces,
+        // inside exchanges that take `&mut` of the halo, which none does while the slice
+        // lives; the step exists only after a move_x that succeeded.
+        let coordinates = unsafe { halo.coords.array().local_range(0..stored) };
+        let owner = PairOwner { reference: &halo.reference, lower: halo.lower, upper: halo.upper };
+        Local { coordinates, forces, owner, images: halo.images() }
+    }
+
+    /// Sends the forces on this PE's halo atoms back to their home domains, pulse by pulse in
+    /// reverse, and adds the forces it receives to the atoms it had sent: afterwards the home
+    /// part of the forces ([`HaloExchange::home_mut`]) holds the total force on each home atom.
+    /// Returns the forces that crossed the periodic boundaries, which the virial needs. The
+    /// neighbours must call it too. On the one-sided path the halo atoms' forces are not
+    /// copied before they leave: each neighbour reads them where the kernel wrote them and
+    /// adds them to its atoms. Under [`PeriodicImages::Kernel`] the kernel has added the
+    /// images' forces to their atoms, and the shift forces returned are those of the
+    /// exchanged pulses alone.
+    ///
+    /// # Errors
+    /// As [`HaloExchange::move_x`].
+    pub fn move_f(self) -> Result<ShiftForces> {
+        let outcome = self.halo.move_f_pulses();
+        self.halo.note(outcome)
+    }
+}
+
+impl Local<'_> {
+    /// Writes the forces of a kernel that computed every local atom, the periodic images it
+    /// makes included (`all`, one force per position of
+    /// [`HaloExchange::positions_with_images`]), into [`forces`](Self::forces): each image's
+    /// force is added to its atom's. Returns the forces the images carried across the
+    /// periodic boundaries, for the virial. Under [`PeriodicImages::Halo`] it copies `all`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `all` is not one force per local atom.
+    pub fn fold_forces(&mut self, all: &[RVec]) -> Result<ShiftForces> {
+        let stored = self.forces.len();
+        if all.len() != stored + self.images.len() {
+            return Err(Error::Config(format!(
+                "fold_forces needs one force per local atom ({}), got {}",
+                stored + self.images.len(),
+                all.len()
+            )));
+        }
+        self.forces.copy_from_slice(&all[..stored]);
+        let mut shift_forces = ShiftForces::default();
+        for (k, image) in self.images.iter().enumerate().rev() {
+            let f = all[stored + k];
+            shift_forces.add_image(image, f.map(f64::from));
+            let target = &mut self.forces[image.atom as usize];
+            for c in 0..3 {
+                target[c] += f[c];
+            }
+        }
+        Ok(shift_forces)
+    }
+}
+
+impl<'rt> HaloExchange<'rt> {
+    /// Sends the coordinates of this PE's halo atoms to the domains that need them and
+    /// receives its own halo, in place, with periodic shifts applied, and returns the step's
+    /// view for the force kernel. The neighbours along each pulse must call it too (every PE
+    /// does, once per step).
+    ///
+    /// # Errors
+    /// What the exchanges report (a neighbour that does not take part times out, naming it);
+    /// after any error, this and every further exchange call fails (end the job with
+    /// [`onesided::Runtime::abort`]).
+    pub fn move_x(&mut self) -> Result<Step<'_, 'rt>> {
+        self.usable()?;
+        for q in 0..self.pulses_run() {
+            let outcome = self.move_x_pulse(q);
+            self.note(outcome)?;
+        }
+        // The neighbours' reads of the last step's forces end before the kernel writes them.
+        let outcome = self.forces_taken();
+        self.note(outcome)?;
+        Ok(Step { halo: self })
+    }
+
+    /// The home atoms' positions, to move, and the total forces on them after the last
+    /// [`Step::move_f`].
+    pub fn home_mut(&mut self) -> Home<'_> {
+        let n_home = self.n_home;
+        // SAFETY: other PEs write the coordinates only in the receive regions this PE
+        // announces, which lie behind the home atoms, and only inside exchanges this PE takes
+        // part in; `&mut self` excludes those while the slice lives, and nothing else refers
+        // to the home region.
+        let coordinates = unsafe { self.coords.array().local_range_mut(0..n_home) };
+        // SAFETY: other PEs never write the force array, and read only the halo regions this
+        // PE offers in move_f, which lie behind the home atoms; `&mut self` keeps this PE's
+        // own writers (a step) away while the slice lives.
+        let forces = unsafe { self.forces.array().local_range(0..n_home) };
+        Home { coordinates, forces }
+    }
+
+    /// How many pulses move_x and move_f run: all, or under [`PeriodicImages::Kernel`] those
+    /// that cross between PEs.
+    fn pulses_run(&self) -> usize {
+        match self.images {
+            PeriodicImages::Halo => self.pulses.len(),
+            PeriodicImages::Kernel => self.exchanged_pulses,
+        }
+    }
+
+    /// Fails when an earlier exchange failed.
+    pub(super) fn usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Config(
+                "an earlier exchange of this halo failed, and a neighbour may still write into its \
+                 buffers: end the job (Runtime::abort)"
+                    .to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Passes `outcome` on, remembering a failure of the communication. Refusals agreed
+    /// before anything moved (wrong lengths, an atom too far) leave the exchange usable.
+    pub(super) fn note<T>(&mut self, outcome: Result<T>) -> Result<T> {
+        self.failed |= matches!(outcome, Err(Error::Comm(_) | Error::PlanMismatch(_)));
+        outcome
+    }
+
+    /// Waits until every neighbour has taken the halo forces this PE last offered in
+    /// [`Step::move_f`] (at once when it offered none).
+    fn forces_taken(&mut self) -> Result<()> {
+        for pulse in &mut self.pulses {
+            pulse.f.wait_taken()?;
+        }
+        Ok(())
+    }
+
+    /// The pulses of `move_f` in reverse, on the exchange's own force array.
+    fn move_f_pulses(&mut self) -> Result<ShiftForces> {
+        let me = self.rt.my_pe();
+        let parallel_min = self.parallel_min;
+        let mut shift_forces = ShiftForces::default();
+        for q in (0..self.pulses_run()).rev() {
+            let pulse = &mut self.pulses[q];
+            let (offset, count) = (pulse.offset, pulse.count);
+            if pulse.to == me {
+                // The periodic image along a dimension with one domain: the forces on the
+                // images are added to their atoms here, with no message. Every sent atom lies
+                // before this pulse's region (send lists are built from earlier atoms).
+                // SAFETY: other PEs never write this array, and read only the regions this PE
+                // offered in this call and they have not yet taken: those of the later pulses
+                // (the earlier calls' were awaited in move_x), which lie beyond this range.
+                // `&mut self` keeps every other view of the array away.
+                let forces = unsafe { self.forces.array().local_range_mut(0..offset + count) };
+                let (atoms, images) = forces.split_at_mut(offset);
+                let along = Some(&mut shift_forces.along[pulse.dim]);
+                scatter_add(atoms, &pulse.send, images, along, parallel_min);
+                continue;
+            }
+            // The forces on this pulse's halo atoms go back to their owner, read where they
+            // lie on the one-sided path; the forces on the atoms this PE sent come back and
+            // are added where they lie (in the neighbour's memory on the one-sided path).
+            // SAFETY: as above; the atoms sent lie before this pulse's region, which is the
+            // one offered below, so the slice and the offer are apart.
+            let atoms = unsafe { self.forces.array().local_range_mut(0..offset) };
+            let send = &pulse.send;
+            let mut along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
+            let consume = |_: usize, returned: &[RVec]| {
+                if returned.len() == send.len() {
+                    scatter_add(atoms, send, returned, along.as_deref_mut(), parallel_min);
+                }
+            };
+            // SAFETY: nobody writes this region until the neighbour has taken it: other PEs
+            // never write this array, and this PE writes it only through a step's view and
+            // this function, after move_x has awaited every pulse's taken signal (the later
+            // pulses of this call write below this region).
+            let offer = unsafe { Offer::new(pulse.from, 1, offset..offset + count) };
+            let received = pulse
+                .f
+                .call(&[self.force_scratch.array(), self.forces.array()])
+                .send(&[Outgoing::Offered(offer)])
+                .receive(&[Incoming { from: pulse.to, buffer: 0, offset: 0, room: send.len() }])
+                .consume(consume)
+                .run()?[0];
+            check_count(received, pulse.send.len(), pulse.to, "forces")?;
+        }
+        Ok(shift_forces)
+    }
+}
+
+/// The path of the force exchanges: the pull where the halo is one-sided, so that the forces
+/// coming back are added up where they lie in the neighbour's memory
+/// ([`onesided::Call::consume`]) instead of being copied into this PE's first.
+pub(super) fn force_path(path: ExchangePath) -> ExchangePath {
+    if path == ExchangePath::Put { ExchangePath::Get } else { path }
+}
+
+/// A raw pointer that threads of a scoped parallel loop write through at distinct indices.
+#[derive(Clone, Copy)]
+struct Scatter(*mut RVec);
+impl Scatter {
+    /// The address of element `i` (a method, so that closures capture the whole wrapper).
+    fn at(self, i: usize) -> *mut RVec {
+        self.0.wrapping_add(i)
+    }
+}
+
+// SAFETY: used only by `scatter_add`, which checks that its targets are distinct, so no two
+// threads touch the same element.
+unsafe impl Send for Scatter {}
+// SAFETY: as above.
+unsafe impl Sync for Scatter {}
+
+/// Double-precision sums of forces in four lanes, force `i` in lane `i % 4`, combined at the
+/// end: one running sum would wait on the latency of each addition before the next, which
+/// made the sum as slow as the scatter-add it goes with. The order is fixed, so the result
+/// does not depend on how the forces are scattered.
+#[derive(Default)]
+struct LaneSum([[f64; 3]; 4]);
+
+impl LaneSum {
+    #[inline(always)]
+    fn add(&mut self, lane: usize, f: &RVec) {
+        for (sum, &component) in self.0[lane].iter_mut().zip(f) {
+            *sum += component as f64;
+        }
+    }
+
+    /// Adds every force in `forces`, the first in lane 0.
+    fn add_all(&mut self, forces: &[RVec]) {
+        let chunks = forces.chunks_exact(4);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for (lane, f) in chunk.iter().enumerate() {
+                self.add(lane, f);
+            }
+        }
+        for (lane, f) in rest.iter().enumerate() {
+            self.add(lane, f);
+        }
+    }
+
+    /// Adds the sum to `total`.
+    fn finish(self, total: &mut [f64; 3]) {
+        let l = self.0;
+        for d in 0..3 {
+            total[d] += (l[0][d] + l[1][d]) + (l[2][d] + l[3][d]);
+        }
+    }
+}
+
+/// Whether a loop over `len` items is worth rayon's thread pool: at least `parallel_min` of
+/// them, and more than one thread to share them. With one thread, a parallel loop only adds
+/// the hand-over to the pool's thread and back (a sleep and a wake-up, tens of microseconds).
+pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
+    len >= parallel_min && rayon::current_num_threads() > 1
+}
+
+/// `forces[targets[i]] += values[i]` for every `i`, in parallel above `parallel_min`, and the
+/// double-precision sum of `values` added to `along` when given (the forces across a periodic
+/// boundary, for the virial), in the same pass where the loop is serial. Send lists name local
+/// atoms in increasing order (each is a filtered range), so the targets are distinct and no two
+/// threads add to the same force; the parallel loop checks that order.
+fn scatter_add(
+    forces: &mut [RVec],
+    targets: &[u32],
+    values: &[RVec],
+    along: Option<&mut [f64; 3]>,
+    parallel_min: usize,
+) {
+    assert_eq!(targets.len(), values.len(), "one returned force per sent atom");
+    let add = |forces: &mut [RVec], t: u32, v: &RVec| {
+        let f = &mut forces[t as usize];
+        for d in 0..3 {
+            f[d] += v[d];
+        }
+    };
+    if !parallel(targets.len(), parallel_min) {
+        match along {
+            None => {
+                for (&t, v) in targets.iter().zip(values) {
+                    add(forces, t, v);
+                }
+            }
+            Some(total) => {
+                // The lanes as LaneSum::add_all fills them, so the sum is the parallel path's.
+                let mut sum = LaneSum::default();
+                let (targets4, values4) = (targets.chunks_exact(4), values.chunks_exact(4));
+                let rest = targets4.remainder().iter().zip(values4.remainder());
+                for (ts, vs) in targets4.zip(values4) {
+                    for lane in 0..4 {
+                        sum.add(lane, &vs[lane]);
+                        add(forces, ts[lane], &vs[lane]);
+                    }
+                }
+                for (lane, (&t, v)) in rest.enumerate() {
+                    sum.add(lane, v);
+                    add(forces, t, v);
+                }
+                sum.finish(total);
+            }
+        }
+        return;
+    }
+    if let Some(total) = along {
+        let mut sum = LaneSum::default();
+        sum.add_all(values);
+        sum.finish(total);
+    }
+    // The parallel writes below rely on these two facts; one pass over the list, a small part
+    // of the work of the lists long enough to get here.
+    assert!(
+        targets.windows(2).all(|w| w[0] < w[1])
+            && targets.last().is_none_or(|&t| (t as usize) < forces.len()),
+        "send lists name distinct local atoms in increasing order"
+    );
+    let base = Scatter(forces.as_mut_ptr());
+    targets.par_iter().zip(values.par_iter()).for_each(|(&t, v)| {
+        // SAFETY: t is in bounds and distinct across iterations (both asserted above), so this
+        // is the only access to that element during the loop.
+        let f = unsafe { &mut *base.at(t as usize) };
+        for d in 0..3 {
+            f[d] += v[d];
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scatter_add_sums_as_the_lanes_do() {
+        // Lengths around the four lanes; values that tell atom and component apart, with
+        // fractions that make the order of the double-precision sum show.
+        for len in [0, 1, 3, 4, 5, 8, 1001] {
+            let targets: Vec<u32> = (0..len as u32).map(|i| 2 * i + i % 3).collect();
+            let values: Vec<RVec> =
+                (0..len).map(|i| [i as f32 + 0.1, -(i as f32) * 1e-3, 1e4 + 0.37 * i as f32]).collect();
+            let n = targets.last().map_or(0, |&t| t as usize + 1);
+            let mut forces = vec![[1.0f32, 2.0, 3.0]; n];
+            let mut along = [0.5f64; 3];
+            scatter_add(&mut forces, &targets, &values, Some(&mut along), usize::MAX);
+            let mut lanes = LaneSum::default();
+            lanes.add_all(&values);
+            let mut want = [0.5f64; 3];
+            lanes.finish(&mut want);
+            assert_eq!(along, want, "{len} forces");
+            let exact: Vec<f64> =
+                (0..3).map(|d| 0.5 + values.iter().map(|v| v[d] as f64).sum::<f64>()).collect();
+            for d in 0..3 {
+                assert!((along[d] - exact[d]).abs() <= 1e-9 * exact[d].abs().max(1.0), "{len} forces");
+            }
+            let mut expected = vec![[1.0f32, 2.0, 3.0]; n];
+            for (&t, v) in targets.iter().zip(&values) {
+                for d in 0..3 {
+                    expected[t as usize][d] += v[d];
+                }
+            }
+            assert_eq!(forces, expected, "{len} forces");
+        }
+    }
+}
