@@ -6,11 +6,12 @@
 //! `pme_return_forces/.../<atoms>` time the two halves alone: each iteration is still a whole
 //! step, with a barrier (not timed) before each half. `pme_redist/copy/<atoms>` is the memory
 //! floor: one copy of PE 0's home atoms (coordinates, charge and index), from a barrier on.
-//! `onesided-get-in-place` and `onesided-put-in-place` are those paths with the PME ranks'
-//! forces written into the redistribution's own buffer (`forces_mut`, as a gather would
-//! write them; the writing is not timed) and returned from there (`return_forces_in_place`):
-//! no staging copy, and each PE reads its forces where they lie and unpacks them in the same
-//! pass (on the put path too: the atoms go out by put, the forces come back by pull).
+//! Forces are returned from the caller's array (`return_forces_from`) on every path;
+//! `onesided-get-in-place` and `onesided-put-in-place` write the PME ranks' forces into the
+//! redistribution's own buffer (the step's `mesh`, as a gather writes them; the writing is
+//! not timed) and return them from there (`return_forces`): no staging copy, and each PE
+//! reads its forces where they lie and unpacks them in the same pass (on the put path too:
+//! the atoms go out by put, the forces come back by pull).
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -45,10 +46,10 @@ impl Step<'_> {
     fn run(&mut self, rt: &Runtime, timed: Timed) -> pme_redist::Result<Duration> {
         rt.barrier();
         let start = Instant::now();
-        self.redist.redistribute(&self.home)?;
+        let mut delivered = self.redist.redistribute(&self.home)?;
         let forward = start.elapsed();
         // The PME ranks' forces: one per received atom, the same every step.
-        self.forces.resize(self.redist.received().len(), [0.5, -0.25, 1.0]);
+        self.forces.resize(delivered.received().len(), [0.5, -0.25, 1.0]);
         if timed != Timed::RoundTrip {
             rt.barrier();
         }
@@ -57,14 +58,13 @@ impl Step<'_> {
         // forces are ready before the return.
         let mut untimed = Duration::ZERO;
         if self.in_place {
-            let own = self.redist.forces_mut()?;
             let writing = Instant::now();
-            own.copy_from_slice(&self.forces);
+            delivered.mesh().forces.copy_from_slice(&self.forces);
             untimed = writing.elapsed();
             backward_start = Instant::now();
-            self.redist.return_forces_in_place(&mut self.home_forces)?;
+            delivered.return_forces(&mut self.home_forces)?;
         } else {
-            self.redist.return_forces_into(&self.forces, &mut self.home_forces)?;
+            delivered.return_forces_from(&self.forces, &mut self.home_forces)?;
         }
         Ok(match timed {
             Timed::RoundTrip => start.elapsed() - untimed,
@@ -102,7 +102,8 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             ("onesided-get-in-place", RedistPath::OneSidedGet, true),
             ("onesided-put-in-place", RedistPath::OneSidedPut, true),
         ]) {
-            let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;
+            let redist =
+                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
             let home_forces = vec![[0.0; 3]; home.len()];
             let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces, in_place };
             steps.push((name, system.len(), RefCell::new(step)));

@@ -109,7 +109,8 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .collect();
         let mut steps = Vec::new();
         for (name, path, overlap, fft_path) in configurations {
-            let redist = Redistribution::collective_new(rt, grid.clone(), path, &home, system.len())?;
+            let redist =
+                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
             let mesh = Pme::collective_new(group, &grid, beta, overlap, fft_path)?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));
@@ -124,9 +125,9 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
                     for _ in 0..iters {
                         rt.barrier();
                         let start = Instant::now();
-                        step.redist.redistribute(&step.home)?;
-                        let result = step.mesh.collective_step(step.redist.received())?;
-                        step.redist.return_forces_into(&result.forces, &mut step.home_forces)?;
+                        let mut delivered = step.redist.redistribute(&step.home)?;
+                        step.mesh.collective_step(delivered.mesh())?;
+                        delivered.return_forces(&mut step.home_forces)?;
                         total += start.elapsed();
                     }
                     Ok(total)

@@ -384,7 +384,9 @@ fn run_path(
                 _ => (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
             };
             let home = particles(&halo, topology);
-            let redist = Redistribution::collective_new(rt, pme_grid.clone(), redist_path, &home, n_atoms)
+            let redist = Redistribution::builder(rt, pme_grid.clone())
+                .path(redist_path)
+                .collective_build(&home, n_atoms)
                 .map_err(config)?;
             let mesh = Pme::collective_new(group, pme_grid, *beta, overlap, fft_path).map_err(config)?;
             Some(MeshState {
@@ -642,13 +644,13 @@ impl MeshState<'_, '_> {
         self.forces.resize(home, [0.0; 3]);
         rt.barrier();
         let start = Instant::now();
-        self.redist.redistribute(&self.home).map_err(config)?;
+        let mut delivered = self.redist.redistribute(&self.home).map_err(config)?;
         let x_done = Instant::now();
-        let result = self.mesh.collective_step(self.redist.received()).map_err(config)?;
+        let share = self.mesh.collective_step(delivered.mesh()).map_err(config)?;
         let f_start = Instant::now();
-        self.redist.return_forces_into(&result.forces, &mut self.forces).map_err(config)?;
+        delivered.return_forces(&mut self.forces).map_err(config)?;
         let end = Instant::now();
-        self.energy = self.mesh.collective_energy(result.energy).map_err(config)?;
+        self.energy = self.mesh.collective_energy(share).map_err(config)?;
         if warm_up {
             self.mesh.times_mut().reset();
         } else {

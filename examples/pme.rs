@@ -368,8 +368,9 @@ fn run_configuration(
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
     };
     let mut home = setup.home.clone();
-    let mut redist =
-        Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.structure.len())?;
+    let mut redist = Redistribution::builder(rt, setup.grid.clone())
+        .path(path)
+        .collective_build(&home, setup.structure.len())?;
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -386,16 +387,16 @@ fn run_configuration(
         }
         rt.barrier();
         let start = Instant::now();
-        redist.redistribute(&home)?;
+        let mut delivered = redist.redistribute(&home)?;
         let x_done = Instant::now();
-        let result = mesh.collective_step(redist.received())?;
+        let share = mesh.collective_step(delivered.mesh())?;
         let f_start = Instant::now();
-        redist.return_forces_into(&result.forces, &mut home_forces)?;
+        delivered.return_forces(&mut home_forces)?;
         let end = Instant::now();
         x_time += x_done - start;
         f_time += end - f_start;
         step_time += end - start;
-        energy = mesh.collective_energy(result.energy)?;
+        energy = mesh.collective_energy(share)?;
         if step == 0 {
             first_energy = energy;
         }

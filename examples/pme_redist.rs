@@ -258,8 +258,9 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         ExchangePath::Put
     };
     let mut home = setup.home.clone();
-    let mut redist =
-        Redistribution::collective_new(rt, setup.grid.clone(), path, &home, setup.structure.len())?;
+    let mut redist = Redistribution::builder(rt, setup.grid.clone())
+        .path(path)
+        .collective_build(&home, setup.structure.len())?;
     let mut slab = SlabGrid::collective_new(rt, &setup.grid, overlap_path)?;
     let (mut redist_times, mut force_times) = (Vec::new(), Vec::new());
     let mut fingerprints = Vec::new();
@@ -272,9 +273,9 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         // Timed after a barrier: the exchanges, not a neighbour's spreading.
         rt.barrier();
         let start = Instant::now();
-        redist.redistribute(&home)?;
+        let mut delivered = redist.redistribute(&home)?;
         redist_times.push(start.elapsed());
-        slab.spread(redist.received());
+        slab.spread(delivered.received());
         slab.collective_reduce_overlap()?;
         slab.collective_return_overlap()?;
         // The one-sided paths gather straight into the redistribution's buffer, from which the
@@ -282,27 +283,33 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         // codes do.
         let in_place = matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
         let forces = if in_place {
-            let (received, forces) = redist.received_and_forces_mut()?;
-            slab.gather_into(received, forces);
+            let mesh = delivered.mesh();
+            slab.gather_into(mesh.atoms, mesh.forces);
             Vec::new()
         } else {
-            slab.gather(redist.received())
+            slab.gather(delivered.received())
         };
+        // The program's copy of the atoms received, for the checks below (not timed).
+        let received = delivered.received().to_vec();
         rt.barrier();
         let start = Instant::now();
         if in_place {
-            redist.return_forces_in_place(&mut home_forces)?;
+            delivered.return_forces(&mut home_forces)?;
         } else {
-            redist.return_forces_into(&forces, &mut home_forces)?;
+            delivered.return_forces_from(&forces, &mut home_forces)?;
         }
         force_times.push(start.elapsed());
-        fingerprints.push([
-            fingerprint(redist.received()),
-            fingerprint(slab.slab()),
-            fingerprint(&home_forces),
-        ]);
+        fingerprints.push([fingerprint(&received), fingerprint(slab.slab()), fingerprint(&home_forces)]);
         if options.verify && step + 1 == options.steps {
-            let ok = verify_step(rt, setup, &redist, &slab, &home, &home_forces, step)?;
+            let ok = verify_step(
+                rt,
+                setup,
+                (path, redist.pme_rank(), &received),
+                &slab,
+                &home,
+                &home_forces,
+                step,
+            )?;
             checks &= ok;
         }
         for p in &mut home {
@@ -330,7 +337,7 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
 fn verify_step(
     rt: &Runtime,
     setup: &Setup,
-    redist: &Redistribution<'_>,
+    (path, pme_rank, received): (RedistPath, Option<usize>, &[Particle]),
     slab: &SlabGrid<'_>,
     home: &[Particle],
     home_forces: &[RVec],
@@ -348,8 +355,8 @@ fn verify_step(
     let serial = serial_spread(grid, &positions, &setup.charges);
     let mut failures = Vec::new();
     // Every atom on the right PME rank...
-    if let Some(rank) = redist.pme_rank()
-        && let Some(p) = redist.received().iter().find(|p| grid.rank_of(p.x) != rank)
+    if let Some(rank) = pme_rank
+        && let Some(p) = received.iter().find(|p| grid.rank_of(p.x) != rank)
     {
         failures.push(format!(
             "atom {} reached PME rank {rank} but belongs to {}",
@@ -358,7 +365,7 @@ fn verify_step(
         ));
     }
     // ...and on exactly one.
-    let ids: Vec<u32> = redist.received().iter().map(|p| p.global).collect();
+    let ids: Vec<u32> = received.iter().map(|p| p.global).collect();
     let mut all_ids = gather_all(&rt.world(), &ids);
     all_ids.sort_unstable();
     let expected: Vec<u32> = (0..setup.structure.len() as u32).collect();
@@ -370,7 +377,7 @@ fn verify_step(
         ));
     }
     // The spread slab against the serial spread.
-    if redist.pme_rank().is_some() {
+    if pme_rank.is_some() {
         let [_, ky, kz] = grid.sizes();
         let (lo, hi) = slab.planes();
         let reference = &serial[lo * ky * kz..hi * ky * kz];
@@ -399,7 +406,7 @@ fn verify_step(
     if me == 0 {
         println!(
             "  {}: atoms on their PME ranks, slabs against the serial spread, forces back in order: {}",
-            redist.path(),
+            path,
             if failed == 0 { "ok" } else { "FAILED" }
         );
     }

@@ -111,7 +111,7 @@ fn checked_step(
     step: u64,
     context: &str,
 ) -> CaseResult {
-    redist.redistribute(&homes[me])?;
+    let mut delivered = redist.redistribute(&homes[me])?;
     // Every PME rank's list, and each atom's rank and place in it.
     let expected: Vec<Vec<Particle>> = (0..grid.ranks()).map(|r| expected_on(grid, homes, r)).collect();
     let atoms = homes.iter().flatten().map(|p| p.global as usize + 1).max().unwrap_or(0);
@@ -122,37 +122,36 @@ fn checked_step(
         }
     }
     let mut forces = Vec::new();
-    if let Some(rank) = redist.pme_rank() {
+    if let Some(rank) = delivered.pme_rank() {
         let expected = &expected[rank];
         ensure!(
-            redist.received() == expected.as_slice(),
+            delivered.received() == expected.as_slice(),
             "{context}: PME rank {rank} received {} atoms (first {:?}), expected {} (first {:?})",
-            redist.received().len(),
-            redist.received().first(),
+            delivered.received().len(),
+            delivered.received().first(),
             expected.len(),
             expected.first()
         );
         let counts: Vec<usize> =
             homes.iter().map(|h| h.iter().filter(|p| grid.rank_of(p.x) == rank).count()).collect();
         ensure!(
-            redist.received_counts() == counts,
+            delivered.received_counts() == counts,
             "{context}: counts {:?}, expected {counts:?}",
-            redist.received_counts()
+            delivered.received_counts()
         );
         forces = expected.iter().enumerate().map(|(i, p)| stamp(p.global, rank, step, i)).collect();
     } else {
-        ensure!(redist.received().is_empty(), "{context}: PE {me} is no PME rank but received atoms");
+        ensure!(delivered.received().is_empty(), "{context}: PE {me} is no PME rank but received atoms");
     }
     // On odd steps the forces are written into the redistribution's own buffer and returned
     // from there: the same bits must arrive.
-    let home_forces = if step % 2 == 1 {
-        redist.forces_mut()?.copy_from_slice(&forces);
-        let mut home_forces = vec![[f32::NAN; 3]; homes[me].len()];
-        redist.return_forces_in_place(&mut home_forces)?;
-        home_forces
+    let mut home_forces = vec![[f32::NAN; 3]; homes[me].len()];
+    if step % 2 == 1 {
+        delivered.mesh().forces.copy_from_slice(&forces);
+        delivered.return_forces(&mut home_forces)?;
     } else {
-        redist.return_forces(&forces)?
-    };
+        delivered.return_forces_from(&forces, &mut home_forces)?;
+    }
     ensure!(
         home_forces.len() == homes[me].len(),
         "{context}: {} home forces for {} home atoms",
@@ -175,8 +174,9 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         for path in RedistPath::ALL {
             let mut homes = homes(rt, structure, &pme)?;
-            let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .collective_build(&homes[me], structure.len())?;
             for step in 0..9u64 {
                 if step % 4 == 3 {
                     redist.collective_plan(&homes[me])?;
@@ -213,8 +213,9 @@ fn threads_place_and_pack_alike(rt: &Runtime) -> CaseResult {
             // The whole run inside the pool; its error crosses back as its message (a boxed
             // error is not Send).
             let mut run = || -> CaseResult {
-                let mut redist =
-                    Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+                let mut redist = Redistribution::builder(rt, grid.clone())
+                    .path(path)
+                    .collective_build(&homes[me], structure.len())?;
                 for step in 0..3u64 {
                     let context = format!("{path} on 3 threads, PME on {pme:?}, step {step}");
                     checked_step(&mut redist, &grid, &homes, me, step, &context)?;
@@ -316,8 +317,9 @@ fn home_counts_grow_and_shrink_across_plans(rt: &Runtime) -> CaseResult {
         for path in RedistPath::ALL {
             let mut homes = homes(rt, &structure, &pme)?;
             sizes = vec![homes[0].len()];
-            let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .collective_build(&homes[me], structure.len())?;
             for step in 0..12u64 {
                 if step > 0 && step % 3 == 0 {
                     repartition(&mut homes, particle_pes, step / 3, &structure.pbc)?;
@@ -359,13 +361,14 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
             } else {
                 ExchangePath::Put
             };
-            let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .collective_build(&homes[me], structure.len())?;
             let mut slab = SlabGrid::collective_new(rt, &grid, overlap)?;
-            redist.redistribute(&homes[me])?;
-            slab.spread(redist.received());
+            let mut delivered = redist.redistribute(&homes[me])?;
+            slab.spread(delivered.received());
             slab.collective_reduce_overlap()?;
-            if redist.pme_rank().is_some() {
+            if delivered.pme_rank().is_some() {
                 let [_, ky, kz] = grid.sizes();
                 let (lo, hi) = slab.planes();
                 let reference = &serial[lo * ky * kz..hi * ky * kz];
@@ -387,12 +390,12 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
             // from there; the MPI paths from the gather's vector. The bits must agree.
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
             if matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut) {
-                let (received, forces) = redist.received_and_forces_mut()?;
-                slab.gather_into(received, forces);
-                redist.return_forces_in_place(&mut home_forces)?;
+                let mesh = delivered.mesh();
+                slab.gather_into(mesh.atoms, mesh.forces);
+                delivered.return_forces(&mut home_forces)?;
             } else {
-                let forces = slab.gather(redist.received());
-                redist.return_forces_into(&forces, &mut home_forces)?;
+                let forces = slab.gather(delivered.received());
+                delivered.return_forces_from(&forces, &mut home_forces)?;
             }
             let reference: Vec<[f64; 3]> =
                 homes[me].iter().map(|p| serial_gather(&grid, &serial, p.x, p.q)).collect();
@@ -430,15 +433,18 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     let jump = lx / 2.0;
     for path in RedistPath::ALL {
         let mut homes = homes(rt, &structure, &pme)?;
-        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+        let mut redist = Redistribution::builder(rt, grid.clone())
+            .path(path)
+            .collective_build(&homes[me], structure.len())?;
         // Two atoms on different PEs jump: the report names the one on the lower PE.
         let jumpers: Vec<(usize, usize)> = [0, n - 1].iter().map(|&pe| (pe, homes[pe].len() / 2)).collect();
         for &(pe, i) in &jumpers {
             homes[pe][i].x[0] = (homes[pe][i].x[0] + jump) % lx;
         }
-        redist.redistribute(&homes[me])?;
-        let forces = vec![[0.0; 3]; redist.received().len()];
-        let outcome = redist.return_forces(&forces);
+        let delivered = redist.redistribute(&homes[me])?;
+        let forces = vec![[0.0; 3]; delivered.received().len()];
+        let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+        let outcome = delivered.return_forces_from(&forces, &mut home_forces);
         if n >= 4 {
             let (pe, i) = jumpers[0];
             let atom = homes[pe][i].global;
@@ -453,15 +459,15 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
         }
         // With a new plan the same positions are fine, and the atoms reach their new ranks.
         redist.collective_plan(&homes[me])?;
-        redist.redistribute(&homes[me])?;
-        if let Some(rank) = redist.pme_rank() {
+        let delivered = redist.redistribute(&homes[me])?;
+        if let Some(rank) = delivered.pme_rank() {
             ensure!(
-                redist.received() == expected_on(&grid, &homes, rank).as_slice(),
+                delivered.received() == expected_on(&grid, &homes, rank).as_slice(),
                 "{path}: after a new plan"
             );
         }
-        let forces = vec![[0.0; 3]; redist.received().len()];
-        redist.return_forces(&forces)?;
+        let forces = vec![[0.0; 3]; delivered.received().len()];
+        delivered.return_forces_from(&forces, &mut home_forces)?;
     }
     Ok(())
 }
@@ -495,13 +501,9 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     let grid = PmeGrid::new(box_vectors, SPACING, &pme)?;
     let mut homes = homes(rt, &structure, &pme)?;
     homes[n - 1] = homes[0][..3].to_vec();
-    let outcome = Redistribution::collective_new(
-        rt,
-        grid.clone(),
-        RedistPath::OneSidedGet,
-        &homes[me],
-        structure.len(),
-    );
+    let outcome = Redistribution::builder(rt, grid.clone())
+        .path(RedistPath::OneSidedGet)
+        .collective_build(&homes[me], structure.len());
     ensure!(
         matches!(outcome, Err(Error::Config(ref m)) if m.contains(&pme_only)),
         "PE {me}: {:?}",
@@ -510,7 +512,9 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     homes[n - 1].clear();
 
     for path in RedistPath::ALL {
-        let mut redist = Redistribution::collective_new(rt, grid.clone(), path, &homes[me], structure.len())?;
+        let mut redist = Redistribution::builder(rt, grid.clone())
+            .path(path)
+            .collective_build(&homes[me], structure.len())?;
         // A new plan that gives the PME-only PE atoms fails on every PE and keeps the old one.
         let mut misplaced = homes.clone();
         misplaced[n - 1] = homes[0][..3].to_vec();
@@ -521,24 +525,24 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
         );
         let mut extra = homes[me].clone();
         extra.push(homes[0][0]);
-        let outcome = redist.redistribute(&extra);
+        let outcome = redist.redistribute(&extra).map(|_| ());
         ensure!(
             matches!(outcome, Err(Error::Config(ref m)) if m.contains("the plan is for")),
             "{path}: {outcome:?}"
         );
-        redist.redistribute(&homes[me])?;
-        let mut forces = vec![[1.0; 3]; redist.received().len() + 1];
-        let outcome = redist.return_forces(&forces);
+        // Forces that are not one per received atom, on every PE: refused before anything
+        // moves; the next step goes on.
+        let delivered = redist.redistribute(&homes[me])?;
+        let mut forces = vec![[1.0; 3]; delivered.received().len() + 1];
+        let mut back = vec![[0.0; 3]; homes[me].len()];
+        let outcome = delivered.return_forces_from(&forces, &mut back);
         ensure!(
             matches!(outcome, Err(Error::Config(ref m)) if m.contains("forces for")),
             "{path}: {outcome:?}"
         );
         forces.pop();
-        let back = redist.return_forces(&forces)?;
-        ensure!(
-            back.len() == homes[me].len() && back.iter().all(|f| *f == [1.0; 3]),
-            "{path}: after the refusals"
-        );
+        redist.redistribute(&homes[me])?.return_forces_from(&forces, &mut back)?;
+        ensure!(back.iter().all(|f| *f == [1.0; 3]), "{path}: after the refusals");
     }
     Ok(())
 }

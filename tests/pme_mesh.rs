@@ -14,7 +14,7 @@ use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 use onesided_suite::{ensure, launch};
 use pme_redist::reference::{ewald_sum, serial_fft, serial_pme};
 use pme_redist::{
-    Error, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient,
+    Error, Mesh, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient,
 };
 
 const WATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
@@ -162,17 +162,18 @@ fn mesh_steps_match_serial_and_ewald_in(rt: &Runtime, structure: &Structure) -> 
         ];
         for (redist_path, overlap, fft_path) in paths {
             let label = format!("{redist_path}/{fft_path}, PME on {pme:?}");
-            let mut redist =
-                Redistribution::collective_new(rt, grid.clone(), redist_path, &homes[me], structure.len())?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(redist_path)
+                .collective_build(&homes[me], structure.len())?;
             let mut mesh = Pme::collective_new(&group, &grid, beta, overlap, fft_path)?;
             let mut energies = Vec::new();
-            let mut home_forces = Vec::new();
+            let mut home_forces = vec![[0.0; 3]; homes[me].len()];
             // Two steps: the second reuses every buffer and must give the same bits.
             for _ in 0..2 {
-                redist.redistribute(&homes[me])?;
-                let step = mesh.collective_step(redist.received())?;
-                home_forces = redist.return_forces(&step.forces)?;
-                energies.push(mesh.collective_energy(step.energy)?);
+                let mut delivered = redist.redistribute(&homes[me])?;
+                let share = mesh.collective_step(delivered.mesh())?;
+                delivered.return_forces(&mut home_forces)?;
+                energies.push(mesh.collective_energy(share)?);
             }
             ensure!(
                 energies[0].to_bits() == energies[1].to_bits(),
@@ -264,12 +265,26 @@ fn bad_parameters_fail_everywhere(rt: &Runtime) -> CaseResult {
     let mut mesh =
         Pme::collective_new(&single, &last, 3.0, ExchangePath::Put, AlltoallPath::OrderedOneSided)?;
     let stray = [Particle { x: [0.1, 0.1, 0.1], q: 1.0, global: 0 }];
+    let mut forces = [[0.0f32; 3]];
     if rt.my_pe() != n - 1 {
-        config(mesh.collective_step(&stray).map(drop), "is not a PME rank")?;
+        config(
+            mesh.collective_step(Mesh { atoms: &stray, forces: &mut forces }).map(drop),
+            "is not a PME rank",
+        )?;
     }
-    // The others still complete a step together with the PME rank.
-    let step = mesh.collective_step(if rt.my_pe() == n - 1 { &stray[..] } else { &[] })?;
-    ensure!(step.forces.len() == usize::from(rt.my_pe() == n - 1), "one force for the one particle");
+    // Forces that are not one per particle, on the PME rank; then a step the others complete
+    // together with it.
+    let mine = rt.my_pe() == n - 1;
+    if mine {
+        config(
+            mesh.collective_step(Mesh { atoms: &stray, forces: &mut [] }).map(drop),
+            "one force per particle",
+        )?;
+    }
+    let (atoms, forces): (&[Particle], &mut [RVec]) =
+        if mine { (&stray, &mut forces) } else { (&[], &mut []) };
+    mesh.collective_step(Mesh { atoms, forces })?;
+    ensure!(!mine || forces[0] != [0.0; 3], "the one particle got no force");
     Ok(())
 }
 

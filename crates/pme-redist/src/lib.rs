@@ -6,9 +6,11 @@
 //!
 //! - [`PmeGrid`]: the charge grid of a rectangular or triclinic box (GROMACS's box vectors),
 //!   its slabs over the PME ranks, and where an atom sits on it;
-//! - [`Redistribution`]: the plan ([`collective_plan`](Redistribution::collective_plan), at
-//!   every repartition) and the per-step [`redistribute`](Redistribution::redistribute) and
-//!   [`return_forces`](Redistribution::return_forces) on a [`RedistPath`];
+//! - [`Redistribution`]: built once ([`Redistribution::builder`]), planned at every
+//!   repartition ([`collective_plan`](Redistribution::collective_plan)), and every step
+//!   [`redistribute`](Redistribution::redistribute), which returns the step's view ([`Step`]):
+//!   on a PME rank its atoms and the forces on them ([`Mesh`]), then
+//!   [`Step::return_forces`], which brings every PE its home forces, on a [`RedistPath`];
 //! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab, the overlap
 //!   exchange between slabs, the force gather; and their serial references;
 //! - [`SlabFft`]: the distributed real-to-complex 3-D FFT of the grid, slabs along x in real
@@ -17,6 +19,44 @@
 //!   [`ewald_coefficient`] from GROMACS's `ewald-rtol`;
 //! - [`Pme`]: a whole mesh step (spread, FFT, solve, FFT, gather) timed per phase;
 //! - [`reference`](mod@reference): the direct Ewald sum and serial PME it is checked against.
+//!
+//! An engine's PME step, every PE a PME rank (the loop of `examples/pme_step.rs`):
+//!
+//! ```no_run
+//! use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+//! use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
+//!
+//! fn main() -> pme_redist::Result<()> {
+//!     let rt = Runtime::init()?;
+//!     let pes: Vec<usize> = (0..rt.n_pes()).collect();
+//!     let box_vectors = [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]];
+//!     let grid = PmeGrid::new(box_vectors, 0.12, &pes)?;
+//!     // This PE's home atoms (here PE 0 holds them all).
+//!     let mut home: Vec<Particle> = if rt.my_pe() == 0 {
+//!         (0..8u32).map(|g| Particle { x: [0.5 * g as f32, 1.0, 2.0], q: if g % 2 == 0 { 1.0 } else { -1.0 }, global: g }).collect()
+//!     } else {
+//!         Vec::new()
+//!     };
+//!     let group = PeGroup::collective_new(&rt, "pme", &pes)?;
+//!     let beta = ewald_coefficient(0.9, 1e-5)?;
+//!     let mut mesh = Pme::collective_new(&group, &grid, beta, ExchangePath::Put, AlltoallPath::OrderedOneSided)?;
+//!     let mut redist = Redistribution::builder(&rt, grid).collective_build(&home, 8)?;
+//!     let mut forces = vec![[0.0f32; 3]; home.len()];
+//!     for step in 1..=10 {
+//!         let mut delivered = redist.redistribute(&home)?;
+//!         let share = mesh.collective_step(delivered.mesh())?; // spread, FFT, solve, gather
+//!         delivered.return_forces(&mut forces)?; // this PE's reciprocal forces, home order
+//!         let _energy = mesh.collective_energy(share)?;
+//!         for (p, f) in home.iter_mut().zip(&forces) {
+//!             p.x[0] += 1e-4 * f[0];
+//!         }
+//!         if step % 5 == 0 {
+//!             redist.collective_plan(&home)?;
+//!         }
+//!     }
+//!     Ok(())
+//! }
+//! ```
 #![deny(missing_docs)]
 
 mod error;
@@ -32,8 +72,8 @@ mod spread;
 pub use error::{Error, Result};
 pub use fft::{Complex32, SlabFft};
 pub use grid::PmeGrid;
-pub use pme::{MeshStep, Pme, PmeTimes};
-pub use redist::{Particle, RedistPath, Redistribution};
+pub use pme::{Pme, PmeTimes};
+pub use redist::{Mesh, Particle, RedistBuilder, RedistPath, Redistribution, Step};
 pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
 pub use spread::{SlabGrid, serial_gather, serial_spread};
 

@@ -6,11 +6,10 @@ use std::time::{Duration, Instant};
 use mpi::traits::CommunicatorCollectives;
 use onesided::{AlltoallPath, ExchangePath, PeGroup};
 
-use crate::RVec;
 use crate::error::{Error, Result};
 use crate::fft::SlabFft;
 use crate::grid::PmeGrid;
-use crate::redist::Particle;
+use crate::redist::Mesh;
 use crate::solve::Reciprocal;
 use crate::spread::SlabGrid;
 
@@ -50,16 +49,6 @@ impl PmeTimes {
             ("PME gather", self.gather),
         ]
     }
-}
-
-/// The result of a mesh step on one PE.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MeshStep {
-    /// This PME rank's share of the reciprocal energy, kJ mol⁻¹ (zero on other PEs): the
-    /// shares sum to the energy ([`Pme::collective_energy`]).
-    pub energy: f64,
-    /// The reciprocal force on each particle given, in their order, kJ mol⁻¹ nm⁻¹.
-    pub forces: Vec<RVec>,
 }
 
 /// Smooth PME's mesh part over the PME ranks of a [`PmeGrid`].
@@ -121,22 +110,33 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         &self.fft
     }
 
-    /// One mesh step for `particles`, all the atoms this PME rank received (empty on PEs
-    /// that are not PME ranks): their reciprocal forces and this rank's share of the energy.
+    /// One mesh step for the atoms this PME rank received (none on PEs that are not PME
+    /// ranks): their reciprocal forces, written into `mesh.forces` (the redistribution's own
+    /// buffer, from which they go back without a copy), and this rank's share of the energy,
+    /// kJ mol⁻¹ (zero on other PEs; the shares sum to the energy:
+    /// [`collective_energy`](Self::collective_energy)).
     ///
     /// # Collective
     /// Every PE of the job must call it (the overlap exchanges are over all PEs; PEs outside
     /// the group return at once from the parts that are the group's).
     ///
     /// # Errors
-    /// [`Error::Config`] for particles on a PE that is not a PME rank; [`Error::Comm`] when
-    /// communication fails.
-    pub fn collective_step(&mut self, particles: &[Particle]) -> Result<MeshStep> {
+    /// [`Error::Config`] for atoms on a PE that is not a PME rank, or forces that are not one
+    /// per atom; [`Error::Comm`] when communication fails.
+    pub fn collective_step(&mut self, mesh: Mesh<'_>) -> Result<f64> {
+        let (particles, forces) = (mesh.atoms, mesh.forces);
         let is_member = self.group.my_rank().is_some();
+        let me = self.group.runtime().my_pe();
         if !is_member && !particles.is_empty() {
             return Err(Error::Config(format!(
-                "PE {} is not a PME rank but was given {} particles for the PME mesh",
-                self.group.runtime().my_pe(),
+                "PE {me} is not a PME rank but was given {} particles for the PME mesh",
+                particles.len()
+            )));
+        }
+        if forces.len() != particles.len() {
+            return Err(Error::Config(format!(
+                "PE {me} gives the PME mesh {} forces for {} particles: one force per particle",
+                forces.len(),
                 particles.len()
             )));
         }
@@ -144,14 +144,14 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         self.slab.spread(particles);
         self.slab.collective_reduce_overlap()?;
         let spread = start.elapsed();
-        let mut step = MeshStep::default();
+        let mut energy = 0.0;
         if let Some(solver) = &self.solver {
             let start = Instant::now();
             let comm_before = self.fft.transpose_time();
             self.fft.forward(self.slab.slab())?;
             let forward = start.elapsed();
             let start = Instant::now();
-            step.energy = solver.solve(self.fft.spectrum_mut())?;
+            energy = solver.solve(self.fft.spectrum_mut())?;
             self.times.solve += start.elapsed();
             let start = Instant::now();
             self.fft.backward(self.slab.slab_mut())?;
@@ -161,11 +161,11 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         }
         let start = Instant::now();
         self.slab.collective_return_overlap()?;
-        step.forces = self.slab.gather(particles);
+        self.slab.gather_into(particles, forces);
         self.times.gather += start.elapsed();
         self.times.spread += spread;
         self.times.steps += 1;
-        Ok(step)
+        Ok(energy)
     }
 
     /// The reciprocal energy: the sum of every PME rank's share, in rank order, so the same

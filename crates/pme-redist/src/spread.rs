@@ -216,8 +216,7 @@ impl<'rt> SlabGrid<'rt> {
     }
 
     /// [`gather`](Self::gather) into `forces` (one per particle), for instance the
-    /// redistribution's own force buffer
-    /// ([`Redistribution::received_and_forces_mut`](crate::Redistribution::received_and_forces_mut)).
+    /// redistribution's own force buffer ([`Mesh::forces`](crate::Mesh::forces)).
     ///
     /// # Panics
     /// When `forces` is not as long as `particles`.

@@ -12,13 +12,14 @@
 
 use onesided::{Runtime, SignalArray, SymArray};
 
-use super::{ERROR, Forces, LINE, Particle, Redistribution, Transport, by_rank, check_count, note_error};
+use super::plan::Plan;
+use super::{Buffers, Forces, LINE, Particle, Transport, by_rank};
 use crate::RVec;
 use crate::error::Result;
 
 /// The get transport's tables and signals.
 pub(super) struct Get<'rt> {
-    /// Slot `r`: (count, offset) of this PE's atoms for PME rank `r`.
+    /// Slot `r`: (count, offset) of plan PE's atoms for PME rank `r`.
     table: SymArray<'rt, [u64; LINE]>,
     /// Signal `s` on a PME rank: source `s` published call `k`.
     published: SignalArray<'rt>,
@@ -52,36 +53,36 @@ impl<'rt> Get<'rt> {
 }
 
 impl<'rt> Transport<'rt> for Get<'rt> {
-    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
-        let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
+    fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
+        let (me, n, m, k) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks(), plan.calls);
         // Only particle PEs have a send buffer that PME ranks read: it is packed again once
         // every PME rank has taken its share of the previous call.
-        if this.is_particle[me] {
+        if plan.is_particle[me] {
             self.taken.wait_ge(0, m as u64 * (k - 1))?;
             // SAFETY: every PME rank has taken its share of the previous call (awaited just
-            // above), and none reads the buffer again before this call's publication below.
-            unsafe { this.pack_send_buffer(home) };
+            // above), and none reads the buffer again before plan call's publication below.
+            unsafe { plan.pack_into(home, &buffers.send) };
         }
-        let sources: Vec<usize> = (0..n).filter(|&s| this.is_particle[s]).collect();
+        let sources: Vec<usize> = (0..n).filter(|&s| plan.is_particle[s]).collect();
         let mut raw = vec![0u64; n];
         let mut offsets = vec![0u64; n];
         {
             let (table, published) = (&self.table, &self.published);
-            if this.is_particle[me] {
+            if plan.is_particle[me] {
                 let entries: Vec<[u64; LINE]> = (0..m)
                     .map(|r| {
                         let mut line = [0u64; LINE];
-                        line[0] = this.count_to(r);
-                        line[1] = this.dest_offsets[r] as u64;
+                        line[0] = plan.count_to(r);
+                        line[1] = plan.dest_offsets[r] as u64;
                         line
                     })
                     .collect();
                 table.write_local(0, &entries)?;
                 for r in 0..m {
-                    published.set(this.grid.pe_of(r), me, k)?;
+                    published.set(plan.grid.pe_of(r), me, k)?;
                 }
             }
-            let Some(rank) = this.my_rank else { return Ok(()) };
+            let Some(rank) = plan.my_rank else { return Ok(()) };
             // Read each source's entry as soon as it is published, whichever comes first.
             let mut pending: Vec<usize> = sources.clone();
             while !pending.is_empty() {
@@ -93,16 +94,16 @@ impl<'rt> Transport<'rt> for Get<'rt> {
                 offsets[s] = line[0][1];
             }
         }
-        this.take_source_counts(&raw);
+        plan.take_source_counts(&raw);
         let taken = &self.taken;
         for &s in &sources {
-            let (count, at) = (this.src_counts[s], this.src_offsets[s]);
+            let (count, at) = (plan.src_counts[s], plan.src_offsets[s]);
             if count > 0 {
-                // SAFETY: on the get path only this PE writes its receive buffer, and nothing
+                // SAFETY: on the get path only plan PE writes its receive buffer, and nothing
                 // reads it during the copy; the range lies inside it (counts sum to at most
                 // the total number of atoms, its length).
-                let dst = unsafe { this.recv.local_range_mut(at..at + count) };
-                this.send.array().get(s, offsets[s] as usize, dst)?;
+                let dst = unsafe { buffers.recv.local_range_mut(at..at + count) };
+                buffers.send.array().get(s, offsets[s] as usize, dst)?;
             }
             taken.add(s, 0, 1)?;
         }
@@ -111,28 +112,29 @@ impl<'rt> Transport<'rt> for Get<'rt> {
 
     fn backward(
         &mut self,
-        this: &mut Redistribution<'rt>,
+        plan: &mut Plan<'rt>,
+        buffers: &Buffers<'rt>,
         forces: Forces<'_>,
         home_forces: &mut [RVec],
     ) -> Result<bool> {
-        let (me, n, m, k) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks(), this.calls);
-        if this.my_rank.is_some() {
+        let (me, n, m, k) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks(), plan.calls);
+        if plan.my_rank.is_some() {
             if !forces.in_place {
                 // The forces are staged where the PEs take them from, once every PE has taken
                 // those of the previous returns (forces written in place waited in forces_mut).
-                self.forces_free(this)?;
-                this.force_send.write_local(0, forces.data)?;
+                self.forces_free(plan)?;
+                buffers.force_send.write_local(0, forces.data)?;
             }
             self.returns += 1;
         }
         let (back_table, back_published, back_taken) =
             (&self.back_table, &self.back_published, &self.back_taken);
-        if let Some(rank) = this.my_rank {
+        if let Some(rank) = plan.my_rank {
             let entries: Vec<[u64; LINE]> = (0..n)
                 .map(|p| {
                     let mut line = [0u64; LINE];
-                    line[0] = this.pending.unwrap_or(this.src_counts[p] as u64);
-                    line[1] = this.src_offsets[p] as u64;
+                    line[0] = plan.status_to(p);
+                    line[1] = plan.src_offsets[p] as u64;
                     line
                 })
                 .collect();
@@ -141,55 +143,51 @@ impl<'rt> Transport<'rt> for Get<'rt> {
                 back_published.set(p, rank, k)?;
             }
         }
-        // Every PME rank's entry first, as each is published: its status, and where this
+        // Every PME rank's entry first, as each is published: its status, and where plan
         // PE's forces lie in its staging buffer.
         let mut offsets = vec![0usize; m];
         let mut pending: Vec<usize> = (0..m).collect();
         while !pending.is_empty() {
             let waits: Vec<(usize, u64)> = pending.iter().map(|&r| (r, k)).collect();
             let r = pending.swap_remove(back_published.wait_any_ge(&waits)?);
-            let pe = this.grid.pe_of(r);
+            let pe = plan.grid.pe_of(r);
             let mut line = [[0u64; LINE]];
             back_table.get(pe, me, &mut line)?;
             let (value, offset) = (line[0][0], line[0][1] as usize);
-            if value & ERROR != 0 {
-                note_error(&mut this.pending, value);
-            } else if this.is_particle[me] {
-                check_count(value as usize, this.dest_counts[r], pe)?;
-            }
+            plan.take_status(r, value)?;
             offsets[r] = offset;
         }
-        let unpacked = if this.is_particle[me] && this.pending.is_none() {
+        let unpacked = if plan.is_particle[me] && plan.pending.is_none() {
             // SAFETY (for the views): each PME rank writes its staging buffer again only
-            // once every PE has signalled its forces taken (forces_free), which this PE does
+            // once every PE has signalled its forces taken (forces_free), which plan PE does
             // below, after the last use of the views.
             let views: Result<Option<Vec<&[RVec]>>> = (0..m)
                 .map(|r| {
-                    let (at, count) = (offsets[r], this.dest_counts[r]);
+                    let (at, count) = (offsets[r], plan.dest_counts[r]);
                     if count == 0 {
                         return Ok(Some(&[][..]));
                     }
                     // SAFETY: as above.
-                    Ok(unsafe { this.force_send.remote_range(this.grid.pe_of(r), at..at + count)? })
+                    Ok(unsafe { buffers.force_send.remote_range(plan.grid.pe_of(r), at..at + count)? })
                 })
                 .collect::<Result<Vec<Option<&[RVec]>>>>()
                 .map(|views| views.into_iter().collect());
             match views? {
-                // Every PME rank with forces for this PE is on this node: they are read where
+                // Every PME rank with forces for plan PE is on plan node: they are read where
                 // they lie and unpacked into home order in one pass, copied nowhere between.
                 Some(views) => {
-                    by_rank::unpack(&this.dest, views, home_forces, &this.chunks());
+                    by_rank::unpack(&plan.dest, views, home_forces, &plan.chunks());
                     true
                 }
                 None => {
                     for (r, &offset) in offsets.iter().enumerate() {
-                        let (at, count) = (this.dest_offsets[r], this.dest_counts[r]);
+                        let (at, count) = (plan.dest_offsets[r], plan.dest_counts[r]);
                         if count > 0 {
-                            // SAFETY: on the get path only this PE writes its force receive
+                            // SAFETY: on the get path only plan PE writes its force receive
                             // buffer; the range lies inside it (dest offsets and counts cover
                             // the home atoms).
-                            let dst = unsafe { this.force_recv.array().local_range_mut(at..at + count) };
-                            this.force_send.get(this.grid.pe_of(r), offset, dst)?;
+                            let dst = unsafe { buffers.force_recv.array().local_range_mut(at..at + count) };
+                            buffers.force_send.get(plan.grid.pe_of(r), offset, dst)?;
                         }
                     }
                     false
@@ -199,14 +197,14 @@ impl<'rt> Transport<'rt> for Get<'rt> {
             false
         };
         for r in 0..m {
-            back_taken.add(this.grid.pe_of(r), 0, 1)?;
+            back_taken.add(plan.grid.pe_of(r), 0, 1)?;
         }
         Ok(unpacked)
     }
 
-    fn forces_free(&mut self, this: &Redistribution<'rt>) -> Result<()> {
-        if this.my_rank.is_some() {
-            self.back_taken.wait_ge(0, this.rt.n_pes() as u64 * self.returns)?;
+    fn forces_free(&mut self, plan: &Plan<'rt>) -> Result<()> {
+        if plan.my_rank.is_some() {
+            self.back_taken.wait_ge(0, plan.rt.n_pes() as u64 * self.returns)?;
         }
         Ok(())
     }

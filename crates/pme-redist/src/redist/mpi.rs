@@ -11,7 +11,8 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use onesided::Runtime;
 
-use super::{ERROR, Forces, Particle, Redistribution, Transport, check_count, note_error};
+use super::plan::{ERROR, Plan};
+use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::{Error, Result};
 
@@ -158,45 +159,45 @@ impl Mpi {
 }
 
 impl<'rt> Transport<'rt> for Mpi {
-    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
-        let (me, n) = (this.rt.my_pe(), this.rt.n_pes());
-        if this.is_particle[me] {
-            // SAFETY: on this path no PE reads or writes another's send buffer.
-            unsafe { this.pack_send_buffer(home) };
+    fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
+        let (me, n) = (plan.rt.my_pe(), plan.rt.n_pes());
+        if plan.is_particle[me] {
+            // SAFETY: on plan path no PE reads or writes another's send buffer.
+            unsafe { plan.pack_into(home, &buffers.send) };
         }
         // Counts to every PME rank (zero to the others).
         let counts_out: Vec<u64> = (0..n)
-            .map(|pe| match this.grid.rank_of_pe(pe) {
-                Some(r) if this.is_particle[me] => this.count_to(r),
+            .map(|pe| match plan.grid.rank_of_pe(pe) {
+                Some(r) if plan.is_particle[me] => plan.count_to(r),
                 _ => 0,
             })
             .collect();
         let mut counts_in = vec![0u64; n];
-        self.counts(this.rt, &counts_out, &mut counts_in)?;
-        if this.my_rank.is_none() {
+        self.counts(plan.rt, &counts_out, &mut counts_in)?;
+        if plan.my_rank.is_none() {
             counts_in.fill(0);
         }
-        for (count, &particle) in counts_in.iter_mut().zip(&this.is_particle) {
+        for (count, &particle) in counts_in.iter_mut().zip(&plan.is_particle) {
             if !particle {
                 *count = 0;
             }
         }
-        this.take_source_counts(&counts_in);
+        plan.take_source_counts(&counts_in);
         let particle = size_of::<Particle>();
         let send_counts: Vec<usize> = (0..n)
-            .map(|pe| match this.grid.rank_of_pe(pe) {
-                Some(r) if this.is_particle[me] => this.send_count(r),
+            .map(|pe| match plan.grid.rank_of_pe(pe) {
+                Some(r) if plan.is_particle[me] => plan.send_count(r),
                 _ => 0,
             })
             .collect();
         let send_offsets: Vec<usize> =
-            (0..n).map(|pe| this.grid.rank_of_pe(pe).map_or(0, |r| this.dest_offsets[r])).collect();
-        let (recv_counts, recv_offsets) = (this.src_counts.clone(), this.src_offsets.clone());
+            (0..n).map(|pe| plan.grid.rank_of_pe(pe).map_or(0, |r| plan.dest_offsets[r])).collect();
+        let (recv_counts, recv_offsets) = (plan.src_counts.clone(), plan.src_offsets.clone());
         self.data(
-            this.rt,
-            this.send.array().as_ptr().cast(),
+            plan.rt,
+            buffers.send.array().as_ptr().cast(),
             (&send_counts, &send_offsets),
-            this.recv.as_ptr().cast(),
+            buffers.recv.as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             particle,
         )
@@ -204,51 +205,46 @@ impl<'rt> Transport<'rt> for Mpi {
 
     fn backward(
         &mut self,
-        this: &mut Redistribution<'rt>,
+        plan: &mut Plan<'rt>,
+        buffers: &Buffers<'rt>,
         forces: Forces<'_>,
         _home_forces: &mut [RVec],
     ) -> Result<bool> {
         // Sent from wherever they are, the caller's array or the staging buffer alike.
         let forces = forces.data;
-        let (me, n) = (this.rt.my_pe(), this.rt.n_pes());
+        let (me, n) = (plan.rt.my_pe(), plan.rt.n_pes());
         let status_out: Vec<u64> =
-            (0..n)
-                .map(|p| {
-                    if this.my_rank.is_some() { this.pending.unwrap_or(this.src_counts[p] as u64) } else { 0 }
-                })
-                .collect();
+            (0..n).map(|p| if plan.my_rank.is_some() { plan.status_to(p) } else { 0 }).collect();
         let mut status_in = vec![0u64; n];
-        self.counts(this.rt, &status_out, &mut status_in)?;
+        self.counts(plan.rt, &status_out, &mut status_in)?;
         // An error status goes without forces: the counts both sides use say so.
-        let failed_here = this.my_rank.is_some() && this.pending.is_some();
+        let failed_here = plan.my_rank.is_some() && plan.pending.is_some();
         let mut recv_counts = vec![0usize; n];
-        for r in 0..this.grid.ranks() {
-            let (pe, value) = (this.grid.pe_of(r), status_in[this.grid.pe_of(r)]);
-            if value & ERROR != 0 {
-                note_error(&mut this.pending, value);
-            } else if this.is_particle[me] {
-                check_count(value as usize, this.dest_counts[r], pe)?;
-                recv_counts[pe] = this.dest_counts[r];
+        for r in 0..plan.grid.ranks() {
+            let (pe, value) = (plan.grid.pe_of(r), status_in[plan.grid.pe_of(r)]);
+            plan.take_status(r, value)?;
+            if value & ERROR == 0 && plan.is_particle[me] {
+                recv_counts[pe] = plan.dest_counts[r];
             }
         }
         let send_counts: Vec<usize> = (0..n)
             .map(|p| {
-                if this.my_rank.is_some() && this.is_particle[p] && !failed_here {
-                    this.src_counts[p]
+                if plan.my_rank.is_some() && plan.is_particle[p] && !failed_here {
+                    plan.src_counts[p]
                 } else {
                     0
                 }
             })
             .collect();
-        let send_offsets = this.src_offsets.clone();
+        let send_offsets = plan.src_offsets.clone();
         let recv_offsets: Vec<usize> =
-            (0..n).map(|pe| this.grid.rank_of_pe(pe).map_or(0, |r| this.dest_offsets[r])).collect();
+            (0..n).map(|pe| plan.grid.rank_of_pe(pe).map_or(0, |r| plan.dest_offsets[r])).collect();
         // Straight from the caller's forces, as MPI codes send them.
         self.data(
-            this.rt,
+            plan.rt,
             forces.as_ptr().cast(),
             (&send_counts, &send_offsets),
-            this.force_recv.array().as_ptr().cast(),
+            buffers.force_recv.array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<RVec>(),
         )?;

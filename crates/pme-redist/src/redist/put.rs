@@ -8,7 +8,8 @@
 use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
 
 use super::get::Get;
-use super::{ERROR, Forces, Particle, Redistribution, Transport, check_count, note_error};
+use super::plan::Plan;
+use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::Result;
 
@@ -43,70 +44,71 @@ impl<'rt> Put<'rt> {
 }
 
 impl<'rt> Transport<'rt> for Put<'rt> {
-    fn forward(&mut self, this: &mut Redistribution<'rt>, home: &[Particle]) -> Result<()> {
-        let (me, n, m) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks());
-        let count_values: Vec<u64> = (0..m).map(|r| this.count_to(r)).collect();
-        let sources: Vec<usize> = (0..n).filter(|&s| this.is_particle[s]).collect();
+    fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
+        let (me, n, m) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks());
+        let count_values: Vec<u64> = (0..m).map(|r| plan.count_to(r)).collect();
+        let sources: Vec<usize> = (0..n).filter(|&s| plan.is_particle[s]).collect();
         let mut raw = vec![0u64; n];
         {
             let (counts, count_buffers) = (&mut self.counts, &mut self.count_buffers);
             let mut outgoing = Vec::new();
-            if this.is_particle[me] {
+            if plan.is_particle[me] {
                 for (r, value) in count_values.iter().enumerate() {
                     outgoing
-                        .push(Outgoing::Copy { to: this.grid.pe_of(r), data: std::slice::from_ref(value) });
+                        .push(Outgoing::Copy { to: plan.grid.pe_of(r), data: std::slice::from_ref(value) });
                 }
             }
-            let incoming: Vec<Incoming> = if this.my_rank.is_some() {
+            let incoming: Vec<Incoming> = if plan.my_rank.is_some() {
                 sources.iter().map(|&s| Incoming { from: s, buffer: 0, offset: s, room: 1 }).collect()
             } else {
                 Vec::new()
             };
             let buffers = [&count_buffers[0], &count_buffers[1]];
             counts.call(&buffers).send(&outgoing).receive(&incoming).run()?;
-            if this.my_rank.is_some() {
+            if plan.my_rank.is_some() {
                 count_buffers[0].read_local(0, &mut raw)?;
                 for (s, value) in raw.iter_mut().enumerate() {
-                    if !this.is_particle[s] {
+                    if !plan.is_particle[s] {
                         *value = 0;
                     }
                 }
             }
         }
-        this.take_source_counts(&raw);
+        plan.take_source_counts(&raw);
         let mut outgoing = Vec::new();
-        if this.is_particle[me] {
+        if plan.is_particle[me] {
             for r in 0..m {
-                outgoing.push(Outgoing::Packed { to: this.grid.pe_of(r), count: this.send_count(r) });
+                outgoing.push(Outgoing::Packed { to: plan.grid.pe_of(r), count: plan.send_count(r) });
             }
         }
-        let incoming: Vec<Incoming> = if this.my_rank.is_some() {
+        let incoming: Vec<Incoming> = if plan.my_rank.is_some() {
             sources
                 .iter()
                 .map(|&s| Incoming {
                     from: s,
                     buffer: 0,
-                    offset: this.src_offsets[s],
-                    room: this.src_counts[s],
+                    offset: plan.src_offsets[s],
+                    room: plan.src_counts[s],
                 })
                 .collect()
         } else {
             Vec::new()
         };
         // Each atom is written once, into its PME rank's receive buffer where that is mapped.
-        let this = &*this;
+        let plan = &*plan;
         let pack = |out: &mut [&mut [Particle]]| {
-            if this.is_particle[me] && !this.withheld {
-                this.pack(home, out.iter_mut().map(|o| &mut **o).collect());
+            if plan.is_particle[me] {
+                plan.pack(home, out.iter_mut().map(|o| &mut **o).collect());
             }
         };
-        self.data.call(&[&this.recv]).send(&outgoing).receive(&incoming).pack(pack).run()?;
+        self.data.call(&[&buffers.recv]).send(&outgoing).receive(&incoming).pack(pack).run()?;
         Ok(())
     }
 
     fn backward(
         &mut self,
-        this: &mut Redistribution<'rt>,
+        plan: &mut Plan<'rt>,
+        buffers: &Buffers<'rt>,
         forces: Forces<'_>,
         home_forces: &mut [RVec],
     ) -> Result<bool> {
@@ -114,59 +116,54 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             // Already in symmetric memory: each PE reads its forces there and unpacks them in
             // the same pass (through the mapping on the node), which costs less than writing
             // them into lines the receiver has just read and reading them back.
-            return self.pull.backward(this, forces, home_forces);
+            return self.pull.backward(plan, buffers, forces, home_forces);
         }
         let forces = forces.data;
-        let (me, n, m) = (this.rt.my_pe(), this.rt.n_pes(), this.grid.ranks());
+        let (me, n, m) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks());
         let (counts, count_buffers, exchange) = (&mut self.counts, &mut self.count_buffers, &mut self.forces);
         // Status (and count) from every PME rank to every PE.
-        let values: Vec<u64> = (0..n).map(|p| this.pending.unwrap_or(this.src_counts[p] as u64)).collect();
+        let values: Vec<u64> = (0..n).map(|p| plan.status_to(p)).collect();
         let mut outgoing = Vec::new();
-        if this.my_rank.is_some() {
+        if plan.my_rank.is_some() {
             for p in 0..n {
                 outgoing.push(Outgoing::Copy { to: p, data: &values[p..p + 1] });
             }
         }
         let incoming: Vec<Incoming> =
-            (0..m).map(|r| Incoming { from: this.grid.pe_of(r), buffer: 1, offset: r, room: 1 }).collect();
-        let buffers = [&count_buffers[0], &count_buffers[1]];
-        counts.call(&buffers).send(&outgoing).receive(&incoming).run()?;
+            (0..m).map(|r| Incoming { from: plan.grid.pe_of(r), buffer: 1, offset: r, room: 1 }).collect();
+        counts.call(&[&count_buffers[0], &count_buffers[1]]).send(&outgoing).receive(&incoming).run()?;
         let mut statuses = vec![0u64; m];
         count_buffers[1].read_local(0, &mut statuses)?;
         for (r, &value) in statuses.iter().enumerate() {
-            if value & ERROR != 0 {
-                note_error(&mut this.pending, value);
-            } else if this.is_particle[me] {
-                check_count(value as usize, this.dest_counts[r], this.grid.pe_of(r))?;
-            }
+            plan.take_status(r, value)?;
         }
         // Straight from the caller's forces: the put path needs no staging.
         let mut outgoing = Vec::new();
-        if this.my_rank.is_some() {
+        if plan.my_rank.is_some() {
             // An error status goes without forces.
-            let failed = this.pending.is_some();
-            for p in (0..n).filter(|&p| this.is_particle[p]) {
-                let (at, count) = (this.src_offsets[p], if failed { 0 } else { this.src_counts[p] });
+            let failed = plan.pending.is_some();
+            for p in (0..n).filter(|&p| plan.is_particle[p]) {
+                let (at, count) = (plan.src_offsets[p], if failed { 0 } else { plan.src_counts[p] });
                 outgoing.push(Outgoing::Copy { to: p, data: &forces[at..at + count] });
             }
         }
-        let incoming: Vec<Incoming> = if this.is_particle[me] {
+        let incoming: Vec<Incoming> = if plan.is_particle[me] {
             (0..m)
                 .map(|r| Incoming {
-                    from: this.grid.pe_of(r),
+                    from: plan.grid.pe_of(r),
                     buffer: 0,
-                    offset: this.dest_offsets[r],
-                    room: this.dest_counts[r],
+                    offset: plan.dest_offsets[r],
+                    room: plan.dest_counts[r],
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        exchange.call(&[this.force_recv.array()]).send(&outgoing).receive(&incoming).run()?;
+        exchange.call(&[buffers.force_recv.array()]).send(&outgoing).receive(&incoming).run()?;
         Ok(false)
     }
 
-    fn forces_free(&mut self, this: &Redistribution<'rt>) -> Result<()> {
-        self.pull.forces_free(this)
+    fn forces_free(&mut self, plan: &Plan<'rt>) -> Result<()> {
+        self.pull.forces_free(plan)
     }
 }
