@@ -81,13 +81,23 @@ pub(crate) fn direct() -> Result<bool> {
     }
 }
 
+/// What [`NODE_HEAP`] asks for, read by [`node_heap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeHeapSetting {
+    /// Map where the transport is a software one (the libfabric provider copies with the CPU).
+    Auto,
+    /// Map whatever the transport says; a failure is an error.
+    On,
+    /// Never map.
+    Off,
+}
+
 /// Reads [`NODE_HEAP`].
-pub(crate) fn node_heap() -> Result<crate::node_heap::Setting> {
-    use crate::node_heap::Setting;
+pub(crate) fn node_heap() -> Result<NodeHeapSetting> {
     match std::env::var(NODE_HEAP).as_deref() {
-        Err(_) | Ok("auto") => Ok(Setting::Auto),
-        Ok("1") | Ok("on") | Ok("yes") | Ok("true") => Ok(Setting::On),
-        Ok("0") | Ok("off") | Ok("no") | Ok("false") => Ok(Setting::Off),
+        Err(_) | Ok("auto") => Ok(NodeHeapSetting::Auto),
+        Ok("1") | Ok("on") | Ok("yes") | Ok("true") => Ok(NodeHeapSetting::On),
+        Ok("0") | Ok("off") | Ok("no") | Ok("false") => Ok(NodeHeapSetting::Off),
         Ok(other) => Err(Error::Environment {
             variable: NODE_HEAP,
             value: other.to_string(),

@@ -47,15 +47,18 @@
 mod alltoall;
 mod atomic;
 mod collective;
+mod constants;
 mod counter;
 pub mod env;
 mod error;
 mod group;
 mod heap;
+mod layout;
 mod node_heap;
 mod raw;
 mod rma;
 mod runtime;
+mod scratch;
 mod sendrecv;
 mod signal;
 
@@ -64,7 +67,8 @@ pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
 pub use error::{Error, ExchangeProblem, Result};
 pub use group::PeGroup;
-pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SameNodeAccess, SymArray};
+pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
+pub use layout::SameNodeAccess;
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
 pub use sendrecv::{

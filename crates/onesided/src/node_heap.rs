@@ -31,6 +31,8 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 
+use crate::env::NodeHeapSetting;
+
 /// libfabric providers that copy with the CPU and register no memory with a device.
 const SOFTWARE_PROVIDERS: &[&str] = &["tcp", "sockets", "udp", "ofi_rxm", "ofi_rxd"];
 
@@ -84,17 +86,6 @@ pub(crate) enum Outcome {
     NotMapped(String),
 }
 
-/// `ONESIDED_NODE_HEAP`, read by [`crate::env::node_heap`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Setting {
-    /// Map where the transport is a software one ([`transport_allows`]).
-    Auto,
-    /// Map whatever the transport says; a failure is an error.
-    On,
-    /// Never map.
-    Off,
-}
-
 /// Maps the heaps of the PEs on each node into each other.
 ///
 /// `first_block` is a live symmetric block (the runtime's first), `heap_bounds` finds this
@@ -102,11 +93,11 @@ pub(crate) enum Setting {
 ///
 /// # Collective
 /// Every PE of `world` calls it at the same point of initialisation, before any transfer
-/// into symmetric memory, with the same `setting`. With [`Setting::On`] a failure on any PE
+/// into symmetric memory, with the same `setting`. With [`NodeHeapSetting::On`] a failure on any PE
 /// is returned on every PE.
 pub(crate) fn collective_map(
     world: &SimpleCommunicator,
-    setting: Setting,
+    setting: NodeHeapSetting,
     first_block: usize,
     heap_bounds: impl FnOnce(usize) -> Result<(usize, usize), String>,
 ) -> Result<Outcome, String> {
@@ -118,9 +109,9 @@ pub(crate) fn collective_map(
     // 0. The setting itself: PEs that read different values would take different branches
     // below and wait in different collectives.
     let code = match setting {
-        Setting::Auto => 0,
-        Setting::On => 1,
-        Setting::Off => 2,
+        NodeHeapSetting::Auto => 0,
+        NodeHeapSetting::On => 1,
+        NodeHeapSetting::Off => 2,
     };
     let (mut lowest, mut highest) = (0i64, 0i64);
     world.all_reduce_into(&code, &mut lowest, SystemOperation::min());
@@ -145,10 +136,10 @@ pub(crate) fn collective_map(
         return Ok(Outcome::Implementation);
     }
     let willing = match setting {
-        Setting::Off => Err(format!("{}=0", crate::env::NODE_HEAP)),
+        NodeHeapSetting::Off => Err(format!("{}=0", crate::env::NODE_HEAP)),
         _ if alone => Ok(()),
-        Setting::Auto => transport_allows(),
-        Setting::On => Ok(()),
+        NodeHeapSetting::Auto => transport_allows(),
+        NodeHeapSetting::On => Ok(()),
     };
     let (all_willing, first_refusing) = agree(world, willing.is_ok());
     if !all_willing {
@@ -234,8 +225,8 @@ pub(crate) fn collective_map(
     }
 }
 
-fn refuse(setting: Setting, why: String) -> Result<Outcome, String> {
-    if setting == Setting::On { Err(why) } else { Ok(Outcome::NotMapped(why)) }
+fn refuse(setting: NodeHeapSetting, why: String) -> Result<Outcome, String> {
+    if setting == NodeHeapSetting::On { Err(why) } else { Ok(Outcome::NotMapped(why)) }
 }
 
 /// Words each PE publishes to its node: process id, descriptor, heap base, heap length, and

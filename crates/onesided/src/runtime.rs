@@ -1,6 +1,6 @@
 //! The runtime handle: MPI and OpenSHMEM initialised together, finalised in the right order.
 
-use std::ffi::{c_int, c_long};
+use std::ffi::c_int;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::Mutex;
@@ -10,10 +10,11 @@ use std::time::Duration;
 use mpi::environment::{Threading, Universe};
 use mpi::topology::SimpleCommunicator;
 
-use crate::collective::CollectiveScratch;
+use crate::constants::Constants;
 use crate::env;
 use crate::error::{Error, Result};
-use crate::heap::{HeapLayout, SameNodeAccess};
+use crate::layout::{HeapLayout, SameNodeAccess};
+use crate::scratch::CollectiveScratch;
 
 /// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
 static INITIALISED: AtomicBool = AtomicBool::new(false);
@@ -25,40 +26,6 @@ pub enum Implementation {
     Oshmem,
     /// Sandia OpenSHMEM.
     Sos,
-}
-
-/// Values of the installed header's macros, read once from the shim.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Constants {
-    pub cmp_ge: c_int,
-    pub sync_value: c_long,
-    pub psync_len: usize,
-    pub reduce_min_wrkdata: usize,
-    #[cfg_attr(not(shmem_spec_1_5), allow(dead_code))]
-    pub signal_set: c_int,
-}
-
-impl Constants {
-    fn read() -> Self {
-        // SAFETY: the shim's statics are constants initialised at load time and never written.
-        unsafe {
-            Constants {
-                cmp_ge: shmem_sys::shmem_sys_cmp_ge,
-                sync_value: shmem_sys::shmem_sys_sync_value,
-                // One pSync array serves reductions and broadcasts; Sandia OpenSHMEM defines
-                // some sync sizes as 0 on LP64 targets, hence the floor of 1.
-                psync_len: shmem_sys::shmem_sys_reduce_sync_size
-                    .max(shmem_sys::shmem_sys_bcast_sync_size)
-                    .max(shmem_sys::shmem_sys_barrier_sync_size)
-                    .max(1),
-                reduce_min_wrkdata: shmem_sys::shmem_sys_reduce_min_wrkdata_size.max(1),
-                #[cfg(shmem_spec_1_5)]
-                signal_set: shmem_sys::shmem_sys_signal_set,
-                #[cfg(not(shmem_spec_1_5))]
-                signal_set: 0,
-            }
-        }
-    }
 }
 
 /// The process's handle on MPI and OpenSHMEM. Exactly one exists per process.
