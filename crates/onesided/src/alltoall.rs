@@ -585,3 +585,15 @@ fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize
     }
     Ok(phases)
 }
+
+impl<T: Pod> std::fmt::Debug for Alltoall<'_, '_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Alltoall")
+            .field("name", &self.name)
+            .field("group", &self.group.name())
+            .field("path", &self.path)
+            .field("block", &self.block)
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
+}

@@ -249,3 +249,9 @@ fn to_bits<A: AtomicInt>(value: A) -> u64 {
 fn from_bits<A: AtomicInt>(bits: u64) -> A {
     bytemuck::cast(bits)
 }
+
+impl<A: AtomicInt> std::fmt::Debug for AtomicArray<'_, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicArray").field("name", &self.name()).field("len", &self.len()).finish()
+    }
+}

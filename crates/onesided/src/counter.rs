@@ -102,3 +102,9 @@ impl<'rt> CallCounters<'rt> {
         self.wait(peer)
     }
 }
+
+impl std::fmt::Debug for CallCounters<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallCounters").field("calls", &self.calls).finish_non_exhaustive()
+    }
+}

@@ -291,3 +291,13 @@ mod team {
         }
     }
 }
+
+impl std::fmt::Debug for PeGroup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeGroup")
+            .field("name", &self.name)
+            .field("members", &self.members)
+            .field("my_rank", &self.my_rank())
+            .finish_non_exhaustive()
+    }
+}

@@ -540,3 +540,13 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         self.frozen
     }
 }
+
+impl<T: Pod> std::fmt::Debug for GlobalMaxArray<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalMaxArray")
+            .field("array", &self.array)
+            .field("policy", &self.policy)
+            .field("frozen", &self.frozen)
+            .finish_non_exhaustive()
+    }
+}

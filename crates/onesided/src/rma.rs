@@ -258,3 +258,18 @@ impl<'env> NbiScope<'_, 'env> {
         self.rt
     }
 }
+
+impl<T: Pod> std::fmt::Debug for DirectAccess<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectAccess")
+            .field("array", self.array)
+            .field("pe", &self.pe)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for NbiScope<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NbiScope").field("pe", &self.rt.my_pe()).finish_non_exhaustive()
+    }
+}

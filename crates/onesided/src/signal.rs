@@ -468,3 +468,9 @@ impl<'env> NbiScope<'_, 'env> {
         Ok(())
     }
 }
+
+impl std::fmt::Debug for SignalArray<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignalArray").field("name", &self.name()).field("len", &self.len()).finish()
+    }
+}

@@ -559,6 +559,16 @@ fn fft_failed(e: realfft::FftError) -> Error {
     Error::Config(format!("a 1-D transform of the PME FFT failed: {e}"))
 }
 
+impl std::fmt::Debug for SlabFft<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlabFft")
+            .field("sizes", &self.k)
+            .field("rank", &self.rank)
+            .field("alltoall", &self.alltoall)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

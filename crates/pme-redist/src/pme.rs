@@ -184,3 +184,14 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         Ok((0..self.group.len()).map(|r| shares[self.group.members()[r]]).sum())
     }
 }
+
+impl std::fmt::Debug for Pme<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pme")
+            .field("group", self.group)
+            .field("slab", &self.slab)
+            .field("fft", &self.fft)
+            .field("times", &self.times)
+            .finish_non_exhaustive()
+    }
+}

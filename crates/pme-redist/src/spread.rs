@@ -396,6 +396,15 @@ pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] 
     grid.force(q as f64, gradient)
 }
 
+impl std::fmt::Debug for SlabGrid<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlabGrid")
+            .field("rank", &self.rank)
+            .field("planes", &(self.lo..self.hi))
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,6 +136,19 @@ where
     }
 }
 
+impl<T: Pod, P, C> std::fmt::Debug for Call<'_, '_, '_, T, P, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("exchange", &self.exchange.name())
+            .field("buffers", &self.buffers.len())
+            .field("outgoing", &self.outgoing.len())
+            .field("incoming", &self.incoming.len())
+            .field("packs", &self.pack.is_some())
+            .field("consumes", &self.consume.is_some())
+            .finish()
+    }
+}
+
 /// A call's consuming function, as the transports call it.
 pub(super) type Consume<'j, T> = &'j mut dyn FnMut(usize, &[T]);
 
