@@ -1,0 +1,87 @@
+//! The loop an MD engine writes around the halo exchange, on the fast path: build once,
+//! then every step `move_x`, the force kernel on the step's view, `move_f`, and the motion of
+//! the home atoms, with a repartition every ten steps that takes the velocities along. A
+//! Lennard-Jones fluid on a lattice; the kernel writes straight into the exchange's force
+//! array, from which the halo forces go back without a copy.
+//!
+//! `cargo run --release --example halo_step -- --pes 2` (or under `scripts/pe-run -n 2`).
+
+use md_halo::{DdGrid, HaloExchange, Local, PbcBox, RVec};
+use onesided::Runtime;
+
+const SIDE: usize = 10; // atoms per box edge
+const SPACING: f32 = 0.37; // nm
+const CUTOFF: f32 = 0.8; // nm; the pair list's buffer below widens the halo's range
+const RANGE: f32 = 0.9;
+const DT: f32 = 0.002; // ps
+const C6: f32 = 6.2e-3; // kJ mol⁻¹ nm⁶ (argon)
+const C12: f32 = 9.7e-6; // kJ mol⁻¹ nm¹²
+const MASS: f32 = 39.948; // g mol⁻¹
+
+fn main() {
+    let pes = std::env::args().skip_while(|a| a != "--pes").nth(1).map_or(2, |n| n.parse().expect("--pes N"));
+    onesided_suite::launch::ensure_launched(pes);
+    let rt = Runtime::init().expect("the runtime starts");
+    if let Err(e) = run(&rt) {
+        eprintln!("halo_step: PE {}: {e}", rt.my_pe());
+        rt.abort(1);
+    }
+}
+
+fn run(rt: &Runtime) -> md_halo::Result<()> {
+    let edge = SIDE as f32 * SPACING;
+    let pbc = PbcBox::rectangular([edge; 3])?;
+    let positions: Vec<RVec> = (0..SIDE * SIDE * SIDE)
+        .map(|i| [i % SIDE, i / SIDE % SIDE, i / (SIDE * SIDE)].map(|c| (c as f32 + 0.5) * SPACING))
+        .collect();
+    let grid = DdGrid::choose(rt.n_pes(), pbc, RANGE)?;
+    let mut halo = HaloExchange::builder(rt, grid).collective_from_global(&positions)?;
+    // Per-atom state the engine keeps in home order: it migrates at every repartition.
+    let mut velocities: Vec<RVec> =
+        (0..halo.home_count()).map(|i| [0.05 * (i % 7) as f32 - 0.15, 0.0, 0.0]).collect();
+    for step in 1..=50 {
+        let mut view = halo.move_x()?;
+        lennard_jones(view.local());
+        let _shift_forces = view.move_f()?; // for the virial
+        let home = halo.home_mut();
+        for ((x, v), f) in home.coordinates.iter_mut().zip(&mut velocities).zip(home.forces) {
+            for d in 0..3 {
+                v[d] += DT * f[d] / MASS;
+                x[d] += DT * v[d];
+            }
+        }
+        if step % 10 == 0 {
+            halo.collective_repartition(&mut [&mut velocities])?;
+        }
+    }
+    let net: f64 = halo.home_mut().forces.iter().map(|f| f64::from(f[0])).sum();
+    println!(
+        "PE {}: {} home atoms, {} halo; net x force on them {net:.3e}",
+        rt.my_pe(),
+        halo.home_count(),
+        halo.local_count() - halo.home_count()
+    );
+    Ok(())
+}
+
+/// The forces of the pairs this domain owns, within the cutoff, on both atoms (Newton's third
+/// law); every pair in range is owned by exactly one domain.
+fn lennard_jones(local: Local<'_>) {
+    let Local { coordinates: x, forces, owner, .. } = local;
+    forces.fill([0.0; 3]);
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            let d: RVec = std::array::from_fn(|k| x[i][k] - x[j][k]);
+            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            if r2 >= CUTOFF * CUTOFF || !owner.owns(i, j) {
+                continue;
+            }
+            let inv6 = 1.0 / (r2 * r2 * r2);
+            let scale = (12.0 * C12 * inv6 - 6.0 * C6) * inv6 / r2;
+            for k in 0..3 {
+                forces[i][k] += scale * d[k];
+                forces[j][k] -= scale * d[k];
+            }
+        }
+    }
+}
