@@ -511,8 +511,8 @@ fn offered_messages(rt: &Runtime) -> CaseResult {
         for consume in [false, true] {
             let value = stamp(me, 9, usize::from(consume));
             source.write_local(0, &[value])?;
-            // SAFETY: the source is written again only after wait_taken below.
             let outgoing = if me == 0 {
+                // SAFETY: the source is written again only after wait_taken below.
                 Outgoing::Offered(unsafe { Offer::new(right, 1, 0..1) })
             } else {
                 Outgoing::Copy { to: right, data: std::slice::from_ref(&value) }

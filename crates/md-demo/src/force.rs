@@ -4,7 +4,7 @@
 //! molecule excluded, found with cell lists.
 //!
 //! On a domain, a pair within the cutoff is computed where the halo exchange says it is owned
-//! ([`HaloExchange::owns_pair`]): every pair exactly once across all domains. Each atom
+//! ([`HaloExchange::pair_owner`]): every pair exactly once across all domains. Each atom
 //! gathers the forces of its own pairs in a fixed order (neighbour cells, then atoms, by
 //! index), so the result is the same whatever the number of threads; the price is that each
 //! pair is evaluated from both ends.
@@ -261,11 +261,10 @@ pub(crate) fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
 
 /// Forces on the local atoms of `halo` (home, halo and the periodic images, stored or not:
 /// [`HaloExchange::positions_with_images`]) from the pairs this domain owns, and this
-/// domain's share of the potential energy. Under [`PeriodicImages::Kernel`] fold the images'
-/// forces with [`HaloExchange::fold_image_forces`] first; after [`HaloExchange::move_f`] the
-/// home forces are the total forces.
-///
-/// [`PeriodicImages::Kernel`]: md_halo::PeriodicImages::Kernel
+/// domain's share of the potential energy: write them into the step's forces with
+/// [`Local::fold_forces`](md_halo::Local::fold_forces), which folds the images' forces onto
+/// their atoms; after [`Step::move_f`](md_halo::Step::move_f) the home forces are the total
+/// forces.
 pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> (Vec<RVec>, f64) {
     let positions = halo.positions_with_images();
     let x = &positions[..];

@@ -157,9 +157,10 @@ pub struct Deviation {
 /// atoms.
 ///
 /// # Collective
-/// Every PE passes its forces after [`HaloExchange::move_f`] and the shift forces it
-/// returned; the positions and forces of all PEs are gathered (through MPI, outside the paths
-/// being measured), PE 0 computes the serial reference, and every PE returns the same values.
+/// Every PE passes its home forces after [`Step::move_f`](md_halo::Step::move_f) and the
+/// shift forces it returned; the positions and forces of all PEs are gathered (through MPI,
+/// outside the paths being measured), PE 0 computes the serial reference, and every PE
+/// returns the same values.
 pub fn deviation(
     rt: &Runtime,
     halo: &HaloExchange<'_>,

@@ -35,7 +35,7 @@ enum Mapping {
 }
 
 /// How this PE reaches the symmetric memory of the other PEs on its node
-/// ([`Runtime::same_node_access`]).
+/// ([`Runtime::same_node_access`](crate::Runtime::same_node_access)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SameNodeAccess {

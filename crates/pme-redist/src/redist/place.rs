@@ -111,7 +111,7 @@ impl PmeGrid {
         counts: &mut [usize],
         runs: &mut Vec<u32>,
     ) {
-        // SAFETY (for each call): the caller's promise; the number of compared boundaries is
+        // SAFETY: for each call, the caller's promise; the number of compared boundaries is
         // m - 1 where that is below four, and beyond COMPARED_RANKS - 1 with the rest unused.
         unsafe {
             match self.ranks() {
