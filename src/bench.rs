@@ -20,6 +20,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use onesided::{Runtime, SignalArray, SymArray};
 
 use crate::launch;
+use crate::records::{LaunchProbe, PairedRatio, record_paired, record_probe};
 
 /// What a benchmark's body returns: the time its iterations took, or why they failed (any
 /// error: onesided's, or that of a crate built on it).
@@ -260,32 +261,6 @@ pub fn run(rt: &Runtime, mut benches: Vec<Bench<'_>>) -> onesided::Result<()> {
     Ok(())
 }
 
-/// What a launch measured of the machine before its benchmarks, on PE 0. The MD figures fall
-/// into one of two states per launch (docs/bench/RESULTS.md); each launch records these
-/// machine facts beside its results, so that a report can be read against them. The
-/// overwrite of memory the other PE has just read tells the states apart in the launches
-/// measured so far (`report::launch_state`); the signal round trip, a local copy and the pull
-/// of data the other PE has just written did not, over earlier launches.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaunchProbe {
-    /// The benchmark groups the launch ran, space-separated.
-    pub groups: String,
-    /// Median time of a round trip of a signal between PE 0 and PE 1 (a cache line there
-    /// and back on one node), in nanoseconds.
-    pub round_trip_ns: f64,
-    /// Median time of a local copy of 1 MiB on PE 0, in nanoseconds.
-    pub copy_ns: f64,
-    /// Median time for PE 0 to get 256 KiB that PE 1 has just written (freshly written lines
-    /// crossing between the cores, as one-sided `move_f` pulls the forces its neighbour just
-    /// staged), in nanoseconds.
-    pub pull_ns: f64,
-    /// Median time for PE 0 to overwrite 256 KiB of its own memory that PE 1 has just read
-    /// (lines held in the other core's cache, which each write must invalidate there, as
-    /// `move_f` writes its staging buffer after the neighbour read the last step's forces
-    /// from it), in nanoseconds.
-    pub overwrite_ns: f64,
-}
-
 /// Bytes of the launch probe's pull of freshly written data.
 const PROBE_PULL: usize = 256 << 10;
 
@@ -394,39 +369,6 @@ fn probe_launch(rt: &Runtime) -> onesided::Result<Option<LaunchProbe>> {
     Ok(Some(probe))
 }
 
-/// Where launch probes are kept, beside the paired ratios.
-pub fn probe_path() -> std::path::PathBuf {
-    paired_path().with_file_name("launch-probes.json")
-}
-
-/// Records `probe` in the probe file, replacing an earlier launch of the same groups.
-fn record_probe(probe: &LaunchProbe) {
-    let path = probe_path();
-    let mut all = crate::report::read_probes(&path).unwrap_or_default();
-    all.retain(|p| p.groups != probe.groups);
-    all.push(probe.clone());
-    let json: Vec<serde_json::Value> = all
-        .iter()
-        .map(|p| {
-            serde_json::json!({
-                "groups": p.groups, "round_trip_ns": p.round_trip_ns, "copy_ns": p.copy_ns,
-                "pull_ns": p.pull_ns, "overwrite_ns": p.overwrite_ns,
-            })
-        })
-        .collect();
-    write_json(&path, &json);
-}
-
-/// Writes `json` to `path`, creating its directory; a failure is reported, not fatal.
-fn write_json(path: &std::path::Path, json: &[serde_json::Value]) {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(json).unwrap_or_default()) {
-        eprintln!("cannot write {}: {e}", path.display());
-    }
-}
-
 /// On the leader: tells the followers to run `iters` iterations of benchmark `index`, runs
 /// them too, and returns the leader's time.
 fn lead_batch(
@@ -446,21 +388,6 @@ fn lead_batch(
 const PAIRED_ROUNDS: usize = 15;
 /// Target duration of one batch of the paired comparison.
 const PAIRED_BATCH: Duration = Duration::from_millis(3);
-
-/// A variant's time relative to its group's reference, measured interleaved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PairedRatio {
-    /// The group.
-    pub group: String,
-    /// The variant.
-    pub variant: String,
-    /// The reference variant (`mpi`, else `raw`).
-    pub reference: String,
-    /// Message size.
-    pub bytes: usize,
-    /// The median over rounds of (variant time / reference time).
-    pub median: f64,
-}
 
 /// Criterion measures one benchmark after another, and on a virtual machine whose cores the
 /// host moves about, the speed of a cache-line transfer can change by a factor of three
@@ -514,37 +441,6 @@ fn paired_ratios(
         });
     }
     out
-}
-
-/// Where paired ratios are kept, beside criterion's results (`CRITERION_HOME`, else
-/// `target/criterion`).
-pub fn paired_path() -> std::path::PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return std::path::PathBuf::from(home).join("paired-ratios.json");
-    }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
-    target.join("criterion").join("paired-ratios.json")
-}
-
-/// Merges `paired` into the paired-ratio file (entries of other benchmarks are kept).
-fn record_paired(paired: &[PairedRatio]) {
-    let path = paired_path();
-    let mut all = crate::report::read_paired(&path).unwrap_or_default();
-    for p in paired {
-        all.retain(|q| !(q.group == p.group && q.variant == p.variant && q.bytes == p.bytes));
-        all.push(p.clone());
-    }
-    let json: Vec<serde_json::Value> = all
-        .iter()
-        .map(|p| {
-            serde_json::json!({
-                "group": p.group, "variant": p.variant, "reference": p.reference,
-                "bytes": p.bytes, "median": p.median,
-            })
-        })
-        .collect();
-    write_json(&path, &json);
 }
 
 /// A benchmark body failed on this PE: its partners would wait for it forever, so the job

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::records::{LaunchProbe, PairedRatio, launch_state};
+
 /// One measured point: the median time of a benchmark id `group/variant/bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
@@ -76,66 +78,9 @@ fn read_point(new_dir: &Path) -> Result<Option<Point>, String> {
     Ok(Some(Point { group, variant, bytes, median_ns, is_bytes }))
 }
 
-/// Reads a JSON list of `what` from `path`, keeping the entries `entry` can read.
-fn read_list<T>(
-    path: &Path,
-    what: &str,
-    entry: impl Fn(&serde_json::Value) -> Option<T>,
-) -> Result<Vec<T>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let values: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a list of {what}: {e}", path.display()))?;
-    Ok(values.iter().filter_map(entry).collect())
-}
-
-/// Reads the paired ratios the benchmarks recorded (see [`crate::bench::paired_path`]).
-pub fn read_paired(path: &Path) -> Result<Vec<crate::bench::PairedRatio>, String> {
-    read_list(path, "ratios", |v| {
-        Some(crate::bench::PairedRatio {
-            group: v.get("group")?.as_str()?.to_string(),
-            variant: v.get("variant")?.as_str()?.to_string(),
-            reference: v.get("reference")?.as_str()?.to_string(),
-            bytes: v.get("bytes")?.as_u64()? as usize,
-            median: v.get("median")?.as_f64()?,
-        })
-    })
-}
-
-/// Reads the launch probes the benchmarks recorded (see [`crate::bench::probe_path`]).
-pub fn read_probes(path: &Path) -> Result<Vec<crate::bench::LaunchProbe>, String> {
-    read_list(path, "launch probes", |v| {
-        Some(crate::bench::LaunchProbe {
-            groups: v.get("groups")?.as_str()?.to_string(),
-            round_trip_ns: v.get("round_trip_ns")?.as_f64()?,
-            copy_ns: v.get("copy_ns")?.as_f64()?,
-            // Launches recorded before the pull was probed have none.
-            pull_ns: v.get("pull_ns").and_then(|p| p.as_f64()).unwrap_or(f64::NAN),
-            overwrite_ns: v.get("overwrite_ns").and_then(|p| p.as_f64()).unwrap_or(f64::NAN),
-        })
-    })
-}
-
-/// How many times a local copy of as many bytes an overwrite of bytes the other PE has just
-/// read may take before the launch counts as in the slow state. In the launches measured so
-/// far it took 1.0-2.2x in the fast state and 3.1-5.2x in the slow one (docs/bench/RESULTS.md).
-pub const SLOW_OVERWRITE: f64 = 2.5;
-
-/// The state a launch fell into, from its probes: `slow` when overwriting 256 KiB the other
-/// PE has just read took more than [`SLOW_OVERWRITE`] times a local copy of as many bytes
-/// (a quarter of the 1 MiB copy), `fast` otherwise; `-` for launches that did not measure it.
-pub fn launch_state(p: &crate::bench::LaunchProbe) -> &'static str {
-    if p.overwrite_ns.is_nan() || p.copy_ns.is_nan() {
-        "-"
-    } else if p.overwrite_ns > SLOW_OVERWRITE * p.copy_ns / 4.0 {
-        "slow"
-    } else {
-        "fast"
-    }
-}
-
 /// The launch probes as a Markdown table, one row per launch (benchmark binary), the groups
 /// it ran first, with the state each launch fell into ([`launch_state`]).
-pub fn probes_markdown(probes: &[crate::bench::LaunchProbe]) -> String {
+pub fn probes_markdown(probes: &[LaunchProbe]) -> String {
     let mut out = String::from(
         "### launches\n\n| groups | signal round trip PE 0 <-> PE 1 | local copy of 1 MiB | get of 256 KiB PE 1 just wrote | overwrite of 256 KiB PE 1 just read | state |\n|---|---:|---:|---:|---:|---|\n",
     );
@@ -220,7 +165,7 @@ pub fn format_bytes(bytes: u64) -> String {
 /// variant to the group's reference (below 1 means faster). Where a paired ratio was measured
 /// (variant and reference interleaved, see the bench module) it is shown; otherwise the
 /// ratio of the two medians, marked with `~`.
-pub fn markdown(points: &[Point], paired: &[crate::bench::PairedRatio]) -> String {
+pub fn markdown(points: &[Point], paired: &[PairedRatio]) -> String {
     let mut out = String::new();
     for (group, table) in by_group(points) {
         let variants: Vec<&str> = table.keys().map(String::as_str).collect();
@@ -383,6 +328,7 @@ pub fn groups(points: &[Point]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::read_probes;
 
     fn point(group: &str, variant: &str, bytes: u64, ns: f64) -> Point {
         Point { group: group.into(), variant: variant.into(), bytes, median_ns: ns, is_bytes: true }
@@ -397,7 +343,7 @@ mod tests {
             point("put", "onesided", 8, 41.0),
             point("put", "raw", 8, 40.0),
         ];
-        let paired = vec![crate::bench::PairedRatio {
+        let paired = vec![PairedRatio {
             group: "pingpong".into(),
             variant: "onesided".into(),
             reference: "mpi".into(),
@@ -430,7 +376,7 @@ mod tests {
         assert!(table.contains("| halo_move_x halo_move_f | 105 ns | 50.7 µs | - | - | - |"), "{table}");
         assert!(table.contains("| pme_redist | 90.0 ns | 52.0 µs | 14.1 µs | 9.30 µs | fast |"), "{table}");
         // Slow: the overwrite takes more than 2.5 local copies of as many bytes (13 µs here).
-        let slow = crate::bench::LaunchProbe { overwrite_ns: 41_300.0, ..probes[1].clone() };
+        let slow = LaunchProbe { overwrite_ns: 41_300.0, ..probes[1].clone() };
         assert_eq!(launch_state(&slow), "slow");
         assert_eq!(launch_state(&probes[1]), "fast");
         assert!(read_probes(&path).unwrap_err().contains("cannot read"));

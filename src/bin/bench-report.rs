@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use onesided_suite::report;
+use onesided_suite::{records, report};
 
 fn main() {
     if let Err(e) = run() {
@@ -41,9 +41,9 @@ fn run() -> Result<(), String> {
     if points.is_empty() {
         return Err(format!("no results under {}; run `cargo bench` first", criterion.display()));
     }
-    let paired = report::read_paired(&criterion.join("paired-ratios.json")).unwrap_or_default();
+    let paired = records::read_paired(&criterion.join("paired-ratios.json")).unwrap_or_default();
     print!("{}", report::markdown(&points, &paired));
-    let probes = report::read_probes(&criterion.join("launch-probes.json")).unwrap_or_default();
+    let probes = records::read_probes(&criterion.join("launch-probes.json")).unwrap_or_default();
     if !probes.is_empty() {
         print!("{}", report::probes_markdown(&probes));
     }

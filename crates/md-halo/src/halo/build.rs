@@ -123,7 +123,7 @@ impl<'rt> HaloBuilder<'rt> {
     /// Builds the exchange from each PE's own home atoms: their positions and global
     /// indices, in the engine's order, which the home atoms keep until the first
     /// repartition. Every atom must lie in this PE's domain ([`DdGrid::pe_of_position`]);
-    /// positions are put into the box ([`PbcBox::put_in_box`]).
+    /// positions are put into the box ([`PbcBox::put_in_box`](crate::PbcBox::put_in_box)).
     ///
     /// # Collective
     /// Every PE must call it, with a builder of the same grid and path.

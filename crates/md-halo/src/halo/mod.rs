@@ -171,7 +171,7 @@ impl<'rt> HaloExchange<'rt> {
     }
 
     /// The number of local atoms whose coordinates the exchange holds
-    /// ([`coordinates`](Self::coordinates)) and whose forces [`move_f`](Self::move_f) takes:
+    /// ([`coordinates`](Self::coordinates)) and whose forces [`Step::move_f`] takes:
     /// all local atoms under [`PeriodicImages::Halo`], all but the images under
     /// [`PeriodicImages::Kernel`].
     pub fn stored_count(&self) -> usize {
