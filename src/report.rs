@@ -161,6 +161,107 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// A row of the README's headline table: what is compared, the benchmark group and
+/// variant (against the group's `mpi`), and the sizes it is quoted at.
+struct Headline {
+    label: &'static str,
+    group: &'static str,
+    variant: &'static str,
+    sizes: &'static [u64],
+    atoms: bool,
+}
+
+/// The rows of the README's headline table.
+const HEADLINES: &[Headline] = &[
+    Headline {
+        label: "ping-pong, put with signal against `MPI_Send`/`MPI_Recv`",
+        group: "pingpong",
+        variant: "onesided",
+        sizes: &[8, 4096, 4 << 20],
+        atoms: false,
+    },
+    Headline {
+        label: "send-receive, offset swap against `MPI_Sendrecv`",
+        group: "sendrecv",
+        variant: "onesided-put",
+        sizes: &[8, 4096, 4 << 20],
+        atoms: false,
+    },
+    Headline {
+        label: "all-to-all, ordered one-sided against `MPI_Alltoall`",
+        group: "alltoall",
+        variant: "ordered-onesided",
+        sizes: &[8, 4096, 256 << 10],
+        atoms: false,
+    },
+    Headline {
+        label: "halo `move_x`",
+        group: "halo_move_x",
+        variant: "onesided",
+        sizes: &[20736, 97200],
+        atoms: true,
+    },
+    Headline {
+        label: "halo `move_f`",
+        group: "halo_move_f",
+        variant: "onesided",
+        sizes: &[20736, 97200],
+        atoms: true,
+    },
+    Headline {
+        label: "PME redistribution and forces back",
+        group: "pme_redist",
+        variant: "onesided-put-in-place",
+        sizes: &[20736, 97200],
+        atoms: true,
+    },
+    Headline {
+        label: "whole PME step (redistribution, spread, FFTs, solve, gather)",
+        group: "pme_step",
+        variant: "onesided",
+        sizes: &[20736, 97200],
+        atoms: true,
+    },
+];
+
+/// The README's table of headline ratios, one-sided against MPI, from a run's paired ratios
+/// (`–` where the run has none).
+pub fn headline(paired: &[PairedRatio]) -> String {
+    let mut out = String::from("| exchange | size | one-sided / MPI |\n|---|---:|---:|\n");
+    for row in HEADLINES {
+        let ratio = |size: u64| {
+            paired
+                .iter()
+                .find(|p| {
+                    p.group == row.group
+                        && p.variant == row.variant
+                        && p.reference == "mpi"
+                        && p.bytes as u64 == size
+                })
+                .map_or("–".to_string(), |p| format!("{:.2}x", p.median))
+        };
+        let size = |size: u64| if row.atoms { group_digits(size) } else { format_bytes(size) };
+        let sizes: Vec<String> = row.sizes.iter().map(|&s| size(s)).collect();
+        let ratios: Vec<String> = row.sizes.iter().map(|&s| ratio(s)).collect();
+        let unit = if row.atoms { " atoms" } else { "" };
+        let _ = writeln!(out, "| {} | {}{unit} | {} |", row.label, sizes.join(" / "), ratios.join(" / "));
+    }
+    out
+}
+
+/// `20736` as `20 736`.
+fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The Markdown report: one table per group, criterion's medians and the ratio of each
 /// variant to the group's reference (below 1 means faster). Where a paired ratio was measured
 /// (variant and reference interleaved, see the bench module) it is shown; otherwise the
@@ -328,6 +429,31 @@ pub fn groups(points: &[Point]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headline_quotes_the_paired_ratios_and_marks_what_is_missing() {
+        let paired = [
+            PairedRatio {
+                group: "halo_move_x".into(),
+                variant: "onesided".into(),
+                reference: "mpi".into(),
+                bytes: 20736,
+                median: 0.2412,
+            },
+            PairedRatio {
+                group: "pingpong".into(),
+                variant: "onesided".into(),
+                reference: "mpi".into(),
+                bytes: 4 << 20,
+                median: 0.571,
+            },
+        ];
+        let table = headline(&paired);
+        assert!(table.contains("| halo `move_x` | 20 736 / 97 200 atoms | 0.24x / – |"), "{table}");
+        assert!(table.contains("| 8 B / 4 KiB / 4 MiB | – / – / 0.57x |"), "{table}");
+        assert_eq!(group_digits(4096), "4 096");
+        assert_eq!(group_digits(97200), "97 200");
+    }
     use crate::records::read_probes;
 
     fn point(group: &str, variant: &str, bytes: u64, ns: f64) -> Point {

@@ -4,7 +4,8 @@
 //! cargo run --release --bin bench-report -- [--criterion DIR] [--plots DIR] [GROUP...]
 //! ```
 //! `--criterion` defaults to `target/criterion`; `--plots` (default `docs/bench`) receives
-//! `<group>.svg`. Groups given by name limit the report to them.
+//! `<group>.svg`. Groups given by name limit the report to them. `--headline` prints only the
+//! README's table of headline ratios.
 
 use std::path::PathBuf;
 
@@ -21,18 +22,25 @@ fn run() -> Result<(), String> {
     let mut criterion = PathBuf::from("target/criterion");
     let mut plots = PathBuf::from("docs/bench");
     let mut only = Vec::new();
+    let mut headline = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--criterion" => criterion = args.next().ok_or("--criterion needs a directory")?.into(),
             "--plots" => plots = args.next().ok_or("--plots needs a directory")?.into(),
+            "--headline" => headline = true,
             "-h" | "--help" => {
-                println!("usage: bench-report [--criterion DIR] [--plots DIR] [GROUP...]");
+                println!("usage: bench-report [--criterion DIR] [--plots DIR] [--headline] [GROUP...]");
                 return Ok(());
             }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             group => only.push(group.to_string()),
         }
+    }
+    if headline {
+        let paired = records::read_paired(&criterion.join("paired-ratios.json"))?;
+        print!("{}", report::headline(&paired));
+        return Ok(());
     }
     let mut points = report::read_criterion(&criterion)?;
     if !only.is_empty() {
