@@ -175,6 +175,17 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     /// Checks that `count` elements from `offset` lie inside the array and `pe` exists.
     pub(crate) fn check(&self, op: &'static str, pe: usize, offset: usize, count: usize) -> Result<()> {
         self.rt.check_pe(pe, || format!("{op} on '{}'", self.name))?;
+        self.check_range(op, pe, offset, count)
+    }
+
+    /// [`check`](Self::check) of this PE's copy.
+    #[inline]
+    pub(crate) fn check_local(&self, op: &'static str, offset: usize, count: usize) -> Result<()> {
+        self.check_range(op, self.rt.my_pe(), offset, count)
+    }
+
+    #[inline]
+    fn check_range(&self, op: &'static str, pe: usize, offset: usize, count: usize) -> Result<()> {
         match offset.checked_add(count) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(Error::OutOfBounds { op, array: self.name.clone(), pe, offset, count, len: self.len }),

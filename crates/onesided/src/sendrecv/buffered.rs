@@ -34,7 +34,7 @@ impl<'rt, T: Pod> Buffered<'rt, T> {
 }
 
 impl<'rt, T: Pod> Transport<'rt, T> for Buffered<'rt, T> {
-    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         let slot = self.reserved;
         let scratch = self.scratch.as_ref().expect("validate checked the reservation").array();
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {

@@ -95,6 +95,7 @@ impl<'rt> Channel<'rt> {
     }
 
     /// The slots of every pair and lane.
+    #[inline]
     pub fn slots(&self) -> usize {
         self.sends.len()
     }
@@ -108,6 +109,7 @@ impl<'rt> Channel<'rt> {
     /// The start of every call, once validated: the lanes of its messages, and the check that
     /// every posted receive matches before any is consumed (a refused call leaves the posted
     /// receives as they were).
+    #[inline]
     pub fn begin<T: Pod>(
         &self,
         out_lanes: &mut Vec<Lane>,
@@ -117,7 +119,13 @@ impl<'rt> Channel<'rt> {
     ) -> Result<()> {
         self.partners.assign(out_lanes, outgoing.iter().map(|o| o.to()));
         self.partners.assign(in_lanes, incoming.iter().map(|i| i.from));
-        match incoming.iter().zip(in_lanes.iter()).find_map(|(inc, lane)| self.posted_mismatch(inc, lane)) {
+        incoming.iter().zip(in_lanes.iter()).try_for_each(|(inc, lane)| self.check_posted(inc, lane))
+    }
+
+    /// An error when a receive different from `inc` was posted for its lane.
+    #[inline]
+    pub fn check_posted(&self, inc: &Incoming, lane: &Lane) -> Result<()> {
+        match self.posted_mismatch(inc, lane) {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -125,6 +133,7 @@ impl<'rt> Channel<'rt> {
 
     /// Whether a receive of this message was posted (and is now consumed); an error when a
     /// different receive was posted for its lane.
+    #[inline]
     pub fn consume_posted(&mut self, inc: &Incoming, lane: &Lane) -> Result<bool> {
         if let Some(e) = self.posted_mismatch(inc, lane) {
             return Err(e);
@@ -133,6 +142,7 @@ impl<'rt> Channel<'rt> {
     }
 
     /// The error when a receive different from `inc` was posted for its lane.
+    #[inline]
     fn posted_mismatch(&self, inc: &Incoming, lane: &Lane) -> Option<Error> {
         match self.posted[lane.local] {
             None => None,
@@ -153,6 +163,7 @@ impl<'rt> Channel<'rt> {
     }
 
     /// Advances the call number of a slot, as sender or receiver.
+    #[inline]
     pub fn next_call(&mut self, slot: usize, sending: bool) -> Result<u64> {
         let calls = if sending { &mut self.sends } else { &mut self.recvs };
         if calls[slot] + 1 >= MAX_CALLS {
@@ -225,6 +236,7 @@ impl<'rt> Channel<'rt> {
 
     /// Waits until the signal of `lane` (from its receiver, or from its sender when
     /// `incoming`) reaches `value`, and returns the signal.
+    #[inline]
     pub fn wait_lane(&self, lane: &Lane, incoming: bool, value: u64) -> Result<u64> {
         let signals = if incoming { &self.from_senders } else { &self.from_receivers };
         signals.wait_ge_from(lane.local * STRIDE, value, Some(lane.peer), self.rt.wait_timeout())

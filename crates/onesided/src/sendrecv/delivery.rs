@@ -20,6 +20,7 @@ impl Channel<'_> {
     /// Raises the delivery signal of call `call` to `to`, with the count inline when it fits,
     /// and in the count slot (before the signal) when it does not or the message was refused.
     /// `refusal` is 0, [`REJECTED`], or `REJECTED | NO_BUFFER`.
+    #[inline]
     pub(super) fn deliver(
         &self,
         to: usize,
@@ -63,6 +64,7 @@ impl Channel<'_> {
     }
 
     /// Where the message behind delivery `signal` on `lane` lies in the sender's memory.
+    #[inline]
     pub(super) fn source_of(&self, lane: &Lane, signal: u64) -> Result<Source> {
         if signal & COUNT_ELSEWHERE == COUNT_ELSEWHERE {
             let mut slot = [[0u64; STRIDE]];
@@ -75,12 +77,14 @@ impl Channel<'_> {
     }
 
     /// The count of a delivered message, checked against the room.
+    #[inline]
     pub(super) fn delivered_count(&self, inc: Incoming, lane: &Lane) -> Result<usize> {
         let signal = self.from_senders.value(lane.local * STRIDE)?;
         self.count_of(inc, lane, signal)
     }
 
     /// The count a delivery signal carries (or points to), checked against the room.
+    #[inline]
     pub(super) fn count_of(&self, inc: Incoming, lane: &Lane, signal: u64) -> Result<usize> {
         let mut count = signal & COUNT_ELSEWHERE;
         if count == COUNT_ELSEWHERE {

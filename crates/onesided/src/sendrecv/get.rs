@@ -56,7 +56,7 @@ impl<'rt, T: Pod> Get<'rt, T> {
 }
 
 impl<'rt, T: Pod> Transport<'rt, T> for Get<'rt, T> {
-    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         // The staging buffer and offered regions are reused: the previous call's receivers
         // must be done with them.
         self.settle(chan)?;

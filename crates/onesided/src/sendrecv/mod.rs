@@ -226,7 +226,7 @@ pub const LANES: usize = 2;
 trait Transport<'rt, T: Pod> {
     /// Sends every outgoing message of `job` and receives every incoming one
     /// (`job.received[i]` the count of message `i`), as [`Call::run`] describes.
-    fn exchange(&mut self, chan: &mut Channel<'rt>, job: Job<'_, 'rt, T>) -> Result<()>;
+    fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()>;
 
     /// Announces a receive posted ahead of its call ([`Exchange::post_receives`]), on the
     /// paths that announce.
@@ -403,6 +403,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn call<'e, 'c>(&'e mut self, buffers: &'c [&'c SymArray<'rt, T>]) -> Call<'e, 'c, 'rt, T> {
         Call::new(self, buffers)
     }

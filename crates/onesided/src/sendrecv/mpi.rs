@@ -35,7 +35,7 @@ impl Mpi {
 }
 
 impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
-    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         // Only the put path announces; the others just take the posted receives.
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             chan.consume_posted(inc, lane)?;
@@ -47,7 +47,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
         channel.out_tags.extend(job.out_lanes.iter().map(|l| (l.remote % LANES) as c_int));
         channel.in_tags.clear();
         channel.in_tags.extend(job.in_lanes.iter().map(|l| (l.local % LANES) as c_int));
-        channel.exchange(&mut job).map_err(|failure| match failure {
+        channel.exchange(job).map_err(|failure| match failure {
             MpiFailure::Truncated { from, room } => chan.too_large(from, chan.rt.my_pe(), None, room),
             MpiFailure::Other(e) => e,
         })?;

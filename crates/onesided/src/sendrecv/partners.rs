@@ -45,10 +45,11 @@ impl Partners {
 
     /// Fills `lanes` for a list of partners: the `l`-th message to (or from) a PE takes lane
     /// `l`.
+    #[inline]
     pub(super) fn assign(&self, lanes: &mut Vec<Lane>, peers: impl Iterator<Item = usize>) {
         lanes.clear();
         for peer in peers {
-            let lane = lanes.iter().filter(|l| l.peer == peer).count();
+            let lane = if lanes.is_empty() { 0 } else { lanes.iter().filter(|l| l.peer == peer).count() };
             lanes.push(self.lane(peer, lane));
         }
     }
@@ -125,12 +126,19 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
 }
 
 impl Channel<'_> {
-    /// An error when `peer` is not one of the exchange's partners.
-    pub(super) fn check_partner(&self, peer: usize) -> Result<()> {
-        if self.partners.places(peer).is_some() {
-            return Ok(());
+    /// An error when `peer` is not a PE of the job (`what` says which message named it), or
+    /// not one of the exchange's partners.
+    #[inline]
+    pub(super) fn check_partner(&self, peer: usize, what: &str) -> Result<()> {
+        match &self.partners.listed {
+            // An exchange with every PE: any PE of the job.
+            None if peer < self.partners.capacity => Ok(()),
+            None => self.rt.check_pe(peer, || format!("exchange '{}': {what}", self.name)),
+            Some(list) if list.binary_search_by_key(&peer, |p| p.0).is_ok() => Ok(()),
+            Some(list) => {
+                let named: Vec<usize> = list.iter().map(|p| p.0).collect();
+                Err(self.refuse(ExchangeProblem::NotAPartner { pe: peer, me: self.partners.me, named }))
+            }
         }
-        let named: Vec<usize> = self.partners.listed.iter().flatten().map(|p| p.0).collect();
-        Err(self.refuse(ExchangeProblem::NotAPartner { pe: peer, me: self.partners.me, named }))
     }
 }

@@ -39,7 +39,7 @@ struct Place<T> {
 }
 
 impl<'rt, T: Pod> Transport<'rt, T> for Put<'rt> {
-    fn exchange(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         if job.outgoing.len() == 1 && job.incoming.len() == 1 {
             return self.one_each_way(chan, job);
         }
@@ -56,13 +56,13 @@ impl<'rt, T: Pod> Transport<'rt, T> for Put<'rt> {
             false,
             |chan, lane| chan.sends[lane.local] + 1,
             |chan, i, lane| {
-                if let Some(e) = self.put_message(chan, &mut job, i, lane)? {
+                if let Some(e) = self.put_message(chan, job, i, lane)? {
                     refused.get_or_insert(e);
                 }
                 Ok(())
             },
         )?;
-        await_delivered(chan, &mut job, &mut refused)?;
+        await_delivered(chan, job, &mut refused)?;
         refused.map_or(Ok(()), Err)
     }
 
@@ -89,11 +89,12 @@ impl<'rt> Put<'rt> {
 
     /// One message each way, without the bookkeeping of many: the common case of a halo
     /// pulse, and the one whose latency matters most.
-    fn one_each_way<T: Pod>(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    #[inline]
+    fn one_each_way<T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         let (inc, in_lane, out_lane) = (job.incoming[0], job.in_lanes[0], job.out_lanes[0]);
         self.announce(chan, &inc, &in_lane)?;
         chan.wait_lane(&out_lane, false, chan.sends[out_lane.local] + 1)?;
-        let refused = self.put_message(chan, &mut job, 0, &out_lane)?;
+        let refused = self.put_message(chan, job, 0, &out_lane)?;
         let signal = chan.wait_lane(&in_lane, true, chan.recvs[in_lane.local] << COUNT_BITS)?;
         let count = chan.count_of(inc, &in_lane, signal)?;
         job.received[0] = count;
@@ -102,6 +103,7 @@ impl<'rt> Put<'rt> {
     }
 
     /// Receiver side: tells the sender where this call's message goes, unless it was posted.
+    #[inline]
     fn announce(&mut self, chan: &mut Channel<'rt>, inc: &Incoming, lane: &Lane) -> Result<()> {
         if chan.consume_posted(inc, lane)? {
             return Ok(());
@@ -111,6 +113,7 @@ impl<'rt> Put<'rt> {
 
     /// Receiver side: the announcement itself, rewritten only when it changed; the signal
     /// carries the call number.
+    #[inline]
     fn announce_now(&mut self, chan: &mut Channel<'rt>, inc: &Incoming, lane: &Lane) -> Result<()> {
         let call = chan.next_call(lane.local, false)?;
         let announcement = [inc.buffer as u64, inc.offset as u64, inc.room as u64];
@@ -126,6 +129,7 @@ impl<'rt> Put<'rt> {
     }
 
     /// The announcement in this PE's slot `slot` (buffer, offset, room).
+    #[inline]
     fn announcement(&self, slot: usize) -> [u64; 3] {
         assert!(slot < self.announcements.len(), "announcement slot in range");
         // SAFETY: the slot is in bounds; its words are read by copy, after the acquire of the
@@ -137,6 +141,7 @@ impl<'rt> Put<'rt> {
     /// message of `count` elements to `to`, as an index into `buffers` and an offset there,
     /// checked to fit; or the refusal to deliver (`REJECTED`, with `NO_BUFFER` when the two
     /// PEs passed different buffer lists) and its error.
+    #[inline]
     fn announced_place<T: Pod>(
         &self,
         chan: &Channel<'rt>,
@@ -166,6 +171,7 @@ impl<'rt> Put<'rt> {
     /// Sender side, once the receiver's announcement of this call is in: checks that message
     /// `i` fits, puts (or packs) it straight into place and delivers. Returns the refusal
     /// when it did not fit (nothing was written, and the receiver learns of it too).
+    #[inline]
     fn put_message<T: Pod>(
         &mut self,
         chan: &mut Channel<'rt>,
@@ -190,9 +196,13 @@ impl<'rt> Put<'rt> {
                         (job.pack)(&mut [dest]);
                         fence(Ordering::Release);
                     }
-                    _ => {
+                    (Outgoing::Packed { .. }, None) => {
                         job.stage_packed();
                         buffer.put(to, offset, job.data(i))?;
+                    }
+                    (direct, _) => {
+                        let data = direct_data(job.buffers, direct).expect("a copy or an offer");
+                        buffer.put(to, offset, data)?;
                     }
                 }
                 if buffer.mapped(to).is_none() {
@@ -212,7 +222,7 @@ impl<'rt> Put<'rt> {
     /// the packing function writes the messages to mapped receivers in place and the others
     /// into staging, which is then put with the copies and offers; then every message is
     /// delivered and every incoming one awaited.
-    fn exchange_packed<T: Pod>(&mut self, chan: &mut Channel<'rt>, mut job: Job<'_, 'rt, T>) -> Result<()> {
+    fn exchange_packed<T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             self.announce(chan, inc, lane)?;
         }
@@ -298,7 +308,7 @@ impl<'rt> Put<'rt> {
             chan.deliver(o.to(), lane, place.call, o.len(), place.refusal)?;
         }
         outcome?;
-        await_delivered(chan, &mut job, &mut refused)?;
+        await_delivered(chan, job, &mut refused)?;
         refused.map_or(Ok(()), Err)
     }
 }

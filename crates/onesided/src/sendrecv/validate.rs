@@ -36,73 +36,104 @@ fn overlapping(incoming: &[Incoming]) -> Option<(Incoming, Incoming)> {
 impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Checks a call's messages: partners, lanes, buffers, regions, offers and the room of
     /// the paths that stage.
+    #[inline]
     pub(super) fn validate(
         &self,
         buffers: &[&SymArray<'rt, T>],
         outgoing: &[Outgoing<'_, T>],
         incoming: &[Incoming],
     ) -> Result<()> {
+        if let ([out], [inc]) = (outgoing, incoming) {
+            // One message each way, the common case of a halo pulse, whose latency matters
+            // most: no lanes to count, no regions to compare.
+            self.check_outgoing(buffers, out, std::slice::from_ref(inc))?;
+            self.check_incoming(buffers, inc)?;
+            return self.check_room(outgoing, incoming);
+        }
         let chan = &self.chan;
-        let (me, name) = (chan.rt.my_pe(), &chan.name);
         let invalid = |problem: ExchangeProblem| Err(chan.refuse(problem));
         for (i, out) in outgoing.iter().enumerate() {
+            self.check_outgoing(buffers, out, incoming)?;
             let to = out.to();
-            chan.rt.check_pe(to, || format!("exchange '{name}': message to"))?;
-            chan.check_partner(to)?;
-            if outgoing[..i].iter().filter(|o| o.to() == to).count() >= LANES {
+            if i >= LANES && outgoing[..i].iter().filter(|o| o.to() == to).count() >= LANES {
                 return invalid(ExchangeProblem::TooManyMessages { pe: to, sending: true, lanes: LANES });
-            }
-            if let Outgoing::Offered(offer) = out {
-                let Some(buffer) = buffers.get(offer.buffer) else {
-                    return invalid(ExchangeProblem::NoSuchBuffer {
-                        index: offer.buffer,
-                        count: buffers.len(),
-                        from: me,
-                    });
-                };
-                buffer.check("offered message", me, offer.range.start, offer.range.len())?;
-                let offered = (offer.buffer, offer.range.start, offer.range.len());
-                if let Some(inc) = incoming.iter().find(|inc| meet(offered, region(inc))) {
-                    return invalid(ExchangeProblem::OfferReceived {
-                        to,
-                        from: inc.from,
-                        buffer: offer.buffer,
-                    });
-                }
             }
         }
         for (i, inc) in incoming.iter().enumerate() {
-            chan.rt.check_pe(inc.from, || format!("exchange '{name}': message from"))?;
-            chan.check_partner(inc.from)?;
-            if incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
+            self.check_incoming(buffers, inc)?;
+            if i >= LANES && incoming[..i].iter().filter(|m| m.from == inc.from).count() >= LANES {
                 return invalid(ExchangeProblem::TooManyMessages {
                     pe: inc.from,
                     sending: false,
                     lanes: LANES,
                 });
             }
-            let Some(buffer) = buffers.get(inc.buffer) else {
-                return invalid(ExchangeProblem::NoSuchBuffer {
-                    index: inc.buffer,
-                    count: buffers.len(),
-                    from: inc.from,
-                });
-            };
-            buffer.check("receive", me, inc.offset, inc.room)?;
         }
-        if let Some((a, b)) = overlapping(incoming) {
+        if incoming.len() > 1
+            && let Some((a, b)) = overlapping(incoming)
+        {
             return invalid(ExchangeProblem::Overlapping { first: a.from, second: b.from, buffer: a.buffer });
         }
-        if let Some(reserved) = self.transport.reserved() {
-            let stages_offers = self.transport.stages_offers();
-            let staged = |o: &&Outgoing<'_, T>| stages_offers || !matches!(o, Outgoing::Offered(_));
-            let largest = outgoing.iter().filter(staged).map(Outgoing::len).max();
-            if largest.is_some_and(|l| l > reserved.unwrap_or(0))
-                || (reserved.is_none() && (largest.is_some() || !incoming.is_empty()))
-            {
-                let (largest, reserved) = (largest.unwrap_or(0), reserved.unwrap_or(0));
-                return invalid(ExchangeProblem::NotReserved { largest, reserved });
+        self.check_room(outgoing, incoming)
+    }
+
+    /// An outgoing message: its receiver, and for an offer its region, which none of the
+    /// call's `incoming` messages may land in.
+    #[inline]
+    fn check_outgoing(
+        &self,
+        buffers: &[&SymArray<'rt, T>],
+        out: &Outgoing<'_, T>,
+        incoming: &[Incoming],
+    ) -> Result<()> {
+        let chan = &self.chan;
+        let to = out.to();
+        chan.check_partner(to, "message to")?;
+        if let Outgoing::Offered(offer) = out {
+            let me = chan.rt.my_pe();
+            let Some(buffer) = buffers.get(offer.buffer) else {
+                let problem =
+                    ExchangeProblem::NoSuchBuffer { index: offer.buffer, count: buffers.len(), from: me };
+                return Err(chan.refuse(problem));
+            };
+            buffer.check("offered message", me, offer.range.start, offer.range.len())?;
+            let offered = (offer.buffer, offer.range.start, offer.range.len());
+            if let Some(inc) = incoming.iter().find(|inc| meet(offered, region(inc))) {
+                let problem = ExchangeProblem::OfferReceived { to, from: inc.from, buffer: offer.buffer };
+                return Err(chan.refuse(problem));
             }
+        }
+        Ok(())
+    }
+
+    /// An incoming message: its sender, and its region inside one of the call's buffers.
+    #[inline]
+    fn check_incoming(&self, buffers: &[&SymArray<'rt, T>], inc: &Incoming) -> Result<()> {
+        let chan = &self.chan;
+        chan.check_partner(inc.from, "message from")?;
+        match buffers.get(inc.buffer) {
+            Some(buffer) => buffer.check_local("receive", inc.offset, inc.room),
+            None => Err(chan.refuse(ExchangeProblem::NoSuchBuffer {
+                index: inc.buffer,
+                count: buffers.len(),
+                from: inc.from,
+            })),
+        }
+    }
+
+    /// On the paths that stage messages: room for every staged one (and a reservation at all
+    /// where anything moves).
+    #[inline]
+    fn check_room(&self, outgoing: &[Outgoing<'_, T>], incoming: &[Incoming]) -> Result<()> {
+        let Some(reserved) = self.transport.reserved() else { return Ok(()) };
+        let stages_offers = self.transport.stages_offers();
+        let staged = |o: &&Outgoing<'_, T>| stages_offers || !matches!(o, Outgoing::Offered(_));
+        let largest = outgoing.iter().filter(staged).map(Outgoing::len).max();
+        if largest.is_some_and(|l| l > reserved.unwrap_or(0))
+            || (reserved.is_none() && (largest.is_some() || !incoming.is_empty()))
+        {
+            let (largest, reserved) = (largest.unwrap_or(0), reserved.unwrap_or(0));
+            return Err(self.chan.refuse(ExchangeProblem::NotReserved { largest, reserved }));
         }
         Ok(())
     }
