@@ -40,15 +40,17 @@ where
 {
     /// The messages this PE sends in the call (at most [`LANES`](super::LANES) to one PE).
     #[inline]
-    pub fn send(self, outgoing: &'c [Outgoing<'c, T>]) -> Self {
-        Call { outgoing, ..self }
+    pub fn send(mut self, outgoing: &'c [Outgoing<'c, T>]) -> Self {
+        self.outgoing = outgoing;
+        self
     }
 
     /// The messages this PE receives in the call, and where each lands (at most
     /// [`LANES`](super::LANES) from one PE; regions of one call must not overlap).
     #[inline]
-    pub fn receive(self, incoming: &'c [Incoming]) -> Self {
-        Call { incoming, ..self }
+    pub fn receive(mut self, incoming: &'c [Incoming]) -> Self {
+        self.incoming = incoming;
+        self
     }
 
     /// The function that writes the call's [`Outgoing::Packed`] messages: it gets one slice
@@ -124,7 +126,11 @@ where
             (out_lanes, in_lanes)
         };
         received.clear();
-        received.resize(incoming.len(), 0);
+        if incoming.len() == 1 {
+            received.push(0);
+        } else {
+            received.resize(incoming.len(), 0);
+        }
         let mut pack = pack;
         let mut pack_once = |slices: &mut [&mut [T]]| {
             if let Some(fill) = pack.take() {

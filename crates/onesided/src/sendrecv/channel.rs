@@ -152,12 +152,14 @@ impl<'rt> Channel<'rt> {
     }
 
     /// The error for `problem` on this exchange.
+    #[cold]
     pub fn refuse(&self, problem: ExchangeProblem) -> Error {
         Error::Exchange { channel: self.name.clone(), problem }
     }
 
     /// The error for a message of `count` elements (unknown: `None`) from `sender` that does
     /// not fit the `room` its receiver gave.
+    #[cold]
     pub fn too_large(&self, sender: usize, receiver: usize, count: Option<usize>, room: usize) -> Error {
         Error::MessageTooLarge { pe: sender, to: receiver, channel: self.name.clone(), count, room }
     }

@@ -153,18 +153,15 @@ impl<'rt> Put<'rt> {
         let [buffer, offset, room] = self.announcement(lane.local);
         let index = buffer as usize;
         // The receiver checked `offset + room` against its copy of the buffer, and every copy
-        // of a symmetric array has the same length: a failing check means different buffers.
-        let placeable = buffers
-            .get(index)
-            .is_some_and(|b| b.check("put", to, offset as usize, count.min(room as usize)).is_ok());
-        let me = chan.rt.my_pe();
-        if !placeable {
-            let problem = ExchangeProblem::BuffersDiffer { sender: me, receiver: to, buffer, offset, room };
-            Err((REJECTED | NO_BUFFER, chan.refuse(problem)))
-        } else if count as u64 > room {
-            Err((REJECTED, chan.too_large(me, to, Some(count), room as usize)))
-        } else {
+        // of a symmetric array has the same length: a place outside ours means different
+        // buffers.
+        let placeable = buffers.get(index).is_some_and(|b| {
+            (offset as usize).checked_add(count.min(room as usize)).is_some_and(|end| end <= b.len())
+        });
+        if placeable && count as u64 <= room {
             Ok((index, offset as usize))
+        } else {
+            Err(refusal(chan, to, count, [buffer, offset, room], placeable))
         }
     }
 
@@ -184,7 +181,8 @@ impl<'rt> Put<'rt> {
         let (refusal, refused) = match self.announced_place(chan, job.buffers, to, count, lane) {
             Ok((index, offset)) => {
                 let buffer = job.buffers[index];
-                match (&job.outgoing[i], buffer.mapped(to)) {
+                let mapped = buffer.mapped(to);
+                match (&job.outgoing[i], mapped) {
                     (Outgoing::Packed { .. }, Some(base)) => {
                         // SAFETY: the receiver announced `offset..offset + room` of this buffer
                         // for this call and reads it only after the delivery signal below; no
@@ -202,10 +200,13 @@ impl<'rt> Put<'rt> {
                     }
                     (direct, _) => {
                         let data = direct_data(job.buffers, direct).expect("a copy or an offer");
-                        buffer.put(to, offset, data)?;
+                        // SAFETY: announced_place checked `offset + count` against the buffer
+                        // (the same length on every PE) and `to` is a partner, so a PE; `data`
+                        // lives through the blocking put.
+                        unsafe { buffer.put_unchecked(to, offset, data, false) };
                     }
                 }
-                if buffer.mapped(to).is_none() {
+                if mapped.is_none() {
                     // Put-with-signal order off the mapping: the library put lands before the
                     // delivery signal (a store through the mapping is ordered by its own fence).
                     chan.rt.fence();
@@ -310,6 +311,27 @@ impl<'rt> Put<'rt> {
         outcome?;
         await_delivered(chan, job, &mut refused)?;
         refused.map_or(Ok(()), Err)
+    }
+}
+
+/// Why a message to `to` of `count` elements cannot go where the receiver announced
+/// (`[buffer, offset, room]`): the refusal the delivery carries (`REJECTED`, with `NO_BUFFER`
+/// when the place is not in this PE's buffers, so the two PEs passed different lists) and
+/// this PE's error.
+#[cold]
+fn refusal(
+    chan: &Channel<'_>,
+    to: usize,
+    count: usize,
+    [buffer, offset, room]: [u64; 3],
+    placeable: bool,
+) -> (u64, Error) {
+    let me = chan.rt.my_pe();
+    if placeable {
+        (REJECTED, chan.too_large(me, to, Some(count), room as usize))
+    } else {
+        let problem = ExchangeProblem::BuffersDiffer { sender: me, receiver: to, buffer, offset, room };
+        (REJECTED | NO_BUFFER, chan.refuse(problem))
     }
 }
 
