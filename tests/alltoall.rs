@@ -51,18 +51,18 @@ fn bad_groups_fail_on_every_pe(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     for (what, members) in [("empty", vec![]), ("repeated", vec![0, 0]), ("out of range", vec![0, n])] {
         let outcome = PeGroup::collective_new(rt, what, &members).map(drop);
-        ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "{what}: {outcome:?}");
+        ensure!(matches!(outcome, Err(Error::CollectiveArgument(_))), "{what}: {outcome:?}");
     }
     // Only PE 1 passes a wrong list: every PE must fail, none may hang.
     let members: Vec<usize> = if me == 1 { vec![1, 0] } else { vec![0, 1] };
     let outcome = PeGroup::collective_new(rt, "disagreeing", &members).map(drop);
     ensure!(
-        matches!(outcome, Err(Error::InvalidArgument(ref m)) if m.contains("different member lists")),
+        matches!(outcome, Err(Error::CollectiveArgument(ref m)) if m.contains("different member lists")),
         "{outcome:?}"
     );
     let members: Vec<usize> = if me == 1 { vec![n] } else { vec![0] };
     let outcome = PeGroup::collective_new(rt, "invalid on PE 1", &members).map(drop);
-    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "{outcome:?}");
+    ensure!(matches!(outcome, Err(Error::CollectiveArgument(_))), "{outcome:?}");
     Ok(())
 }
 

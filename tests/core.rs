@@ -7,8 +7,8 @@ use mpi::traits::{Communicator, CommunicatorCollectives};
 use std::time::Duration;
 
 use onesided::{
-    AtomicArray, CallCounters, Error, GlobalMaxArray, Growth, GrowthPolicy, Implementation, Runtime,
-    SameNodeAccess, SignalArray, SymArray,
+    AtomicArray, CallCounters, Error, ErrorScope, GlobalMaxArray, Growth, GrowthPolicy, Implementation,
+    ReduceOp, Runtime, SameNodeAccess, SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -360,7 +360,7 @@ fn collectives(rt: &Runtime) -> CaseResult {
         }
     }
     ensure!(rt.max_u64_one(me as u64 * 3)? == (n as u64 - 1) * 3, "max_u64_one");
-    ensure!(matches!(rt.max_u64(&mut [u64::MAX]), Err(Error::InvalidArgument(_))), "value above i64::MAX");
+    ensure!(matches!(rt.max_u64(&mut [u64::MAX]), Err(Error::CollectiveArgument(_))), "value above i64::MAX");
     for root in 0..n {
         for len in [1usize, 3, 511, 4096, 10_000] {
             let mut data: Vec<u32> = if me == root {
@@ -376,6 +376,63 @@ fn collectives(rt: &Runtime) -> CaseResult {
             let _ = rt.max_u64_one(len as u64)?;
         }
     }
+    Ok(())
+}
+
+/// Sums, minima and maxima of every type, one value and slices: integers exact, floating-point
+/// sums within rounding of the serial sum and the same bits on every PE (checked by reducing
+/// the bits with min and max), and a length mismatch an error on every PE.
+fn typed_reductions(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let triangle = (n * (n + 1) / 2) as i64;
+    ensure!(rt.all_sum(me as i64 + 1) == triangle, "i64 sum");
+    ensure!(rt.all_sum(me as u32 + 1) == triangle as u32, "u32 sum");
+    ensure!(rt.all_min(100 - me as i32) == 101 - n as i32, "i32 min");
+    ensure!(rt.all_max(me as u64 * 7) == (n as u64 - 1) * 7, "u64 max");
+    ensure!(rt.all_min(-(me as f32) - 0.5) == -(n as f32) + 0.5, "f32 min");
+    ensure!(rt.all_max(me as f64 + 0.25) == n as f64 - 0.75, "f64 max");
+    // Values that round differently in different orders.
+    let energy = |pe: usize| 1.0e8 * (pe as f64 + 1.0) + 0.1 / (pe as f64 + 3.0);
+    let sum = rt.all_sum(energy(me));
+    let serial: f64 = (0..n).map(energy).sum();
+    ensure!((sum - serial).abs() <= 1e-6 * serial, "f64 sum {sum} against {serial}");
+    let bits = sum.to_bits();
+    ensure!(
+        rt.all_min(bits) == bits && rt.all_max(bits) == bits,
+        "PE {me}: the sum's bits differ between PEs"
+    );
+    let single = rt.all_sum(energy(me) as f32);
+    ensure!(rt.all_min(single.to_bits()) == rt.all_max(single.to_bits()), "f32 sum bits differ");
+    // Slices: element i of PE p is p * 1000 + i.
+    for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max] {
+        let mut values: Vec<i64> = (0..37).map(|i| me as i64 * 1000 + i).collect();
+        rt.all_reduce(op, &mut values)?;
+        for (i, &v) in values.iter().enumerate() {
+            let expected = match op {
+                ReduceOp::Sum => 1000 * (triangle - n as i64) + n as i64 * i as i64,
+                ReduceOp::Min => i as i64,
+                ReduceOp::Max => (n as i64 - 1) * 1000 + i as i64,
+            };
+            ensure!(v == expected, "{op:?} element {i}: {v} != {expected}");
+        }
+        let mut reals: Vec<f64> = (0..5).map(|i| me as f64 * 0.5 + i as f64).collect();
+        rt.all_reduce(op, &mut reals)?;
+        ensure!(
+            rt.all_max(reals[4].to_bits()) == rt.all_min(reals[4].to_bits()),
+            "{op:?}: f64 slice bits differ"
+        );
+    }
+    // PE 0 passes one element fewer: every PE is told, nothing is reduced, the next works.
+    let mut values = vec![me as f32; if me == 0 { 2 } else { 3 }];
+    match rt.all_reduce(ReduceOp::Sum, &mut values) {
+        Err(e @ Error::CollectiveArgument(_)) => {
+            ensure!(e.to_string().contains("2 to 3 elements"), "{e}");
+            ensure!(e.scope() == ErrorScope::EveryPe, "a length mismatch is seen by every PE");
+        }
+        other => return Err(format!("a length mismatch gave {other:?}").into()),
+    }
+    ensure!(values.iter().all(|&v| v == me as f32), "values changed by a refused reduction");
+    ensure!(rt.all_sum(1u64) == n as u64, "a reduction after a refused one");
     Ok(())
 }
 
@@ -411,7 +468,10 @@ fn global_max_growth_and_freeze(rt: &Runtime) -> CaseResult {
     }
     let bad = GrowthPolicy { over_allocation: 0.5, freeze_after: None };
     ensure!(
-        matches!(GlobalMaxArray::<u8>::collective_alloc(rt, "bad", 1, bad), Err(Error::InvalidArgument(_))),
+        matches!(
+            GlobalMaxArray::<u8>::collective_alloc(rt, "bad", 1, bad),
+            Err(Error::CollectiveArgument(_))
+        ),
         "over_allocation below 1"
     );
     Ok(())
@@ -502,12 +562,12 @@ fn diverged_heap_is_detected(rt: &Runtime) -> CaseResult {
 fn mismatched_collective_arguments_fail_everywhere(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
     let mut values = vec![1u64; if me == 0 { 2 } else { 1 }];
-    ensure!(matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))), "length mismatch");
+    ensure!(matches!(rt.max_u64(&mut values), Err(Error::CollectiveArgument(_))), "length mismatch");
     let mut values = [if me == 1 { u64::MAX } else { 5 }];
-    ensure!(matches!(rt.max_u64(&mut values), Err(Error::InvalidArgument(_))), "oversized value on PE 1");
+    ensure!(matches!(rt.max_u64(&mut values), Err(Error::CollectiveArgument(_))), "oversized value on PE 1");
     let policy = GrowthPolicy { over_allocation: if me == 1 { f64::NAN } else { 1.5 }, freeze_after: None };
     let outcome = GlobalMaxArray::<u32>::collective_alloc(rt, "bad policy on PE 1", 10, policy).map(drop);
-    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "policy invalid on PE 1 only: {outcome:?}");
+    ensure!(matches!(outcome, Err(Error::CollectiveArgument(_))), "policy invalid on PE 1 only: {outcome:?}");
     ensure!(rt.max_u64_one(me as u64)? == rt.n_pes() as u64 - 1, "collectives still in step");
     Ok(())
 }
@@ -619,6 +679,7 @@ fn main() {
         wait_any_serves_every_sender,
         call_counters_with_random_delays,
         collectives,
+        typed_reductions,
         global_max_growth_and_freeze,
         heap_exhaustion_names_the_variable,
         asymmetric_exact_allocation_is_caught,

@@ -22,7 +22,7 @@ impl Runtime {
     /// Every PE must call it with a slice of the same length.
     ///
     /// # Errors
-    /// On every PE alike: [`Error::InvalidArgument`] when the PEs passed slices of different
+    /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
     /// lengths or when any PE passed a value above `i64::MAX` (the library reduces signed
     /// 64-bit integers).
     pub fn max_u64(&self, values: &mut [u64]) -> Result<()> {
@@ -42,13 +42,13 @@ impl Runtime {
         scratch.reduce_max(self.n_pes(), &mut stream[..FIRST_CHUNK]);
         let (max_len, min_len) = (stream[0] as u64, LIMIT - stream[1] as u64);
         if max_len != min_len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::CollectiveArgument(format!(
                 "max_u64: the PEs passed slices of different lengths ({min_len} to {max_len}); \
                  every PE must reduce the same number of values"
             )));
         }
         if stream[2] > 0 {
-            return Err(Error::InvalidArgument(
+            return Err(Error::CollectiveArgument(
                 "max_u64 reduces values up to i64::MAX, and some PE passed a larger one".to_string(),
             ));
         }

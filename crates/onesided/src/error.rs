@@ -235,9 +235,15 @@ pub enum Error {
         code: i32,
     },
 
-    /// An argument that cannot be used, with what to pass instead.
+    /// An argument that cannot be used, with what to pass instead, found by this PE alone.
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// An argument of a collective call that cannot be used, found after the PEs compared
+    /// what they passed (lengths that differ, an invalid value on some PE): every PE returns
+    /// this error from the same call, and nothing was changed.
+    #[error("{0}")]
+    CollectiveArgument(String),
 
     /// An exchange call that breaks its protocol: what went wrong, as a value a caller can
     /// match on, and the channel it happened on.
@@ -392,6 +398,45 @@ impl fmt::Display for FromPe {
         match self.0 {
             Some(pe) => write!(f, " (updated by PE {pe})"),
             None => Ok(()),
+        }
+    }
+}
+
+/// Which PEs see an error: what a caller does next depends on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorScope {
+    /// Every PE taking part in the collective call (the whole job, or every member of the
+    /// group) returns this error from the same call: the PEs can end normally together, or
+    /// go on, as the call's documentation says.
+    EveryPe,
+    /// Only this PE (and at most the partner of a refused message) sees it; the other PEs
+    /// may be waiting for this one. End the job with
+    /// [`Runtime::abort`](crate::Runtime::abort) rather than returning.
+    ThisPe,
+}
+
+impl Error {
+    /// Whether every PE returns this error from the same call, or only this PE.
+    pub fn scope(&self) -> ErrorScope {
+        match self {
+            Error::NodeHeap { .. }
+            | Error::HeapDiverged { .. }
+            | Error::AsymmetricAllocation { .. }
+            | Error::SizeOverflow { .. }
+            | Error::CollectiveArgument(_) => ErrorScope::EveryPe,
+            Error::Exchange { problem, .. } => problem.scope(),
+            _ => ErrorScope::ThisPe,
+        }
+    }
+}
+
+impl ExchangeProblem {
+    /// Whether every PE sees this problem (found while the PEs agree on an exchange's
+    /// partners) or only this PE (a call's own arguments, or a refused message).
+    pub fn scope(&self) -> ErrorScope {
+        match self {
+            ExchangeProblem::NoSuchPartner { .. } | ExchangeProblem::NotMutual { .. } => ErrorScope::EveryPe,
+            _ => ErrorScope::ThisPe,
         }
     }
 }

@@ -35,7 +35,7 @@ impl<'rt> PeGroup<'rt> {
     /// OpenSHMEM 1.5, the team are split from the world).
     ///
     /// # Errors
-    /// On every PE alike: [`Error::InvalidArgument`] for an empty list, a repeated member, a
+    /// On every PE alike: [`Error::CollectiveArgument`] for an empty list, a repeated member, a
     /// PE out of range, or members that differ between PEs.
     pub fn collective_new(rt: &'rt Runtime, name: &str, members: &[usize]) -> Result<Self> {
         let n = rt.n_pes();
@@ -62,15 +62,15 @@ impl<'rt> PeGroup<'rt> {
         let mut agreement = [digest, i64::MAX as u64 - digest, u64::from(problem.is_some())];
         rt.max_u64(&mut agreement)?;
         if let Some(problem) = problem {
-            return Err(Error::InvalidArgument(format!("PE group '{name}': {problem}")));
+            return Err(Error::CollectiveArgument(format!("PE group '{name}': {problem}")));
         }
         if agreement[2] > 0 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::CollectiveArgument(format!(
                 "PE group '{name}': another PE passed an invalid member list"
             )));
         }
         if agreement[0] != i64::MAX as u64 - agreement[1] {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::CollectiveArgument(format!(
                 "PE group '{name}': the PEs passed different member lists; every PE must pass the same"
             )));
         }

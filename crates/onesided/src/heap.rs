@@ -431,7 +431,7 @@ impl GrowthPolicy {
         if self.over_allocation.is_finite() && self.over_allocation >= 1.0 {
             Ok(())
         } else {
-            Err(Error::InvalidArgument(format!(
+            Err(Error::CollectiveArgument(format!(
                 "GrowthPolicy::over_allocation must be a finite number >= 1.0, got {}",
                 self.over_allocation
             )))
@@ -477,7 +477,7 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
         rt.max_u64(&mut request)?;
         policy.validate()?;
         if request[1] > 0 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::CollectiveArgument(format!(
                 "'{name}': another PE passed an invalid GrowthPolicy (over_allocation must be a \
                  finite number >= 1.0)"
             )));

@@ -12,7 +12,13 @@
 //! - [`SignalArray`]: monotonic signals, [put-with-signal](SymArray::put_signal), waits that
 //!   time out with a diagnosis instead of hanging.
 //! - [`CallCounters`]: pairwise synchronisation without barriers.
-//! - Collectives: [`Runtime::max_u64`], [`Runtime::broadcast`], [`Runtime::barrier`].
+//! - Collectives: sums, minima and maxima of floating-point and integer values, one value
+//!   ([`Runtime::all_sum`], [`Runtime::all_min`], [`Runtime::all_max`]) or a slice
+//!   ([`Runtime::all_reduce`]), the same bits on every PE; [`Runtime::max_u64`],
+//!   [`Runtime::broadcast`], [`Runtime::barrier`].
+//!
+//! - [`launch`]: an engine's own binary started as PEs on one node
+//!   ([`launch::ensure_launched`]), without a script.
 //!
 //! Operations that every PE must call are named `collective_*` or say so under
 //! **Collective** in their documentation. Dropping a symmetric object frees it and is
@@ -22,9 +28,12 @@
 //! alike when not, so a mistake becomes an error rather than a hang or a stray write.
 //!
 //! # When one PE fails
-//! An error that only this PE sees (a wait that timed out, a frozen capacity exceeded)
-//! leaves the others waiting for it. End the job with [`Runtime::abort`] rather than
-//! returning: the examples do so. A PE that panics ends the job by itself.
+//! [`Error::scope`] says which PEs see an error. One that every PE returns from the same
+//! collective call ([`ErrorScope::EveryPe`]: PEs that disagree on a length or a group, a
+//! heap that diverged) lets the PEs end normally together. One that only this PE sees
+//! ([`ErrorScope::ThisPe`]: a wait that timed out, a message refused, a frozen capacity
+//! exceeded) leaves the others waiting for it: end the job with [`Runtime::abort`] rather
+//! than returning, as the examples do. A PE that panics ends the job by itself.
 //!
 //! ```no_run
 //! use onesided::{Runtime, SignalArray, SymArray};
@@ -53,9 +62,11 @@ pub mod env;
 mod error;
 mod group;
 mod heap;
+pub mod launch;
 mod layout;
 mod node_heap;
 mod raw;
+mod reduce;
 mod rma;
 mod runtime;
 mod scratch;
@@ -65,10 +76,14 @@ mod signal;
 pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
-pub use error::{Error, ExchangeProblem, Result};
+pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use layout::SameNodeAccess;
+/// The MPI bindings (rsmpi) this crate is built on, for an engine's own two-sided
+/// communication on [`Runtime::world`] with the same version.
+pub use mpi;
+pub use reduce::{ReduceOp, Reducible};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
 pub use sendrecv::{

@@ -48,9 +48,11 @@ pub enum Implementation {
 /// If a PE unwinds from a panic while holding the runtime, dropping it ends the whole job
 /// with status 1 ([`abort`](Runtime::abort)) instead of leaving the other PEs waiting.
 ///
-/// An error that every PE sees (bad input, an error every PE returns from a collective) should
-/// end the job normally: drop the runtime on every PE, then exit with a failure status. Only
-/// an error that leaves other PEs waiting for this one calls for [`abort`](Runtime::abort).
+/// An error that every PE sees ([`ErrorScope::EveryPe`](crate::ErrorScope::EveryPe): bad
+/// input, an error every PE returns from a collective) should end the job normally: drop the
+/// runtime on every PE, then exit with a failure status. Only an error that leaves other PEs
+/// waiting for this one ([`ErrorScope::ThisPe`](crate::ErrorScope::ThisPe)) calls for
+/// [`abort`](Runtime::abort). [`Error::scope`](crate::Error::scope) tells them apart.
 pub struct Runtime {
     universe: ManuallyDrop<Universe>,
     my_pe: usize,

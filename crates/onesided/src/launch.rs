@@ -1,0 +1,162 @@
+//! Starting an engine's own binary as PEs on one node, without a script: [`ensure_launched`]
+//! at the top of `main` runs the program again under the launcher of the OpenSHMEM this
+//! crate was built against, unless it already runs under one, so that `cargo run --release
+//! -- --pes 4` works as `oshrun -np 4 target/release/engine` does.
+//!
+//! The launch is the one `scripts/pe-run` makes for one node (docs/RUNNING.md): Open MPI's
+//! `oshrun` for its OSHMEM, Open MPI's `mpirun` (which provides PMIx) for Sandia OpenSHMEM
+//! with address-space randomisation off and the OFI provider `tcp;ofi_rxm` unless one is
+//! set; PEs bound to cores unless there are more PEs than cores, then oversubscribed and
+//! unbound; running as root allowed. On a cluster, start the binary with the site's launcher
+//! (`srun`, `mpirun`) instead: under any launcher, [`ensure_launched`] does nothing.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
+
+/// Variables a launcher gives its processes. A launch from inside a PE must not inherit
+/// them, or the new launcher takes itself for part of the running job; their presence is
+/// how [`under_launcher`] knows.
+const LAUNCHER_PREFIXES: &[&str] = &["OMPI_", "PMIX_", "ORTE_", "OPAL_", "PMI_", "HYDRA_", "SLURM_STEP_"];
+
+/// Set in every PE a [`Launch`] starts.
+const MARK: &str = "ONESIDED_PE_RUN";
+
+/// Whether this process was started by a launcher (a [`Launch`], `scripts/pe-run`,
+/// `oshrun`, `mpirun`, `srun`): Open MPI, PMIx, Hydra and Slurm job steps set variables of
+/// their own.
+pub fn under_launcher() -> bool {
+    std::env::var_os(MARK).is_some()
+        || ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_ID"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
+}
+
+/// If this process is not under a launcher, runs this program again, with the same
+/// arguments, as `pes` PEs on this node and exits with the job's status; under a launcher
+/// it returns at once and the caller goes on as a PE. Call it first in `main`, before
+/// [`Runtime::init`](crate::Runtime::init).
+///
+/// When the launch cannot start (no launcher installed, say), it prints why and exits
+/// with status 127.
+pub fn ensure_launched(pes: usize) {
+    if under_launcher() {
+        return;
+    }
+    match Launch::new(pes).run_self() {
+        Ok(status) => std::process::exit(status.code().unwrap_or(1)),
+        Err(e) => {
+            eprintln!("cannot start {pes} PEs: {e}");
+            std::process::exit(127)
+        }
+    }
+}
+
+/// A launch of `pes` PEs on this node, as [`ensure_launched`] makes it; build the command
+/// for any program with [`command`](Self::command).
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pes: usize,
+    bind: Option<bool>,
+}
+
+impl Launch {
+    /// `pes` PEs, bound to cores when there are no more PEs than cores.
+    pub fn new(pes: usize) -> Launch {
+        Launch { pes, bind: None }
+    }
+
+    /// Binds each PE to a core (`true`) or leaves them unbound (`false`, for PEs that run
+    /// several threads), in place of the default.
+    pub fn bind_to_core(mut self, bind: bool) -> Launch {
+        self.bind = Some(bind);
+        self
+    }
+
+    /// The launcher's command that starts `program` as the PEs; add the program's
+    /// arguments with [`Command::args`]. The launcher variables of a job this process
+    /// belongs to are not passed on.
+    ///
+    /// # Errors
+    /// When `pes` is 0, or the launcher is not installed (with what to install, or which
+    /// variable names another: `OSHRUN` for OSHMEM, `SOS_LAUNCHER` for Sandia OpenSHMEM).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> std::io::Result<Command> {
+        let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+        if self.pes == 0 {
+            return Err(invalid("a launch needs at least one PE".to_string()));
+        }
+        let sos = cfg!(shmem_sos);
+        let (variable, default, hint) = if sos {
+            (
+                "SOS_LAUNCHER",
+                "mpirun",
+                "Sandia OpenSHMEM programs start under Open MPI's mpirun (apt-get install openmpi-bin)",
+            )
+        } else {
+            ("OSHRUN", "oshrun", "install Open MPI's OpenSHMEM (apt-get install libopenmpi-dev openmpi-bin)")
+        };
+        let launcher = std::env::var_os(variable).unwrap_or_else(|| default.into());
+        let Some(path) = find_on_path(&launcher) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "the launcher {} is not on PATH: {hint}, or set {variable}",
+                    launcher.to_string_lossy()
+                ),
+            ));
+        };
+        let mut command = Command::new(path);
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|n| LAUNCHER_PREFIXES.iter().any(|p| n.starts_with(p))) {
+                command.env_remove(name);
+            }
+        }
+        command.env(MARK, "1").arg("-np").arg(self.pes.to_string());
+        // Open MPI's launchers name themselves "Open MPI", "OpenRTE" or "Open SHMEM".
+        let version = Command::new(command.get_program()).arg("--version").output();
+        let text = version
+            .map(|o| [o.stdout, o.stderr].concat())
+            .map(|bytes| String::from_utf8_lossy(&bytes).to_lowercase().replace(' ', ""))
+            .unwrap_or_default();
+        if ["openmpi", "openrte", "openshmem"].iter().any(|name| text.contains(name)) {
+            command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            if !sos && std::env::var_os("OMPI_MCA_osc").is_none() {
+                command.env("OMPI_MCA_osc", "ucx");
+            }
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+            if self.pes > cores {
+                command.arg("--oversubscribe");
+            }
+            let bind = self.bind.unwrap_or(self.pes <= cores);
+            command.arg("--bind-to").arg(if bind { "core" } else { "none" });
+        }
+        if sos {
+            if std::env::var_os("SHMEM_OFI_PROVIDER").is_none() && std::env::var_os("FI_PROVIDER").is_none() {
+                command.env("SHMEM_OFI_PROVIDER", "tcp;ofi_rxm");
+            }
+            // SOS's same-node transport needs the symmetric heap at the same address in
+            // every PE (docs/RUNNING.md).
+            command.arg("setarch").arg(std::env::consts::ARCH).arg("-R");
+        }
+        command.arg(program);
+        Ok(command)
+    }
+
+    /// Runs this program again, with the same arguments, as the PEs, and waits for them.
+    ///
+    /// # Errors
+    /// As [`command`](Self::command), and when the launcher cannot be started.
+    pub fn run_self(&self) -> std::io::Result<ExitStatus> {
+        let exe = std::env::current_exe()?;
+        self.command(exe)?.args(std::env::args_os().skip(1)).status()
+    }
+}
+
+/// `name` if it is a path, else the first executable of that name on `PATH`.
+fn find_on_path(name: &OsStr) -> Option<PathBuf> {
+    let name = PathBuf::from(name);
+    if name.components().count() > 1 {
+        return name.is_file().then_some(name);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(&name)).find(|p| p.is_file())
+}

@@ -1,0 +1,138 @@
+//! Typed reductions over all PEs: sums, minima and maxima of floating-point and integer
+//! values, one value or a slice, through MPI.
+//!
+//! Every PE gets the same bits. A floating-point sum depends on the order of its additions,
+//! and an MPI all-reduce may add in a different order on different ranks; so floating-point
+//! sums are reduced to PE 0 and broadcast from there (two collectives of `log P` steps each).
+//! Integer sums, minima and maxima are exact and take one all-reduce.
+
+use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+use mpi::topology::Communicator;
+
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+
+/// What a reduction computes, element by element over the PEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// The sum.
+    Sum,
+    /// The smallest value.
+    Min,
+    /// The largest value.
+    Max,
+}
+
+/// The element types the reductions take: `f32`, `f64`, `i32`, `i64`, `u32` and `u64`.
+/// Sealed: the reductions rely on MPI knowing the type.
+pub trait Reducible: sealed::Sealed + bytemuck::Pod + std::fmt::Debug {}
+
+mod sealed {
+    /// The MPI side of [`Reducible`](super::Reducible): MPI's datatype, and whether sums
+    /// are exact (integers) or depend on the order of the additions (floating point).
+    pub trait Sealed: mpi::datatype::Equivalence {
+        const EXACT_SUM: bool;
+    }
+}
+
+macro_rules! reducible {
+    ($($t:ty: $exact:expr),*) => {$(
+        impl sealed::Sealed for $t {
+            const EXACT_SUM: bool = $exact;
+        }
+        impl Reducible for $t {}
+    )*};
+}
+reducible!(f32: false, f64: false, i32: true, i64: true, u32: true, u64: true);
+
+impl Runtime {
+    /// Reduces `values` element by element over all PEs, in place: afterwards every PE holds
+    /// the same bits. A floating-point sum is reduced to PE 0 and broadcast from there, so
+    /// that no PE adds in another order; the rest take one all-reduce. Integer overflow is
+    /// not detected: keep sums in range.
+    ///
+    /// # Collective
+    /// Every PE must call it with the same `op` and a slice of the same length.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
+    /// lengths (nothing is reduced then).
+    pub fn all_reduce<T: Reducible>(&self, op: ReduceOp, values: &mut [T]) -> Result<()> {
+        if self.n_pes() == 1 {
+            return Ok(());
+        }
+        // The lengths first, in a reduction of fixed size: a mismatch becomes an error on
+        // every PE, not an MPI call of different counts.
+        let len = values.len() as i64;
+        let mut agreed = [0i64; 2];
+        self.world().all_reduce_into(&[len, -len][..], &mut agreed[..], SystemOperation::max());
+        let (longest, shortest) = (agreed[0], -agreed[1]);
+        if longest != shortest {
+            return Err(Error::CollectiveArgument(format!(
+                "all_reduce: the PEs passed slices of {shortest} to {longest} elements (PE {} \
+                 passed {len}); every PE must reduce the same number of values",
+                self.my_pe()
+            )));
+        }
+        let send = values.to_vec();
+        self.reduce_agreed(op, &send, values);
+        Ok(())
+    }
+
+    /// The sum of `value` over all PEs, the same bits on every PE.
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn all_sum<T: Reducible>(&self, value: T) -> T {
+        self.reduce_one(ReduceOp::Sum, value)
+    }
+
+    /// The smallest `value` over all PEs.
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn all_min<T: Reducible>(&self, value: T) -> T {
+        self.reduce_one(ReduceOp::Min, value)
+    }
+
+    /// The largest `value` over all PEs.
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    pub fn all_max<T: Reducible>(&self, value: T) -> T {
+        self.reduce_one(ReduceOp::Max, value)
+    }
+
+    /// One value: the length is one on every PE, so it needs no agreement.
+    fn reduce_one<T: Reducible>(&self, op: ReduceOp, value: T) -> T {
+        let mut result = [value];
+        if self.n_pes() > 1 {
+            self.reduce_agreed(op, &[value], &mut result);
+        }
+        result[0]
+    }
+
+    /// The reduction of `send` into `result` (the same length on every PE).
+    fn reduce_agreed<T: Reducible>(&self, op: ReduceOp, send: &[T], result: &mut [T]) {
+        if send.is_empty() {
+            return;
+        }
+        let world = self.world();
+        let operation = match op {
+            ReduceOp::Sum => SystemOperation::sum(),
+            ReduceOp::Min => SystemOperation::min(),
+            ReduceOp::Max => SystemOperation::max(),
+        };
+        if op != ReduceOp::Sum || T::EXACT_SUM {
+            world.all_reduce_into(send, result, operation);
+            return;
+        }
+        let root = world.process_at_rank(0);
+        if self.my_pe() == 0 {
+            root.reduce_into_root(send, result, operation);
+        } else {
+            root.reduce_into(send, operation);
+        }
+        root.broadcast_into(result);
+    }
+}
