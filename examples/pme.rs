@@ -168,7 +168,11 @@ fn main() {
         }
         // Errors every PE finds alike (a bad path for the group, an atom that moved too far):
         // the job can end normally.
-        Err(e @ (pme_redist::Error::MovedTooFar { .. } | pme_redist::Error::Config(_))) => {
+        Err(
+            e @ (pme_redist::Error::MovedTooFar { .. }
+            | pme_redist::Error::Config(_)
+            | pme_redist::Error::CollectiveConfig(_)),
+        ) => {
             cli::say(&format!("pme: PE {}: {e}", rt.my_pe()));
             drop(rt);
             std::process::exit(1)

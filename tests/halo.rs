@@ -529,6 +529,78 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Repartition carries each home atom's force with it (the force encodes the atom's global
+/// index), and with a Verlet buffer set, an atom that moved more than half of it is named on
+/// every PE, nothing moves, and the exchange goes on; a buffer that differs between PEs or
+/// exceeds the range is refused on every PE.
+fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
+    let s = water([2, 2, 2]);
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let force_of = |g: u32| [g as f32, -(g as f32), 0.5 * g as f32];
+    let mut halo =
+        HaloExchange::builder(rt, grid.clone()).verlet_buffer(0.1).collective_from_global(&s.positions)?;
+    ensure!(halo.max_displacement() == 0.0, "displacement right after the build");
+    // Forces as move_f leaves them, one per home atom; then every atom moves 0.3 of a domain
+    // along x, so that atoms change PEs (0.04 nm: within half the buffer).
+    let home: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
+    let mut view = halo.move_x()?;
+    let local = view.local();
+    local.forces.fill([0.0; 3]);
+    for (f, &g) in local.forces.iter_mut().zip(&home) {
+        *f = force_of(g);
+    }
+    view.move_f()?;
+    let step = (0.3 * s.pbc.diagonal()[0] / n as f32).min(0.04);
+    for x in halo.home_mut().coordinates.iter_mut() {
+        x[0] += step;
+    }
+    ensure!((halo.max_displacement() - step).abs() < 1e-6, "displacement {}", halo.max_displacement());
+    let mut velocities: Vec<RVec> =
+        halo.global_indices()[..halo.home_count()].iter().map(|&g| force_of(g)).collect();
+    halo.collective_repartition(&mut [&mut velocities])?;
+    let globals = halo.global_indices()[..halo.home_count()].to_vec();
+    let forces = halo.home_mut().forces.to_vec();
+    for ((f, v), &g) in forces.iter().zip(&velocities).zip(&globals) {
+        ensure!(*f == force_of(g) && *v == force_of(g), "PE {me}: atom {g} has force {f:?}");
+    }
+    ensure!(halo.max_displacement() == 0.0, "displacement right after the repartition");
+    // Atom 7 moves 0.06 nm, more than half the 0.1 nm buffer.
+    let holder = halo.global_indices()[..halo.home_count()].iter().position(|&g| g == 7);
+    if let Some(i) = holder {
+        halo.home_mut().coordinates[i][1] += 0.06;
+    }
+    let pe = rt.max_u64_one(if holder.is_some() { me as u64 } else { 0 })? as usize;
+    match halo.collective_repartition(&mut [&mut velocities]) {
+        Err(e @ Error::BufferExceeded { atom: 7, .. }) => {
+            ensure!(e.scope() == md_halo::ErrorScope::EveryPe, "scope of {e}");
+            ensure!(e.to_string().contains(&format!("atom 7 on PE {pe} moved 0.06")), "{e}");
+        }
+        other => return Err(format!("a move of 0.06 nm with a 0.1 nm buffer gave {other:?}").into()),
+    }
+    if let Some(i) = holder {
+        halo.home_mut().coordinates[i][1] -= 0.06;
+    }
+    halo.collective_repartition(&mut [&mut velocities])?;
+    verify::check_halo(
+        &halo,
+        &s.positions.iter().map(|&x| s.pbc.wrap([x[0] + step, x[1], x[2]])).collect::<Vec<_>>(),
+    )?;
+    // Buffers that differ between PEs, or exceed the range: refused on every PE.
+    let buffer = if me == 0 { 0.1 } else { 0.2 };
+    match HaloExchange::builder(rt, grid.clone()).verlet_buffer(buffer).collective_from_global(&s.positions) {
+        Err(e @ Error::CollectiveConfig(_)) => ensure!(e.to_string().contains("Verlet buffers"), "{e}"),
+        other => return Err(format!("different buffers gave {:?}", other.err()).into()),
+    }
+    match HaloExchange::builder(rt, grid).verlet_buffer(2.0).collective_from_global(&s.positions) {
+        Err(e @ Error::CollectiveConfig(_)) => {
+            ensure!(e.to_string().contains("part of the grid's range"), "{e}")
+        }
+        other => return Err(format!("a buffer beyond the range gave {:?}", other.err()).into()),
+    }
+    Ok(())
+}
+
 /// Every structure in data/ (water models with virtual sites and lone pairs, methanol, argon,
 /// a dodecahedron, an octahedron, a fully triclinic box, slabs beside vacuum), as shipped,
 /// on a grid chosen for the PE count: halo sets after every repartition, forces and virial,
@@ -620,6 +692,7 @@ fn main() {
         thread_count_does_not_change_results,
         repartition_and_jumps,
         engine_api_and_misuse,
+        forces_migrate_and_buffer_is_checked,
         every_shipped_structure,
     ]
     .to_vec();

@@ -505,7 +505,7 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
         .path(RedistPath::OneSidedGet)
         .collective_build(&homes[me], structure.len());
     ensure!(
-        matches!(outcome, Err(Error::Config(ref m)) if m.contains(&pme_only)),
+        matches!(outcome, Err(Error::CollectiveConfig(ref m)) if m.contains(&pme_only)),
         "PE {me}: {:?}",
         outcome.err()
     );
@@ -520,7 +520,7 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
         misplaced[n - 1] = homes[0][..3].to_vec();
         let outcome = redist.collective_plan(&misplaced[me]);
         ensure!(
-            matches!(outcome, Err(Error::Config(ref m)) if m.contains(&pme_only)),
+            matches!(outcome, Err(Error::CollectiveConfig(ref m)) if m.contains(&pme_only)),
             "{path}: PE {me}: {outcome:?}"
         );
         let mut extra = homes[me].clone();

@@ -1,12 +1,38 @@
 //! The crate's error type.
 
+use onesided::ErrorScope;
+
 /// What went wrong, with where and what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A parameter that cannot work (box, range, grid, array lengths), with what would.
+    /// A parameter that cannot work (box, range, grid, array lengths), with what would, found
+    /// by this PE alone.
     #[error("{0}")]
     Config(String),
+
+    /// A parameter that cannot work, found after the PEs compared what they passed: every PE
+    /// returns this error from the same call.
+    #[error("{0}")]
+    CollectiveConfig(String),
+
+    /// An atom moved farther than half the Verlet buffer since the last repartition, so a
+    /// pair may have come within the cutoff without being in the halo.
+    #[error(
+        "atom {atom} on PE {pe} moved {displacement:.4} nm since the last repartition, more than \
+         half the Verlet buffer of {buffer:.4} nm: pairs within the cutoff may have been missed; \
+         repartition more often or enlarge the buffer (md_halo::verlet_buffer)"
+    )]
+    BufferExceeded {
+        /// Its global index.
+        atom: usize,
+        /// The PE that holds it.
+        pe: usize,
+        /// How far it moved, in nm.
+        displacement: f32,
+        /// The buffer, in nm.
+        buffer: f32,
+    },
 
     /// An atom moved too far between two repartitions.
     #[error(
@@ -57,6 +83,24 @@ pub enum Error {
     /// plans disagree (they were built from different calls).
     #[error("{0}")]
     PlanMismatch(String),
+}
+
+impl Error {
+    /// Whether every PE returns this error from the same call
+    /// ([`ErrorScope::EveryPe`]: end normally, every PE alike) or only this PE
+    /// ([`ErrorScope::ThisPe`]: its neighbours may wait for it; end the job with
+    /// [`onesided::Runtime::abort`]).
+    pub fn scope(&self) -> ErrorScope {
+        match self {
+            Error::CollectiveConfig(_)
+            | Error::BufferExceeded { .. }
+            | Error::MovedTooFar { .. }
+            | Error::NotHome { .. }
+            | Error::NotFinite { .. } => ErrorScope::EveryPe,
+            Error::Comm(e) => e.scope(),
+            _ => ErrorScope::ThisPe,
+        }
+    }
 }
 
 /// The crate's result type.

@@ -21,11 +21,13 @@
 //! - [`model`]: every domain's plan computed in one process without a runtime, for scale
 //!   models.
 //!
-//! An engine's step, with velocities migrating at repartition (the loop of
-//! `examples/halo_step.rs`):
+//! An engine's step (velocity Verlet, the loop of `examples/lj_engine.rs`, a whole NVE engine):
+//! the halo's range is the cutoff plus a Verlet buffer ([`verlet_buffer`]), which the
+//! exchange checks at every repartition; velocities migrate with their atoms, and the forces
+//! of the last step with them, ready for the next half kick.
 //!
 //! ```no_run
-//! use md_halo::{DdGrid, HaloExchange, PbcBox, RVec};
+//! use md_halo::{DdGrid, ErrorScope, HaloExchange, PbcBox, RVec};
 //! use onesided::Runtime;
 //!
 //! /// The engine's force kernel: pairs `i`, `j` of local atoms where `owner.owns(i, j)`.
@@ -33,43 +35,68 @@
 //!     local.forces.fill([0.0; 3]);
 //! }
 //!
-//! fn main() -> md_halo::Result<()> {
-//!     let rt = Runtime::init()?;
+//! fn run(rt: &Runtime) -> md_halo::Result<()> {
+//!     let (dt, mass, cutoff, nstlist) = (0.002, 39.948, 0.85, 10);
 //!     let pbc = PbcBox::rectangular([6.0, 6.0, 6.0])?;
 //!     let positions: Vec<RVec> = (0..1000).map(|i| [i as f32 * 0.006, 3.0, 3.0]).collect();
-//!     let grid = DdGrid::choose(rt.n_pes(), pbc, 1.0)?;
-//!     let mut halo = HaloExchange::builder(&rt, grid).collective_from_global(&positions)?;
+//!     let buffer = md_halo::verlet_buffer(94.0, mass as f64, nstlist as f64 * dt as f64);
+//!     let grid = DdGrid::choose(rt.n_pes(), pbc, cutoff + buffer)?;
+//!     let mut halo =
+//!         HaloExchange::builder(rt, grid).verlet_buffer(buffer).collective_from_global(&positions)?;
 //!     let mut velocities = vec![[0.1f32, 0.0, 0.0]; halo.home_count()];
 //!     for step in 1..=100 {
+//!         let home = halo.home_mut(); // half a kick with the last forces, then a drift
+//!         for ((x, v), f) in home.coordinates.iter_mut().zip(&mut velocities).zip(home.forces) {
+//!             for d in 0..3 {
+//!                 v[d] += 0.5 * dt * f[d] / mass;
+//!                 x[d] += dt * v[d];
+//!             }
+//!         }
+//!         if step % nstlist == 0 {
+//!             halo.collective_repartition(&mut [&mut velocities])?;
+//!         }
 //!         let mut view = halo.move_x()?;
 //!         forces(view.local());
 //!         let _shift_forces = view.move_f()?; // for the virial
-//!         let home = halo.home_mut();
-//!         for ((x, v), f) in home.coordinates.iter_mut().zip(&mut velocities).zip(home.forces) {
-//!             for d in 0..3 {
-//!                 v[d] += 0.002 * f[d];
-//!                 x[d] += 0.002 * v[d];
-//!             }
-//!         }
-//!         if step % 10 == 0 {
-//!             halo.collective_repartition(&mut [&mut velocities])?;
+//!         let home = halo.home_mut(); // the second half kick
+//!         for (v, f) in velocities.iter_mut().zip(home.forces) {
+//!             (0..3).for_each(|d| v[d] += 0.5 * dt * f[d] / mass);
 //!         }
 //!     }
 //!     Ok(())
 //! }
+//!
+//! fn main() {
+//!     let rt = Runtime::init().expect("the runtime starts");
+//!     if let Err(e) = run(&rt) {
+//!         eprintln!("PE {}: {e}", rt.my_pe());
+//!         if e.scope() == ErrorScope::ThisPe {
+//!             rt.abort(1); // the other PEs may be waiting for this one
+//!         }
+//!         std::process::exit(1); // every PE saw it: end normally
+//!     }
+//! }
 //! ```
+//!
+//! The halo runs on [`ExchangePath::Put`](onesided::ExchangePath::Put) (the default) or
+//! [`ExchangePath::Mpi`](onesided::ExchangePath::Mpi); the get and buffered paths stage
+//! messages in buffers sized ahead, which the halo's changing messages would outgrow, and
+//! the build refuses them.
 #![deny(missing_docs)]
 
+mod buffer;
 mod error;
 mod grid;
 mod halo;
 pub mod model;
 mod pbc;
 
+pub use buffer::{BOLTZMANN, SPEED_DEVIATIONS, verlet_buffer};
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
 pub use halo::{
     AtomState, HaloBuilder, HaloExchange, Home, Local, PairOwner, PeriodicImage, PeriodicImages, ShiftForces,
     Step, Zone,
 };
+pub use onesided::ErrorScope;
 pub use pbc::{PbcBox, RVec};

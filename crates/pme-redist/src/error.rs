@@ -1,5 +1,7 @@
 //! The crate's error type.
 
+use onesided::ErrorScope;
+
 /// What went wrong, with where and what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -8,6 +10,11 @@ pub enum Error {
     /// plan), with what would.
     #[error("{0}")]
     Config(String),
+
+    /// A parameter that cannot work, found after the PEs compared what they passed: every PE
+    /// returns this error from the same call.
+    #[error("{0}")]
+    CollectiveConfig(String),
 
     /// An atom left the slabs its plan expects: found on one PE, reported by every PE.
     #[error(
@@ -28,6 +35,20 @@ pub enum Error {
     /// A built-in verification found a difference.
     #[error("verification failed: {0}")]
     Verification(String),
+}
+
+impl Error {
+    /// Whether every PE returns this error from the same call
+    /// ([`ErrorScope::EveryPe`]: end normally, every PE alike) or only this PE
+    /// ([`ErrorScope::ThisPe`]: the others may wait for it; end the job with
+    /// [`onesided::Runtime::abort`]).
+    pub fn scope(&self) -> ErrorScope {
+        match self {
+            Error::CollectiveConfig(_) | Error::MovedTooFar { .. } => ErrorScope::EveryPe,
+            Error::Comm(e) => e.scope(),
+            _ => ErrorScope::ThisPe,
+        }
+    }
 }
 
 /// The crate's result type.

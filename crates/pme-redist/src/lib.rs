@@ -72,6 +72,7 @@ mod spread;
 pub use error::{Error, Result};
 pub use fft::{Complex32, SlabFft};
 pub use grid::PmeGrid;
+pub use onesided::ErrorScope;
 pub use pme::{Pme, PmeTimes};
 pub use redist::{Mesh, Particle, RedistBuilder, RedistPath, Redistribution, Step};
 pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};

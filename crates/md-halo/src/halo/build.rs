@@ -40,6 +40,7 @@ pub struct HaloBuilder<'rt> {
     path: ExchangePath,
     images: PeriodicImages,
     parallel_min: usize,
+    buffer: Option<f32>,
 }
 
 impl<'rt> HaloExchange<'rt> {
@@ -53,6 +54,7 @@ impl<'rt> HaloExchange<'rt> {
             path: ExchangePath::Put,
             images: PeriodicImages::Halo,
             parallel_min: PARALLEL_MIN,
+            buffer: None,
         }
     }
 }
@@ -79,6 +81,17 @@ impl<'rt> HaloBuilder<'rt> {
         HaloBuilder { parallel_min: atoms, ..self }
     }
 
+    /// The Verlet buffer: the part of the grid's range beyond the interaction cutoff, in nm
+    /// (see [`verlet_buffer`](crate::verlet_buffer) for a rule). With it set, every
+    /// [`collective_repartition`](HaloExchange::collective_repartition) checks that no atom
+    /// moved more than half the buffer since the last one, and fails on every PE when one
+    /// did ([`Error::BufferExceeded`]): beyond that, a pair may have come within the cutoff
+    /// unseen by the halo. The check is one pass over the home atoms per repartition.
+    /// Part of what the PEs agree on at the build.
+    pub fn verlet_buffer(self, buffer: f32) -> Self {
+        HaloBuilder { buffer: Some(buffer), ..self }
+    }
+
     /// Partitions a whole system, given as the positions of all atoms in global index order
     /// (the same on every PE), over the grid: each PE keeps the atoms whose home is its
     /// domain, in global order, and builds the plan.
@@ -95,19 +108,23 @@ impl<'rt> HaloBuilder<'rt> {
         let n = positions.len() as u64;
         let (least, most) = min_max(rt, n)?;
         if least != most {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "the PEs pass between {least} and {most} atoms to collective_from_global: every PE must \
                  pass the whole system"
             )));
         }
         if n > u32::MAX as u64 {
-            return Err(Error::Config(format!("{n} atoms exceed the {} a global index can name", u32::MAX)));
+            return Err(Error::CollectiveConfig(format!(
+                "{n} atoms exceed the {} a global index can name",
+                u32::MAX
+            )));
         }
-        // Every PE sees the same positions, so this error is the same everywhere.
-        if let Some(atom) = positions.iter().position(|x| x.iter().any(|c| !c.is_finite())) {
+        // Agreed, so that a PE given other positions than the rest cannot leave them waiting.
+        let me = rt.my_pe();
+        let broken = positions.iter().position(|x| x.iter().any(|c| !c.is_finite()));
+        if let Some((atom, _, _)) = report_atom(rt, broken.map(|atom| (atom as u32, me)))? {
             return Err(Error::NotFinite { atom, pe: None });
         }
-        let me = rt.my_pe();
         let pbc = *grid.pbc();
         let home: Vec<(u32, RVec)> = positions
             .iter()
@@ -143,7 +160,7 @@ impl<'rt> HaloBuilder<'rt> {
         let mismatched = home_positions.len() != home_globals.len();
         let bad = rt.max_u64_one(if mismatched { me as u64 + 1 } else { 0 })?;
         if bad > 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "PE {} passes home positions and global indices of different lengths to collective_build",
                 bad - 1
             )));
@@ -176,28 +193,35 @@ impl<'rt> HaloBuilder<'rt> {
 
     /// Allocates everything and builds the plan for `home` (positions put into the box).
     fn collective_setup(self, home: Vec<(u32, RVec)>) -> Result<HaloExchange<'rt>> {
-        let HaloBuilder { rt, grid, path, images, parallel_min } = self;
+        let HaloBuilder { rt, grid, path, images, parallel_min, buffer } = self;
         // The checks below are then the same on every PE.
-        let (least, most) = min_max(rt, setup_hash(&grid, path))?;
+        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer))?;
         if least != most {
-            return Err(Error::Config(
-                "the PEs pass different grids, boxes, ranges or paths: every PE must build the halo \
-                 exchange with the same ones"
+            return Err(Error::CollectiveConfig(
+                "the PEs pass different grids, boxes, ranges, paths or Verlet buffers: every PE must \
+                 build the halo exchange with the same ones"
                     .to_string(),
             ));
         }
         if grid.len() != rt.n_pes() {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "the grid has {} domains but the job has {} PEs",
                 grid.len(),
                 rt.n_pes()
             )));
         }
         if path.needs_reserve() {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
                  messages change size with every repartition, which the staging buffers of {path} \
                  would have to follow"
+            )));
+        }
+        if let Some(b) = buffer.filter(|&b| !(b.is_finite() && b > 0.0 && b <= grid.range())) {
+            return Err(Error::CollectiveConfig(format!(
+                "a Verlet buffer of {b} nm: it must be positive and part of the grid's range of {} nm \
+                 (the cutoff plus the buffer)",
+                grid.range()
             )));
         }
         let cell = grid.cell_of(rt.my_pe());
@@ -264,6 +288,8 @@ impl<'rt> HaloBuilder<'rt> {
             image_table: Vec::new(),
             exchanged_pulses,
             failed: false,
+            anchors: Vec::new(),
+            displacement_limit: buffer.map(|b| b / 2.0),
         };
         halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
         halo.collective_build_plan()?;

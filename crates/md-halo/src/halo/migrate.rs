@@ -48,25 +48,33 @@ impl<T: Pod> AtomState for Vec<T> {
     }
 }
 
-/// Bytes of a migrating atom before its state: global index and position.
-const MIGRANT_HEADER: usize = 16;
+/// Bytes of a migrating atom before its state: global index, position and force.
+const MIGRANT_HEADER: usize = 28;
 
 impl<'rt> HaloExchange<'rt> {
     /// Wraps home positions into the box, moves atoms that left this domain to their new home
-    /// together with their entries in `state` (each array one entry per home atom, in home
-    /// order), and rebuilds the plan. Afterwards the home atoms are in ascending global order,
-    /// and every array in `state` holds their entries in that order.
+    /// together with their forces (the home forces of the last [`Step::move_f`](super::Step::move_f),
+    /// for an integrator's next half-kick) and their entries in `state` (each array one entry
+    /// per home atom, in home order), and rebuilds the plan. Afterwards the home atoms are in
+    /// ascending global order, and the forces and every array in `state` hold their entries
+    /// in that order.
+    ///
+    /// With a [Verlet buffer](super::HaloBuilder::verlet_buffer) set, it first checks that no
+    /// home atom moved more than half the buffer since the last repartition: beyond that, a
+    /// pair may have come within the cutoff unseen by the halo.
     ///
     /// # Collective
     /// Every PE must call it, with the same kinds of state arrays in the same order.
     ///
     /// # Errors
-    /// On every PE: [`Error::MovedTooFar`] when some atom moved more than one domain along a
-    /// dimension since the last repartition; [`Error::NotFinite`] naming an atom whose
-    /// position is not finite; [`Error::Config`] when the PEs' state arrays differ in size
-    /// per atom, or an array's length is not its PE's home atom count. After such an error
-    /// nothing has moved and the exchange can go on; after an error of the communication
-    /// layer, as for [`move_x`](Self::move_x).
+    /// On every PE: [`Error::BufferExceeded`] naming the atom that moved farthest, when it
+    /// moved more than half the Verlet buffer; [`Error::MovedTooFar`] when some atom moved
+    /// more than one domain along a dimension since the last repartition;
+    /// [`Error::NotFinite`] naming an atom whose position is not finite;
+    /// [`Error::CollectiveConfig`] when the PEs' state arrays differ in size per atom, or an
+    /// array's length is not its PE's home atom count. After such an error nothing has moved
+    /// and the exchange can go on; after an error of the communication layer, as for
+    /// [`move_x`](Self::move_x).
     pub fn collective_repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
         self.usable()?;
         let outcome = self.repartition(state);
@@ -77,17 +85,29 @@ impl<'rt> HaloExchange<'rt> {
         let me = self.rt.my_pe();
         let record = MIGRANT_HEADER + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
-        let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }];
+        // Squares of non-negative floats order as their bits do.
+        let (farthest, squared) = self.farthest_since_repartition();
+        let moved = if self.displacement_limit.is_some() { squared.to_bits() as u64 } else { 0 };
+        let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }, moved];
         self.rt.max_u64(&mut agreed)?;
+        if let Some(limit) = self.displacement_limit
+            && f32::from_bits(agreed[3] as u32) > limit * limit
+        {
+            let mine = (agreed[3] == moved).then(|| (self.ids[farthest], me));
+            if let Some((atom, pe, _)) = report_atom(self.rt, mine)? {
+                let displacement = f32::from_bits(agreed[3] as u32).sqrt();
+                return Err(Error::BufferExceeded { atom, pe, displacement, buffer: 2.0 * limit });
+            }
+        }
         if agreed[2] > 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "PE {} passes per-atom state to collective_repartition with an array whose length \
                  is not its number of home atoms",
                 agreed[2] - 1
             )));
         }
         if agreed[0] != TOP - agreed[1] {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "the PEs pass per-atom state of {} to {} bytes per atom to collective_repartition: \
                  every PE must pass the same kinds of arrays, in the same order",
                 TOP - agreed[1] - MIGRANT_HEADER as u64,
@@ -109,10 +129,12 @@ impl<'rt> HaloExchange<'rt> {
         if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
             return Err(Error::MovedTooFar { atom, from: self.grid.cell_of(pe), to: self.grid.cell_of(to) });
         }
+        let forces = self.home_mut().forces.to_vec();
         let mut records = vec![0u8; self.n_home * record];
         for (i, bytes) in records.chunks_exact_mut(record).enumerate() {
             bytes[..4].copy_from_slice(&self.ids[i].to_le_bytes());
             bytes[4..16].copy_from_slice(bytemuck::bytes_of(&wrapped[i]));
+            bytes[16..28].copy_from_slice(bytemuck::bytes_of(&forces[i]));
             let mut at = MIGRANT_HEADER;
             for s in state.iter() {
                 let entry = s.atom_bytes(i);
@@ -135,7 +157,28 @@ impl<'rt> HaloExchange<'rt> {
             s.rebuild(&mut order.iter().map(|r| &r[at..at + width]));
             at += width;
         }
-        self.collective_build_plan()
+        self.collective_build_plan()?;
+        let forces: Vec<RVec> = order.iter().map(|r| bytemuck::pod_read_unaligned(&r[16..28])).collect();
+        // Only this PE writes its force array, and its neighbours read only the halo regions
+        // behind the home atoms.
+        self.forces.array().write_local(0, &forces)?;
+        Ok(())
+    }
+
+    /// The home atom (its local index) that moved farthest since the last repartition, and
+    /// the square of that distance.
+    pub(super) fn farthest_since_repartition(&self) -> (usize, f32) {
+        let home = &self.coordinates()[..self.n_home];
+        let squared = |(x, a): (&RVec, &RVec)| (0..3).map(|d| (x[d] - a[d]) * (x[d] - a[d])).sum::<f32>();
+        let distances = home.iter().zip(&self.anchors).map(squared);
+        distances.enumerate().fold((0, 0.0), |best, (i, d)| if d > best.1 { (i, d) } else { best })
+    }
+
+    /// How far the home atom that moved farthest since the last repartition (or the build)
+    /// has moved, in nm: a pair of atoms can come closer by at most twice this than it was
+    /// when the halo was chosen. Local to this PE; a pass over the home atoms.
+    pub fn max_displacement(&self) -> f32 {
+        self.farthest_since_repartition().1.sqrt()
     }
 
     /// Sends the records (one per atom, `record` bytes, position at bytes 4..16) whose new

@@ -118,6 +118,11 @@ pub struct HaloExchange<'rt> {
     /// An exchange returned an error: a neighbour may still write the halo region, so only
     /// the home atoms are handed out and no further exchange is started.
     failed: bool,
+    /// The home atoms' positions when the plan was built, which displacements are measured
+    /// from.
+    anchors: Vec<RVec>,
+    /// Half the Verlet buffer, the farthest an atom may move between repartitions.
+    displacement_limit: Option<f32>,
 }
 
 /// Below this many atoms, packing and unpacking run on the calling thread: handing a few

@@ -58,13 +58,13 @@ impl<'rt> HaloExchange<'rt> {
         let mut agreed = [width, TOP - width, if home.len() != self.n_home { me as u64 + 1 } else { 0 }];
         self.rt.max_u64(&mut agreed)?;
         if agreed[2] > 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "PE {} passes collective_spread a field whose length is not its number of home atoms",
                 agreed[2] - 1
             )));
         }
         if agreed[0] != TOP - agreed[1] || width == 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "the PEs pass collective_spread fields of {} to {} bytes per atom: every PE must pass \
                  a field of the same type, of nonzero size",
                 TOP - agreed[1],
@@ -120,6 +120,7 @@ impl<'rt> HaloExchange<'rt> {
         self.ids.truncate(self.n_home);
         let pbc = *self.grid.pbc();
         self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
+        self.anchors = self.coordinates()[..self.n_home].to_vec();
         // What travels about each local atom, kept in step with ids and reference: each pulse
         // sends the entries of its send list and appends what it receives.
         let mut records: Vec<HaloRecord> = (0..self.n_home)

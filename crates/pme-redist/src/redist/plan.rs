@@ -224,7 +224,7 @@ pub(super) fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) 
     rt.max_u64(&mut agreed)?;
     if agreed[1] > 0 {
         let pe = agreed[1] - 1;
-        return Err(Error::Config(format!(
+        return Err(Error::CollectiveConfig(format!(
             "PE {pe} is a PME-only rank but was given home atoms; with a subset of PEs doing \
              PME, the atoms belong to the other PEs"
         )));
