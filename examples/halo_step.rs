@@ -20,7 +20,7 @@ const MASS: f32 = 39.948; // g mol⁻¹
 
 fn main() {
     let pes = std::env::args().skip_while(|a| a != "--pes").nth(1).map_or(2, |n| n.parse().expect("--pes N"));
-    onesided_suite::launch::ensure_launched(pes);
+    onesided::launch::ensure_launched(pes);
     let rt = Runtime::init().expect("the runtime starts");
     if let Err(e) = run(&rt) {
         eprintln!("halo_step: PE {}: {e}", rt.my_pe());
