@@ -10,7 +10,7 @@ use super::Transport;
 use super::call::Job;
 use super::channel::{Channel, STRIDE};
 use crate::error::Result;
-use crate::heap::{GlobalMaxArray, GrowthPolicy};
+use crate::heap::GlobalMaxArray;
 
 /// The buffered transport: one scratch slot per sender and lane.
 pub(super) struct Buffered<'rt, T: Pod> {
@@ -88,15 +88,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for Buffered<'rt, T> {
         if largest <= self.reserved && self.scratch.is_some() {
             return Ok(());
         }
-        let array = format!("{}: staging", chan.name);
-        let len = largest.checked_mul(chan.slots()).ok_or_else(|| crate::Error::SizeOverflow {
-            array: array.clone(),
-            len: largest,
-            elem_size: std::mem::size_of::<T>(),
-        })?;
-        self.scratch = None;
-        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
-        self.scratch = Some(GlobalMaxArray::collective_alloc(chan.rt, &array, len, policy)?);
+        chan.collective_restage(&mut self.scratch, largest)?;
         self.reserved = largest;
         Ok(())
     }

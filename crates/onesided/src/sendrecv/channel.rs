@@ -7,7 +7,7 @@ use bytemuck::Pod;
 use super::partners::Partners;
 use super::{Incoming, LANES, Outgoing};
 use crate::error::{Error, ExchangeProblem, Result};
-use crate::heap::SymArray;
+use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
 use crate::runtime::Runtime;
 use crate::signal::SignalArray;
 
@@ -92,6 +92,29 @@ impl<'rt> Channel<'rt> {
             served: Vec::new(),
             waits: Vec::new(),
         })
+    }
+
+    /// Replaces `staging` by an array of `largest` elements for every slot (one message per
+    /// receiver and lane shares a PE's staging), for the paths that stage their messages.
+    ///
+    /// # Collective
+    /// Every PE calls it with the same `largest` (agreed by the caller); the old array is
+    /// freed first, on every PE.
+    pub fn collective_restage<T: Pod>(
+        &self,
+        staging: &mut Option<GlobalMaxArray<'rt, T>>,
+        largest: usize,
+    ) -> Result<()> {
+        let array = format!("{}: staging", self.name);
+        let len = largest.checked_mul(self.slots()).ok_or_else(|| Error::SizeOverflow {
+            array: array.clone(),
+            len: largest,
+            elem_size: std::mem::size_of::<T>(),
+        })?;
+        *staging = None;
+        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
+        *staging = Some(GlobalMaxArray::collective_alloc(self.rt, &array, len, policy)?);
+        Ok(())
     }
 
     /// The slots of every pair and lane.

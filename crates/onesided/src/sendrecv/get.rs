@@ -12,7 +12,7 @@ use super::channel::{COUNT_BITS, Channel, Lane, STRIDE};
 use super::delivery::Source;
 use super::{Outgoing, Transport};
 use crate::error::{ExchangeProblem, Result};
-use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
+use crate::heap::{GlobalMaxArray, SymArray};
 
 /// The get transport: this PE's staging buffer, and who still reads from it.
 pub(super) struct Get<'rt, T: Pod> {
@@ -160,18 +160,9 @@ impl<'rt, T: Pod> Transport<'rt, T> for Get<'rt, T> {
         if largest <= self.reserved && self.staging.is_some() {
             return Ok(());
         }
-        let array = format!("{}: staging", chan.name);
-        // One message per receiver and lane shares this PE's staging buffer.
-        let len = largest.checked_mul(chan.slots()).ok_or_else(|| crate::Error::SizeOverflow {
-            array: array.clone(),
-            len: largest,
-            elem_size: std::mem::size_of::<T>(),
-        })?;
         // Messages in flight from the previous call must be done before the buffer moves.
         self.settle(chan)?;
-        self.staging = None;
-        let policy = GrowthPolicy { over_allocation: 1.0, freeze_after: None };
-        self.staging = Some(GlobalMaxArray::collective_alloc(chan.rt, &array, len, policy)?);
+        chan.collective_restage(&mut self.staging, largest)?;
         self.reserved = largest;
         Ok(())
     }
