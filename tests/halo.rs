@@ -601,6 +601,65 @@ fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// The exchange in `f64`: the same plan as in `f32` (decisions are made in `f64` fractions of
+/// the same values), coordinates that round to the `f32` run's bits, forces summed in `f64`
+/// within rounding of the `f32` sums, atoms and forces migrating alike; PEs that disagree on
+/// the real type are refused at the build on every PE.
+fn double_precision_matches_single(rt: &Runtime) -> CaseResult {
+    let s = water([2, 2, 2]);
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let wide: Vec<[f64; 3]> = s.positions.iter().map(|x| x.map(f64::from)).collect();
+    let mut single = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
+    let mut double = HaloExchange::builder(rt, grid.clone()).real::<f64>().collective_from_global(&wide)?;
+    // A force on every local atom that encodes its global index, in both precisions.
+    let force = |g: u32| [g as f64 + 0.1, -(g as f64) / 3.0, 1.0 + g as f64 * 1e-3];
+    for round in 0..2 {
+        ensure!(single.global_indices() == double.global_indices(), "round {round}: the plans differ");
+        let ids = single.global_indices().to_vec();
+        let mut a = single.move_x()?;
+        let mut b = double.move_x()?;
+        let (la, lb) = (a.local(), b.local());
+        for (i, (x, y)) in la.coordinates.iter().zip(lb.coordinates.iter()).enumerate() {
+            ensure!(*x == y.map(|c| c as f32), "round {round}: local atom {i} at {x:?} and {y:?}");
+        }
+        for ((fa, fb), &g) in la.forces.iter_mut().zip(lb.forces.iter_mut()).zip(&ids) {
+            *fb = force(g);
+            *fa = force(g).map(|c| c as f32);
+        }
+        a.move_f()?;
+        b.move_f()?;
+        let (ha, hb) = (single.home_mut().forces.to_vec(), double.home_mut().forces.to_vec());
+        for (i, (x, y)) in ha.iter().zip(&hb).enumerate() {
+            for d in 0..3 {
+                ensure!(
+                    (f64::from(x[d]) - y[d]).abs() <= 1e-5 * y[d].abs().max(1.0),
+                    "home atom {i}: {x:?} and {y:?}"
+                );
+            }
+        }
+        // Every atom moves a tenth of a domain along x, and both repartition.
+        let step = s.pbc.diagonal()[0] / n as f32 / 10.0;
+        single.home_mut().coordinates.iter_mut().for_each(|x| x[0] += step);
+        double.home_mut().coordinates.iter_mut().for_each(|x| x[0] = f64::from(x[0] as f32 + step));
+        single.collective_repartition(&mut [])?;
+        double.collective_repartition(&mut [])?;
+        let globals = double.global_indices()[..double.home_count()].to_vec();
+        let forces = double.home_mut().forces.to_vec();
+        ensure!(forces.len() == globals.len(), "PE {me}: forces after the repartition");
+    }
+    let mismatched = if me == 0 {
+        HaloExchange::builder(rt, grid).real::<f64>().collective_from_global(&wide).map(drop)
+    } else {
+        HaloExchange::builder(rt, grid).collective_from_global(&s.positions).map(drop)
+    };
+    match mismatched {
+        Err(e @ Error::CollectiveConfig(_)) => ensure!(e.to_string().contains("real types"), "{e}"),
+        other => return Err(format!("PEs of different real types gave {other:?}").into()),
+    }
+    Ok(())
+}
+
 /// Every structure in data/ (water models with virtual sites and lone pairs, methanol, argon,
 /// a dodecahedron, an octahedron, a fully triclinic box, slabs beside vacuum), as shipped,
 /// on a grid chosen for the PE count: halo sets after every repartition, forces and virial,
@@ -693,6 +752,7 @@ fn main() {
         repartition_and_jumps,
         engine_api_and_misuse,
         forces_migrate_and_buffer_is_checked,
+        double_precision_matches_single,
         every_shipped_structure,
     ]
     .to_vec();

@@ -15,6 +15,8 @@
 //!   where the kernel wrote them; per-atom state of any plain-old-data type migrates with its
 //!   atoms ([`AtomState`]), and any per-atom field travels along the plan
 //!   ([`collective_spread`](HaloExchange::collective_spread));
+//! - [`Real`]: positions and forces in `f32` (the default) or `f64`
+//!   ([`HaloBuilder::real`]), held and sent in the engine's own precision, with no copy;
 //! - [`PeriodicImages`]: along dimensions of the grid with one domain, the periodic images
 //!   are copied by the exchange (the default) or left to the force kernel, which adds a shift
 //!   where it loads them, as GROMACS's does ([`Local::images`]);
@@ -90,6 +92,7 @@ mod grid;
 mod halo;
 pub mod model;
 mod pbc;
+mod real;
 
 pub use buffer::{BOLTZMANN, SPEED_DEVIATIONS, verlet_buffer};
 pub use error::{Error, Result};
@@ -100,3 +103,4 @@ pub use halo::{
 };
 pub use onesided::ErrorScope;
 pub use pbc::{PbcBox, RVec};
+pub use real::Real;

@@ -5,6 +5,7 @@
 //! a triclinic box needs no special case anywhere else.
 
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 /// A position, velocity or force, in nm, nm/ps or kJ mol⁻¹ nm⁻¹ (GROMACS's `rvec` of floats).
 pub type RVec = [f32; 3];
@@ -144,9 +145,19 @@ impl PbcBox {
     /// The fractional coordinates of `x`: `x = Σ_d s[d] * vector d`.
     #[inline]
     pub fn fraction(&self, x: RVec) -> [f64; 3] {
-        let x = x.map(f64::from);
-        let r = &self.recip;
-        [x[0] * r[0][0] + x[1] * r[1][0] + x[2] * r[2][0], x[1] * r[1][1] + x[2] * r[2][1], x[2] * r[2][2]]
+        self.fraction_real(x)
+    }
+
+    /// [`fraction`](Self::fraction) of a position of either real type.
+    #[inline]
+    pub fn fraction_real<R: Real>(&self, x: [R; 3]) -> [f64; 3] {
+        self.fraction_f64(x.map(R::to_f64))
+    }
+
+    /// Box vector `d` in the real type `R`.
+    #[inline]
+    pub fn vector_real<R: Real>(&self, d: usize) -> [R; 3] {
+        self.vectors[d].map(|c| R::from_f64(f64::from(c)))
     }
 
     /// `x` moved into the unit cell ([`wrap`](Self::wrap)) and the fractions of the moved
@@ -156,8 +167,14 @@ impl PbcBox {
     /// face where it lies).
     #[inline]
     pub fn put_in_box(&self, x: RVec) -> (RVec, [f64; 3]) {
-        let w = self.wrap(x);
-        (w, self.clamped_fraction(w))
+        self.put_in_box_real(x)
+    }
+
+    /// [`put_in_box`](Self::put_in_box) of a position of either real type.
+    #[inline]
+    pub fn put_in_box_real<R: Real>(&self, x: [R; 3]) -> ([R; 3], [f64; 3]) {
+        let w = self.wrap_real(x);
+        (w, self.clamped_fraction_real(w))
     }
 
     /// The fractions of `x` put into the box: those of [`put_in_box`](Self::put_in_box), every
@@ -172,14 +189,26 @@ impl PbcBox {
     /// point exactly on the upper face would not survive.
     #[inline]
     pub fn clamped_fraction(&self, w: RVec) -> [f64; 3] {
-        self.fraction(w).map(|s| if s < 1.0 { s.max(0.0) } else { ONE_BELOW })
+        self.clamped_fraction_real(w)
+    }
+
+    /// [`clamped_fraction`](Self::clamped_fraction) of a position of either real type.
+    #[inline]
+    pub fn clamped_fraction_real<R: Real>(&self, w: [R; 3]) -> [f64; 3] {
+        self.fraction_real(w).map(|s| if s < 1.0 { s.max(0.0) } else { ONE_BELOW })
     }
 
     /// `x` moved into the unit cell by whole box vectors, as GROMACS's `put_atoms_in_box`
     /// does for a triclinic box.
     pub fn wrap(&self, x: RVec) -> RVec {
-        let s = self.fraction(x);
-        let mut w = x.map(f64::from);
+        self.wrap_real(x)
+    }
+
+    /// [`wrap`](Self::wrap) of a position of either real type: the shift in `f64`, rounded
+    /// once to `R`.
+    pub fn wrap_real<R: Real>(&self, x: [R; 3]) -> [R; 3] {
+        let s = self.fraction_real(x);
+        let mut w = x.map(R::to_f64);
         for (d, v) in self.vectors.iter().enumerate() {
             let n = s[d].floor();
             if n != 0.0 {
@@ -190,7 +219,7 @@ impl PbcBox {
         }
         // Adding zero turns a negative zero into the positive zero that every shifted image
         // (x + 0) has.
-        w.map(|c| (c + 0.0) as f32)
+        w.map(|c| R::from_f64(c + 0.0))
     }
 
     /// `x` shifted by box vector `d` (`x + vector d`), in the arithmetic every image uses.

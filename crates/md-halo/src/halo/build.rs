@@ -10,7 +10,7 @@ use super::step::force_path;
 use super::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
-use crate::pbc::RVec;
+use crate::real::Real;
 
 /// The choices a [`HaloExchange`] is built with, made once, before any PE has allocated
 /// anything ([`HaloExchange::builder`]); the build then agrees across PEs on what they must
@@ -34,19 +34,21 @@ use crate::pbc::RVec;
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct HaloBuilder<'rt> {
+pub struct HaloBuilder<'rt, R: Real = f32> {
     rt: &'rt Runtime,
     grid: DdGrid,
     path: ExchangePath,
     images: PeriodicImages,
     parallel_min: usize,
     buffer: Option<f32>,
+    real: std::marker::PhantomData<fn() -> R>,
 }
 
 impl<'rt> HaloExchange<'rt> {
     /// Starts building a halo exchange over `grid` (one domain per PE): the one-sided put path,
     /// periodic images made by the exchange, packing on the thread pool above 4096 atoms,
-    /// unless the builder says otherwise.
+    /// unless the builder says otherwise. Positions and forces are `f32` unless the builder
+    /// picks another real type ([`HaloBuilder::real`]).
     pub fn builder(rt: &'rt Runtime, grid: DdGrid) -> HaloBuilder<'rt> {
         HaloBuilder {
             rt,
@@ -55,11 +57,21 @@ impl<'rt> HaloExchange<'rt> {
             images: PeriodicImages::Halo,
             parallel_min: PARALLEL_MIN,
             buffer: None,
+            real: std::marker::PhantomData,
         }
     }
 }
 
-impl<'rt> HaloBuilder<'rt> {
+impl<'rt, R: Real> HaloBuilder<'rt, R> {
+    /// The real type of the positions and forces the exchange holds and sends: `f32` (the
+    /// default) or `f64`, for an engine that keeps its state in double precision; the
+    /// exchange then works on the engine's `f64` arrays with no copy, and sends twice the
+    /// bytes. Part of what the PEs agree on at the build.
+    pub fn real<S: Real>(self) -> HaloBuilder<'rt, S> {
+        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, .. } = self;
+        HaloBuilder { rt, grid, path, images, parallel_min, buffer, real: std::marker::PhantomData }
+    }
+
     /// The communication path: [`ExchangePath::Put`] (the one-sided offset swap, with the
     /// forces back as pulls) or [`ExchangePath::Mpi`] (two-sided). The get and buffered
     /// paths stage every message in buffers sized ahead, which the halo's messages, changing
@@ -103,7 +115,7 @@ impl<'rt> HaloBuilder<'rt> {
     /// On every PE: [`Error::Config`] when the PEs pass different numbers of atoms, different
     /// grids or paths, the grid does not match the job, or the path cannot serve a halo
     /// exchange; [`Error::NotFinite`] naming an atom whose position is not finite.
-    pub fn collective_from_global(self, positions: &[RVec]) -> Result<HaloExchange<'rt>> {
+    pub fn collective_from_global(self, positions: &[[R; 3]]) -> Result<HaloExchange<'rt, R>> {
         let (rt, grid) = (self.rt, &self.grid);
         let n = positions.len() as u64;
         let (least, most) = min_max(rt, n)?;
@@ -126,11 +138,11 @@ impl<'rt> HaloBuilder<'rt> {
             return Err(Error::NotFinite { atom, pe: None });
         }
         let pbc = *grid.pbc();
-        let home: Vec<(u32, RVec)> = positions
+        let home: Vec<(u32, [R; 3])> = positions
             .iter()
             .enumerate()
             .filter_map(|(g, &x)| {
-                let (w, s) = pbc.put_in_box(x);
+                let (w, s) = pbc.put_in_box_real(x);
                 (grid.pe_of(grid.cell_of_fraction(s)) == me).then_some((g as u32, w))
             })
             .collect();
@@ -152,9 +164,9 @@ impl<'rt> HaloBuilder<'rt> {
     /// or lies outside its PE's domain.
     pub fn collective_build(
         self,
-        home_positions: &[RVec],
+        home_positions: &[[R; 3]],
         home_globals: &[u32],
-    ) -> Result<HaloExchange<'rt>> {
+    ) -> Result<HaloExchange<'rt, R>> {
         let (rt, grid) = (self.rt, &self.grid);
         let me = rt.my_pe();
         let mismatched = home_positions.len() != home_globals.len();
@@ -173,7 +185,7 @@ impl<'rt> HaloBuilder<'rt> {
         let mut stray = None;
         let mut home = Vec::with_capacity(home_positions.len());
         for (&g, &x) in home_globals.iter().zip(home_positions) {
-            let (w, s) = pbc.put_in_box(x);
+            let (w, s) = pbc.put_in_box_real(x);
             let pe = grid.pe_of(grid.cell_of_fraction(s));
             if pe != me && stray.is_none() {
                 stray = Some((g, pe));
@@ -192,14 +204,14 @@ impl<'rt> HaloBuilder<'rt> {
     }
 
     /// Allocates everything and builds the plan for `home` (positions put into the box).
-    fn collective_setup(self, home: Vec<(u32, RVec)>) -> Result<HaloExchange<'rt>> {
-        let HaloBuilder { rt, grid, path, images, parallel_min, buffer } = self;
+    fn collective_setup(self, home: Vec<(u32, [R; 3])>) -> Result<HaloExchange<'rt, R>> {
+        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, .. } = self;
         // The checks below are then the same on every PE.
-        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer))?;
+        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer, std::mem::size_of::<R>()))?;
         if least != most {
             return Err(Error::CollectiveConfig(
-                "the PEs pass different grids, boxes, ranges, paths or Verlet buffers: every PE must \
-                 build the halo exchange with the same ones"
+                "the PEs pass different grids, boxes, ranges, paths, Verlet buffers or real types: \
+                 every PE must build the halo exchange with the same ones"
                     .to_string(),
             ));
         }
@@ -238,7 +250,7 @@ impl<'rt> HaloBuilder<'rt> {
                 let to = grid.pe_of(grid.neighbour(cell, dim, false));
                 let from = grid.pe_of(grid.neighbour(cell, dim, true));
                 let sends_shifted = cell[dim] == 0;
-                let shift = if sends_shifted { grid.pbc().vectors()[dim] } else { [0.0; 3] };
+                let shift = if sends_shifted { grid.pbc().vector_real(dim) } else { [R::ZERO; 3] };
                 let label = |what: &str| name(&format!("{what} {} pulse {pulse}", ["x", "y", "z"][dim]));
                 pulses.push(Pulse {
                     dim,

@@ -5,7 +5,8 @@
 
 #[cfg(doc)]
 use super::{HaloExchange, Step};
-use crate::pbc::{PbcBox, RVec};
+use crate::pbc::PbcBox;
+use crate::real::Real;
 
 /// The forces that came back across the periodic boundaries in one
 /// [`move_f`](Step::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
@@ -28,7 +29,7 @@ impl ShiftForces {
     /// per box vector it is shifted by: how a force kernel that makes the images itself sums
     /// the shift forces it returns beside [`Step::move_f`]'s.
     #[inline]
-    pub fn add_image(&mut self, image: &PeriodicImage, force: [f64; 3]) {
+    pub fn add_image<R: Real>(&mut self, image: &PeriodicImage<R>, force: [f64; 3]) {
         for (along, &cells) in self.along.iter_mut().zip(&image.cells) {
             if cells > 0 {
                 for (sum, f) in along.iter_mut().zip(force) {
@@ -79,21 +80,21 @@ pub enum PeriodicImages {
 /// ([`PeriodicImages::Kernel`]): local atom `stored_count() + k` is `atom` shifted by
 /// `vector`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PeriodicImage {
+pub struct PeriodicImage<R: Real = f32> {
     /// The stored local atom (home or halo) it is an image of.
     pub atom: u32,
     /// How many times each box vector is added: 0 or 1, and 1 only along dimensions of one
     /// domain (the range is below half the box, so each such dimension has one pulse).
     pub cells: [u32; 3],
     /// The shift, `Σ_d cells[d] · box vector d`.
-    pub vector: RVec,
+    pub vector: [R; 3],
 }
 
-impl PeriodicImage {
+impl<R: Real> PeriodicImage<R> {
     /// The image's position, given its atom's position `x`: `x + vector`, as the halo makes
     /// it under [`PeriodicImages::Halo`].
     #[inline]
-    pub fn position(&self, x: RVec) -> RVec {
+    pub fn position(&self, x: [R; 3]) -> [R; 3] {
         let v = self.vector;
         [x[0] + v[0], x[1] + v[1], x[2] + v[2]]
     }

@@ -10,7 +10,7 @@ use onesided::{Incoming, Outgoing};
 use super::HaloExchange;
 use super::agree::{TOP, check_count, report_atom};
 use crate::error::{Error, Result};
-use crate::pbc::RVec;
+use crate::real::Real;
 
 /// Per-atom data an engine keeps for its home atoms (velocities, charges, type ids, ...),
 /// which [`HaloExchange::collective_repartition`] moves with the atoms to their new domains.
@@ -48,10 +48,21 @@ impl<T: Pod> AtomState for Vec<T> {
     }
 }
 
-/// Bytes of a migrating atom before its state: global index, position and force.
-const MIGRANT_HEADER: usize = 28;
+/// Bytes of a migrating atom before its state: global index (4), position and force.
+fn migrant_header<R: Real>() -> usize {
+    4 + 6 * size_of::<R>()
+}
 
-impl<'rt> HaloExchange<'rt> {
+/// Where a migrant record holds its position and its force.
+fn position_bytes<R: Real>() -> std::ops::Range<usize> {
+    4..4 + 3 * size_of::<R>()
+}
+
+fn force_bytes<R: Real>() -> std::ops::Range<usize> {
+    4 + 3 * size_of::<R>()..migrant_header::<R>()
+}
+
+impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Wraps home positions into the box, moves atoms that left this domain to their new home
     /// together with their forces (the home forces of the last [`Step::move_f`](super::Step::move_f),
     /// for an integrator's next half-kick) and their entries in `state` (each array one entry
@@ -83,19 +94,19 @@ impl<'rt> HaloExchange<'rt> {
 
     pub(super) fn repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
         let me = self.rt.my_pe();
-        let record = MIGRANT_HEADER + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
+        let record = migrant_header::<R>() + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
-        // Squares of non-negative floats order as their bits do.
+        // Non-negative floats order as their bits do, and those of an f64 fit the reduction.
         let (farthest, squared) = self.farthest_since_repartition();
-        let moved = if self.displacement_limit.is_some() { squared.to_bits() as u64 } else { 0 };
+        let moved = if self.displacement_limit.is_some() { squared.to_bits() } else { 0 };
         let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }, moved];
         self.rt.max_u64(&mut agreed)?;
         if let Some(limit) = self.displacement_limit
-            && f32::from_bits(agreed[3] as u32) > limit * limit
+            && f64::from_bits(agreed[3]) > f64::from(limit) * f64::from(limit)
         {
             let mine = (agreed[3] == moved).then(|| (self.ids[farthest], me));
             if let Some((atom, pe, _)) = report_atom(self.rt, mine)? {
-                let displacement = f32::from_bits(agreed[3] as u32).sqrt();
+                let displacement = f64::from_bits(agreed[3]).sqrt() as f32;
                 return Err(Error::BufferExceeded { atom, pe, displacement, buffer: 2.0 * limit });
             }
         }
@@ -110,8 +121,8 @@ impl<'rt> HaloExchange<'rt> {
             return Err(Error::CollectiveConfig(format!(
                 "the PEs pass per-atom state of {} to {} bytes per atom to collective_repartition: \
                  every PE must pass the same kinds of arrays, in the same order",
-                TOP - agreed[1] - MIGRANT_HEADER as u64,
-                agreed[0] - MIGRANT_HEADER as u64
+                TOP - agreed[1] - migrant_header::<R>() as u64,
+                agreed[0] - migrant_header::<R>() as u64
             )));
         }
         let home = &self.coordinates()[..self.n_home];
@@ -120,8 +131,8 @@ impl<'rt> HaloExchange<'rt> {
             return Err(Error::NotFinite { atom, pe: Some(pe) });
         }
         let pbc = *self.grid.pbc();
-        let placed: Vec<(RVec, [f64; 3])> = home.iter().map(|&x| pbc.put_in_box(x)).collect();
-        let wrapped: Vec<RVec> = placed.iter().map(|p| p.0).collect();
+        let placed: Vec<([R; 3], [f64; 3])> = home.iter().map(|&x| pbc.put_in_box_real(x)).collect();
+        let wrapped: Vec<[R; 3]> = placed.iter().map(|p| p.0).collect();
         let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
             let to = self.grid.cell_of_fraction(s);
             (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1).then(|| (g, self.grid.pe_of(to)))
@@ -133,9 +144,9 @@ impl<'rt> HaloExchange<'rt> {
         let mut records = vec![0u8; self.n_home * record];
         for (i, bytes) in records.chunks_exact_mut(record).enumerate() {
             bytes[..4].copy_from_slice(&self.ids[i].to_le_bytes());
-            bytes[4..16].copy_from_slice(bytemuck::bytes_of(&wrapped[i]));
-            bytes[16..28].copy_from_slice(bytemuck::bytes_of(&forces[i]));
-            let mut at = MIGRANT_HEADER;
+            bytes[position_bytes::<R>()].copy_from_slice(bytemuck::bytes_of(&wrapped[i]));
+            bytes[force_bytes::<R>()].copy_from_slice(bytemuck::bytes_of(&forces[i]));
+            let mut at = migrant_header::<R>();
             for s in state.iter() {
                 let entry = s.atom_bytes(i);
                 bytes[at..at + entry.len()].copy_from_slice(entry);
@@ -149,16 +160,17 @@ impl<'rt> HaloExchange<'rt> {
         }
         let mut order: Vec<&[u8]> = records.chunks_exact(record).collect();
         order.sort_unstable_by_key(|r| global_of(r));
-        let position = |r: &[u8]| bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
+        let position = |r: &[u8]| bytemuck::pod_read_unaligned::<[R; 3]>(&r[position_bytes::<R>()]);
         self.set_home(order.iter().map(|r| global_of(r)), order.iter().map(|r| position(r)))?;
-        let mut at = MIGRANT_HEADER;
+        let mut at = migrant_header::<R>();
         for s in state.iter_mut() {
             let width = s.bytes_per_atom();
             s.rebuild(&mut order.iter().map(|r| &r[at..at + width]));
             at += width;
         }
         self.collective_build_plan()?;
-        let forces: Vec<RVec> = order.iter().map(|r| bytemuck::pod_read_unaligned(&r[16..28])).collect();
+        let forces: Vec<[R; 3]> =
+            order.iter().map(|r| bytemuck::pod_read_unaligned(&r[force_bytes::<R>()])).collect();
         // Only this PE writes its force array, and its neighbours read only the halo regions
         // behind the home atoms.
         self.forces.array().write_local(0, &forces)?;
@@ -167,9 +179,10 @@ impl<'rt> HaloExchange<'rt> {
 
     /// The home atom (its local index) that moved farthest since the last repartition, and
     /// the square of that distance.
-    pub(super) fn farthest_since_repartition(&self) -> (usize, f32) {
+    pub(super) fn farthest_since_repartition(&self) -> (usize, f64) {
         let home = &self.coordinates()[..self.n_home];
-        let squared = |(x, a): (&RVec, &RVec)| (0..3).map(|d| (x[d] - a[d]) * (x[d] - a[d])).sum::<f32>();
+        let squared =
+            |(x, a): (&[R; 3], &[R; 3])| (0..3).map(|d| (x[d].to_f64() - a[d].to_f64()).powi(2)).sum::<f64>();
         let distances = home.iter().zip(&self.anchors).map(squared);
         distances.enumerate().fold((0, 0.0), |best, (i, d)| if d > best.1 { (i, d) } else { best })
     }
@@ -178,10 +191,10 @@ impl<'rt> HaloExchange<'rt> {
     /// has moved, in nm: a pair of atoms can come closer by at most twice this than it was
     /// when the halo was chosen. Local to this PE; a pass over the home atoms.
     pub fn max_displacement(&self) -> f32 {
-        self.farthest_since_repartition().1.sqrt()
+        self.farthest_since_repartition().1.sqrt() as f32
     }
 
-    /// Sends the records (one per atom, `record` bytes, position at bytes 4..16) whose new
+    /// Sends the records (one per atom, `record` bytes, position after the 4-byte index) whose new
     /// domain lies below or above along `dim` to those neighbours and takes in what they send.
     pub(super) fn collective_migrate(
         &mut self,
@@ -193,8 +206,8 @@ impl<'rt> HaloExchange<'rt> {
             (self.grid.neighbour(self.cell, dim, false), self.grid.neighbour(self.cell, dim, true));
         let (mut stay, mut to_down, mut to_up) = (Vec::new(), Vec::new(), Vec::new());
         for r in records.chunks_exact(record) {
-            let x = bytemuck::pod_read_unaligned::<RVec>(&r[4..16]);
-            let target = self.grid.cell_of_fraction(self.grid.pbc().clamped_fraction(x))[dim];
+            let x = bytemuck::pod_read_unaligned::<[R; 3]>(&r[position_bytes::<R>()]);
+            let target = self.grid.cell_of_fraction(self.grid.pbc().clamped_fraction_real(x))[dim];
             if target == self.cell[dim] {
                 stay.extend_from_slice(r);
             } else if target == down[dim] {

@@ -28,7 +28,7 @@ use std::fmt;
 use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
 
 use crate::grid::DdGrid;
-use crate::pbc::RVec;
+use crate::real::Real;
 
 mod agree;
 mod build;
@@ -45,7 +45,7 @@ pub(crate) use step::parallel;
 pub use step::{Home, Local, Step};
 
 /// One pulse of the plan: along `dim`, send to the neighbour below, receive from the one above.
-struct Pulse<'rt> {
+struct Pulse<'rt, R: Real> {
     dim: usize,
     /// The PE below (receives what this PE sends).
     to: usize,
@@ -55,7 +55,7 @@ struct Pulse<'rt> {
     send: Vec<u32>,
     /// Added to sent positions: box vector `dim` when this PE is the first domain along
     /// `dim` (the atoms cross the periodic boundary), else zero.
-    shift: RVec,
+    shift: [R; 3],
     /// Whether this PE's sent atoms cross the periodic boundary (`shift` is nonzero).
     sends_shifted: bool,
     /// Whether the atoms this PE receives were shifted (it is the last domain along `dim`).
@@ -64,8 +64,8 @@ struct Pulse<'rt> {
     offset: usize,
     /// How many atoms this PE receives.
     count: usize,
-    x: Exchange<'rt, RVec>,
-    f: Exchange<'rt, RVec>,
+    x: Exchange<'rt, [R; 3]>,
+    f: Exchange<'rt, [R; 3]>,
 }
 
 /// A domain's atoms and the plan that keeps their halo up to date.
@@ -78,7 +78,7 @@ struct Pulse<'rt> {
 /// ([`Step::local`]) and calls [`Step::move_f`]. Every few steps it calls
 /// [`collective_repartition`](Self::collective_repartition) with its per-atom state, which
 /// moves with the atoms.
-pub struct HaloExchange<'rt> {
+pub struct HaloExchange<'rt, R: Real = f32> {
     rt: &'rt Runtime,
     grid: DdGrid,
     cell: [usize; 3],
@@ -88,7 +88,7 @@ pub struct HaloExchange<'rt> {
     path: ExchangePath,
     /// Home atoms, then halo atoms: current positions (home positions are not wrapped between
     /// repartitions, so that the plan's periodic shifts stay valid).
-    coords: GlobalMaxArray<'rt, RVec>,
+    coords: GlobalMaxArray<'rt, [R; 3]>,
     /// Below this many atoms, packing and unpacking run on the calling thread.
     parallel_min: usize,
     /// Global indices of the local atoms, in the same order.
@@ -98,11 +98,11 @@ pub struct HaloExchange<'rt> {
     reference: Vec<[f64; 3]>,
     n_home: usize,
     n_local: usize,
-    pulses: Vec<Pulse<'rt>>,
-    force_scratch: GlobalMaxArray<'rt, RVec>,
+    pulses: Vec<Pulse<'rt, R>>,
+    force_scratch: GlobalMaxArray<'rt, [R; 3]>,
     /// Forces on the stored atoms, where a kernel writes them ([`Step::local`]): neighbours
     /// read the halo atoms' forces from here, and nobody but this PE writes it.
-    forces: GlobalMaxArray<'rt, RVec>,
+    forces: GlobalMaxArray<'rt, [R; 3]>,
     counts: Exchange<'rt, u64>,
     count_buffer: SymArray<'rt, u64>,
     /// Per-atom fields along the plan, and migrating atoms.
@@ -112,7 +112,7 @@ pub struct HaloExchange<'rt> {
     images: PeriodicImages,
     /// The local atoms that are such images, in local order from `n_stored`: their pulses
     /// come last.
-    image_table: Vec<PeriodicImage>,
+    image_table: Vec<PeriodicImage<R>>,
     /// The pulses that cross between PEs come first; the rest make images.
     exchanged_pulses: usize,
     /// An exchange returned an error: a neighbour may still write the halo region, so only
@@ -120,7 +120,7 @@ pub struct HaloExchange<'rt> {
     failed: bool,
     /// The home atoms' positions when the plan was built, which displacements are measured
     /// from.
-    anchors: Vec<RVec>,
+    anchors: Vec<[R; 3]>,
     /// Half the Verlet buffer, the farthest an atom may move between repartitions.
     displacement_limit: Option<f32>,
 }
@@ -132,7 +132,7 @@ const PARALLEL_MIN: usize = 4096;
 /// Buffers grow by a fifth beyond the largest need, and keep checking every repartition.
 const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: None };
 
-impl fmt::Debug for HaloExchange<'_> {
+impl<R: Real> fmt::Debug for HaloExchange<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HaloExchange")
             .field("cell", &self.cell)
@@ -146,7 +146,7 @@ impl fmt::Debug for HaloExchange<'_> {
     }
 }
 
-impl<'rt> HaloExchange<'rt> {
+impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// The grid.
     pub fn grid(&self) -> &DdGrid {
         &self.grid
@@ -195,7 +195,7 @@ impl<'rt> HaloExchange<'rt> {
     /// `stored_count() + k` is `images()[k]`. Empty under [`PeriodicImages::Halo`] (the images
     /// are then stored atoms), and after an exchange failed (when
     /// [`coordinates`](Self::coordinates) holds the home atoms only).
-    pub fn images(&self) -> &[PeriodicImage] {
+    pub fn images(&self) -> &[PeriodicImage<R>] {
         match self.images {
             PeriodicImages::Kernel if !self.failed => &self.image_table,
             _ => &[],
@@ -206,7 +206,7 @@ impl<'rt> HaloExchange<'rt> {
     /// images the kernel makes ([`images`](Self::images)), each its atom's position plus its
     /// shift. What `coordinates` holds under [`PeriodicImages::Halo`], for a kernel that
     /// wants plain coordinates (a reference computation, say).
-    pub fn positions_with_images(&self) -> Vec<RVec> {
+    pub fn positions_with_images(&self) -> Vec<[R; 3]> {
         let stored = self.coordinates();
         let mut all = stored.to_vec();
         // Empty after a failure, when `stored` holds the home atoms only.
@@ -230,7 +230,7 @@ impl<'rt> HaloExchange<'rt> {
     ///
     /// After an exchange returned an error, only the home atoms: a neighbour may still be
     /// writing the halo region.
-    pub fn coordinates(&self) -> &[RVec] {
+    pub fn coordinates(&self) -> &[[R; 3]] {
         let len = if self.failed { self.n_home } else { self.stored_count() };
         // SAFETY: other PEs write this array only in the receive regions this PE announces
         // (behind the home atoms), inside exchanges this PE takes part in: move_x, the plan

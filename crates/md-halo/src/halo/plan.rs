@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use super::agree::{TOP, check_count};
 use super::{HaloExchange, PeriodicImage, parallel};
 use crate::error::{Error, Result};
-use crate::pbc::RVec;
+use crate::real::Real;
 
 /// What the plan sends about each halo atom once: its global index and the fractions of its
 /// position (with the image shifts), which decide pair ownership.
@@ -35,7 +35,7 @@ pub(crate) fn sends(
     candidates.filter(move |&i| reference[i][dim] < limit).map(|i| i as u32)
 }
 
-impl<'rt> HaloExchange<'rt> {
+impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Sends a per-atom field of the home atoms (`home[i]` for home atom `i`: charges, type
     /// ids, any plain-old-data value) along the current plan, and returns it for every local
     /// atom, in the order of [`coordinates`](Self::coordinates).
@@ -94,13 +94,13 @@ impl<'rt> HaloExchange<'rt> {
     pub(super) fn set_home(
         &mut self,
         ids: impl ExactSizeIterator<Item = u32>,
-        positions: impl ExactSizeIterator<Item = RVec>,
+        positions: impl ExactSizeIterator<Item = [R; 3]>,
     ) -> Result<()> {
         let n = ids.len();
         self.coords.collective_ensure(n)?;
         self.ids.clear();
         self.ids.extend(ids);
-        let positions: Vec<RVec> = positions.collect();
+        let positions: Vec<[R; 3]> = positions.collect();
         self.coords.array().write_local(0, &positions)?;
         self.n_home = n;
         self.n_local = n;
@@ -119,7 +119,8 @@ impl<'rt> HaloExchange<'rt> {
         self.image_table.clear();
         self.ids.truncate(self.n_home);
         let pbc = *self.grid.pbc();
-        self.reference = self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction(x)).collect();
+        self.reference =
+            self.coordinates()[..self.n_home].iter().map(|&x| pbc.clamped_fraction_real(x)).collect();
         self.anchors = self.coordinates()[..self.n_home].to_vec();
         // What travels about each local atom, kept in step with ids and reference: each pulse
         // sends the entries of its send list and appends what it receives.
@@ -181,14 +182,14 @@ impl<'rt> HaloExchange<'rt> {
     /// works from under [`PeriodicImages::Kernel`](super::PeriodicImages::Kernel).
     fn list_images(&mut self) {
         let first = self.pulses.get(self.exchanged_pulses).map_or(self.n_local, |p| p.offset);
-        let vectors = self.grid.pbc().vectors();
-        let mut table: Vec<PeriodicImage> = Vec::with_capacity(self.n_local - first);
+        let vectors: [[R; 3]; 3] = std::array::from_fn(|d| self.grid.pbc().vector_real(d));
+        let mut table: Vec<PeriodicImage<R>> = Vec::with_capacity(self.n_local - first);
         for pulse in &self.pulses[self.exchanged_pulses..] {
             debug_assert_eq!(pulse.offset, first + table.len());
             for &i in &pulse.send {
                 let i = i as usize;
                 let mut image = if i < first {
-                    PeriodicImage { atom: i as u32, cells: [0; 3], vector: [0.0; 3] }
+                    PeriodicImage { atom: i as u32, cells: [0; 3], vector: [R::ZERO; 3] }
                 } else {
                     table[i - first]
                 };
@@ -245,11 +246,11 @@ impl<'rt> HaloExchange<'rt> {
         // The shift is a whole vector, added in registers and stored at once.
         let delta = pulse.shift;
         let send = &pulse.send;
-        let pack = |(out, &i): (&mut RVec, &u32)| {
+        let pack = |(out, &i): (&mut [R; 3], &u32)| {
             let x = prefix[i as usize];
             *out = [x[0] + delta[0], x[1] + delta[1], x[2] + delta[2]];
         };
-        let fill = |dest: &mut [&mut [RVec]]| {
+        let fill = |dest: &mut [&mut [[R; 3]]]| {
             let dest = &mut *dest[0];
             if !parallel(send.len(), parallel_min) {
                 dest.iter_mut().zip(send).for_each(pack);
@@ -270,7 +271,7 @@ impl<'rt> HaloExchange<'rt> {
             // while it is filled.
             let region =
                 unsafe { std::slice::from_raw_parts_mut(coords.as_ptr().add(pulse.offset), pulse.count) };
-            let make = |(out, image): (&mut RVec, &PeriodicImage)| {
+            let make = |(out, image): (&mut [R; 3], &PeriodicImage<R>)| {
                 *out = image.position(prefix[image.atom as usize])
             };
             if !parallel(images.len(), parallel_min) {

@@ -14,7 +14,7 @@ use super::HaloExchange;
 use super::agree::check_count;
 use super::images::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
 use crate::error::{Error, Result};
-use crate::pbc::RVec;
+use crate::real::Real;
 
 /// The view of one step between [`HaloExchange::move_x`] and [`move_f`](Self::move_f): the
 /// local atoms' coordinates, this domain's forces on them, which pairs it owns and the
@@ -24,46 +24,46 @@ use crate::pbc::RVec;
 /// A step dropped without `move_f` sends no forces; every PE must then skip `move_f` alike
 /// (a benchmark of `move_x` alone does).
 #[must_use = "the forces go back only with move_f"]
-pub struct Step<'h, 'rt> {
-    halo: &'h mut HaloExchange<'rt>,
+pub struct Step<'h, 'rt, R: Real = f32> {
+    halo: &'h mut HaloExchange<'rt, R>,
 }
 
 /// What a force kernel reads and writes in one step, for the stored local atoms
 /// ([`HaloExchange::stored_count`]: home atoms, then halo atoms in plan order, then under
 /// [`PeriodicImages::Halo`] the periodic images).
-pub struct Local<'a> {
+pub struct Local<'a, R: Real = f32> {
     /// Current positions of the stored local atoms.
-    pub coordinates: &'a [RVec],
+    pub coordinates: &'a [[R; 3]],
     /// The forces on them, in the exchange's own symmetric memory, which
     /// [`Step::move_f`] sends from without a copy. What they hold before the kernel writes
     /// them is left from the last step (or zero): a kernel that accumulates clears them first.
-    pub forces: &'a mut [RVec],
+    pub forces: &'a mut [[R; 3]],
     /// Which pairs of local atoms this domain computes.
     pub owner: PairOwner<'a>,
     /// The images the kernel makes under [`PeriodicImages::Kernel`] (local atom
     /// `coordinates.len() + k` is `images[k]`); empty under [`PeriodicImages::Halo`].
-    pub images: &'a [PeriodicImage],
+    pub images: &'a [PeriodicImage<R>],
 }
 
 /// The home atoms between steps: their positions, to move, and the total forces on them that
 /// the last [`Step::move_f`] left.
-pub struct Home<'a> {
+pub struct Home<'a, R: Real = f32> {
     /// Positions of the home atoms, to write before [`HaloExchange::move_x`]. They need not
     /// stay in the box between repartitions (the plan's periodic shifts assume they do not
     /// jump by box vectors).
-    pub coordinates: &'a mut [RVec],
+    pub coordinates: &'a mut [[R; 3]],
     /// The total force on each home atom after the last `move_f` (before the first, zero or
     /// what a kernel wrote).
-    pub forces: &'a [RVec],
+    pub forces: &'a [[R; 3]],
 }
 
-impl fmt::Debug for Step<'_, '_> {
+impl<R: Real> fmt::Debug for Step<'_, '_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Step").field("halo", &*self.halo).finish()
     }
 }
 
-impl fmt::Debug for Local<'_> {
+impl<R: Real> fmt::Debug for Local<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Local")
             .field("stored", &self.coordinates.len())
@@ -72,24 +72,24 @@ impl fmt::Debug for Local<'_> {
     }
 }
 
-impl fmt::Debug for Home<'_> {
+impl<R: Real> fmt::Debug for Home<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Home").field("atoms", &self.coordinates.len()).finish_non_exhaustive()
     }
 }
 
-impl<'rt> Deref for Step<'_, 'rt> {
-    type Target = HaloExchange<'rt>;
+impl<'rt, R: Real> Deref for Step<'_, 'rt, R> {
+    type Target = HaloExchange<'rt, R>;
 
-    fn deref(&self) -> &HaloExchange<'rt> {
+    fn deref(&self) -> &HaloExchange<'rt, R> {
         self.halo
     }
 }
 
-impl Step<'_, '_> {
+impl<R: Real> Step<'_, '_, R> {
     /// The coordinates and forces of the stored local atoms, pair ownership and the periodic
     /// images, for a force kernel.
-    pub fn local(&mut self) -> Local<'_> {
+    pub fn local(&mut self) -> Local<'_, R> {
         let halo = &mut *self.halo;
         let stored = halo.stored_count();
         // SAFETY: other PEs never write the force array; they read it only between this PE's
@@ -123,7 +123,7 @@ impl Step<'_, '_> {
     }
 }
 
-impl Local<'_> {
+impl<R: Real> Local<'_, R> {
     /// Writes the forces of a kernel that computed every local atom, the periodic images it
     /// makes included (`all`, one force per position of
     /// [`HaloExchange::positions_with_images`]), into [`forces`](Self::forces): each image's
@@ -132,7 +132,7 @@ impl Local<'_> {
     ///
     /// # Errors
     /// [`Error::Config`] when `all` is not one force per local atom.
-    pub fn fold_forces(&mut self, all: &[RVec]) -> Result<ShiftForces> {
+    pub fn fold_forces(&mut self, all: &[[R; 3]]) -> Result<ShiftForces> {
         let stored = self.forces.len();
         if all.len() != stored + self.images.len() {
             return Err(Error::Config(format!(
@@ -145,7 +145,7 @@ impl Local<'_> {
         let mut shift_forces = ShiftForces::default();
         for (k, image) in self.images.iter().enumerate().rev() {
             let f = all[stored + k];
-            shift_forces.add_image(image, f.map(f64::from));
+            shift_forces.add_image(image, f.map(R::to_f64));
             let target = &mut self.forces[image.atom as usize];
             for c in 0..3 {
                 target[c] += f[c];
@@ -155,7 +155,7 @@ impl Local<'_> {
     }
 }
 
-impl<'rt> HaloExchange<'rt> {
+impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Sends the coordinates of this PE's halo atoms to the domains that need them and
     /// receives its own halo, in place, with periodic shifts applied, and returns the step's
     /// view for the force kernel. The neighbours along each pulse must call it too (every PE
@@ -165,7 +165,7 @@ impl<'rt> HaloExchange<'rt> {
     /// What the exchanges report (a neighbour that does not take part times out, naming it);
     /// after any error, this and every further exchange call fails (end the job with
     /// [`onesided::Runtime::abort`]).
-    pub fn move_x(&mut self) -> Result<Step<'_, 'rt>> {
+    pub fn move_x(&mut self) -> Result<Step<'_, 'rt, R>> {
         self.usable()?;
         for q in 0..self.pulses_run() {
             let outcome = self.move_x_pulse(q);
@@ -179,7 +179,7 @@ impl<'rt> HaloExchange<'rt> {
 
     /// The home atoms' positions, to move, and the total forces on them after the last
     /// [`Step::move_f`].
-    pub fn home_mut(&mut self) -> Home<'_> {
+    pub fn home_mut(&mut self) -> Home<'_, R> {
         let n_home = self.n_home;
         // SAFETY: other PEs write the coordinates only in the receive regions this PE
         // announces, which lie behind the home atoms, and only inside exchanges this PE takes
@@ -260,7 +260,7 @@ impl<'rt> HaloExchange<'rt> {
             let atoms = unsafe { self.forces.array().local_range_mut(0..offset) };
             let send = &pulse.send;
             let mut along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
-            let consume = |_: usize, returned: &[RVec]| {
+            let consume = |_: usize, returned: &[[R; 3]]| {
                 if returned.len() == send.len() {
                     scatter_add(atoms, send, returned, along.as_deref_mut(), parallel_min);
                 }
@@ -292,19 +292,19 @@ pub(super) fn force_path(path: ExchangePath) -> ExchangePath {
 
 /// A raw pointer that threads of a scoped parallel loop write through at distinct indices.
 #[derive(Clone, Copy)]
-struct Scatter(*mut RVec);
-impl Scatter {
+struct Scatter<R>(*mut [R; 3]);
+impl<R> Scatter<R> {
     /// The address of element `i` (a method, so that closures capture the whole wrapper).
-    fn at(self, i: usize) -> *mut RVec {
+    fn at(self, i: usize) -> *mut [R; 3] {
         self.0.wrapping_add(i)
     }
 }
 
 // SAFETY: used only by `scatter_add`, which checks that its targets are distinct, so no two
 // threads touch the same element.
-unsafe impl Send for Scatter {}
+unsafe impl<R> Send for Scatter<R> {}
 // SAFETY: as above.
-unsafe impl Sync for Scatter {}
+unsafe impl<R> Sync for Scatter<R> {}
 
 /// Double-precision sums of forces in four lanes, force `i` in lane `i % 4`, combined at the
 /// end: one running sum would wait on the latency of each addition before the next, which
@@ -315,14 +315,14 @@ struct LaneSum([[f64; 3]; 4]);
 
 impl LaneSum {
     #[inline(always)]
-    fn add(&mut self, lane: usize, f: &RVec) {
+    fn add<R: Real>(&mut self, lane: usize, f: &[R; 3]) {
         for (sum, &component) in self.0[lane].iter_mut().zip(f) {
-            *sum += component as f64;
+            *sum += component.to_f64();
         }
     }
 
     /// Adds every force in `forces`, the first in lane 0.
-    fn add_all(&mut self, forces: &[RVec]) {
+    fn add_all<R: Real>(&mut self, forces: &[[R; 3]]) {
         let chunks = forces.chunks_exact(4);
         let rest = chunks.remainder();
         for chunk in chunks {
@@ -356,15 +356,15 @@ pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
 /// boundary, for the virial), in the same pass where the loop is serial. Send lists name local
 /// atoms in increasing order (each is a filtered range), so the targets are distinct and no two
 /// threads add to the same force; the parallel loop checks that order.
-fn scatter_add(
-    forces: &mut [RVec],
+fn scatter_add<R: Real>(
+    forces: &mut [[R; 3]],
     targets: &[u32],
-    values: &[RVec],
+    values: &[[R; 3]],
     along: Option<&mut [f64; 3]>,
     parallel_min: usize,
 ) {
     assert_eq!(targets.len(), values.len(), "one returned force per sent atom");
-    let add = |forces: &mut [RVec], t: u32, v: &RVec| {
+    let add = |forces: &mut [[R; 3]], t: u32, v: &[R; 3]| {
         let f = &mut forces[t as usize];
         for d in 0..3 {
             f[d] += v[d];
@@ -423,6 +423,7 @@ fn scatter_add(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pbc::RVec;
 
     #[test]
     fn scatter_add_sums_as_the_lanes_do() {
