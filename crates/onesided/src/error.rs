@@ -422,7 +422,6 @@ impl Error {
             Error::NodeHeap { .. }
             | Error::HeapDiverged { .. }
             | Error::AsymmetricAllocation { .. }
-            | Error::SizeOverflow { .. }
             | Error::CollectiveArgument(_) => ErrorScope::EveryPe,
             Error::Exchange { problem, .. } => problem.scope(),
             _ => ErrorScope::ThisPe,

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 
 /// Variables a launcher gives its processes. A launch from inside a PE must not inherit
-/// them, or the new launcher takes itself for part of the running job; their presence is
-/// how [`under_launcher`] knows.
+/// them, or the new launcher takes itself for part of the running job; a launch from a
+/// plain process keeps them all (the user's `OMPI_MCA_*` settings, `OPAL_PREFIX`).
 const LAUNCHER_PREFIXES: &[&str] = &["OMPI_", "PMIX_", "ORTE_", "OPAL_", "PMI_", "HYDRA_", "SLURM_STEP_"];
 
 /// Set in every PE a [`Launch`] starts.
@@ -74,8 +74,8 @@ impl Launch {
     }
 
     /// The launcher's command that starts `program` as the PEs; add the program's
-    /// arguments with [`Command::args`]. The launcher variables of a job this process
-    /// belongs to are not passed on.
+    /// arguments with [`Command::args`]. From inside a PE, the launcher variables of the
+    /// running job are not passed on; from a plain process every variable is.
     ///
     /// # Errors
     /// When `pes` is 0, or the launcher is not installed (with what to install, or which
@@ -106,9 +106,11 @@ impl Launch {
             ));
         };
         let mut command = Command::new(path);
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_some_and(|n| LAUNCHER_PREFIXES.iter().any(|p| n.starts_with(p))) {
-                command.env_remove(name);
+        if under_launcher() {
+            for (name, _) in std::env::vars_os() {
+                if name.to_str().is_some_and(|n| LAUNCHER_PREFIXES.iter().any(|p| n.starts_with(p))) {
+                    command.env_remove(name);
+                }
             }
         }
         command.env(MARK, "1").arg("-np").arg(self.pes.to_string());
@@ -120,8 +122,10 @@ impl Launch {
             .unwrap_or_default();
         if ["openmpi", "openrte", "openshmem"].iter().any(|name| text.contains(name)) {
             command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-            if !sos && std::env::var_os("OMPI_MCA_osc").is_none() {
-                command.env("OMPI_MCA_osc", "ucx");
+            if !sos {
+                // Open MPI's OSHMEM crashes in shmem_finalize without UCX's one-sided
+                // component: the user's choice, else that.
+                command.env("OMPI_MCA_osc", std::env::var_os("OMPI_MCA_osc").unwrap_or_else(|| "ucx".into()));
             }
             let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
             if self.pes > cores {

@@ -2,9 +2,10 @@
 //! values, one value or a slice, through MPI.
 //!
 //! Every PE gets the same bits. A floating-point sum depends on the order of its additions,
-//! and an MPI all-reduce may add in a different order on different ranks; so floating-point
-//! sums are reduced to PE 0 and broadcast from there (two collectives of `log P` steps each).
-//! Integer sums, minima and maxima are exact and take one all-reduce.
+//! and an MPI all-reduce may add in a different order on different ranks (and may take the
+//! minimum of +0 and -0, or of a NaN, differently); so floating-point reductions are made on
+//! PE 0 and broadcast from there (two collectives of `log P` steps each). Integer reductions
+//! are exact and take one all-reduce. A slice's length is agreed first, one more all-reduce.
 
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::topology::Communicator;
@@ -28,17 +29,18 @@ pub enum ReduceOp {
 pub trait Reducible: sealed::Sealed + bytemuck::Pod + std::fmt::Debug {}
 
 mod sealed {
-    /// The MPI side of [`Reducible`](super::Reducible): MPI's datatype, and whether sums
-    /// are exact (integers) or depend on the order of the additions (floating point).
+    /// The MPI side of [`Reducible`](super::Reducible): MPI's datatype, and whether its
+    /// reductions are exact on any rank (integers) or depend on the order of the operands
+    /// (floating point).
     pub trait Sealed: mpi::datatype::Equivalence {
-        const EXACT_SUM: bool;
+        const EXACT: bool;
     }
 }
 
 macro_rules! reducible {
     ($($t:ty: $exact:expr),*) => {$(
         impl sealed::Sealed for $t {
-            const EXACT_SUM: bool = $exact;
+            const EXACT: bool = $exact;
         }
         impl Reducible for $t {}
     )*};
@@ -47,12 +49,13 @@ reducible!(f32: false, f64: false, i32: true, i64: true, u32: true, u64: true);
 
 impl Runtime {
     /// Reduces `values` element by element over all PEs, in place: afterwards every PE holds
-    /// the same bits. A floating-point sum is reduced to PE 0 and broadcast from there, so
-    /// that no PE adds in another order; the rest take one all-reduce. Integer overflow is
-    /// not detected: keep sums in range.
+    /// the same bits. A floating-point reduction is made on PE 0 and broadcast from there, so
+    /// that no PE rounds in another order; an integer one takes one all-reduce. Integer
+    /// overflow is not detected: keep sums in range.
     ///
     /// # Collective
-    /// Every PE must call it with the same `op` and a slice of the same length.
+    /// Every PE must call it with the same `op` and a slice of the same length, from the
+    /// thread that makes its collectives, in the same order as its other collectives.
     ///
     /// # Errors
     /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
@@ -123,7 +126,7 @@ impl Runtime {
             ReduceOp::Min => SystemOperation::min(),
             ReduceOp::Max => SystemOperation::max(),
         };
-        if op != ReduceOp::Sum || T::EXACT_SUM {
+        if T::EXACT {
             world.all_reduce_into(send, result, operation);
             return;
         }
