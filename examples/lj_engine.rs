@@ -43,21 +43,14 @@ fn main() {
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
     onesided::launch::ensure_launched(value("--pes").map_or(2, |n| n.parse().expect("--pes N")));
     let rt = Runtime::init().expect("the runtime starts");
-    let parse = |name: &str, default: f64| value(name).map_or(default, |v| v.parse().expect(name));
-    let options = Options {
-        cells: parse("--cells", 8.0) as usize,
-        steps: parse("--steps", 200.0) as usize,
-        dt: parse("--dt", 0.002),
-        temperature: parse("--temperature", 94.0),
-        nstlist: parse("--nstlist", 10.0) as usize,
-        path: value("--path").map_or(ExchangePath::Put, |p| p.parse().expect("--path put|mpi")),
-        grid: value("--grid").map(|g| {
-            let dims: Vec<usize> = g.split(',').map(|d| d.parse().expect("--grid X,Y,Z")).collect();
-            [dims[0], dims[1], dims[2]]
-        }),
-        triclinic: args.iter().any(|a| a == "--triclinic"),
-        every: parse("--every", 10.0) as usize,
-        dump: value("--dump").cloned(),
+    // Every PE reads the same arguments, so a bad one is an error on every PE.
+    let options = match options(&args, value) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("lj_engine: PE {}: {e}", rt.my_pe());
+            drop(rt);
+            std::process::exit(2);
+        }
     };
     if let Err(e) = run(&rt, &options) {
         eprintln!("lj_engine: PE {}: {e}", rt.my_pe());
@@ -69,6 +62,38 @@ fn main() {
         }
         rt.abort(1);
     }
+}
+
+/// The options, or what is wrong with them.
+fn options<'a>(args: &[String], value: impl Fn(&str) -> Option<&'a String>) -> md_halo::Result<Options> {
+    let bad = |name: &str, v: &str| md_halo::Error::Config(format!("{name} {v}: not a valid value"));
+    let number = |name: &str, default: f64, least: f64| -> md_halo::Result<f64> {
+        match value(name) {
+            None => Ok(default),
+            Some(v) => {
+                v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= least).ok_or_else(|| bad(name, v))
+            }
+        }
+    };
+    let grid = match value("--grid") {
+        None => None,
+        Some(g) => {
+            let dims: Vec<usize> = g.split(',').filter_map(|d| d.parse().ok()).collect();
+            Some(<[usize; 3]>::try_from(dims).map_err(|_| bad("--grid", g))?)
+        }
+    };
+    Ok(Options {
+        cells: number("--cells", 8.0, 1.0)? as usize,
+        steps: number("--steps", 200.0, 0.0)? as usize,
+        dt: number("--dt", 0.002, f64::MIN_POSITIVE)?,
+        temperature: number("--temperature", 94.0, 0.0)?,
+        nstlist: number("--nstlist", 10.0, 1.0)? as usize,
+        path: value("--path").map_or(Ok(ExchangePath::Put), |p| p.parse())?,
+        grid,
+        triclinic: args.iter().any(|a| a == "--triclinic"),
+        every: number("--every", 10.0, 1.0)? as usize,
+        dump: value("--dump").cloned(),
+    })
 }
 
 fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
@@ -97,8 +122,8 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
         .path(o.path)
         .verlet_buffer(buffer)
         .collective_from_global(&positions)?;
-    // Velocities in home order, from each atom's global index, the same on any decomposition;
-    // less the centre-of-mass motion, summed over the PEs.
+    // Velocities in home order, drawn from each atom's global index; less the centre-of-mass
+    // motion, summed over the PEs (in an order that follows the decomposition).
     let mut velocities: Vec<[f64; 3]> = halo.global_indices()[..halo.home_count()]
         .iter()
         .map(|&g| thermal_velocity(g, o.temperature))
@@ -138,7 +163,8 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
             let kinetic: f64 =
                 velocities.iter().map(|v| 0.5 * MASS * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2])).sum();
             let (kinetic, potential) = (rt.all_sum(kinetic), rt.all_sum(potential));
-            let temperature = 2.0 * kinetic / (3.0 * atoms * md_halo::BOLTZMANN);
+            // 3N - 3 degrees of freedom: the centre of mass does not move.
+            let temperature = 2.0 * kinetic / ((3.0 * atoms - 3.0) * md_halo::BOLTZMANN);
             energies.push((step as f64 * o.dt, kinetic + potential));
             if rt.my_pe() == 0 {
                 println!(
@@ -272,8 +298,9 @@ fn thermal_velocity(global: u32, temperature: f64) -> [f64; 3] {
 
 /// Every atom's position and velocity in global order (six numbers each), on every PE: each
 /// PE writes its home atoms into an array of the whole system, zero elsewhere, and the sum
-/// over the PEs fills it (adding zeros changes no bits). A check at the end of a run, so its
-/// memory of the whole system is spent once.
+/// over the PEs fills it (adding zeros changes no value: only a -0.0 becomes +0.0, on any
+/// decomposition alike). A check at the end of a run, so its memory of the whole system is
+/// spent once.
 fn gather(
     rt: &Runtime,
     halo: &HaloExchange<'_>,

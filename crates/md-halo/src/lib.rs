@@ -46,6 +46,9 @@
 //!     let mut halo =
 //!         HaloExchange::builder(rt, grid).verlet_buffer(buffer).collective_from_global(&positions)?;
 //!     let mut velocities = vec![[0.1f32, 0.0, 0.0]; halo.home_count()];
+//!     let mut view = halo.move_x()?; // the forces of the start, for the first half kick
+//!     forces(view.local());
+//!     view.move_f()?;
 //!     for step in 1..=100 {
 //!         let home = halo.home_mut(); // half a kick with the last forces, then a drift
 //!         for ((x, v), f) in home.coordinates.iter_mut().zip(&mut velocities).zip(home.forces) {
@@ -75,7 +78,8 @@
 //!         if e.scope() == ErrorScope::ThisPe {
 //!             rt.abort(1); // the other PEs may be waiting for this one
 //!         }
-//!         std::process::exit(1); // every PE saw it: end normally
+//!         drop(rt); // every PE saw it: end normally
+//!         std::process::exit(1);
 //!     }
 //! }
 //! ```

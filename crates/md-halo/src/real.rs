@@ -9,7 +9,9 @@ use bytemuck::Pod;
 /// `f32` or `f64`: the element type of an exchange's coordinates and forces
 /// ([`HaloExchange`](crate::HaloExchange)`<'rt, R>`). Every decision of the decomposition is
 /// made in `f64` fractions of the positions, whichever the type; the arithmetic on positions
-/// and forces (periodic shifts, sums of forces) is the type's own. Sealed.
+/// and forces (periodic shifts, sums of forces) is the type's own. The box keeps GROMACS's
+/// `f32` vectors ([`PbcBox`](crate::PbcBox)): an `f64` engine's periodic shifts are those of
+/// that box, exactly, and its own box must be the same. Sealed.
 pub trait Real:
     sealed::Sealed
     + Pod

@@ -112,7 +112,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// Every PE must call it with the same positions, and a builder of the same grid and path.
     ///
     /// # Errors
-    /// On every PE: [`Error::Config`] when the PEs pass different numbers of atoms, different
+    /// On every PE: [`Error::CollectiveConfig`] when the PEs pass different numbers of atoms, different
     /// grids or paths, the grid does not match the job, or the path cannot serve a halo
     /// exchange; [`Error::NotFinite`] naming an atom whose position is not finite.
     pub fn collective_from_global(self, positions: &[[R; 3]]) -> Result<HaloExchange<'rt, R>> {
@@ -158,7 +158,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// Every PE must call it, with a builder of the same grid and path.
     ///
     /// # Errors
-    /// On every PE: [`Error::Config`] when a PE passes positions and indices of different
+    /// On every PE: [`Error::CollectiveConfig`] when a PE passes positions and indices of different
     /// lengths, or the PEs pass different grids or paths, or the grid or path do not fit;
     /// [`Error::NotFinite`] or [`Error::NotHome`] naming an atom whose position is not finite
     /// or lies outside its PE's domain.

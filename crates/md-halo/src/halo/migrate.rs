@@ -70,16 +70,19 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// ascending global order, and the forces and every array in `state` hold their entries
     /// in that order.
     ///
-    /// With a [Verlet buffer](super::HaloBuilder::verlet_buffer) set, it first checks that no
+    /// With a [Verlet buffer](super::HaloBuilder::verlet_buffer) set, it also checks that no
     /// home atom moved more than half the buffer since the last repartition: beyond that, a
-    /// pair may have come within the cutoff unseen by the halo.
+    /// pair may have come within the cutoff unseen by the halo. The repartition is made either
+    /// way; the error says that the steps before it may have missed pairs, and an engine that
+    /// accepts that may go on.
     ///
     /// # Collective
     /// Every PE must call it, with the same kinds of state arrays in the same order.
     ///
     /// # Errors
     /// On every PE: [`Error::BufferExceeded`] naming the atom that moved farthest, when it
-    /// moved more than half the Verlet buffer; [`Error::MovedTooFar`] when some atom moved
+    /// moved more than half the Verlet buffer (after the repartition was made: the exchange
+    /// goes on from the new partition); [`Error::MovedTooFar`] when some atom moved
     /// more than one domain along a dimension since the last repartition;
     /// [`Error::NotFinite`] naming an atom whose position is not finite;
     /// [`Error::CollectiveConfig`] when the PEs' state arrays differ in size per atom, or an
@@ -101,15 +104,11 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let moved = if self.displacement_limit.is_some() { squared.to_bits() } else { 0 };
         let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }, moved];
         self.rt.max_u64(&mut agreed)?;
-        if let Some(limit) = self.displacement_limit
-            && f64::from_bits(agreed[3]) > f64::from(limit) * f64::from(limit)
-        {
-            let mine = (agreed[3] == moved).then(|| (self.ids[farthest], me));
-            if let Some((atom, pe, _)) = report_atom(self.rt, mine)? {
-                let displacement = f64::from_bits(agreed[3]).sqrt() as f32;
-                return Err(Error::BufferExceeded { atom, pe, displacement, buffer: 2.0 * limit });
-            }
-        }
+        // Agreed, so every PE makes the report at the end alike.
+        let outran = self
+            .displacement_limit
+            .filter(|&limit| f64::from_bits(agreed[3]) > f64::from(limit) * f64::from(limit));
+        let farthest_atom = (outran.is_some() && agreed[3] == moved).then(|| (self.ids[farthest], me));
         if agreed[2] > 0 {
             return Err(Error::CollectiveConfig(format!(
                 "PE {} passes per-atom state to collective_repartition with an array whose length \
@@ -174,6 +173,14 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         // Only this PE writes its force array, and its neighbours read only the halo regions
         // behind the home atoms.
         self.forces.array().write_local(0, &forces)?;
+        // The repartition is made; what is left is to say that the steps before it may have
+        // missed pairs.
+        if let Some(limit) = outran
+            && let Some((atom, pe, _)) = report_atom(self.rt, farthest_atom)?
+        {
+            let displacement = f64::from_bits(agreed[3]).sqrt() as f32;
+            return Err(Error::BufferExceeded { atom, pe, displacement, buffer: 2.0 * limit });
+        }
         Ok(())
     }
 
@@ -183,7 +190,9 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let home = &self.coordinates()[..self.n_home];
         let squared =
             |(x, a): (&[R; 3], &[R; 3])| (0..3).map(|d| (x[d].to_f64() - a[d].to_f64()).powi(2)).sum::<f64>();
-        let distances = home.iter().zip(&self.anchors).map(squared);
+        // A position that is not finite is NotFinite's to report.
+        let distances =
+            home.iter().zip(&self.anchors).map(squared).map(|d| if d.is_finite() { d } else { 0.0 });
         distances.enumerate().fold((0, 0.0), |best, (i, d)| if d > best.1 { (i, d) } else { best })
     }
 

@@ -44,7 +44,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Every PE must call it, with a field of the same type.
     ///
     /// # Errors
-    /// [`Error::Config`] on every PE when some PE passes a field whose length is not its home
+    /// [`Error::CollectiveConfig`] on every PE when some PE passes a field whose length is not its home
     /// atom count.
     pub fn collective_spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
         self.usable()?;
