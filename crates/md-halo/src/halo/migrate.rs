@@ -100,8 +100,12 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let record = migrant_header::<R>() + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
         // Non-negative floats order as their bits do, and those of an f64 fit the reduction.
-        let (farthest, squared) = self.farthest_since_repartition();
-        let moved = if self.displacement_limit.is_some() { squared.to_bits() } else { 0 };
+        // The pass over the home atoms only where a buffer is checked.
+        let (farthest, moved) = match self.displacement_limit {
+            Some(_) => self.farthest_since_repartition(),
+            None => (0, 0.0),
+        };
+        let moved = moved.to_bits();
         let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }, moved];
         self.rt.max_u64(&mut agreed)?;
         // Agreed, so every PE makes the report at the end alike.
