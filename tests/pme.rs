@@ -132,12 +132,18 @@ fn checked_step(
             expected.len(),
             expected.first()
         );
+        // Every PE with atoms for this rank is one of its sources, with the right count.
         let counts: Vec<usize> =
             homes.iter().map(|h| h.iter().filter(|p| grid.rank_of(p.x) == rank).count()).collect();
+        let mut heard = vec![0; counts.len()];
+        for (pe, count) in delivered.received_counts() {
+            heard[pe] = count;
+        }
         ensure!(
-            delivered.received_counts() == counts,
-            "{context}: counts {:?}, expected {counts:?}",
-            delivered.received_counts()
+            heard == counts,
+            "{context}: counts {:?} from sources {:?}, expected {counts:?}",
+            delivered.received_counts(),
+            delivered.sources()
         );
         forces = expected.iter().enumerate().map(|(i, p)| stamp(p.global, rank, step, i)).collect();
     } else {

@@ -315,6 +315,32 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         }))
     }
 
+    /// An exclusive view of elements `range` of PE `pe`'s copy through the mapping of its
+    /// heap into this process, for writing data straight into its final place on a PE of this
+    /// node (packing into a receiver's buffer, say); `None` where that PE's heap is not mapped
+    /// (then [`put`](Self::put) it).
+    ///
+    /// # Safety
+    /// No PE (`pe` included) may read or write elements `range` of `pe`'s copy while the
+    /// returned slice lives, and no other view of them may exist: typically `pe` has offered
+    /// the range with a signal this PE has awaited, and reads it only after this PE signals
+    /// that it is written.
+    ///
+    /// # Errors
+    /// As [`remote_range`](Self::remote_range).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn remote_range_mut(
+        &self,
+        pe: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<Option<&mut [T]>> {
+        self.check("remote view", pe, range.start, range.len())?;
+        Ok(self.mapped(pe).map(|base| {
+            // SAFETY: as for remote_range, with exclusivity promised by the caller.
+            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(range.start), range.len()) }
+        }))
+    }
+
     /// An exclusive view of elements `range` of this PE's copy, and of nothing else.
     ///
     /// # Safety

@@ -18,8 +18,9 @@ pub enum Error {
 
     /// An atom left the slabs its plan expects: found on one PE, reported by every PE.
     #[error(
-        "atom {atom} on PE {pe} moved too far for the redistribution plan (more than one PME slab \
-         from where it was when the plan was built); rebuild the plan more often"
+        "atom {atom} on PE {pe} moved too far for the redistribution plan (onto a PME slab it \
+         could not reach from where it was when the plan was built, by the displacement \
+         margin or one slab); rebuild the plan more often, or allow a larger margin"
     )]
     MovedTooFar {
         /// Its global index.

@@ -219,6 +219,29 @@ impl PmeGrid {
         (i as usize, (u - i as f64).clamp(0.0, 1.0))
     }
 
+    /// The x plane at or below fractional coordinate `s` along x (any real, wrapped into
+    /// the box as [`line`](Self::line) wraps it).
+    pub(crate) fn plane_at(&self, s: f64) -> usize {
+        let f = s - floor(s);
+        let k = self.k[0] as i64;
+        ((f * k as f64) as i64).clamp(0, k - 1) as usize
+    }
+
+    /// The fractional coordinate along x of position `x`, before wrapping, computed as
+    /// [`line`](Self::line) computes it.
+    pub(crate) fn x_fraction(&self, x: RVec) -> f64 {
+        let [x, y, z] = x.map(f64::from);
+        let r = &self.recip;
+        if self.x_only { x * r[0][0] } else { x * r[0][0] + y * r[1][0] + z * r[2][0] }
+    }
+
+    /// The largest change of the x fraction a displacement of `distance` nm can make, in any
+    /// direction: `distance` times the length of the reciprocal box's first column.
+    pub(crate) fn x_fraction_reach(&self, distance: f64) -> f64 {
+        let r = &self.recip;
+        distance * (r[0][0] * r[0][0] + r[1][0] * r[1][0] + r[2][0] * r[2][0]).sqrt()
+    }
+
     /// The force on a charge `q` from the gradient of the interpolated grid with respect to
     /// the grid coordinates (`gradient[d]` = ∂/∂u_d, u_d = K_d · s_d): minus `q` times the
     /// Cartesian gradient, by the chain rule through the reciprocal box, as GROMACS's

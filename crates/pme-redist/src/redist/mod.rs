@@ -1,50 +1,51 @@
 //! Redistribution of coordinates and charges from the particle PEs to the PME ranks, and of
-//! forces back, on four paths that leave the same bytes in the same places:
+//! forces back, between partners only, on four paths that leave the same bytes in the same
+//! places.
+//!
+//! **Partners from the plan** ([`Redistribution::collective_plan`], which every PE calls at
+//! each repartition): each home atom may reach the PME ranks whose slabs lie within the
+//! displacement margin of where it is ([`RedistBuilder::displacement_margin`]; by default the
+//! slab either side of its own). A particle PE sends, every step, to those PME ranks alone
+//! (its targets), and at most as many atoms to each as can reach it (its bound). At the plan
+//! each PME rank learns who its sources are and their bounds (`partners.rs`: a remote
+//! fetch-add per target and two barriers, nothing of the size of the job), and its receive
+//! and force buffers are sized by the sum of those bounds, about its share of the atoms, not
+//! by the system. An atom found outside its reach withholds its PE's atoms for that step and
+//! is reported by every PE at the step's end: the PME ranks agree on the smallest error
+//! (`vote.rs`) and return it to their sources with the status, so that no count travels
+//! between PEs that are not partners.
 //!
 //! - **onesided-get** (the 2013 SHMEM port of GROMACS's design): each particle PE packs its
-//!   atoms by destination into its symmetric send buffer, publishes per-destination counts
-//!   and offsets in a symmetric table and raises a signal at every PME rank with its call
-//!   number. Each PME rank polls its sources round-robin, reads each source's entry as soon as
-//!   it is published, gets the atoms straight from the sources' send buffers, and adds one to
-//!   each source's `taken` counter; a source reuses its buffer only when every PME rank has
-//!   taken its share (`taken` reaches the number of PME ranks times the call number: the
-//!   monotonic form of the 2013 `used` counter, which never needs resetting). Forces come back
-//!   the same way in reverse.
-//! - **onesided-put**: counts go to the PME ranks first; each PME rank announces where every
-//!   source's atoms go and the sources write them there ([`onesided::Exchange`], offset
-//!   swap): packed straight into the receivers' buffers through the mapping of a same-node
-//!   PE ([`onesided::Outgoing::Packed`]), so each atom is written once, where it is needed.
-//! - **mpi**: counts, then data, with `MPI_Sendrecv` between pairs in GROMACS's partner order
-//!   (+1, -1, +2, -2, ...).
-//! - **mpi-alltoallv**: `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
+//!   atoms by target into its symmetric send buffer and announces to each target, in one put
+//!   with a signal, its count and where the atoms lie; the PME rank gets them straight from
+//!   there and adds one to the source's `taken` counter (monotonic over the calls, never
+//!   reset). Forces come back the same way in reverse, read where they lie on the node.
+//! - **onesided-put**: the same announcement, then each PME rank offers each source where its
+//!   atoms go and the source writes them there, packed straight into place through the
+//!   mapping of a same-node PME rank, so each atom is written once, where it is needed.
+//! - **mpi**: one `MPI_Isend` per target; each PME rank probes its sources in source order
+//!   (`MPI_Mprobe`, which gives the count) and receives into place (`MPI_Mrecv`).
+//! - **mpi-alltoallv**, the reference over every rank: `MPI_Alltoall` of the counts, then
+//!   `MPI_Alltoallv` of the data.
 //!
-//! The plan ([`Redistribution::collective_plan`], which every PE calls at each repartition)
-//! records the PME rank of each home atom, and grows the buffers sized by the home atoms
-//! (symmetric, so sized by the most home atoms of any PE: [`onesided::GlobalMaxArray`]) when
-//! the new home sets need more; the buffers for received atoms and forces hold the whole
-//! system.
-//!
-//! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`),
-//! handed the plan and the buffers; `plan.rs` holds what every path shares (the layout of a
-//! step, the counts, the errors a step carries), `place.rs` where each atom goes, and
-//! `by_rank.rs` the packing and unpacking: a step reads the home atoms twice (placement, with
-//! the counts per rank and where each run of atoms of one rank starts, then packing, a copy
-//! per run); on the put path to a mapped PME rank it writes each atom once, into place.
-//! Forces are unpacked into home order in one pass, by the same runs.
+//! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`; the
+//! one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
+//! `plan.rs` holds what every path shares (the layout of a step, the counts, the errors a
+//! step carries), `place.rs` where each atom goes, and `by_rank.rs` the packing and
+//! unpacking: a step reads the home atoms twice (placement, with the counts per rank and
+//! where each run of atoms of one rank starts, then packing, a copy per run); on the put path
+//! to a mapped PME rank it writes each atom once, into place. Forces are unpacked into home
+//! order in one pass, by the same runs.
 //!
 //! A PME rank lays out what it receives by source PE, so the layout, and everything computed
 //! from it, is the same on every path. The forces on a PME rank's atoms go back to their
 //! sources with the same plan in reverse and land in the sources' original (home) order.
-//!
-//! Counts travel every step from every particle PE to every PME rank and back to every PE,
-//! even when zero: they also carry errors (an atom that moved too far for the plan), so that
-//! a problem one PE finds is reported by every PE at the end of the step, never a hang.
 
 use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;
 
-use onesided::{GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
+use onesided::{GlobalMaxArray, GrowthPolicy, Runtime};
 
 use crate::RVec;
 use crate::error::{Error, Result};
@@ -52,11 +53,15 @@ use crate::grid::PmeGrid;
 
 mod by_rank;
 mod get;
+mod lines;
 mod mpi;
+mod partners;
 mod place;
 mod plan;
 mod put;
+mod vote;
 
+use partners::{Agreement, Margin};
 use place::place;
 use plan::{Plan, agree_home};
 
@@ -134,10 +139,24 @@ const LINE: usize = 8;
 /// holds its own state; it is handed the plan, which it reads and completes (the counts it
 /// receives, the errors it hears of), and the buffers, which it moves data between.
 trait Transport<'rt> {
+    /// Fits the transport's own state to a new plan's partners.
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_replan(&mut self, _plan: &Plan<'rt>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Symmetric bytes the transport holds of its own.
+    fn symmetric_bytes(&self) -> usize {
+        0
+    }
+
     /// Counts and the `home` atoms to the PME ranks (packed by [`Plan::pack`]).
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()>;
 
-    /// Status and `forces` (one per received atom, on PME ranks) back to the atoms' PEs, into
+    /// The PME ranks' vote on the step's error, then status and `forces` (one per received
+    /// atom, on PME ranks) back to the atoms' PEs, into
     /// their force receive buffers, by PME rank; or, where the transport can, unpacked
     /// straight into `home_forces` (then it returns `true`, and `false` otherwise).
     fn backward(
@@ -170,11 +189,12 @@ struct Buffers<'rt> {
     /// straight into the PME ranks' `recv`); as large as the most home atoms of any PE at
     /// the last plan, and grown by each plan that needs more.
     send: GlobalMaxArray<'rt, Particle>,
-    /// Room for every atom of the system.
-    recv: SymArray<'rt, Particle>,
-    /// Room for the forces of every atom of the system, where a PME rank's forces are
-    /// written ([`Step::mesh`]) or staged, and where the PEs take them from on the get path.
-    force_send: SymArray<'rt, RVec>,
+    /// Room for the atoms a PME rank may receive: the sum of its sources' bounds, as large as
+    /// the most of any PME rank at the last plan.
+    recv: GlobalMaxArray<'rt, Particle>,
+    /// Room for the forces on them, where a PME rank's forces are written ([`Step::mesh`]) or
+    /// staged, and where the PEs take them from on the one-sided paths; sized as `recv`.
+    force_send: GlobalMaxArray<'rt, RVec>,
     /// This PE's home forces, by destination; sized as `send`.
     force_recv: GlobalMaxArray<'rt, RVec>,
 }
@@ -190,7 +210,9 @@ pub struct Redistribution<'rt> {
     path: RedistPath,
     plan: Plan<'rt>,
     buffers: Buffers<'rt>,
+    agreement: Agreement<'rt>,
     transport: Box<dyn Transport<'rt> + 'rt>,
+    total_atoms: usize,
 }
 
 impl fmt::Debug for Redistribution<'_> {
@@ -211,12 +233,26 @@ pub struct RedistBuilder<'rt> {
     rt: &'rt Runtime,
     grid: PmeGrid,
     path: RedistPath,
+    margin: Margin,
 }
 
 impl<'rt> RedistBuilder<'rt> {
     /// The transport ([`RedistPath::OneSidedPut`] by default).
     pub fn path(self, path: RedistPath) -> Self {
         RedistBuilder { path, ..self }
+    }
+
+    /// How far an atom may move, in nm in any direction, between two plans: each particle PE
+    /// then sends only to the PME ranks its atoms can reach within that distance, and the
+    /// buffers hold only what can reach each PME rank (about the PE's share when the margin
+    /// is small against a slab). An atom that moves further and leaves the slabs it could
+    /// reach is reported on every PE ([`Error::MovedTooFar`]). Engines pass what their
+    /// neighbour search allows (the Verlet buffer, say). Without it, an atom may reach the
+    /// slab either side of its own.
+    ///
+    /// Every PE must pass the same margin.
+    pub fn displacement_margin(self, nm: f32) -> Self {
+        RedistBuilder { margin: Margin::Distance(nm), ..self }
     }
 
     /// Sets up the redistribution of this PE's `home` atoms (empty on PME-only PEs) over
@@ -232,7 +268,7 @@ impl<'rt> RedistBuilder<'rt> {
     /// On every PE: [`Error::Config`] when the PME ranks do not fit the job or a PME-only PE
     /// is given home atoms; [`Error::Comm`] when the symmetric heap cannot hold the buffers.
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
-        let RedistBuilder { rt, grid, path } = self;
+        let RedistBuilder { rt, grid, path, margin } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -241,25 +277,35 @@ impl<'rt> RedistBuilder<'rt> {
                 (0..m).map(|r| grid.pe_of(r)).collect::<Vec<_>>()
             )));
         }
-        let all_pme = m == n;
-        let is_particle: Vec<bool> = (0..n).map(|pe| all_pme || grid.rank_of_pe(pe).is_none()).collect();
+        if let Margin::Distance(nm) = margin
+            && !(nm >= 0.0 && nm.is_finite())
+        {
+            return Err(Error::Config(format!(
+                "a displacement margin of {nm} nm: it must be a finite distance of at least 0"
+            )));
+        }
+        let my_rank = grid.rank_of_pe(rt.my_pe());
+        let particle = m == n || my_rank.is_none();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
-        let most_home = agree_home(rt, &is_particle, home)?;
+        let most_home = agree_home(rt, particle, home)?;
         let name = |what: &str| format!("pme {}: {what}", path.name());
         let transport: Box<dyn Transport<'rt> + 'rt> = match path {
             RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
             RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m)?),
-            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, false)?),
-            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, true)?),
+            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false)?),
+            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
         };
         let buffers = Buffers {
             send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
-            recv: SymArray::collective_alloc(rt, &name("receive"), total_atoms)?,
-            force_send: SymArray::collective_alloc(rt, &name("forces out"), total_atoms)?,
+            recv: GlobalMaxArray::collective_alloc(rt, &name("receive"), 0, GROWTH)?,
+            force_send: GlobalMaxArray::collective_alloc(rt, &name("forces out"), 0, GROWTH)?,
             force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
         };
-        let plan = Plan::new(rt, grid, is_particle, home);
-        Ok(Redistribution { path, plan, buffers, transport })
+        let agreement = Agreement::collective_new(rt, &name)?;
+        let plan = Plan::new(rt, grid, particle, margin);
+        let mut redist = Redistribution { path, plan, buffers, agreement, transport, total_atoms };
+        redist.collective_partners(home)?;
+        Ok(redist)
     }
 }
 
@@ -267,7 +313,7 @@ impl<'rt> Redistribution<'rt> {
     /// Starts building a redistribution over `grid`'s PME ranks, on the one-sided put path
     /// unless the builder says otherwise.
     pub fn builder(rt: &'rt Runtime, grid: PmeGrid) -> RedistBuilder<'rt> {
-        RedistBuilder { rt, grid, path: RedistPath::OneSidedPut }
+        RedistBuilder { rt, grid, path: RedistPath::OneSidedPut, margin: Margin::Slab }
     }
 
     /// The path.
@@ -285,11 +331,12 @@ impl<'rt> Redistribution<'rt> {
         &self.plan.grid
     }
 
-    /// Builds the plan for a new set of home atoms: records where each of this PE's `home`
-    /// atoms belongs now (later steps accept an atom one slab away from there, and report one
-    /// further as having moved too far), and grows the buffers for the home atoms to the most
-    /// any PE now holds (over-allocated by a fifth, so that small changes in the home counts
-    /// cost no reallocation). Call it whenever the home atoms are (re)partitioned; the
+    /// Builds the plan for a new set of home atoms: records which PME ranks each of this PE's
+    /// `home` atoms may reach from where it is now (later steps report an atom found beyond
+    /// them as having moved too far), agrees with those PME ranks that this PE will send to
+    /// them, and grows the buffers to the most any PE now needs (over-allocated by a fifth, so
+    /// that small changes cost no reallocation): for the home atoms, and on PME ranks for
+    /// what their sources can send. Call it whenever the home atoms are (re)partitioned; the
     /// following steps must pass the same home atoms (positions may change, their number and
     /// order may not).
     ///
@@ -301,11 +348,54 @@ impl<'rt> Redistribution<'rt> {
     /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
     /// (naming the variable that raises its size).
     pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
-        let most_home = agree_home(self.plan.rt, &self.plan.is_particle, home)?;
+        let most_home = agree_home(self.plan.rt, self.plan.particle, home)?;
         self.buffers.send.collective_ensure(most_home)?;
         self.buffers.force_recv.collective_ensure(most_home)?;
-        self.plan.record(home);
-        Ok(())
+        self.collective_partners(home)
+    }
+
+    /// The partners of the plan for `home`: the reach of each atom, the agreement with the
+    /// targets, the receive buffers grown to the bounds, and the transport fitted.
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_partners(&mut self, home: &[Particle]) -> Result<()> {
+        let plan = &mut self.plan;
+        let reach = plan.reach(home);
+        let agreed = self.agreement.collective_agree(
+            plan.rt,
+            &plan.grid,
+            plan.my_rank,
+            &reach.targets,
+            &reach.bounds,
+        )?;
+        let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>().min(self.total_atoms);
+        self.buffers.recv.collective_ensure(share)?;
+        self.buffers.force_send.collective_ensure(share)?;
+        plan.replace(reach, agreed);
+        self.transport.collective_replan(&self.plan)
+    }
+
+    /// The PME ranks this PE sends to under the current plan (none on PME-only PEs).
+    pub fn targets(&self) -> &[usize] {
+        if self.plan.particle { &self.plan.reach.targets } else { &[] }
+    }
+
+    /// The PEs that send to this PME rank under the current plan (none elsewhere), ascending.
+    pub fn sources(&self) -> Vec<usize> {
+        self.plan.sources().iter().map(|s| s.pe).collect()
+    }
+
+    /// The symmetric memory this redistribution holds on each PE, in bytes: its buffers
+    /// (sized by the home atoms and by the bounds of the plan), and its transport's slots.
+    pub fn symmetric_bytes(&self) -> usize {
+        let b = &self.buffers;
+        b.send.capacity() * size_of::<Particle>()
+            + b.recv.capacity() * size_of::<Particle>()
+            + b.force_send.capacity() * size_of::<RVec>()
+            + b.force_recv.capacity() * size_of::<RVec>()
+            + self.agreement.symmetric_bytes()
+            + self.transport.symmetric_bytes()
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank and
@@ -362,7 +452,7 @@ fn return_with<'rt>(
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return.
         let arrived = unsafe { buffers.force_recv.array().local_range(0..n_home) };
-        plan.unpack(by_rank::split(arrived, &plan.dest_counts), home_forces);
+        plan.unpack(by_rank::split(arrived, &plan.rank_counts()), home_forces);
     }
     Ok(())
 }
@@ -416,25 +506,27 @@ impl Step<'_, '_> {
         // SAFETY: other PEs write this PE's receive buffer only inside redistribute (which
         // takes &mut of the redistribution, held by this step), and on the get path nobody but
         // this PE writes it at all.
-        unsafe { self.redist.buffers.recv.local_range(0..self.redist.plan.received) }
+        unsafe { self.redist.buffers.recv.array().local_range(0..self.redist.plan.received) }
     }
 
-    /// How many atoms this PME rank received from each PE.
-    pub fn received_counts(&self) -> &[usize] {
-        &self.redist.plan.src_counts
+    /// How many atoms this PME rank received from each of its sources in this step:
+    /// `(source PE, count)`, by PE (empty elsewhere).
+    pub fn received_counts(&self) -> Vec<(usize, usize)> {
+        let plan = &self.redist.plan;
+        plan.sources().iter().zip(&plan.src_counts).map(|(s, &count)| (s.pe, count)).collect()
     }
 
     /// The atoms this PME rank received and the forces on them, for the mesh.
     pub fn mesh(&mut self) -> Mesh<'_> {
         let (buffers, received) = (&self.redist.buffers, self.redist.plan.received);
         // SAFETY: as in received.
-        let atoms = unsafe { buffers.recv.local_range(0..received) };
+        let atoms = unsafe { buffers.recv.array().local_range(0..received) };
         // SAFETY: other PEs never write the force buffer; on the get path they read it only
         // between this PE's publication and their taken signals, which redistribute awaited
         // for every return so far; on the other paths only this PE reads it. This step's
         // `&mut` keeps every other view of it away while the slice lives, and it is another
         // allocation than the receive buffer, so the two views do not overlap.
-        let forces = unsafe { buffers.force_send.local_range_mut(0..received) };
+        let forces = unsafe { buffers.force_send.array().local_range_mut(0..received) };
         Mesh { atoms, forces }
     }
 
@@ -456,7 +548,7 @@ impl Step<'_, '_> {
         let redist = self.redist;
         // SAFETY: nobody writes the force buffer during the return: other PEs never write it,
         // and this PE writes it only through a step's mesh, which this call has consumed.
-        let forces = unsafe { redist.buffers.force_send.local_range(0..redist.plan.received) };
+        let forces = unsafe { redist.buffers.force_send.array().local_range(0..redist.plan.received) };
         let forces = Forces { data: forces, in_place: true };
         // The view borrows the buffers only, beside which the return takes the plan and the
         // transport.

@@ -1,206 +1,405 @@
-//! The MPI paths: counts, then data, with `MPI_Sendrecv` between pairs in GROMACS's partner
-//! order (+1, -1, +2, -2, ...), or `MPI_Alltoall` of the counts and `MPI_Alltoallv` of the data,
-//! on a private duplicate of the world communicator whose errors return codes. Every call is
-//! blocking, so no request outlives it.
+//! The MPI paths, on a private duplicate of the world communicator whose errors return codes:
+//!
+//! - **mpi**, between partners only: one `MPI_Isend` per target, whose size is the count (or
+//!   the error, under its own tag); each PME rank probes each source in source order
+//!   (`MPI_Mprobe`), which tells it the count, and receives each message straight into place
+//!   (`MPI_Mrecv`); forces go back one message per source the same way.
+//! - **mpi-alltoallv**, over every rank, the reference: `MPI_Alltoall` of the counts, then
+//!   `MPI_Alltoallv` of the data.
+//!
+//! On both, the PME ranks agree on the error of a step with an `MPI_Allreduce` on their own
+//! communicator. Every call completes its requests before it returns.
 
 use std::ffi::c_int;
 use std::mem::{MaybeUninit, size_of};
 
 use mpi::ffi;
 use mpi::raw::AsRaw;
-use mpi::topology::SimpleCommunicator;
+use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use onesided::Runtime;
 
-use super::plan::{ERROR, Plan};
+use super::plan::Plan;
 use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::{Error, Result};
 
-/// The MPI transport: its communicator, and whether it uses the collectives.
+/// Tag of a message that carries atoms or forces.
+const DATA: c_int = 1;
+/// Tag of a message that carries an error marker instead.
+const MARK: c_int = 2;
+
+/// The MPI transport: its communicators, and whether it uses the collectives.
 pub(super) struct Mpi {
     comm: SimpleCommunicator,
+    /// The PME ranks' communicator (rank order), on PME ranks only.
+    pme: Option<SimpleCommunicator>,
     alltoallv: bool,
+    requests: Vec<ffi::MPI_Request>,
 }
 
 impl Mpi {
     /// # Collective
-    /// Duplicates the world communicator.
-    pub(super) fn collective_new(rt: &Runtime, alltoallv: bool) -> Result<Self> {
-        Ok(Mpi { comm: onesided::collective_error_returning_world(rt)?, alltoallv })
+    /// Duplicates the world communicator and splits off the PME ranks'.
+    pub(super) fn collective_new(rt: &Runtime, my_rank: Option<usize>, alltoallv: bool) -> Result<Self> {
+        let comm = onesided::collective_error_returning_world(rt)?;
+        let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
+        let pme = comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32);
+        Ok(Mpi { comm, pme, alltoallv, requests: Vec::new() })
+    }
+
+    /// Starts sending `bytes` bytes from `data` to `to` under `tag`.
+    ///
+    /// # Safety
+    /// `data` is valid for `bytes` bytes of reads, which nobody writes until
+    /// [`waitall`](Self::waitall) returns.
+    unsafe fn isend(&mut self, data: *const u8, bytes: usize, to: usize, tag: c_int) -> Result<()> {
+        let mut request = MaybeUninit::uninit();
+        // SAFETY: `data` holds `bytes` bytes that stay untouched until waitall (the caller's
+        // promise); the request is a valid out-pointer.
+        let code = unsafe {
+            ffi::MPI_Isend(
+                data.cast(),
+                count_of(bytes)?,
+                bytes_type(),
+                to as c_int,
+                tag,
+                self.comm.as_raw(),
+                request.as_mut_ptr(),
+            )
+        };
+        mpi_check(code, "MPI_Isend")?;
+        // SAFETY: initialised by the successful call.
+        self.requests.push(unsafe { request.assume_init() });
+        Ok(())
+    }
+
+    /// Completes every send started.
+    fn waitall(&mut self) -> Result<()> {
+        let requests = &mut self.requests;
+        // SAFETY: every request was started by isend; statuses are ignored.
+        let code =
+            unsafe { ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses_ignore()) };
+        requests.clear();
+        mpi_check(code, "MPI_Waitall")
+    }
+
+    /// The next message from `from`: its handle, tag and size in bytes.
+    fn probe(&self, from: usize) -> Result<(ffi::MPI_Message, c_int, usize)> {
+        let (mut message, mut status) = (MaybeUninit::uninit(), MaybeUninit::<ffi::MPI_Status>::uninit());
+        // SAFETY: valid out-pointers; a matched message is received below by its handle.
+        let code = unsafe {
+            ffi::MPI_Mprobe(
+                from as c_int,
+                any_tag(),
+                self.comm.as_raw(),
+                message.as_mut_ptr(),
+                status.as_mut_ptr(),
+            )
+        };
+        mpi_check(code, "MPI_Mprobe")?;
+        let mut bytes = 0;
+        // SAFETY: status filled by the successful probe.
+        let code = unsafe { ffi::MPI_Get_count(status.as_ptr(), bytes_type(), &mut bytes) };
+        mpi_check(code, "MPI_Get_count")?;
+        // SAFETY: filled by the successful probe.
+        let (message, status) = unsafe { (message.assume_init(), status.assume_init()) };
+        Ok((message, status.MPI_TAG, bytes.max(0) as usize))
+    }
+
+    /// Receives the probed `message` of `bytes` bytes into `into`.
+    ///
+    /// # Safety
+    /// `into` is valid for `bytes` bytes of writes, and nothing else accesses them meanwhile.
+    unsafe fn receive(message: ffi::MPI_Message, into: *mut u8, bytes: usize) -> Result<()> {
+        let mut message = message;
+        // SAFETY: the caller's promise; the message was matched by probe.
+        let code = unsafe {
+            ffi::MPI_Mrecv(into.cast(), count_of(bytes)?, bytes_type(), &mut message, status_ignore())
+        };
+        mpi_check(code, "MPI_Mrecv")
+    }
+
+    /// Receives a probed marker.
+    fn receive_marker(message: ffi::MPI_Message, bytes: usize) -> Result<u64> {
+        let mut marker = 0u64;
+        if bytes != size_of::<u64>() {
+            return Err(Error::Verification(format!("an error marker of {bytes} bytes, not 8")));
+        }
+        // SAFETY: a u64 holds the 8 bytes.
+        unsafe { Mpi::receive(message, (&mut marker as *mut u64).cast(), bytes)? };
+        Ok(marker)
+    }
+
+    /// The PME ranks' vote on the step's error.
+    fn vote(&self, plan: &mut Plan<'_>) -> Result<()> {
+        let Some(pme) = &self.pme else { return Ok(()) };
+        let (mine, mut agreed) = (plan.ballot(), 0u64);
+        // SAFETY: one u64 each way; every PME rank calls it once per step.
+        let code = unsafe {
+            ffi::MPI_Allreduce(
+                (&mine as *const u64).cast(),
+                (&mut agreed as *mut u64).cast(),
+                1,
+                u64_type(),
+                min_op(),
+                pme.as_raw(),
+            )
+        };
+        mpi_check(code, "MPI_Allreduce")?;
+        plan.take_vote(agreed);
+        Ok(())
     }
 
     /// One u64 from every PE to every PE (zero where nothing is meant).
-    fn counts(&self, rt: &Runtime, out: &[u64], into: &mut [u64]) -> Result<()> {
-        let (comm, alltoallv) = (&self.comm, &self.alltoallv);
-        let (me, n) = (rt.my_pe(), rt.n_pes());
-        // SAFETY: reading a constant of rsmpi's shim.
-        let u64_type = unsafe { ffi::RSMPI_UINT64_T };
-        if *alltoallv {
-            // SAFETY: both buffers hold n u64; every PE calls MPI_Alltoall.
-            let code = unsafe {
-                ffi::MPI_Alltoall(
-                    out.as_ptr().cast(),
-                    1,
-                    u64_type,
-                    into.as_mut_ptr().cast(),
-                    1,
-                    u64_type,
-                    comm.as_raw(),
-                )
-            };
-            return mpi_check(code, "MPI_Alltoall");
-        }
-        into[me] = out[me];
-        for d in partner_order(n) {
-            let (to, from) = ((me + d) % n, (me + n - d) % n);
-            let mut value = 0u64;
-            // SAFETY: one u64 each way; every PE runs the same sequence of partners, so each
-            // send meets its receive; a status is a valid out-pointer.
-            let code = unsafe {
-                ffi::MPI_Sendrecv(
-                    (&out[to] as *const u64).cast(),
-                    1,
-                    u64_type,
-                    to as c_int,
-                    0,
-                    (&mut value as *mut u64).cast(),
-                    1,
-                    u64_type,
-                    from as c_int,
-                    0,
-                    comm.as_raw(),
-                    MaybeUninit::<ffi::MPI_Status>::uninit().as_mut_ptr(),
-                )
-            };
-            mpi_check(code, "MPI_Sendrecv")?;
-            into[from] = value;
-        }
-        Ok(())
+    fn alltoall(&self, out: &[u64], into: &mut [u64]) -> Result<()> {
+        // SAFETY: both buffers hold one u64 per PE; every PE calls MPI_Alltoall.
+        let code = unsafe {
+            ffi::MPI_Alltoall(
+                out.as_ptr().cast(),
+                1,
+                u64_type(),
+                into.as_mut_ptr().cast(),
+                1,
+                u64_type(),
+                self.comm.as_raw(),
+            )
+        };
+        mpi_check(code, "MPI_Alltoall")
     }
 
     /// Elements of `size` bytes: `send` holds `counts[p]` for PE `p` at `offsets[p]`, and
     /// `recv` receives `counts[s]` from PE `s` at `offsets[s]`.
-    fn data(
+    fn alltoallv(
         &self,
-        rt: &Runtime,
         send: *const u8,
         (send_counts, send_offsets): (&[usize], &[usize]),
         recv: *mut u8,
         (recv_counts, recv_offsets): (&[usize], &[usize]),
         size: usize,
     ) -> Result<()> {
-        let (comm, alltoallv) = (&self.comm, &self.alltoallv);
-        let (me, n) = (rt.my_pe(), rt.n_pes());
-        // SAFETY: reading constants of rsmpi's shim.
-        let (bytes, null) = unsafe { (ffi::RSMPI_UINT8_T, ffi::RSMPI_PROC_NULL) };
-        let int = |v: usize| {
-            c_int::try_from(v * size).map_err(|_| Error::Config(format!("{v} elements exceed an MPI count")))
+        let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
+        let (sc, sd, rc, rd) =
+            (ints(send_counts)?, ints(send_offsets)?, ints(recv_counts)?, ints(recv_offsets)?);
+        // SAFETY: the buffers hold the counted ranges at their offsets (symmetric arrays sized
+        // for the home atoms and for the bounds of the sources, or the caller's forces, one
+        // per received atom, checked by return_with); no mutable reference to them exists;
+        // every PE calls MPI_Alltoallv with matching counts (the counts were exchanged first).
+        let code = unsafe {
+            ffi::MPI_Alltoallv(
+                send.cast(),
+                sc.as_ptr(),
+                sd.as_ptr(),
+                bytes_type(),
+                recv.cast(),
+                rc.as_ptr(),
+                rd.as_ptr(),
+                bytes_type(),
+                self.comm.as_raw(),
+            )
         };
-        if *alltoallv {
-            let sc: Vec<c_int> = send_counts.iter().map(|&c| int(c)).collect::<Result<_>>()?;
-            let sd: Vec<c_int> = send_offsets.iter().map(|&c| int(c)).collect::<Result<_>>()?;
-            let rc: Vec<c_int> = recv_counts.iter().map(|&c| int(c)).collect::<Result<_>>()?;
-            let rd: Vec<c_int> = recv_offsets.iter().map(|&c| int(c)).collect::<Result<_>>()?;
-            // SAFETY: the buffers hold the counted ranges at their offsets (symmetric arrays
-            // sized for the home atoms and for all atoms, or the caller's forces, one per
-            // received atom, checked by return_forces_into); no mutable reference to them
-            // exists; every PE calls MPI_Alltoallv with matching counts (the counts were
-            // exchanged first).
-            let code = unsafe {
-                ffi::MPI_Alltoallv(
-                    send.cast(),
-                    sc.as_ptr(),
-                    sd.as_ptr(),
-                    bytes,
-                    recv.cast(),
-                    rc.as_ptr(),
-                    rd.as_ptr(),
-                    bytes,
-                    comm.as_raw(),
-                )
-            };
-            return mpi_check(code, "MPI_Alltoallv");
+        mpi_check(code, "MPI_Alltoallv")
+    }
+
+    /// The partner path's forward: a message per target, probed and received in source order.
+    fn forward_partners(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+        let marker = plan.pending;
+        if plan.particle {
+            let send = buffers.send.array().as_ptr();
+            for &r in &plan.reach.targets {
+                let to = plan.grid.pe_of(r);
+                match &marker {
+                    // SAFETY: the marker is a local that outlives waitall below.
+                    Some(m) => unsafe { self.isend((m as *const u64).cast(), size_of::<u64>(), to, MARK)? },
+                    None => {
+                        // The target's range of the packed send buffer (pointer arithmetic
+                        // only; isend reads it).
+                        let data = send.wrapping_add(plan.dest_offsets[r]).cast();
+                        // SAFETY: the range lies in the send buffer, which nobody writes before
+                        // the next step.
+                        unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA)? }
+                    }
+                }
+            }
         }
-        if send_counts[me] > 0 {
-            // SAFETY: the self share: distinct arrays, in bounds.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    send.add(send_offsets[me] * size),
-                    recv.add(recv_offsets[me] * size),
-                    send_counts[me] * size,
-                )
-            };
+        if plan.my_rank.is_some() {
+            let mut probed = Vec::with_capacity(plan.sources().len());
+            let mut raw = Vec::with_capacity(plan.sources().len());
+            for source in plan.sources() {
+                let (message, tag, bytes) = self.probe(source.pe)?;
+                if tag == MARK {
+                    raw.push(Mpi::receive_marker(message, bytes)?);
+                } else {
+                    raw.push((bytes / size_of::<Particle>()) as u64);
+                    probed.push(message);
+                }
+                check_bound(bytes, source.bound, source.pe, tag)?;
+            }
+            plan.take_source_counts(&raw);
+            let recv = buffers.recv.array();
+            let mut messages = probed.into_iter();
+            for (j, &value) in raw.iter().enumerate() {
+                if value & super::plan::ERROR == 0 {
+                    let message = messages.next().expect("one probed message per source that sent data");
+                    let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+                    // SAFETY: the source's range of the receive buffer, which holds the sum of
+                    // the bounds (checked against above); only this PE touches it now.
+                    unsafe {
+                        Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())?
+                    };
+                }
+            }
         }
-        for d in partner_order(n) {
-            let (to, from) = ((me + d) % n, (me + n - d) % n);
-            let (s, r) = (send_counts[to], recv_counts[from]);
-            // SAFETY: as for MPI_Alltoallv; a side with nothing to move talks to
-            // MPI_PROC_NULL, which both partners know from the counts.
-            let code = unsafe {
-                ffi::MPI_Sendrecv(
-                    send.add(send_offsets[to] * size).cast(),
-                    int(s)?,
-                    bytes,
-                    if s > 0 { to as c_int } else { null },
-                    1,
-                    recv.add(recv_offsets[from] * size).cast(),
-                    int(r)?,
-                    bytes,
-                    if r > 0 { from as c_int } else { null },
-                    1,
-                    comm.as_raw(),
-                    MaybeUninit::<ffi::MPI_Status>::uninit().as_mut_ptr(),
-                )
-            };
-            mpi_check(code, "MPI_Sendrecv")?;
+        // The marker lives until here, past the sends that read it.
+        self.waitall()
+    }
+
+    /// The partner path's backward: a message per source, probed and received by target.
+    fn backward_partners(
+        &mut self,
+        plan: &mut Plan<'_>,
+        buffers: &Buffers<'_>,
+        forces: &[RVec],
+    ) -> Result<()> {
+        let marker = plan.pending;
+        if plan.my_rank.is_some() {
+            for (j, source) in plan.sources().iter().enumerate() {
+                match &marker {
+                    // SAFETY: the marker is a local that outlives waitall below.
+                    Some(m) => unsafe {
+                        self.isend((m as *const u64).cast(), size_of::<u64>(), source.pe, MARK)?
+                    },
+                    None => {
+                        let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+                        let data = forces[at..at + count].as_ptr().cast();
+                        // SAFETY: a range of the caller's forces, borrowed for this call.
+                        unsafe { self.isend(data, count * size_of::<RVec>(), source.pe, DATA)? }
+                    }
+                }
+            }
         }
-        Ok(())
+        let mut outcome = Ok(());
+        if plan.particle {
+            let recv = buffers.force_recv.array();
+            for r in plan.reach.targets.clone() {
+                let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
+                if tag == MARK {
+                    plan.note_error(Mpi::receive_marker(message, bytes)?);
+                    continue;
+                }
+                let (at, count) = (plan.dest_offsets[r], plan.dest_counts[r]);
+                let got = bytes / size_of::<RVec>();
+                if got != count || plan.pending.is_some() {
+                    // Received all the same, so that no message is left behind.
+                    let mut scratch = vec![0u8; bytes];
+                    // SAFETY: scratch holds the bytes.
+                    unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
+                    if outcome.is_ok() {
+                        outcome = plan.take_status(r, got as u64);
+                    }
+                    continue;
+                }
+                // SAFETY: this target's range of the force receive buffer (the offsets and
+                // counts cover the home atoms); only this PE touches it now.
+                unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), bytes)? };
+            }
+        }
+        self.waitall()?;
+        outcome
+    }
+
+    /// The reference path's forward: counts and data over every rank.
+    fn forward_everyone(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+        let n = plan.rt.n_pes();
+        let mut counts_out = vec![0u64; n];
+        let mut send_counts = vec![0usize; n];
+        let mut send_offsets = vec![0usize; n];
+        if plan.particle {
+            for &r in &plan.reach.targets {
+                let pe = plan.grid.pe_of(r);
+                counts_out[pe] = plan.count_to(r);
+                send_counts[pe] = plan.send_count(r);
+                send_offsets[pe] = plan.dest_offsets[r];
+            }
+        }
+        let mut counts_in = vec![0u64; n];
+        self.alltoall(&counts_out, &mut counts_in)?;
+        let raw: Vec<u64> = plan.sources().iter().map(|s| counts_in[s.pe]).collect();
+        let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
+        if plan.my_rank.is_some() {
+            plan.take_source_counts(&raw);
+            for (j, s) in plan.sources().iter().enumerate() {
+                check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA)?;
+                recv_counts[s.pe] = plan.src_counts[j];
+                recv_offsets[s.pe] = plan.src_offsets[j];
+            }
+        }
+        self.alltoallv(
+            buffers.send.array().as_ptr().cast(),
+            (&send_counts, &send_offsets),
+            buffers.recv.array().as_ptr().cast(),
+            (&recv_counts, &recv_offsets),
+            size_of::<Particle>(),
+        )
+    }
+
+    /// The reference path's backward: statuses and forces over every rank.
+    fn backward_everyone(
+        &mut self,
+        plan: &mut Plan<'_>,
+        buffers: &Buffers<'_>,
+        forces: &[RVec],
+    ) -> Result<()> {
+        let n = plan.rt.n_pes();
+        let mut status_out = vec![0u64; n];
+        let (mut send_counts, mut send_offsets) = (vec![0usize; n], vec![0usize; n]);
+        if plan.my_rank.is_some() {
+            for (j, s) in plan.sources().iter().enumerate() {
+                status_out[s.pe] = plan.status_to(j);
+                if plan.pending.is_none() {
+                    send_counts[s.pe] = plan.src_counts[j];
+                    send_offsets[s.pe] = plan.src_offsets[j];
+                }
+            }
+        }
+        let mut status_in = vec![0u64; n];
+        self.alltoall(&status_out, &mut status_in)?;
+        let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
+        let mut outcome = Ok(());
+        if plan.particle {
+            for r in plan.reach.targets.clone() {
+                let pe = plan.grid.pe_of(r);
+                if outcome.is_ok() {
+                    outcome = plan.take_status(r, status_in[pe]);
+                }
+                if status_in[pe] & super::plan::ERROR == 0 {
+                    recv_counts[pe] = plan.dest_counts[r];
+                    recv_offsets[pe] = plan.dest_offsets[r];
+                }
+            }
+        }
+        // Every PE takes part, whatever it found: the counts both sides use agree.
+        self.alltoallv(
+            forces.as_ptr().cast(),
+            (&send_counts, &send_offsets),
+            buffers.force_recv.array().as_ptr().cast(),
+            (&recv_counts, &recv_offsets),
+            size_of::<RVec>(),
+        )?;
+        outcome
     }
 }
 
 impl<'rt> Transport<'rt> for Mpi {
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
-        let (me, n) = (plan.rt.my_pe(), plan.rt.n_pes());
-        if plan.is_particle[me] {
-            // SAFETY: on plan path no PE reads or writes another's send buffer.
+        if plan.particle {
+            // SAFETY: on this path no PE reads or writes another's send buffer.
             unsafe { plan.pack_into(home, &buffers.send) };
         }
-        // Counts to every PME rank (zero to the others).
-        let counts_out: Vec<u64> = (0..n)
-            .map(|pe| match plan.grid.rank_of_pe(pe) {
-                Some(r) if plan.is_particle[me] => plan.count_to(r),
-                _ => 0,
-            })
-            .collect();
-        let mut counts_in = vec![0u64; n];
-        self.counts(plan.rt, &counts_out, &mut counts_in)?;
-        if plan.my_rank.is_none() {
-            counts_in.fill(0);
+        if self.alltoallv {
+            self.forward_everyone(plan, buffers)
+        } else {
+            self.forward_partners(plan, buffers)
         }
-        for (count, &particle) in counts_in.iter_mut().zip(&plan.is_particle) {
-            if !particle {
-                *count = 0;
-            }
-        }
-        plan.take_source_counts(&counts_in);
-        let particle = size_of::<Particle>();
-        let send_counts: Vec<usize> = (0..n)
-            .map(|pe| match plan.grid.rank_of_pe(pe) {
-                Some(r) if plan.is_particle[me] => plan.send_count(r),
-                _ => 0,
-            })
-            .collect();
-        let send_offsets: Vec<usize> =
-            (0..n).map(|pe| plan.grid.rank_of_pe(pe).map_or(0, |r| plan.dest_offsets[r])).collect();
-        let (recv_counts, recv_offsets) = (plan.src_counts.clone(), plan.src_offsets.clone());
-        self.data(
-            plan.rt,
-            buffers.send.array().as_ptr().cast(),
-            (&send_counts, &send_offsets),
-            buffers.recv.as_ptr().cast(),
-            (&recv_counts, &recv_offsets),
-            particle,
-        )
     }
 
     fn backward(
@@ -210,58 +409,64 @@ impl<'rt> Transport<'rt> for Mpi {
         forces: Forces<'_>,
         _home_forces: &mut [RVec],
     ) -> Result<bool> {
+        self.vote(plan)?;
         // Sent from wherever they are, the caller's array or the staging buffer alike.
-        let forces = forces.data;
-        let (me, n) = (plan.rt.my_pe(), plan.rt.n_pes());
-        let status_out: Vec<u64> =
-            (0..n).map(|p| if plan.my_rank.is_some() { plan.status_to(p) } else { 0 }).collect();
-        let mut status_in = vec![0u64; n];
-        self.counts(plan.rt, &status_out, &mut status_in)?;
-        // An error status goes without forces: the counts both sides use say so.
-        let failed_here = plan.my_rank.is_some() && plan.pending.is_some();
-        let mut recv_counts = vec![0usize; n];
-        for r in 0..plan.grid.ranks() {
-            let (pe, value) = (plan.grid.pe_of(r), status_in[plan.grid.pe_of(r)]);
-            plan.take_status(r, value)?;
-            if value & ERROR == 0 && plan.is_particle[me] {
-                recv_counts[pe] = plan.dest_counts[r];
-            }
+        if self.alltoallv {
+            self.backward_everyone(plan, buffers, forces.data)?;
+        } else {
+            self.backward_partners(plan, buffers, forces.data)?;
         }
-        let send_counts: Vec<usize> = (0..n)
-            .map(|p| {
-                if plan.my_rank.is_some() && plan.is_particle[p] && !failed_here {
-                    plan.src_counts[p]
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let send_offsets = plan.src_offsets.clone();
-        let recv_offsets: Vec<usize> =
-            (0..n).map(|pe| plan.grid.rank_of_pe(pe).map_or(0, |r| plan.dest_offsets[r])).collect();
-        // Straight from the caller's forces, as MPI codes send them.
-        self.data(
-            plan.rt,
-            forces.as_ptr().cast(),
-            (&send_counts, &send_offsets),
-            buffers.force_recv.array().as_ptr().cast(),
-            (&recv_counts, &recv_offsets),
-            size_of::<RVec>(),
-        )?;
         Ok(false)
     }
 }
 
-/// GROMACS's partner order: +1, -1, +2, -2, ..., each other PE once.
-pub(super) fn partner_order(n: usize) -> Vec<usize> {
-    let mut order = Vec::with_capacity(n.saturating_sub(1));
-    for k in 1..=n / 2 {
-        order.push(k);
-        if n - k != k {
-            order.push(n - k);
-        }
+/// A message of `bytes` from `pe` that carries more atoms than its bound: the plan's promise
+/// broken, reported rather than written past the source's room.
+fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> Result<()> {
+    if tag == DATA && bytes > bound * size_of::<Particle>() {
+        return Err(Error::Verification(format!(
+            "PE {pe} sent {} atoms, more than the {bound} its plan allows",
+            bytes / size_of::<Particle>()
+        )));
     }
-    order
+    Ok(())
+}
+
+/// rsmpi's constants, read from its shim.
+fn bytes_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading a constant of rsmpi's shim, initialised before main.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+fn u64_type() -> ffi::MPI_Datatype {
+    // SAFETY: as for bytes_type.
+    unsafe { ffi::RSMPI_UINT64_T }
+}
+
+fn min_op() -> ffi::MPI_Op {
+    // SAFETY: as for bytes_type.
+    unsafe { ffi::RSMPI_MIN }
+}
+
+fn any_tag() -> c_int {
+    // SAFETY: as for bytes_type.
+    unsafe { ffi::RSMPI_ANY_TAG }
+}
+
+fn status_ignore() -> *mut ffi::MPI_Status {
+    // SAFETY: as for bytes_type.
+    unsafe { ffi::RSMPI_STATUS_IGNORE }
+}
+
+fn statuses_ignore() -> *mut ffi::MPI_Status {
+    // SAFETY: as for bytes_type.
+    unsafe { ffi::RSMPI_STATUSES_IGNORE }
+}
+
+/// A byte count as an MPI count.
+fn count_of(bytes: usize) -> Result<c_int> {
+    c_int::try_from(bytes)
+        .map_err(|_| Error::Config(format!("{bytes} bytes exceed what one MPI message can count (i32::MAX)")))
 }
 
 /// An MPI return code as a result.

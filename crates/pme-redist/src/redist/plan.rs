@@ -1,9 +1,10 @@
-//! What every path of the redistribution shares: who sends and who receives, each home atom's
-//! PME rank at the plan and in this step, the counts and offsets per PME rank and per source
-//! that lay out every message, and the errors a step carries to every PE.
+//! What every path of the redistribution shares: who sends to whom (the partners of the
+//! plan), each home atom's reach and PME rank in this step, the counts and offsets per target
+//! and per source that lay out every message, and the errors a step carries to every PE.
 
 use onesided::{GlobalMaxArray, Runtime};
 
+use super::partners::{Agreed, Margin, Reach, Source};
 use super::{PARALLEL_MIN, Particle, by_rank, place};
 use crate::RVec;
 use crate::error::{Error, Result};
@@ -20,10 +21,14 @@ pub(super) struct Plan<'rt> {
     pub rt: &'rt Runtime,
     pub grid: PmeGrid,
     pub my_rank: Option<usize>,
-    /// Whether each PE holds home atoms (sends).
-    pub is_particle: Vec<bool>,
-    /// PME rank of each home atom when the plan was built.
-    planned: Vec<u32>,
+    /// Whether this PE holds home atoms (sends).
+    pub particle: bool,
+    margin: Margin,
+    /// Each home atom's reach at the plan, and this PE's targets and bounds.
+    pub reach: Reach,
+    /// What the agreement at the plan said: this PE's slot at each target and, on a PME rank,
+    /// its sources.
+    pub agreed: Agreed,
     /// PME rank of each home atom in this step.
     pub dest: Vec<u32>,
     /// Where each run of home atoms of one PME rank starts in this step.
@@ -31,10 +36,14 @@ pub(super) struct Plan<'rt> {
     /// The same for each chunk of [`PARALLEL_MIN`] home atoms placed on the thread pool.
     chunk_runs: Vec<Vec<u32>>,
     /// Home atoms of each PME rank per chunk of [`PARALLEL_MIN`] home atoms (`[c * m + r]`),
-    /// or for all of them when placement stays on the calling thread.
+    /// or for all of them when placement stays on the calling thread: counting scratch of one
+    /// word per PME rank, which no message carries.
     chunk_counts: Vec<usize>,
+    /// Home atoms per PME rank in this step, and where each rank's start in the packed order.
     pub dest_counts: Vec<usize>,
     pub dest_offsets: Vec<usize>,
+    /// On a PME rank, per source (in the order of `agreed.sources`): the atoms it sent in this
+    /// step and where they start.
     pub src_counts: Vec<usize>,
     pub src_offsets: Vec<usize>,
     /// Atoms this PME rank received in this step.
@@ -49,46 +58,72 @@ pub(super) struct Plan<'rt> {
 }
 
 impl<'rt> Plan<'rt> {
-    pub fn new(rt: &'rt Runtime, grid: PmeGrid, is_particle: Vec<bool>, home: &[Particle]) -> Self {
-        let (n, m) = (rt.n_pes(), grid.ranks());
-        let mut plan = Plan {
+    /// A plan with no home atoms yet: [`replace`](Self::replace) gives it its partners.
+    pub fn new(rt: &'rt Runtime, grid: PmeGrid, particle: bool, margin: Margin) -> Self {
+        let m = grid.ranks();
+        Plan {
             rt,
             my_rank: grid.rank_of_pe(rt.my_pe()),
             grid,
-            is_particle,
-            planned: Vec::new(),
+            particle,
+            margin,
+            reach: Reach::default(),
+            agreed: Agreed::default(),
             dest: Vec::new(),
             runs: Vec::new(),
             chunk_runs: Vec::new(),
             chunk_counts: Vec::new(),
             dest_counts: vec![0; m],
             dest_offsets: vec![0; m],
-            src_counts: vec![0; n],
-            src_offsets: vec![0; n],
+            src_counts: Vec::new(),
+            src_offsets: Vec::new(),
             received: 0,
             pending: None,
             withheld: false,
             calls: 0,
-        };
-        plan.record(home);
-        plan
+        }
     }
 
     /// The number of home atoms the plan is for.
     pub fn home_count(&self) -> usize {
-        self.planned.len()
+        self.reach.lo.len()
     }
 
-    /// Records the PME rank of each home atom, as the plan.
-    pub fn record(&mut self, home: &[Particle]) {
-        self.planned.resize(home.len(), 0);
+    /// Where each of the `home` atoms may go before the next plan, and this PE's targets: to
+    /// agree on ([`replace`](Self::replace) takes it once agreed).
+    pub fn reach(&mut self, home: &[Particle]) -> Reach {
+        if !self.particle {
+            // A PME-only PE sends nothing, and hears of errors through the vote.
+            return Reach::default();
+        }
+        let mut planned = vec![0u32; home.len()];
         let (mut counts, mut runs) = (Vec::new(), Vec::new());
-        place(&self.grid, home, &mut self.planned, &mut counts, &mut runs, &mut self.chunk_runs);
+        place(&self.grid, home, &mut planned, &mut counts, &mut runs, &mut self.chunk_runs);
+        Reach::new(&self.grid, self.margin, home, &planned, self.rt.my_pe())
+    }
+
+    /// Takes the reach and agreement of a new plan.
+    pub fn replace(&mut self, reach: Reach, agreed: Agreed) {
+        let sources = agreed.sources.len();
+        self.reach = reach;
+        self.agreed = agreed;
+        self.src_counts = vec![0; sources];
+        self.src_offsets = vec![0; sources];
+    }
+
+    /// This PE's targets, with its slot at each: `(index, PME rank, slot)`.
+    pub fn targets(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.reach.targets.iter().zip(&self.agreed.slots).enumerate().map(|(i, (&r, &slot))| (i, r, slot))
+    }
+
+    /// This PME rank's sources by PE.
+    pub fn sources(&self) -> &[Source] {
+        &self.agreed.sources
     }
 
     /// Starts a step: places every home atom, counts the atoms per PME rank and lays them out
-    /// by rank, and checks them against the plan (an atom more than one slab from its planned
-    /// rank is carried as this PE's error, reported at the end of the step).
+    /// by rank, and checks them against the plan (an atom outside its reach is carried as this
+    /// PE's error, reported at the end of the step).
     pub fn begin_step(&mut self, home: &[Particle]) {
         let me = self.rt.my_pe();
         self.calls += 1;
@@ -104,14 +139,15 @@ impl<'rt> Plan<'rt> {
                 *total += count;
             }
         }
-        let far = first_too_far(&dest, &self.planned, m);
+        let far = self.reach.first_outside(&dest, m);
         self.dest = dest;
         if let Some(i) = far {
             self.pending = Some(marker(home[i].global, me));
         }
         self.withheld = far.is_some();
+        // Only targets have atoms (an atom elsewhere is an error, and then none are sent).
         let mut next = 0;
-        for r in 0..m {
+        for &r in &self.reach.targets {
             self.dest_offsets[r] = next;
             next += self.dest_counts[r];
         }
@@ -125,8 +161,25 @@ impl<'rt> Plan<'rt> {
         by_rank::Chunks { chunk, ranks: m, counts: &self.chunk_counts, parallel, runs: &self.runs }
     }
 
-    /// Writes the `home` atoms into `out`, one slice per PME rank (`dest_counts[r]` long), in
-    /// home order: the layout every path sends. Nothing, when this PE withholds its atoms.
+    /// The home atoms' layout by PME rank: `(offset, count)` of each rank's atoms.
+    fn layout(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.grid.ranks()).map(|r| {
+            if self.reach.target_index(r).is_some() {
+                (self.dest_offsets[r], self.dest_counts[r])
+            } else {
+                (0, 0)
+            }
+        })
+    }
+
+    /// The counts per PME rank that cut the packed home atoms: each target's, zero elsewhere.
+    pub fn rank_counts(&self) -> Vec<usize> {
+        self.layout().map(|(_, count)| count).collect()
+    }
+
+    /// Writes the `home` atoms into `out`, one slice per PME rank (`dest_counts[r]` long for a
+    /// target, empty elsewhere), in home order: the layout every path sends. Nothing, when
+    /// this PE withholds its atoms.
     pub fn pack(&self, home: &[Particle], out: Vec<&mut [Particle]>) {
         if !self.withheld {
             by_rank::pack(&self.dest, home, out, &self.chunks());
@@ -139,10 +192,13 @@ impl<'rt> Plan<'rt> {
     /// No PE reads this PE's `send` now (the get path's readers of the previous call are
     /// done).
     pub unsafe fn pack_into(&self, home: &[Particle], send: &GlobalMaxArray<'rt, Particle>) {
+        if self.withheld {
+            return;
+        }
         // SAFETY: no PE writes this PE's send buffer, and no PE reads it now (the caller's
         // promise); the range holds the home atoms (redistribute checked the capacity).
         let packed = unsafe { send.array().local_range_mut(0..home.len()) };
-        self.pack(home, by_rank::split(packed, &self.dest_counts));
+        self.pack(home, by_rank::split(packed, &self.rank_counts()));
     }
 
     /// The forces that arrived by PME rank (`arrived`, laid out as the atoms went), into
@@ -151,49 +207,55 @@ impl<'rt> Plan<'rt> {
         by_rank::unpack(&self.dest, arrived, home_forces, &self.chunks());
     }
 
+    /// Whether this PE withholds its atoms in this step (it found one outside its reach).
+    pub fn withheld(&self) -> bool {
+        self.withheld
+    }
+
     /// How many atoms this PE sends to PME rank `r` in this step (none when it reports an
     /// error instead).
     pub fn send_count(&self, r: usize) -> usize {
         if self.withheld { 0 } else { self.dest_counts[r] }
     }
 
-    /// The forward count this PE sends to PME rank `r`, with its error if it has one.
+    /// The forward count this PE sends to PME rank `r` (a target), with its error if it has
+    /// one.
     pub fn count_to(&self, r: usize) -> u64 {
         self.pending.unwrap_or(self.dest_counts[r] as u64)
     }
 
-    /// The status this PME rank returns to PE `p` with its forces: the count, or the error.
-    pub fn status_to(&self, p: usize) -> u64 {
-        self.pending.unwrap_or(self.src_counts[p] as u64)
+    /// The status this PME rank returns to its source `j` with its forces: the count, or the
+    /// error.
+    pub fn status_to(&self, j: usize) -> u64 {
+        self.pending.unwrap_or(self.src_counts[j] as u64)
     }
 
-    /// Notes the counts received from the sources: errors, offsets by source order.
+    /// Notes the counts (or errors) its sources announced (`raw[j]` from source `j`): offsets
+    /// in source order.
     pub fn take_source_counts(&mut self, raw: &[u64]) {
         let mut next = 0;
-        for (s, &value) in raw.iter().enumerate() {
+        for (j, &value) in raw.iter().enumerate() {
             let count = if value & ERROR != 0 {
                 self.note_error(value);
                 0
             } else {
                 value as usize
             };
-            self.src_counts[s] = count;
-            self.src_offsets[s] = next;
+            self.src_counts[j] = count;
+            self.src_offsets[j] = next;
             next += count;
         }
         self.received = next;
     }
 
-    /// Notes the status PME rank `r` returned: an error, or the count, checked against what
-    /// this PE sent it.
+    /// Notes the status target PME rank `r` returned: an error, or the count, checked against
+    /// what this PE sent it.
     pub fn take_status(&mut self, r: usize, value: u64) -> Result<()> {
         if value & ERROR != 0 {
             self.note_error(value);
             Ok(())
-        } else if self.is_particle[self.rt.my_pe()] {
-            check_count(value as usize, self.dest_counts[r], self.grid.pe_of(r))
         } else {
-            Ok(())
+            check_count(value as usize, self.dest_counts[r], self.grid.pe_of(r))
         }
     }
 
@@ -201,6 +263,18 @@ impl<'rt> Plan<'rt> {
     /// so that every PE reports the same atom.
     pub fn note_error(&mut self, value: u64) {
         self.pending = Some(self.pending.map_or(value, |p| p.min(value)));
+    }
+
+    /// The value this PE brings to the PME ranks' vote: its error, or none.
+    pub fn ballot(&self) -> u64 {
+        self.pending.unwrap_or(u64::MAX)
+    }
+
+    /// Takes the vote's outcome.
+    pub fn take_vote(&mut self, agreed: u64) {
+        if agreed != u64::MAX {
+            self.note_error(agreed);
+        }
     }
 
     /// The error of this step, if any PE found one.
@@ -217,9 +291,9 @@ impl<'rt> Plan<'rt> {
 ///
 /// # Collective
 /// One max-reduction.
-pub(super) fn agree_home(rt: &Runtime, is_particle: &[bool], home: &[Particle]) -> Result<usize> {
+pub(super) fn agree_home(rt: &Runtime, particle: bool, home: &[Particle]) -> Result<usize> {
     let me = rt.my_pe();
-    let misplaced = if is_particle[me] || home.is_empty() { 0 } else { me as u64 + 1 };
+    let misplaced = if particle || home.is_empty() { 0 } else { me as u64 + 1 };
     let mut agreed = [home.len() as u64, misplaced];
     rt.max_u64(&mut agreed)?;
     if agreed[1] > 0 {
@@ -238,25 +312,6 @@ fn marker(atom: u32, pe: usize) -> u64 {
 
 fn decode(marked: u64) -> Error {
     Error::MovedTooFar { atom: marked as u32, pe: ((marked >> 32) & PE_MASK) as usize }
-}
-
-/// The first atom more than one slab from its planned rank (around the ring of `m` slabs,
-/// with no division), if any. On a ring of three slabs or fewer no rank is further than one
-/// from any other.
-fn first_too_far(dest: &[u32], planned: &[u32], m: usize) -> Option<usize> {
-    if m <= 3 {
-        return None;
-    }
-    let ring = m as u32;
-    let too_far = |(&now, &then): (&u32, &u32)| {
-        let ahead = now.wrapping_sub(then).wrapping_add(ring);
-        let apart = if ahead >= ring { ahead - ring } else { ahead };
-        u32::from(apart > 1 && apart < ring - 1)
-    };
-    // A branch-free, vectorised sweep first (the largest flag of all): an atom too far is
-    // the rare case.
-    let any = dest.iter().zip(planned).map(too_far).fold(0, u32::max) > 0;
-    if any { dest.iter().zip(planned).position(|pair| too_far(pair) > 0) } else { None }
 }
 
 /// A PE returned a different number of forces than it was sent atoms.

@@ -1,107 +1,80 @@
-//! The put path: counts go to the PME ranks first; each PME rank announces where every
-//! source's atoms go and the sources write them there ([`onesided::Exchange`], the offset
-//! swap), packing them straight into place where the PME rank's memory is mapped
-//! ([`onesided::Outgoing::Packed`]). Forces come back the same way, put from the
-//! caller's own array; forces written in place ([`super::Redistribution::forces_mut`]) are
-//! read by their PEs where they lie instead, as on the get path.
+//! The put path, between partners only, as an offset swap: each particle PE announces to
+//! each target its count (or its error) and where that target's forces go in its force
+//! receive buffer; each PME rank, once its sources have announced, offers each source where
+//! its atoms go (by source order, so that the layout is every path's), and the sources write
+//! them there, packed straight into place where the PME rank's memory is mapped, with a
+//! signal. Forces come back put from the caller's array into the sources' force receive
+//! buffers before the status that says so; forces the mesh wrote in place are read by their
+//! PEs where they lie instead, as on the get path ([`Lines::send_back`]).
 
-use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+use onesided::SymArray;
 
-use super::get::Get;
+use super::lines::Lines;
 use super::plan::Plan;
-use super::{Buffers, Forces, Particle, Transport};
+use super::{Buffers, Forces, LINE, Particle, Transport, by_rank};
 use crate::RVec;
 use crate::error::Result;
 
-/// The put transport's exchanges and count buffers.
+/// The put transport.
 pub(super) struct Put<'rt> {
-    counts: Exchange<'rt, u64>,
-    /// Forward counts (slot per source PE) and backward counts (slot per PME rank).
-    count_buffers: [SymArray<'rt, u64>; 2],
-    data: Exchange<'rt, Particle>,
-    forces: Exchange<'rt, RVec>,
-    /// Forces written in place go back as on the get path: their PEs read them where they
-    /// lie.
-    pull: Get<'rt>,
+    lines: Lines<'rt>,
+    /// On a PME rank, per source: where its forces go in its force receive buffer.
+    force_at: Vec<usize>,
 }
 
 impl<'rt> Put<'rt> {
     /// # Collective
-    /// Every PE creates the same exchanges.
-    pub(super) fn collective_new(rt: &'rt Runtime, name: &dyn Fn(&str) -> String, m: usize) -> Result<Self> {
-        let n = rt.n_pes();
-        Ok(Put {
-            counts: Exchange::collective_new(rt, &name("counts"), ExchangePath::Put)?,
-            count_buffers: [
-                SymArray::collective_alloc(rt, &name("counts in"), n)?,
-                SymArray::collective_alloc(rt, &name("counts back"), m)?,
-            ],
-            data: Exchange::collective_new(rt, &name("atoms"), ExchangePath::Put)?,
-            forces: Exchange::collective_new(rt, &name("forces"), ExchangePath::Put)?,
-            pull: Get::collective_new(rt, &|what| name(&format!("forces in place: {what}")), m)?,
-        })
+    /// Every PE allocates the same lines.
+    pub(super) fn collective_new(
+        rt: &'rt onesided::Runtime,
+        name: &dyn Fn(&str) -> String,
+        m: usize,
+    ) -> Result<Self> {
+        Ok(Put { lines: Lines::collective_new(rt, name, m)?, force_at: Vec::new() })
     }
 }
 
 impl<'rt> Transport<'rt> for Put<'rt> {
+    fn collective_replan(&mut self, plan: &Plan<'rt>) -> Result<()> {
+        self.lines.collective_fit(plan)
+    }
+
+    fn symmetric_bytes(&self) -> usize {
+        self.lines.symmetric_bytes()
+    }
+
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
-        let (me, n, m) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks());
-        let count_values: Vec<u64> = (0..m).map(|r| plan.count_to(r)).collect();
-        let sources: Vec<usize> = (0..n).filter(|&s| plan.is_particle[s]).collect();
-        let mut raw = vec![0u64; n];
-        {
-            let (counts, count_buffers) = (&mut self.counts, &mut self.count_buffers);
-            let mut outgoing = Vec::new();
-            if plan.is_particle[me] {
-                for (r, value) in count_values.iter().enumerate() {
-                    outgoing
-                        .push(Outgoing::Copy { to: plan.grid.pe_of(r), data: std::slice::from_ref(value) });
-                }
+        let k = plan.calls;
+        if plan.particle {
+            self.lines.announce(plan, |_, r| {
+                let mut line = [0u64; LINE];
+                line[0] = plan.count_to(r);
+                line[1] = plan.dest_offsets[r] as u64;
+                line
+            })?;
+        }
+        if plan.my_rank.is_some() {
+            let lines = self.lines.announcements(plan)?;
+            let raw: Vec<u64> = lines.iter().map(|l| l[0]).collect();
+            plan.take_source_counts(&raw);
+            self.force_at = lines.iter().map(|l| l[1] as usize).collect();
+            for j in 0..plan.sources().len() {
+                let mut line = [0u64; LINE];
+                line[0] = plan.src_offsets[j] as u64;
+                self.lines.offer(plan, j, line)?;
             }
-            let incoming: Vec<Incoming> = if plan.my_rank.is_some() {
-                sources.iter().map(|&s| Incoming { from: s, buffer: 0, offset: s, room: 1 }).collect()
-            } else {
-                Vec::new()
-            };
-            let buffers = [&count_buffers[0], &count_buffers[1]];
-            counts.call(&buffers).send(&outgoing).receive(&incoming).run()?;
-            if plan.my_rank.is_some() {
-                count_buffers[0].read_local(0, &mut raw)?;
-                for (s, value) in raw.iter_mut().enumerate() {
-                    if !plan.is_particle[s] {
-                        *value = 0;
-                    }
+        }
+        if plan.particle {
+            let offers = self.lines.offers(plan)?;
+            self.write_atoms(plan, buffers, home, &offers)?;
+        }
+        if plan.my_rank.is_some() {
+            for (j, source) in plan.sources().iter().enumerate() {
+                if plan.src_counts[j] > 0 {
+                    self.lines.delivered.wait_ge(source.slot, k)?;
                 }
             }
         }
-        plan.take_source_counts(&raw);
-        let mut outgoing = Vec::new();
-        if plan.is_particle[me] {
-            for r in 0..m {
-                outgoing.push(Outgoing::Packed { to: plan.grid.pe_of(r), count: plan.send_count(r) });
-            }
-        }
-        let incoming: Vec<Incoming> = if plan.my_rank.is_some() {
-            sources
-                .iter()
-                .map(|&s| Incoming {
-                    from: s,
-                    buffer: 0,
-                    offset: plan.src_offsets[s],
-                    room: plan.src_counts[s],
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        // Each atom is written once, into its PME rank's receive buffer where that is mapped.
-        let plan = &*plan;
-        let pack = |out: &mut [&mut [Particle]]| {
-            if plan.is_particle[me] {
-                plan.pack(home, out.iter_mut().map(|o| &mut **o).collect());
-            }
-        };
-        self.data.call(&[&buffers.recv]).send(&outgoing).receive(&incoming).pack(pack).run()?;
         Ok(())
     }
 
@@ -112,58 +85,66 @@ impl<'rt> Transport<'rt> for Put<'rt> {
         forces: Forces<'_>,
         home_forces: &mut [RVec],
     ) -> Result<bool> {
-        if forces.in_place {
-            // Already in symmetric memory: each PE reads its forces there and unpacks them in
-            // the same pass (through the mapping on the node), which costs less than writing
-            // them into lines the receiver has just read and reading them back.
-            return self.pull.backward(plan, buffers, forces, home_forces);
-        }
-        let forces = forces.data;
-        let (me, n, m) = (plan.rt.my_pe(), plan.rt.n_pes(), plan.grid.ranks());
-        let (counts, count_buffers, exchange) = (&mut self.counts, &mut self.count_buffers, &mut self.forces);
-        // Status (and count) from every PME rank to every PE.
-        let values: Vec<u64> = (0..n).map(|p| plan.status_to(p)).collect();
-        let mut outgoing = Vec::new();
-        if plan.my_rank.is_some() {
-            for p in 0..n {
-                outgoing.push(Outgoing::Copy { to: p, data: &values[p..p + 1] });
-            }
-        }
-        let incoming: Vec<Incoming> =
-            (0..m).map(|r| Incoming { from: plan.grid.pe_of(r), buffer: 1, offset: r, room: 1 }).collect();
-        counts.call(&[&count_buffers[0], &count_buffers[1]]).send(&outgoing).receive(&incoming).run()?;
-        let mut statuses = vec![0u64; m];
-        count_buffers[1].read_local(0, &mut statuses)?;
-        for (r, &value) in statuses.iter().enumerate() {
-            plan.take_status(r, value)?;
-        }
-        // Straight from the caller's forces: the put path needs no staging.
-        let mut outgoing = Vec::new();
-        if plan.my_rank.is_some() {
-            // An error status goes without forces.
-            let failed = plan.pending.is_some();
-            for p in (0..n).filter(|&p| plan.is_particle[p]) {
-                let (at, count) = (plan.src_offsets[p], if failed { 0 } else { plan.src_counts[p] });
-                outgoing.push(Outgoing::Copy { to: p, data: &forces[at..at + count] });
-            }
-        }
-        let incoming: Vec<Incoming> = if plan.is_particle[me] {
-            (0..m)
-                .map(|r| Incoming {
-                    from: plan.grid.pe_of(r),
-                    buffer: 0,
-                    offset: plan.dest_offsets[r],
-                    room: plan.dest_counts[r],
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        exchange.call(&[buffers.force_recv.array()]).send(&outgoing).receive(&incoming).run()?;
-        Ok(false)
+        self.lines.send_back(plan, buffers, forces, Some(&self.force_at))?;
+        self.lines.take_back(plan, buffers, home_forces)
     }
 
     fn forces_free(&mut self, plan: &Plan<'rt>) -> Result<()> {
-        self.pull.forces_free(plan)
+        self.lines.forces_free(plan)
+    }
+}
+
+impl<'rt> Put<'rt> {
+    /// Writes this PE's atoms where its targets offered (`offers`, by target): packed
+    /// straight into a mapped target's receive buffer, or packed into the send buffer and put;
+    /// then signals each target that received atoms.
+    fn write_atoms(
+        &self,
+        plan: &Plan<'rt>,
+        buffers: &Buffers<'rt>,
+        home: &[Particle],
+        offers: &[[u64; LINE]],
+    ) -> Result<()> {
+        if plan.withheld() {
+            return Ok(());
+        }
+        let recv: &SymArray<'rt, Particle> = buffers.recv.array();
+        // SAFETY: on the put path no PE reads or writes another's send buffer, and this PE
+        // reads it only below; the range holds the home atoms (redistribute checked).
+        let packed = unsafe { buffers.send.array().local_range_mut(0..home.len()) };
+        let mut out = by_rank::split(packed, &plan.rank_counts());
+        let mut staged = vec![false; plan.grid.ranks()];
+        for (i, r, _) in plan.targets() {
+            let count = plan.send_count(r);
+            if count == 0 {
+                continue;
+            }
+            let at = offers[i][0] as usize;
+            // SAFETY: target r offered elements at..at + count of its receive buffer to this
+            // PE alone for this call (the offsets of its sources do not overlap), and reads
+            // them only after this PE's signal below; the view lives until then.
+            match unsafe { recv.remote_range_mut(plan.grid.pe_of(r), at..at + count)? } {
+                Some(place) => out[r] = place,
+                None => staged[r] = true,
+            }
+        }
+        plan.pack(home, out);
+        for (i, r, slot) in plan.targets() {
+            let count = plan.send_count(r);
+            if count == 0 {
+                continue;
+            }
+            let pe = plan.grid.pe_of(r);
+            if staged[r] {
+                let at = plan.dest_offsets[r];
+                // SAFETY: the send buffer's range for r, just packed; nothing writes it until
+                // this blocking put returns.
+                let data = unsafe { buffers.send.array().local_range(at..at + count) };
+                recv.put_signal(pe, offers[i][0] as usize, data, &self.lines.delivered, slot, plan.calls)?;
+            } else {
+                self.lines.delivered.set(pe, slot, plan.calls)?;
+            }
+        }
+        Ok(())
     }
 }
