@@ -228,7 +228,7 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
 fn matching_fft_path(path: RedistPath) -> AlltoallPath {
     match path {
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => AlltoallPath::OrderedOneSided,
-        RedistPath::Mpi | RedistPath::MpiAlltoallv => AlltoallPath::Mpi,
+        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => AlltoallPath::Mpi,
     }
 }
 
@@ -368,7 +368,7 @@ fn run_configuration(
 ) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
     let overlap = match path {
-        RedistPath::Mpi | RedistPath::MpiAlltoallv => ExchangePath::Mpi,
+        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => ExchangePath::Mpi,
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
     };
     let mut home = setup.home.clone();

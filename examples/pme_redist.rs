@@ -252,7 +252,8 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
 
 fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
-    let overlap_path = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) {
+    let overlap_path = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor)
+    {
         ExchangePath::Mpi
     } else {
         ExchangePath::Put

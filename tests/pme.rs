@@ -4,8 +4,9 @@
 //! the source's home order); every force back at its atom; in a rectangular and in a triclinic
 //! box; with home sets that grow and shrink from one plan to the next; spread slabs and
 //! gathered forces against the serial computation, bit-identical across paths; an atom that
-//! moved too far reported by every PE, and the step after it working; bad input failing
-//! cleanly; the same on several threads per PE.
+//! moved too far reported by every PE, and the step after it working; with a displacement
+//! margin, partners as the atoms reach (against a search) and buffers smaller than the
+//! system; bad input failing cleanly; the same on several threads per PE.
 
 use std::time::Duration;
 
@@ -362,11 +363,12 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
         let mut prints = Vec::new();
         for path in RedistPath::ALL {
             let homes = homes(rt, structure, &pme)?;
-            let overlap = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv) {
-                ExchangePath::Mpi
-            } else {
-                ExchangePath::Put
-            };
+            let overlap =
+                if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) {
+                    ExchangePath::Mpi
+                } else {
+                    ExchangePath::Put
+                };
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .path(path)
                 .collective_build(&homes[me], structure.len())?;
@@ -474,6 +476,135 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
         }
         let forces = vec![[0.0; 3]; delivered.received().len()];
         delivered.return_forces_from(&forces, &mut home_forces)?;
+    }
+    Ok(())
+}
+
+/// The PME ranks an atom at `x` can reach by moving at most `margin` nm along x (the only
+/// direction that changes its slab in a rectangular box), by sampling.
+fn reachable(grid: &PmeGrid, x: RVec, margin: f32) -> Vec<usize> {
+    let mut ranks: Vec<usize> =
+        (-100..=100).map(|i| grid.rank_of([x[0] + margin * i as f32 / 100.0, x[1], x[2]])).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
+}
+
+/// With a displacement margin, each PE sends to exactly the PME ranks its atoms can reach
+/// within it (against a search by sampling), each PME rank hears from exactly the PEs that
+/// can reach it, the buffers hold far less than the system, and steps whose atoms move less
+/// than the margin are exact on every path, across plans.
+fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
+    const MARGIN: f32 = 0.05;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 1, 1]);
+    for pme in layouts(n) {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        for path in RedistPath::ALL {
+            let mut homes = homes(rt, &structure, &pme)?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .displacement_margin(MARGIN)
+                .collective_build(&homes[me], structure.len())?;
+            for step in 0..9u64 {
+                if step % 4 == 3 {
+                    redist.collective_plan(&homes[me])?;
+                }
+                if step % 4 == 0 || step % 4 == 3 {
+                    // Partners as planned, against the search, for every PE.
+                    let reached: Vec<Vec<usize>> = homes
+                        .iter()
+                        .map(|h| {
+                            let mut ranks: Vec<usize> =
+                                h.iter().flat_map(|p| reachable(&grid, p.x, MARGIN)).collect();
+                            ranks.sort_unstable();
+                            ranks.dedup();
+                            ranks
+                        })
+                        .collect();
+                    let particle = particle_pes(n, &pme);
+                    if me < particle && !homes[me].is_empty() {
+                        ensure!(
+                            redist.targets() == reached[me].as_slice(),
+                            "{path}, PME on {pme:?}, step {step}: PE {me} sends to {:?}, its atoms reach {:?}",
+                            redist.targets(),
+                            reached[me]
+                        );
+                    }
+                    if let Some(rank) = redist.pme_rank() {
+                        let want: Vec<usize> = (0..particle)
+                            .filter(|&p| {
+                                reached[p].contains(&rank)
+                                    || (homes[p].is_empty() && p % grid.ranks() == rank)
+                            })
+                            .collect();
+                        ensure!(
+                            redist.sources() == want,
+                            "{path}, PME on {pme:?}, step {step}: rank {rank} hears from {:?}, expected {want:?}",
+                            redist.sources()
+                        );
+                    }
+                }
+                let context = format!("{path}, PME on {pme:?}, margin {MARGIN} nm, step {step}");
+                checked_step(&mut redist, &grid, &homes, me, step, &context)?;
+                moves(&mut homes, step);
+            }
+            // Buffers by the share, not the system: with three PME ranks or more, less in all
+            // than the old receive and force buffers alone (the whole system's atoms and
+            // forces); the send buffers hold the most home atoms of any PE.
+            let whole = structure.len() * (size_of::<Particle>() + size_of::<RVec>());
+            if grid.ranks() >= 3 {
+                ensure!(
+                    redist.symmetric_bytes() < whole,
+                    "{path}, PME on {pme:?}: {} symmetric bytes on PE {me}, as much as the whole system's {whole}",
+                    redist.symmetric_bytes()
+                );
+            }
+        }
+        if me == 0 {
+            println!("  PME on PEs {pme:?}: partners as the margin reaches, every path exact");
+        }
+    }
+    Ok(())
+}
+
+/// With a displacement margin, an atom that moves one and a half slabs (past every slab it
+/// could reach) is reported by every PE, PME-only PEs included; a new plan goes on.
+fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 1, 1]);
+    let lx = structure.pbc.diagonal()[0];
+    for pme in layouts(n).into_iter().filter(|l| l.len() >= 2) {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let slab = lx / grid.ranks() as f32;
+        for path in RedistPath::ALL {
+            let mut homes = homes(rt, &structure, &pme)?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .displacement_margin(0.05)
+                .collective_build(&homes[me], structure.len())?;
+            let pe = particle_pes(n, &pme) - 1;
+            let i = homes[pe].len() / 3;
+            homes[pe][i].x[0] = (homes[pe][i].x[0] + 1.5 * slab) % lx;
+            let atom = homes[pe][i].global;
+            let delivered = redist.redistribute(&homes[me])?;
+            let forces = vec![[0.0; 3]; delivered.received().len()];
+            let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+            let outcome = delivered.return_forces_from(&forces, &mut home_forces);
+            ensure!(
+                matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
+                "{path}, PME on {pme:?}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
+            );
+            redist.collective_plan(&homes[me])?;
+            checked_step(
+                &mut redist,
+                &grid,
+                &homes,
+                me,
+                1,
+                &format!("{path}, PME on {pme:?}, after a new plan"),
+            )?;
+        }
     }
     Ok(())
 }
@@ -588,6 +719,8 @@ fn main() {
         home_counts_grow_and_shrink_across_plans,
         spread_and_gather_match_serial_on_every_path,
         moved_too_far_is_reported_everywhere,
+        partners_follow_the_margin,
+        an_atom_past_its_margin_is_reported_everywhere,
         bad_calls_fail_cleanly,
         threads_place_and_pack_alike,
     ];

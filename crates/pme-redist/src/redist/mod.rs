@@ -1,5 +1,5 @@
 //! Redistribution of coordinates and charges from the particle PEs to the PME ranks, and of
-//! forces back, between partners only, on four paths that leave the same bytes in the same
+//! forces back, between partners only, on five paths that leave the same bytes in the same
 //! places.
 //!
 //! **Partners from the plan** ([`Redistribution::collective_plan`], which every PE calls at
@@ -27,9 +27,12 @@
 //!   (`MPI_Mprobe`, which gives the count) and receives into place (`MPI_Mrecv`).
 //! - **mpi-alltoallv**, the reference over every rank: `MPI_Alltoall` of the counts, then
 //!   `MPI_Alltoallv` of the data.
+//! - **mpi-neighbor**: MPI's neighbourhood collectives on distributed graphs of the partners,
+//!   made at each plan: `MPI_Neighbor_alltoall` of the counts, `MPI_Neighbor_alltoallv` of
+//!   the data.
 //!
-//! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`; the
-//! one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
+//! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`,
+//! `neighbor.rs`; the one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
 //! `plan.rs` holds what every path shares (the layout of a step, the counts, the errors a
 //! step carries), `place.rs` where each atom goes, and `by_rank.rs` the packing and
 //! unpacking: a step reads the home atoms twice (placement, with the counts per rank and
@@ -55,6 +58,7 @@ mod by_rank;
 mod get;
 mod lines;
 mod mpi;
+mod neighbor;
 mod partners;
 mod place;
 mod plan;
@@ -84,16 +88,24 @@ pub enum RedistPath {
     OneSidedGet,
     /// One-sided, senders put where the receivers announced.
     OneSidedPut,
-    /// MPI `Sendrecv` between pairs.
+    /// MPI point to point between partners: `Isend`, `Mprobe` and `Mrecv`.
     Mpi,
-    /// MPI `Alltoall` and `Alltoallv`.
+    /// MPI `Alltoall` and `Alltoallv` over every rank: the reference.
     MpiAlltoallv,
+    /// MPI `Neighbor_alltoall` and `Neighbor_alltoallv` on distributed graphs of the
+    /// partners.
+    MpiNeighbor,
 }
 
 impl RedistPath {
     /// Every path, in the order reports list them.
-    pub const ALL: [RedistPath; 4] =
-        [RedistPath::OneSidedGet, RedistPath::OneSidedPut, RedistPath::Mpi, RedistPath::MpiAlltoallv];
+    pub const ALL: [RedistPath; 5] = [
+        RedistPath::OneSidedGet,
+        RedistPath::OneSidedPut,
+        RedistPath::Mpi,
+        RedistPath::MpiAlltoallv,
+        RedistPath::MpiNeighbor,
+    ];
 
     /// The name used on command lines and in benchmark ids.
     pub fn name(self) -> &'static str {
@@ -102,6 +114,7 @@ impl RedistPath {
             RedistPath::OneSidedPut => "onesided-put",
             RedistPath::Mpi => "mpi",
             RedistPath::MpiAlltoallv => "mpi-alltoallv",
+            RedistPath::MpiNeighbor => "mpi-neighbor",
         }
     }
 }
@@ -118,7 +131,8 @@ impl FromStr for RedistPath {
     fn from_str(s: &str) -> Result<RedistPath> {
         RedistPath::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
             Error::Config(format!(
-                "unknown redistribution path {s:?}: expected onesided-get, onesided-put, mpi or mpi-alltoallv"
+                "unknown redistribution path {s:?}: expected onesided-get, onesided-put, mpi, mpi-alltoallv \
+                 or mpi-neighbor"
             ))
         })
     }
@@ -294,6 +308,7 @@ impl<'rt> RedistBuilder<'rt> {
             RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m)?),
             RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false)?),
             RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
+            RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
         };
         let buffers = Buffers {
             send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,

@@ -24,17 +24,54 @@ use crate::RVec;
 use crate::error::{Error, Result};
 
 /// Tag of a message that carries atoms or forces.
-const DATA: c_int = 1;
+pub(super) const DATA: c_int = 1;
 /// Tag of a message that carries an error marker instead.
 const MARK: c_int = 2;
 
 /// The MPI transport: its communicators, and whether it uses the collectives.
 pub(super) struct Mpi {
     comm: SimpleCommunicator,
-    /// The PME ranks' communicator (rank order), on PME ranks only.
-    pme: Option<SimpleCommunicator>,
+    vote: MpiVote,
     alltoallv: bool,
     requests: Vec<ffi::MPI_Request>,
+}
+
+/// The PME ranks' vote on the MPI paths: an `MPI_Allreduce` on their own communicator.
+pub(super) struct MpiVote {
+    /// The PME ranks' communicator (rank order), on PME ranks only.
+    pme: Option<SimpleCommunicator>,
+}
+
+impl MpiVote {
+    /// # Collective
+    /// Every PE of `comm` calls it: splits off the PME ranks' communicator.
+    pub(super) fn collective_new(comm: &SimpleCommunicator, my_rank: Option<usize>) -> Self {
+        let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
+        MpiVote { pme: comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32) }
+    }
+
+    /// The smallest error any PME rank knows of in this step, into the plan.
+    ///
+    /// # Collective
+    /// Every PME rank calls it once per step.
+    pub(super) fn run(&self, plan: &mut Plan<'_>) -> Result<()> {
+        let Some(pme) = &self.pme else { return Ok(()) };
+        let (mine, mut agreed) = (plan.ballot(), 0u64);
+        // SAFETY: one u64 each way; every PME rank calls it once per step.
+        let code = unsafe {
+            ffi::MPI_Allreduce(
+                (&mine as *const u64).cast(),
+                (&mut agreed as *mut u64).cast(),
+                1,
+                u64_type(),
+                min_op(),
+                pme.as_raw(),
+            )
+        };
+        mpi_check(code, "MPI_Allreduce")?;
+        plan.take_vote(agreed);
+        Ok(())
+    }
 }
 
 impl Mpi {
@@ -42,9 +79,8 @@ impl Mpi {
     /// Duplicates the world communicator and splits off the PME ranks'.
     pub(super) fn collective_new(rt: &Runtime, my_rank: Option<usize>, alltoallv: bool) -> Result<Self> {
         let comm = onesided::collective_error_returning_world(rt)?;
-        let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
-        let pme = comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32);
-        Ok(Mpi { comm, pme, alltoallv, requests: Vec::new() })
+        let vote = MpiVote::collective_new(&comm, my_rank);
+        Ok(Mpi { comm, vote, alltoallv, requests: Vec::new() })
     }
 
     /// Starts sending `bytes` bytes from `data` to `to` under `tag`.
@@ -128,26 +164,6 @@ impl Mpi {
         // SAFETY: a u64 holds the 8 bytes.
         unsafe { Mpi::receive(message, (&mut marker as *mut u64).cast(), bytes)? };
         Ok(marker)
-    }
-
-    /// The PME ranks' vote on the step's error.
-    fn vote(&self, plan: &mut Plan<'_>) -> Result<()> {
-        let Some(pme) = &self.pme else { return Ok(()) };
-        let (mine, mut agreed) = (plan.ballot(), 0u64);
-        // SAFETY: one u64 each way; every PME rank calls it once per step.
-        let code = unsafe {
-            ffi::MPI_Allreduce(
-                (&mine as *const u64).cast(),
-                (&mut agreed as *mut u64).cast(),
-                1,
-                u64_type(),
-                min_op(),
-                pme.as_raw(),
-            )
-        };
-        mpi_check(code, "MPI_Allreduce")?;
-        plan.take_vote(agreed);
-        Ok(())
     }
 
     /// One u64 from every PE to every PE (zero where nothing is meant).
@@ -409,7 +425,7 @@ impl<'rt> Transport<'rt> for Mpi {
         forces: Forces<'_>,
         _home_forces: &mut [RVec],
     ) -> Result<bool> {
-        self.vote(plan)?;
+        self.vote.run(plan)?;
         // Sent from wherever they are, the caller's array or the staging buffer alike.
         if self.alltoallv {
             self.backward_everyone(plan, buffers, forces.data)?;
@@ -422,7 +438,7 @@ impl<'rt> Transport<'rt> for Mpi {
 
 /// A message of `bytes` from `pe` that carries more atoms than its bound: the plan's promise
 /// broken, reported rather than written past the source's room.
-fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> Result<()> {
+pub(super) fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> Result<()> {
     if tag == DATA && bytes > bound * size_of::<Particle>() {
         return Err(Error::Verification(format!(
             "PE {pe} sent {} atoms, more than the {bound} its plan allows",
@@ -433,12 +449,12 @@ fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> Result<()> 
 }
 
 /// rsmpi's constants, read from its shim.
-fn bytes_type() -> ffi::MPI_Datatype {
+pub(super) fn bytes_type() -> ffi::MPI_Datatype {
     // SAFETY: reading a constant of rsmpi's shim, initialised before main.
     unsafe { ffi::RSMPI_UINT8_T }
 }
 
-fn u64_type() -> ffi::MPI_Datatype {
+pub(super) fn u64_type() -> ffi::MPI_Datatype {
     // SAFETY: as for bytes_type.
     unsafe { ffi::RSMPI_UINT64_T }
 }
@@ -464,12 +480,12 @@ fn statuses_ignore() -> *mut ffi::MPI_Status {
 }
 
 /// A byte count as an MPI count.
-fn count_of(bytes: usize) -> Result<c_int> {
+pub(super) fn count_of(bytes: usize) -> Result<c_int> {
     c_int::try_from(bytes)
         .map_err(|_| Error::Config(format!("{bytes} bytes exceed what one MPI message can count (i32::MAX)")))
 }
 
 /// An MPI return code as a result.
-fn mpi_check(code: c_int, call: &'static str) -> Result<()> {
+pub(super) fn mpi_check(code: c_int, call: &'static str) -> Result<()> {
     if code == 0 { Ok(()) } else { Err(Error::Comm(onesided::Error::Mpi { call, code })) }
 }
