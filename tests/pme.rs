@@ -609,6 +609,60 @@ fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Pencils (2 × 2 over every PE, 1 × 2 over the last two): every atom on exactly its rank
+/// and every force back on every path, with the default reach and with a margin, and an
+/// atom that moves past its margin along y alone reported everywhere.
+fn pencils_place_every_atom(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 2, 1]);
+    let ly = structure.pbc.diagonal()[1];
+    for (pme, dims) in [((0..n).collect::<Vec<_>>(), [2, 2]), (vec![n - 2, n - 1], [1, 2])] {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?.with_pencils(dims)?;
+        ensure!(grid.is_pencil() && grid.dims() == dims, "{dims:?} pencils");
+        for path in RedistPath::ALL {
+            for margin in [None, Some(0.05)] {
+                let mut homes = homes(rt, &structure, &pme)?;
+                let builder = Redistribution::builder(rt, grid.clone()).path(path);
+                let builder = match margin {
+                    Some(nm) => builder.displacement_margin(nm),
+                    None => builder,
+                };
+                let mut redist = builder.collective_build(&homes[me], structure.len())?;
+                for step in 0..5u64 {
+                    if step == 3 {
+                        redist.collective_plan(&homes[me])?;
+                    }
+                    let context =
+                        format!("{path}, {dims:?} pencils on {pme:?}, margin {margin:?}, step {step}");
+                    checked_step(&mut redist, &grid, &homes, me, step, &context)?;
+                    moves(&mut homes, step);
+                }
+                if margin.is_some() {
+                    // Half the box along y: past every column it could reach.
+                    let pe = particle_pes(n, &pme) - 1;
+                    let i = homes[pe].len() / 2;
+                    homes[pe][i].x[1] = (homes[pe][i].x[1] + ly / 2.0) % ly;
+                    let atom = homes[pe][i].global;
+                    let delivered = redist.redistribute(&homes[me])?;
+                    let forces = vec![[0.0; 3]; delivered.received().len()];
+                    let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+                    let outcome = delivered.return_forces_from(&forces, &mut home_forces);
+                    ensure!(
+                        matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
+                        "{path}, {dims:?} pencils: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
+                    );
+                }
+            }
+        }
+        if me == 0 {
+            println!(
+                "  {dims:?} pencils on PEs {pme:?}: every path placed every atom and returned every force"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Wrong calls fail on every PE with an error that says what to do, and leave the
 /// redistribution usable.
 fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
@@ -725,6 +779,7 @@ fn main() {
         threads_place_and_pack_alike,
     ];
     let mut cases = cases.to_vec();
+    cases.push(pe_test::Case { name: "pencils_place_every_atom", pes: &[4], run: pencils_place_every_atom });
     cases.push(pe_test::Case {
         name: "example_rejects_bad_options_on_every_pe",
         pes: &[2],

@@ -142,13 +142,29 @@ fn homes(
 /// in the forces, falling to 0.07 % and 0.023 kJ mol⁻¹ nm⁻¹ at 0.04 nm (the convergence the
 /// unit tests of `pme_redist::reference` check).
 fn mesh_steps_match_serial_and_ewald_in(rt: &Runtime, structure: &Structure) -> CaseResult {
+    let layouts: Vec<(Vec<usize>, Option<[usize; 2]>)> =
+        layouts(rt.n_pes()).into_iter().map(|l| (l, None)).collect();
+    mesh_steps_match_on(rt, structure, &layouts)
+}
+
+/// As [`mesh_steps_match_serial_and_ewald_in`], on each of `layouts`: the PME PEs and, for
+/// pencils, `[Px, Py]`.
+fn mesh_steps_match_on(
+    rt: &Runtime,
+    structure: &Structure,
+    layouts: &[(Vec<usize>, Option<[usize; 2]>)],
+) -> CaseResult {
     let me = rt.my_pe();
     let charges = charges(structure)?;
     let beta = ewald_coefficient(0.9, 1e-5)?;
     let exact = ewald_sum(structure.pbc.vectors(), &structure.positions, &charges, beta, 1e-14)?;
     let exact_largest = exact.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs()));
-    for pme in layouts(rt.n_pes()) {
-        let grid = PmeGrid::new(structure.pbc.vectors(), 0.12, &pme)?;
+    for (pme, dims) in layouts {
+        let (pme, dims) = (pme.clone(), *dims);
+        let mut grid = PmeGrid::new(structure.pbc.vectors(), 0.12, &pme)?;
+        if let Some(dims) = dims {
+            grid = grid.with_pencils(dims)?;
+        }
         let serial = serial_pme(&grid, &structure.positions, &charges, beta)?;
         let largest = serial.forces.iter().flatten().fold(0f64, |m, v| m.max(v.abs()));
         let group = PeGroup::collective_new(rt, "pme", &pme)?;
@@ -159,9 +175,10 @@ fn mesh_steps_match_serial_and_ewald_in(rt: &Runtime, structure: &Structure) -> 
             (RedistPath::OneSidedGet, ExchangePath::Put, AlltoallPath::NodeAwareOneSided),
             (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
             (RedistPath::MpiAlltoallv, ExchangePath::Mpi, AlltoallPath::OrderedMpi),
+            (RedistPath::MpiNeighbor, ExchangePath::Mpi, AlltoallPath::Mpi),
         ];
         for (redist_path, overlap, fft_path) in paths {
-            let label = format!("{redist_path}/{fft_path}, PME on {pme:?}");
+            let label = format!("{redist_path}/{fft_path}, PME on {pme:?} as {:?}", grid.dims());
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .path(redist_path)
                 .collective_build(&homes[me], structure.len())?;
@@ -219,6 +236,21 @@ fn mesh_steps_match_serial_and_ewald(rt: &Runtime) -> CaseResult {
 
 fn mesh_steps_match_in_a_triclinic_box(rt: &Runtime) -> CaseResult {
     mesh_steps_match_serial_and_ewald_in(rt, &skewed_water())
+}
+
+/// Pencils: the whole mesh step against serial PME and the Ewald sum, bit-identical across
+/// paths, on 2 × 1, 1 × 2 (PME on two of four PEs) and 2 × 2 pencils with 4 PEs, 3 × 2 with
+/// 6 and 2 × 4 with 8, in a rectangular and a triclinic box.
+fn pencil_steps_match_serial(rt: &Runtime) -> CaseResult {
+    let n = rt.n_pes();
+    let all: Vec<usize> = (0..n).collect();
+    let layouts: Vec<(Vec<usize>, Option<[usize; 2]>)> = match n {
+        4 => vec![(vec![2, 3], Some([2, 1])), (vec![2, 3], Some([1, 2])), (all, Some([2, 2]))],
+        6 => vec![(all, Some([3, 2]))],
+        _ => vec![(all, Some([2, 4]))],
+    };
+    mesh_steps_match_on(rt, &water([2, 1, 1]), &layouts)?;
+    mesh_steps_match_on(rt, &skewed_water(), &layouts[layouts.len() - 1..])
 }
 
 /// Parameters that cannot work are errors on every PE, naming what to change.
@@ -314,5 +346,11 @@ fn main() {
         bad_parameters_fail_everywhere,
         example_with_pme_on_a_subset_is_quiet,
     ];
+    let mut cases = cases.to_vec();
+    cases.push(pe_test::Case {
+        name: "pencil_steps_match_serial",
+        pes: &[4, 6, 8],
+        run: pencil_steps_match_serial,
+    });
     pe_test::main_with_variants("pme_mesh", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

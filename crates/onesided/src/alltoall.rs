@@ -110,7 +110,7 @@ enum Delivery<'a, T, U> {
 
 /// An all-to-all of `block` elements per pair of members of a [`PeGroup`].
 pub struct Alltoall<'g, 'rt, T: Pod> {
-    group: &'g PeGroup<'rt>,
+    group: GroupRef<'g, 'rt>,
     name: String,
     path: AlltoallPath,
     block: usize,
@@ -141,6 +141,33 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
     /// block is not a whole number of 32-bit words.
     pub fn collective_new(
         group: &'g PeGroup<'rt>,
+        name: &str,
+        block: usize,
+        path: AlltoallPath,
+    ) -> Result<Self> {
+        Self::collective_with(GroupRef::Borrowed(group), name, block, path)
+    }
+
+    /// [`collective_new`](Self::collective_new) on a group the all-to-all keeps (one of
+    /// [`PeGroup::collective_split`]'s, say, made for it alone).
+    ///
+    /// # Collective
+    /// As [`collective_new`](Self::collective_new): every PE calls it, each with its own part
+    /// of the same split.
+    ///
+    /// # Errors
+    /// As [`collective_new`](Self::collective_new).
+    pub fn collective_owning(
+        group: PeGroup<'rt>,
+        name: &str,
+        block: usize,
+        path: AlltoallPath,
+    ) -> Result<Self> {
+        Self::collective_with(GroupRef::Owned(Box::new(group)), name, block, path)
+    }
+
+    fn collective_with(
+        group: GroupRef<'g, 'rt>,
         name: &str,
         block: usize,
         path: AlltoallPath,
@@ -184,7 +211,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             None
         };
         let phases = match (group.my_rank(), path) {
-            (Some(me), AlltoallPath::NodeAwareOneSided) => node_aware_phases(group, me)?,
+            (Some(me), AlltoallPath::NodeAwareOneSided) => node_aware_phases(&group, me)?,
             (Some(me), _) => (0..n).map(|i| ((me + i) % n, (me + n - i) % n)).collect(),
             (None, _) => Vec::new(),
         };
@@ -547,6 +574,23 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
 /// Phases that visit the nodes in order and, within each, its members in order: member `l`
 /// of node `j` meets member `(l + b) mod m` of node `(j + a) mod nodes` in phase `(a, b)`.
 /// Falls back to the plain order when nodes have different member counts.
+/// The group of an all-to-all: the caller's, or its own.
+enum GroupRef<'g, 'rt> {
+    Borrowed(&'g PeGroup<'rt>),
+    Owned(Box<PeGroup<'rt>>),
+}
+
+impl<'rt> std::ops::Deref for GroupRef<'_, 'rt> {
+    type Target = PeGroup<'rt>;
+
+    fn deref(&self) -> &PeGroup<'rt> {
+        match self {
+            GroupRef::Borrowed(group) => group,
+            GroupRef::Owned(group) => group,
+        }
+    }
+}
+
 fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize)>> {
     let n = group.len();
     let comm = group.communicator().expect("members have the group's communicator");

@@ -96,6 +96,88 @@ impl<'rt> PeGroup<'rt> {
         Ok(group)
     }
 
+    /// The part of `parts` this PE belongs to (the rows of a grid of PEs, say): every PE calls
+    /// it with the same list of disjoint parts of equal size, and each gets the group of its
+    /// own part (a PE in no part gets the first, as a non-member). Collectives over such
+    /// groups ([`Alltoall`](crate::Alltoall)) allocate alike on every PE, and each part's
+    /// members talk among themselves. The groups have MPI communicators but no OpenSHMEM
+    /// team.
+    ///
+    /// # Collective
+    /// Every PE of the job must call it with the same parts.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::CollectiveArgument`] for no parts, an empty part, parts of
+    /// different sizes, a PE in two parts or out of range, or parts that differ between PEs.
+    pub fn collective_split(rt: &'rt Runtime, name: &str, parts: &[Vec<usize>]) -> Result<Self> {
+        let n = rt.n_pes();
+        let mut part_of = vec![None; n];
+        let mut problem = None;
+        if parts.is_empty() || parts[0].is_empty() {
+            problem = Some("it has no parts, or an empty one".to_string());
+        }
+        for (i, part) in parts.iter().enumerate() {
+            if part.len() != parts[0].len() {
+                problem.get_or_insert(format!(
+                    "part {i} has {} members and part 0 {}: the parts must be of one size",
+                    part.len(),
+                    parts[0].len()
+                ));
+            }
+            for &pe in part {
+                match part_of.get_mut(pe) {
+                    None => {
+                        problem.get_or_insert(format!("member PE {pe} does not exist (the job has {n} PEs)"));
+                    }
+                    Some(Some(first)) => {
+                        problem.get_or_insert(format!("PE {pe} is in parts {first} and {i}"));
+                    }
+                    Some(slot) => *slot = Some(i),
+                }
+            }
+        }
+        let digest = parts.iter().flatten().fold(parts.len() as u64, |h, &pe| {
+            (h ^ pe as u64).wrapping_mul(0x100_0000_01b3) & (i64::MAX as u64)
+        });
+        let mut agreement = [digest, i64::MAX as u64 - digest, u64::from(problem.is_some())];
+        rt.max_u64(&mut agreement)?;
+        if let Some(problem) = problem {
+            return Err(Error::CollectiveArgument(format!("PE groups '{name}': {problem}")));
+        }
+        if agreement[2] > 0 {
+            return Err(Error::CollectiveArgument(format!(
+                "PE groups '{name}': another PE passed invalid parts"
+            )));
+        }
+        if agreement[0] != i64::MAX as u64 - agreement[1] {
+            return Err(Error::CollectiveArgument(format!(
+                "PE groups '{name}': the PEs passed different parts; every PE must pass the same"
+            )));
+        }
+        let me = rt.my_pe();
+        let mine = part_of[me];
+        let members = parts[mine.unwrap_or(0)].clone();
+        let mut ranks = vec![None; n];
+        for (rank, &pe) in members.iter().enumerate() {
+            ranks[pe] = Some(rank);
+        }
+        let color = match mine {
+            Some(i) => Color::with_value(i as i32),
+            None => Color::undefined(),
+        };
+        let key = ranks[me].unwrap_or(0) as i32;
+        let comm = rt.world().split_by_color_with_key(color, key);
+        Ok(PeGroup {
+            rt,
+            name: name.to_string(),
+            members,
+            ranks,
+            comm,
+            #[cfg(shmem_spec_1_5)]
+            team: None,
+        })
+    }
+
     /// Every PE of the job, ranked by PE number.
     ///
     /// # Collective

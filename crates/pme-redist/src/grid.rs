@@ -1,5 +1,7 @@
 //! The PME decomposition: a charge grid `Kx × Ky × Kz` over a rectangular or triclinic box,
-//! split into slabs along its first axis over the PME ranks, and where an atom sits on it.
+//! split over the PME ranks into slabs along its first axis or into pencils along x and y
+//! (`Px × Py` ranks, rank `a · Py + b` holding x planes of row `a` and y lines of column
+//! `b`, every z), and where an atom sits on it.
 //!
 //! The box is given as GROMACS gives it: three box vectors, the rows of its `matrix box`,
 //! a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz). An atom is placed by its fractional
@@ -14,15 +16,48 @@ use crate::RVec;
 use crate::error::{Error, Result};
 use crate::spline::ORDER;
 
-/// The PME grid and its slabs.
+/// How the PME grid is split over the PME ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmeDecomposition {
+    /// Slabs along x: at most a quarter as many PME ranks as x planes.
+    Slab,
+    /// Pencils along x and y, `Px × Py` ranks as [`PmeGrid::pencil_dims`] chooses them.
+    Pencil,
+    /// Slabs while each holds at least `2 (order - 1)` planes, pencils beyond, as GROMACS
+    /// decides.
+    Auto,
+}
+
+impl std::str::FromStr for PmeDecomposition {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<PmeDecomposition> {
+        match s {
+            "slab" => Ok(PmeDecomposition::Slab),
+            "pencil" => Ok(PmeDecomposition::Pencil),
+            "auto" => Ok(PmeDecomposition::Auto),
+            other => Err(Error::Config(format!(
+                "unknown PME decomposition {other:?}: expected slab, pencil or auto"
+            ))),
+        }
+    }
+}
+
+/// The PME grid and its decomposition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PmeGrid {
     box_vectors: [RVec; 3],
     k: [usize; 3],
-    /// `bounds[r]..bounds[r + 1]` are the x planes of PME rank `r`.
+    /// PME ranks along x and along y (slabs: `[m, 1]`).
+    dims: [usize; 2],
+    /// `bounds[a]..bounds[a + 1]` are the x planes of row `a` (of PME rank `a` with slabs).
     bounds: Vec<usize>,
-    /// The PME rank of each x plane.
+    /// `y_bounds[b]..y_bounds[b + 1]` are the y lines of column `b`.
+    y_bounds: Vec<usize>,
+    /// The row of each x plane.
     plane_rank: Vec<u32>,
+    /// The column of each y line.
+    line_column: Vec<u32>,
     /// The reciprocal box, GROMACS's `recipbox`: the inverse of the matrix whose rows are the
     /// box vectors, lower triangular like it (`recip[e][d]` is ∂s_d/∂x_e). Positions become
     /// fractions by multiplications.
@@ -124,22 +159,102 @@ impl PmeGrid {
                 )));
             }
         }
-        let bounds: Vec<usize> = (0..=m).map(|r| r * k[0] / m).collect();
-        let thinnest = bounds.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
-        if thinnest < ORDER {
+        let recip = reciprocal_box(&box_vectors);
+        let x_only = recip[1][0] == 0.0 && recip[2][0] == 0.0;
+        let grid = PmeGrid {
+            box_vectors,
+            k,
+            dims: [m, 1],
+            bounds: Vec::new(),
+            y_bounds: Vec::new(),
+            plane_rank: Vec::new(),
+            line_column: Vec::new(),
+            recip,
+            x_only,
+            pes: pme_pes.to_vec(),
+        };
+        grid.split([m, 1])
+    }
+
+    /// The same grid over the same PME ranks, decomposed as `decomposition` says.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the ranks cannot be decomposed so (slabs or pencils thinner than
+    /// the interpolation order).
+    pub fn decomposed(self, decomposition: PmeDecomposition) -> Result<PmeGrid> {
+        let m = self.ranks();
+        let slabs_hold = self.k[0] / m >= 2 * (ORDER - 1);
+        match decomposition {
+            PmeDecomposition::Slab => self.split([m, 1]),
+            PmeDecomposition::Auto if slabs_hold || m == 1 => self.split([m, 1]),
+            _ => {
+                let dims = PmeGrid::pencil_dims(self.k, m);
+                self.split(dims)
+            }
+        }
+    }
+
+    /// The same grid over the same PME ranks in `px × py` pencils (`py` 1: slabs).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `px · py` is not the number of PME ranks, or a pencil would hold
+    /// fewer planes or lines than the interpolation order.
+    pub fn with_pencils(self, [px, py]: [usize; 2]) -> Result<PmeGrid> {
+        self.split([px, py])
+    }
+
+    /// The pencils GROMACS-style for `m` ranks on a grid of `k` points: of the ways to write
+    /// `m = px · py` with at least the interpolation order of planes and lines per rank, the
+    /// one whose thinnest side is thickest (then the larger `px`); slabs when none fits.
+    pub fn pencil_dims(k: [usize; 3], m: usize) -> [usize; 2] {
+        (1..=m)
+            .filter(|px| m.is_multiple_of(*px))
+            .map(|px| [px, m / px])
+            .filter(|&[px, py]| k[0] / px >= ORDER && k[1] / py >= ORDER)
+            .max_by_key(|&[px, py]| ((k[0] / px).min(k[1] / py), px))
+            .unwrap_or([m, 1])
+    }
+
+    fn split(mut self, [px, py]: [usize; 2]) -> Result<PmeGrid> {
+        let (m, k) = (self.ranks(), self.k);
+        if px * py != m || px == 0 {
             return Err(Error::Config(format!(
-                "{} x planes over {m} PME ranks leave slabs of {thinnest} planes, but interpolation \
+                "{px} x {py} pencils do not make the {m} PME ranks: their product must be the rank count"
+            )));
+        }
+        let bounds: Vec<usize> = (0..=px).map(|r| r * k[0] / px).collect();
+        let y_bounds: Vec<usize> = (0..=py).map(|r| r * k[1] / py).collect();
+        let thinnest = |b: &[usize]| b.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
+        if thinnest(&bounds) < ORDER {
+            let what = if py == 1 { "slabs" } else { "pencils" };
+            return Err(Error::Config(format!(
+                "{} x planes over {px} PME ranks along x leave {what} of {} planes, but interpolation \
                  order {ORDER} spreads each charge over {ORDER}: the grid is too coarse for the \
-                 interpolation order on this many PME ranks; use at most {} PME ranks or a finer spacing",
+                 interpolation order on this many PME ranks; use at most {} PME ranks along x, \
+                 pencils, or a finer spacing",
                 k[0],
+                thinnest(&bounds),
                 k[0] / ORDER
             )));
         }
-        let plane_rank =
+        if py > 1 && thinnest(&y_bounds) < ORDER {
+            return Err(Error::Config(format!(
+                "{} y lines over {py} PME ranks along y leave pencils {} lines wide, but interpolation \
+                 order {ORDER} spreads each charge over {ORDER}: use at most {} PME ranks along y or a \
+                 finer spacing",
+                k[1],
+                thinnest(&y_bounds),
+                k[1] / ORDER
+            )));
+        }
+        self.plane_rank =
             (0..k[0]).map(|plane| (bounds.partition_point(|&b| b <= plane) - 1) as u32).collect();
-        let recip = reciprocal_box(&box_vectors);
-        let x_only = recip[1][0] == 0.0 && recip[2][0] == 0.0;
-        Ok(PmeGrid { box_vectors, k, bounds, plane_rank, recip, x_only, pes: pme_pes.to_vec() })
+        self.line_column =
+            (0..k[1]).map(|line| (y_bounds.partition_point(|&b| b <= line) - 1) as u32).collect();
+        self.bounds = bounds;
+        self.y_bounds = y_bounds;
+        self.dims = [px, py];
+        Ok(self)
     }
 
     /// Grid points per dimension.
@@ -180,9 +295,26 @@ impl PmeGrid {
         self.pes.iter().position(|&p| p == pe)
     }
 
+    /// PME ranks along x and along y (`[m, 1]` with slabs).
+    pub fn dims(&self) -> [usize; 2] {
+        self.dims
+    }
+
+    /// Whether the grid is split in two dimensions.
+    pub fn is_pencil(&self) -> bool {
+        self.dims[1] > 1
+    }
+
     /// The x planes `lo..hi` of PME rank `rank`.
     pub fn slab(&self, rank: usize) -> (usize, usize) {
-        (self.bounds[rank], self.bounds[rank + 1])
+        let a = rank / self.dims[1];
+        (self.bounds[a], self.bounds[a + 1])
+    }
+
+    /// The y lines `lo..hi` of PME rank `rank` (every line with slabs).
+    pub fn lines(&self, rank: usize) -> (usize, usize) {
+        let b = rank % self.dims[1];
+        (self.y_bounds[b], self.y_bounds[b + 1])
     }
 
     /// Where an atom sits on the grid: per dimension, the grid line at or below its wrapped
@@ -262,7 +394,33 @@ impl PmeGrid {
     /// whose share comes back through the overlap exchange).
     #[inline]
     pub fn rank_of(&self, x: RVec) -> usize {
-        self.rank_of_plane(self.line(0, x).0)
+        let row = self.rank_of_plane(self.line(0, x).0);
+        if self.dims[1] == 1 { row } else { row * self.dims[1] + self.column_of_line(self.line(1, x).0) }
+    }
+
+    /// The y fraction of position `x`, before wrapping, computed as [`line`](Self::line)
+    /// computes it.
+    pub(crate) fn y_fraction(&self, x: RVec) -> f64 {
+        let [_, y, z] = x.map(f64::from);
+        y * self.recip[1][1] + z * self.recip[2][1]
+    }
+
+    /// The largest change of the y fraction a displacement of `distance` nm can make.
+    pub(crate) fn y_fraction_reach(&self, distance: f64) -> f64 {
+        let r = &self.recip;
+        distance * (r[1][1] * r[1][1] + r[2][1] * r[2][1]).sqrt()
+    }
+
+    /// The y line at or below fractional coordinate `s` along y (any real, wrapped).
+    pub(crate) fn line_at(&self, s: f64) -> usize {
+        let f = s - floor(s);
+        let k = self.k[1] as i64;
+        ((f * k as f64) as i64).clamp(0, k - 1) as usize
+    }
+
+    /// The column (of pencils) whose lines hold y line `line`; 0 with slabs.
+    pub fn column_of_line(&self, line: usize) -> usize {
+        self.line_column[line] as usize
     }
 
     /// The reciprocal box, GROMACS's `recipbox`: `recip[e][d]` is ∂s_d/∂x_e.
@@ -285,7 +443,8 @@ impl PmeGrid {
         &self.plane_rank
     }
 
-    /// The PME rank whose slab holds x plane `plane` (`plane` below the x size).
+    /// The PME rank whose slab holds x plane `plane` (`plane` below the x size); with pencils,
+    /// the row of PME ranks.
     pub fn rank_of_plane(&self, plane: usize) -> usize {
         self.plane_rank[plane] as usize
     }

@@ -61,6 +61,7 @@
 
 mod error;
 mod fft;
+mod fft_pencil;
 mod grid;
 mod pme;
 mod redist;
@@ -71,10 +72,13 @@ mod spread;
 
 pub use error::{Error, Result};
 pub use fft::{Complex32, SlabFft};
-pub use grid::PmeGrid;
+pub use fft_pencil::PencilFft;
+pub use grid::{PmeDecomposition, PmeGrid};
 pub use onesided::ErrorScope;
-pub use pme::{Pme, PmeTimes};
-pub use redist::{Mesh, Particle, RedistBuilder, RedistPath, Redistribution, Step};
+pub use pme::{MeshFft, Pme, PmeTimes};
+pub use redist::{
+    GROWTH_FACTOR, Mesh, Particle, RedistBuilder, RedistPath, Redistribution, Step, planned_targets,
+};
 pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
 pub use spread::{SlabGrid, serial_gather, serial_spread};
 

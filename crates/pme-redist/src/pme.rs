@@ -7,7 +7,8 @@ use mpi::traits::CommunicatorCollectives;
 use onesided::{AlltoallPath, ExchangePath, PeGroup};
 
 use crate::error::{Error, Result};
-use crate::fft::SlabFft;
+use crate::fft::{Complex32, SlabFft};
+use crate::fft_pencil::PencilFft;
 use crate::grid::PmeGrid;
 use crate::redist::Mesh;
 use crate::solve::Reciprocal;
@@ -55,7 +56,7 @@ impl PmeTimes {
 pub struct Pme<'g, 'rt> {
     group: &'g PeGroup<'rt>,
     slab: SlabGrid<'rt>,
-    fft: SlabFft<'g, 'rt>,
+    fft: MeshFft<'g, 'rt>,
     solver: Option<Reciprocal>,
     times: PmeTimes,
 }
@@ -81,11 +82,29 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         fft_path: AlltoallPath,
     ) -> Result<Self> {
         let rt = group.runtime();
+        let pme_pes: Vec<usize> = (0..grid.ranks()).map(|r| grid.pe_of(r)).collect();
+        if group.members() != pme_pes.as_slice() {
+            return Err(Error::Config(format!(
+                "the PME mesh's group '{}' has members {:?}, but the grid's PME ranks are PEs {:?}: \
+                 make the group of the grid's PME PEs in rank order",
+                group.name(),
+                group.members(),
+                pme_pes
+            )));
+        }
         let slab = SlabGrid::collective_new(rt, grid, overlap_path)?;
-        let fft = SlabFft::collective_new(group, grid, fft_path)?;
+        let fft = if grid.is_pencil() {
+            MeshFft::Pencil(Box::new(PencilFft::collective_new(rt, grid, fft_path)?))
+        } else {
+            MeshFft::Slab(Box::new(SlabFft::collective_new(group, grid, fft_path)?))
+        };
         // Every PE checks beta, so that a bad one is an error everywhere.
-        let lines = fft.spectrum_lines();
-        let solver = Reciprocal::new(grid, beta, lines)?;
+        let solver = match &fft {
+            MeshFft::Slab(fft) => Reciprocal::new(grid, beta, fft.spectrum_lines())?,
+            MeshFft::Pencil(fft) => {
+                Reciprocal::for_block(grid, beta, fft.spectrum_z(), fft.spectrum_lines())?
+            }
+        };
         let solver = group.my_rank().map(|_| solver);
         Ok(Pme { group, slab, fft, solver, times: PmeTimes::default() })
     }
@@ -106,7 +125,7 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     }
 
     /// The FFT.
-    pub fn fft(&self) -> &SlabFft<'g, 'rt> {
+    pub fn fft(&self) -> &MeshFft<'g, 'rt> {
         &self.fft
     }
 
@@ -182,6 +201,47 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         let mut shares = vec![0.0f64; self.group.runtime().n_pes()];
         world.all_gather_into(&share, &mut shares[..]);
         Ok((0..self.group.len()).map(|r| shares[self.group.members()[r]]).sum())
+    }
+}
+
+/// The 3-D FFT of a [`Pme`]: in slabs or in pencils, as its grid is decomposed.
+#[derive(Debug)]
+pub enum MeshFft<'g, 'rt> {
+    /// Slabs along x, one transpose per direction.
+    Slab(Box<SlabFft<'g, 'rt>>),
+    /// Pencils along x and y, two transposes per direction.
+    Pencil(Box<PencilFft<'rt>>),
+}
+
+impl MeshFft<'_, '_> {
+    /// The time spent in the transposes' communication, both ways, since creation
+    /// ([`SlabFft::transpose_time`]; with pencils, the whole transposes).
+    pub fn transpose_time(&self) -> Duration {
+        match self {
+            MeshFft::Slab(fft) => fft.transpose_time(),
+            MeshFft::Pencil(fft) => fft.transpose_time(),
+        }
+    }
+
+    fn forward(&mut self, grid: &[f32]) -> Result<()> {
+        match self {
+            MeshFft::Slab(fft) => fft.forward(grid),
+            MeshFft::Pencil(fft) => fft.forward(grid),
+        }
+    }
+
+    fn backward(&mut self, grid: &mut [f32]) -> Result<()> {
+        match self {
+            MeshFft::Slab(fft) => fft.backward(grid),
+            MeshFft::Pencil(fft) => fft.backward(grid),
+        }
+    }
+
+    fn spectrum_mut(&mut self) -> &mut [Complex32] {
+        match self {
+            MeshFft::Slab(fft) => fft.spectrum_mut(),
+            MeshFft::Pencil(fft) => fft.spectrum_mut(),
+        }
     }
 }
 

@@ -167,6 +167,16 @@ impl Reciprocal {
     /// [`Error::Config`] for a `beta` that is not a positive finite number, or lines beyond
     /// the grid.
     pub fn new(grid: &PmeGrid, beta: f64, lines: Range<usize>) -> Result<Reciprocal> {
+        let kzc = grid.sizes()[2] / 2 + 1;
+        Reciprocal::for_block(grid, beta, 0..kzc, lines)
+    }
+
+    /// The influence function on the complex z values `zs` and y lines `lines` of a spectrum
+    /// laid out `[kz - zs.start][y - lines.start][x]` (a [`PencilFft`](crate::PencilFft)'s).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and for z values beyond `Kz / 2`.
+    pub fn for_block(grid: &PmeGrid, beta: f64, zs: Range<usize>, lines: Range<usize>) -> Result<Reciprocal> {
         if !(beta > 0.0 && beta.is_finite()) {
             return Err(Error::Config(format!(
                 "the Ewald coefficient must be a positive number of inverse nm, got {beta} \
@@ -180,10 +190,15 @@ impl Reciprocal {
             )));
         }
         let kzc = kz / 2 + 1;
+        if zs.end > kzc || zs.start > zs.end {
+            return Err(Error::Config(format!(
+                "complex z values {zs:?} of a spectrum lie outside the grid's {kzc}"
+            )));
+        }
         let influence = Influence::new(grid, beta);
-        let n = kzc * lines.len() * kx;
+        let n = zs.len() * lines.len() * kx;
         let (mut eta, mut weight) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for c in 0..kzc {
+        for c in zs {
             let corner = if c == 0 || (kz.is_multiple_of(2) && c == kz / 2) { 0.5 } else { 1.0 };
             for y in lines.clone() {
                 for x in 0..kx {

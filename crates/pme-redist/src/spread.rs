@@ -1,10 +1,15 @@
-//! Charge spreading onto a PME rank's slab with B-splines of order 4, the overlap exchange
-//! between neighbouring slabs, the force gather, and the serial reference of both.
+//! Charge spreading onto a PME rank's slab or pencil with B-splines of order 4, the overlap
+//! exchange between neighbouring slabs or pencils, the force gather, and the serial reference
+//! of both.
 //!
 //! A charge whose x grid line is `i` spreads onto planes `i - 3 ..= i`: a PME rank's local
 //! grid is its slab plus the three planes below it, whose contributions belong to the slab
 //! below and travel there ([`SlabGrid::collective_reduce_overlap`]); for the gather, the final
-//! values of those planes come back ([`SlabGrid::collective_return_overlap`]).
+//! values of those planes come back ([`SlabGrid::collective_return_overlap`]). With pencils
+//! the local grid also holds the three y lines below the pencil's: the overlap is summed
+//! along y first (to the pencil below in y, every local plane), then along x (to the pencil
+//! below in x), and comes back in the reverse order, so that the corner, below in both,
+//! arrives by way of the pencil beside it, as GROMACS's `gmx_sum_qgrid_dd` does it.
 //!
 //! Spreading runs on rayon over x planes: each plane sums the contributions of the charges
 //! whose spline reaches it, charge by charge in received order, so the grid is the same
@@ -22,17 +27,29 @@ use crate::spline::{ORDER, weights};
 /// Planes below a slab that its charges reach.
 const OVERLAP: usize = ORDER - 1;
 
-/// One PME rank's slab of the charge grid, with the overlap planes below it.
+/// One PME rank's slab (or pencil) of the charge grid, with the overlap planes below it (and
+/// with pencils the overlap lines).
 pub struct SlabGrid<'rt> {
     grid: PmeGrid,
     rank: Option<usize>,
     lo: usize,
     hi: usize,
-    /// Planes `lo - OVERLAP .. hi` (wrapped), each `Ky × Kz`, y major.
+    /// Local rows per plane: `Ky` with slabs; with pencils the lines `y_lo - OVERLAP .. y_hi`
+    /// (wrapped), starting at global line `origin`.
+    rows: usize,
+    origin: usize,
+    /// Planes `lo - OVERLAP .. hi` (wrapped), each `rows × Kz`, y major.
     data: Vec<f32>,
+    /// With pencils, this rank's own part (planes `lo..hi`, lines `y_lo..y_hi`, every z),
+    /// for the FFT; empty with slabs, whose own part lies contiguous in `data`.
+    own: Vec<f32>,
     reduce: Exchange<'rt, f32>,
     back: Exchange<'rt, f32>,
     overlap: SymArray<'rt, f32>,
+    /// With pencils, the exchanges and buffer of the overlap lines.
+    reduce_y: Exchange<'rt, f32>,
+    back_y: Exchange<'rt, f32>,
+    overlap_y: SymArray<'rt, f32>,
     /// The stencils of the last spread and the positions they were made for: the gather of
     /// the same particles reuses them, as GROMACS's gather reuses its spread's splines.
     stencils: Vec<Stencil>,
@@ -51,16 +68,40 @@ impl<'rt> SlabGrid<'rt> {
         let rank = grid.rank_of_pe(rt.my_pe());
         let (lo, hi) = rank.map_or((0, 0), |r| grid.slab(r));
         let [_, ky, kz] = grid.sizes();
+        let [px, py] = grid.dims();
+        let pencil = grid.is_pencil();
+        let (y_lo, y_hi) = rank.map_or((0, 0), |r| grid.lines(r));
+        let rows = if pencil { y_hi - y_lo + OVERLAP } else { ky };
+        let origin = if pencil { (y_lo + ky - OVERLAP) % ky } else { 0 };
         let planes = if rank.is_some() { hi - lo + OVERLAP } else { 0 };
+        // Symmetric buffers are as long as the widest rank's.
+        let widest_rows = if pencil {
+            (0..py).map(|b| grid.lines(b).1 - grid.lines(b).0).max().unwrap_or(0) + OVERLAP
+        } else {
+            ky
+        };
+        let widest_planes =
+            (0..px).map(|a| grid.slab(a * py).1 - grid.slab(a * py).0).max().unwrap_or(0) + OVERLAP;
+        let own = if pencil && rank.is_some() { (hi - lo) * (y_hi - y_lo) * kz } else { 0 };
         Ok(SlabGrid {
             grid: grid.clone(),
             rank,
             lo,
             hi,
-            data: vec![0.0; planes * ky * kz],
+            rows,
+            origin,
+            data: vec![0.0; planes * rows * kz],
+            own: vec![0.0; own],
             reduce: Exchange::collective_new(rt, "pme overlap", path)?,
             back: Exchange::collective_new(rt, "pme overlap return", path)?,
-            overlap: SymArray::collective_alloc(rt, "pme overlap planes", OVERLAP * ky * kz)?,
+            overlap: SymArray::collective_alloc(rt, "pme overlap planes", OVERLAP * widest_rows * kz)?,
+            reduce_y: Exchange::collective_new(rt, "pme overlap lines", path)?,
+            back_y: Exchange::collective_new(rt, "pme overlap lines return", path)?,
+            overlap_y: SymArray::collective_alloc(
+                rt,
+                "pme overlap lines",
+                if pencil { widest_planes * OVERLAP * kz } else { 1 },
+            )?,
             stencils: Vec::new(),
             spread_positions: Vec::new(),
             spread_points: Vec::new(),
@@ -68,8 +109,34 @@ impl<'rt> SlabGrid<'rt> {
     }
 
     fn plane_len(&self) -> usize {
-        let [_, ky, kz] = self.grid.sizes();
-        ky * kz
+        self.rows * self.grid.sizes()[2]
+    }
+
+    /// The PE of the rank below (`-1`) or above (`+1`) this one in x (`d` 0) or y (`d` 1).
+    fn neighbour(&self, rank: usize, d: usize, step: isize) -> usize {
+        let [px, py] = self.grid.dims();
+        let (a, b) = (rank / py, rank % py);
+        let (a, b) = match d {
+            0 => ((a as isize + step).rem_euclid(px as isize) as usize, b),
+            _ => (a, (b as isize + step).rem_euclid(py as isize) as usize),
+        };
+        self.grid.pe_of(a * py + b)
+    }
+
+    /// With pencils, copies this rank's own lines between the local grid and `own`.
+    fn own_lines(&mut self, into_own: bool) {
+        let kz = self.grid.sizes()[2];
+        let lines = self.rows - OVERLAP;
+        let plane_len = self.plane_len();
+        for (p, own) in self.own.chunks_exact_mut(lines * kz).enumerate() {
+            let start = (p + OVERLAP) * plane_len + OVERLAP * kz;
+            let local = &mut self.data[start..start + lines * kz];
+            if into_own {
+                own.copy_from_slice(local);
+            } else {
+                local.copy_from_slice(own);
+            }
+        }
     }
 
     /// The local plane of the grid line `i` of a charge of this rank (`lo <= i < hi`): its
@@ -105,9 +172,10 @@ impl<'rt> SlabGrid<'rt> {
         let mut fill = start.clone();
         let mut sorted = std::mem::take(&mut self.spread_points);
         sorted.resize(located.len(), SpreadPoint::default());
+        let (origin, ky) = (self.origin, self.grid.sizes()[1]);
         for (stencil, p) in located.iter().zip(particles) {
             let plane = self.top_plane(stencil.line);
-            sorted[fill[plane]] = SpreadPoint::new(stencil, p.q);
+            sorted[fill[plane]] = SpreadPoint::new(stencil, p.q, origin, ky);
             fill[plane] += 1;
         }
         let sorted_ref = &sorted;
@@ -149,9 +217,35 @@ impl<'rt> SlabGrid<'rt> {
     /// Every PE must call it (PEs without a slab take no part in the exchange).
     pub fn collective_reduce_overlap(&mut self) -> Result<()> {
         let Some(rank) = self.rank else { return Ok(()) };
-        let m = self.grid.ranks();
-        let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
-        let n = OVERLAP * self.plane_len();
+        let kz = self.grid.sizes()[2];
+        let plane_len = self.plane_len();
+        if self.grid.is_pencil() {
+            // Along y first: the bottom lines of every local plane to the pencil below in y,
+            // which adds them to its top lines.
+            let (below, above) = (self.neighbour(rank, 1, -1), self.neighbour(rank, 1, 1));
+            let planes = self.data.len() / plane_len;
+            let n = planes * OVERLAP * kz;
+            let mut bottom = Vec::with_capacity(n);
+            for plane in self.data.chunks_exact(plane_len) {
+                bottom.extend_from_slice(&plane[..OVERLAP * kz]);
+            }
+            self.reduce_y
+                .call(&[&self.overlap_y])
+                .send(&[Outgoing::Copy { to: below, data: &bottom }])
+                .receive(&[Incoming { from: above, buffer: 0, offset: 0, room: n }])
+                .run()?;
+            self.overlap_y.read_local(0, &mut bottom)?;
+            let top = plane_len - OVERLAP * kz;
+            self.data.par_chunks_mut(plane_len).zip(bottom.par_chunks(OVERLAP * kz)).for_each(
+                |(plane, add)| {
+                    for (v, r) in plane[top..].iter_mut().zip(add) {
+                        *v += r;
+                    }
+                },
+            );
+        }
+        let (below, above) = (self.neighbour(rank, 0, -1), self.neighbour(rank, 0, 1));
+        let n = OVERLAP * plane_len;
         self.reduce
             .call(&[&self.overlap])
             .send(&[Outgoing::Copy { to: below, data: &self.data[..n] }])
@@ -161,6 +255,9 @@ impl<'rt> SlabGrid<'rt> {
         self.overlap.read_local(0, &mut received)?;
         let top = self.data.len() - n;
         self.data[top..].par_iter_mut().zip(received.par_iter()).for_each(|(v, r)| *v += r);
+        if self.grid.is_pencil() {
+            self.own_lines(true);
+        }
         Ok(())
     }
 
@@ -170,9 +267,13 @@ impl<'rt> SlabGrid<'rt> {
     /// As [`collective_reduce_overlap`](Self::collective_reduce_overlap).
     pub fn collective_return_overlap(&mut self) -> Result<()> {
         let Some(rank) = self.rank else { return Ok(()) };
-        let m = self.grid.ranks();
-        let (below, above) = (self.grid.pe_of((rank + m - 1) % m), self.grid.pe_of((rank + 1) % m));
-        let n = OVERLAP * self.plane_len();
+        let kz = self.grid.sizes()[2];
+        let plane_len = self.plane_len();
+        if self.grid.is_pencil() {
+            self.own_lines(false);
+        }
+        let (below, above) = (self.neighbour(rank, 0, -1), self.neighbour(rank, 0, 1));
+        let n = OVERLAP * plane_len;
         let top = self.data.len() - n;
         self.back
             .call(&[&self.overlap])
@@ -180,13 +281,39 @@ impl<'rt> SlabGrid<'rt> {
             .receive(&[Incoming { from: below, buffer: 0, offset: 0, room: n }])
             .run()?;
         self.overlap.read_local(0, &mut self.data[..n])?;
+        if self.grid.is_pencil() {
+            // Then along y: the top lines of every local plane (the planes below in x just
+            // completed) to the pencil above in y, into its bottom lines.
+            let (below, above) = (self.neighbour(rank, 1, -1), self.neighbour(rank, 1, 1));
+            let planes = self.data.len() / plane_len;
+            let n = planes * OVERLAP * kz;
+            let top = plane_len - OVERLAP * kz;
+            let mut lines = Vec::with_capacity(n);
+            for plane in self.data.chunks_exact(plane_len) {
+                lines.extend_from_slice(&plane[top..]);
+            }
+            self.back_y
+                .call(&[&self.overlap_y])
+                .send(&[Outgoing::Copy { to: above, data: &lines }])
+                .receive(&[Incoming { from: below, buffer: 0, offset: 0, room: n }])
+                .run()?;
+            self.overlap_y.read_local(0, &mut lines)?;
+            for (plane, from) in self.data.chunks_exact_mut(plane_len).zip(lines.chunks_exact(OVERLAP * kz)) {
+                plane[..OVERLAP * kz].copy_from_slice(from);
+            }
+        }
         Ok(())
     }
 
-    /// This rank's slab (x planes `lo..hi`, each `Ky × Kz`), after the overlap reduction.
+    /// This rank's slab (x planes `lo..hi`, each `Ky × Kz`), after the overlap reduction;
+    /// with pencils its pencil (x planes `lo..hi`, each of its lines
+    /// [`PmeGrid::lines`](crate::PmeGrid::lines) × `Kz`).
     pub fn slab(&self) -> &[f32] {
         if self.rank.is_none() {
             return &[];
+        }
+        if self.grid.is_pencil() {
+            return &self.own;
         }
         &self.data[OVERLAP * self.plane_len()..]
     }
@@ -196,6 +323,9 @@ impl<'rt> SlabGrid<'rt> {
     pub fn slab_mut(&mut self) -> &mut [f32] {
         if self.rank.is_none() {
             return &mut [];
+        }
+        if self.grid.is_pencil() {
+            return &mut self.own;
         }
         let start = OVERLAP * self.plane_len();
         &mut self.data[start..]
@@ -227,27 +357,41 @@ impl<'rt> SlabGrid<'rt> {
                 .iter()
                 .zip(&self.spread_positions)
                 .all(|(p, x)| p.x.map(f32::to_bits) == x.map(f32::to_bits));
-        let (grid, data, lo) = (&self.grid, &self.data[..], self.lo);
+        let (grid, data) = (&self.grid, &self.data[..]);
+        let local = Local { lo: self.lo, rows: self.rows, origin: self.origin };
         if reuse {
             forces.par_iter_mut().zip(particles.par_iter().zip(&self.stencils)).for_each(
                 |(f, (p, stencil))| {
-                    *f = force_on(grid, data, lo, p, stencil);
+                    *f = force_on(grid, data, local, p, stencil);
                 },
             );
         } else {
             forces
                 .par_iter_mut()
                 .zip(particles.par_iter())
-                .for_each(|(f, p)| *f = force_on(grid, data, lo, p, &Stencil::new(grid, p.x)));
+                .for_each(|(f, p)| *f = force_on(grid, data, local, p, &Stencil::new(grid, p.x)));
         }
     }
 }
 
+/// Where a rank's local grid lies: its first own plane, rows per plane, and the global line of
+/// row 0.
+#[derive(Clone, Copy)]
+struct Local {
+    lo: usize,
+    rows: usize,
+    origin: usize,
+}
+
 /// The force on `p` from the local grid `data` (planes `lo - OVERLAP ..` of `grid`) through its
 /// stencil.
-fn force_on(grid: &PmeGrid, data: &[f32], lo: usize, p: &Particle, stencil: &Stencil) -> RVec {
+fn force_on(grid: &PmeGrid, data: &[f32], local: Local, p: &Particle, stencil: &Stencil) -> RVec {
     let [_, ky, kz] = grid.sizes();
-    let plane_len = ky * kz;
+    let (lo, plane_len) = (local.lo, local.rows * kz);
+    let rows = stencil.y.map(|y| {
+        let row = y as usize + ky - local.origin;
+        (if row >= ky { row - ky } else { row }) as u32
+    });
     let (w, dw) = (&stencil.w, &stencil.dw);
     let mut gradient = [0.0f64; 3];
     // The local plane of the charge's line, minus the spline's reach below it.
@@ -256,7 +400,7 @@ fn force_on(grid: &PmeGrid, data: &[f32], lo: usize, p: &Particle, stencil: &Ste
     // products per line instead of three per point.
     for i in 0..ORDER {
         let plane = &data[(first + i) * plane_len..(first + i + 1) * plane_len];
-        for (a, &y) in stencil.y.iter().enumerate() {
+        for (a, &y) in rows.iter().enumerate() {
             let row = &plane[y as usize * kz..(y as usize + 1) * kz];
             let values: [f32; ORDER] = match stencil.z_run {
                 Some(z) => row[z as usize..z as usize + ORDER].try_into().expect("ORDER points"),
@@ -326,13 +470,18 @@ struct SpreadPoint {
 }
 
 impl SpreadPoint {
-    fn new(stencil: &Stencil, q: f32) -> SpreadPoint {
+    /// The point of `stencil` with charge `q`, its y lines numbered from local row 0 at global
+    /// line `origin` (of `ky`).
+    fn new(stencil: &Stencil, q: f32, origin: usize, ky: usize) -> SpreadPoint {
         let q = q as f64;
         SpreadPoint {
             wx: stencil.w[0].map(|w| (q * w) as f32),
             wy: stencil.w[1].map(|w| w as f32),
             wz: stencil.w[2].map(|w| w as f32),
-            y: stencil.y,
+            y: stencil.y.map(|y| {
+                let row = y as usize + ky - origin;
+                (if row >= ky { row - ky } else { row }) as u32
+            }),
             z: stencil.z,
             z_run: stencil.z_run.is_some(),
         }

@@ -65,6 +65,7 @@ mod plan;
 mod put;
 mod vote;
 
+pub use partners::planned_targets;
 use partners::{Agreement, Margin};
 use place::place;
 use plan::{Plan, agree_home};
@@ -143,7 +144,8 @@ impl FromStr for RedistPath {
 const PARALLEL_MIN: usize = 4096;
 
 /// How the buffers sized by the home atoms grow: to the most any PE holds, plus a fifth.
-const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: 1.2, freeze_after: None };
+pub const GROWTH_FACTOR: f64 = 1.2;
+const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: GROWTH_FACTOR, freeze_after: None };
 
 /// Words per slot of the get path's tables: one cache line.
 const LINE: usize = 8;

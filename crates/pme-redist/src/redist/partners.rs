@@ -32,12 +32,20 @@ pub(super) enum Margin {
 }
 
 /// Each home atom's reach, and this PE's targets and bounds.
+///
+/// An atom's reach is a run of rows of PME ranks around the ring of rows (with slabs, of
+/// ranks) and, with pencils, a run of columns around the ring of columns: the ranks of both.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Reach {
-    /// First PME rank of each home atom's reach.
+    /// First row of each home atom's reach.
     pub lo: Vec<u32>,
-    /// Number of PME ranks, from `lo` around the ring, in each home atom's reach.
+    /// Number of rows, from `lo` around the ring, in each home atom's reach.
     pub span: Vec<u32>,
+    /// With pencils, the first column and the number of columns (empty with slabs).
+    pub y_lo: Vec<u32>,
+    pub y_span: Vec<u32>,
+    /// Columns per row (1 with slabs).
+    columns: u32,
     /// The PME ranks this PE sends to, ascending.
     pub targets: Vec<usize>,
     /// Per target, the home atoms whose reach includes it: the most it can receive from this
@@ -45,66 +53,133 @@ pub(super) struct Reach {
     pub bounds: Vec<usize>,
 }
 
+/// A run of `span` of `ring` places from `lo`, for a change of fraction `df` at fraction `s`
+/// along a dimension cut by `place_of` (fraction to place) and now at `planned`.
+fn run_of(ring: u32, s: f64, df: f64, planned: u32, place_of: impl Fn(f64) -> u32) -> (u32, u32) {
+    if 2.0 * df >= 1.0 || !s.is_finite() {
+        return (0, ring);
+    }
+    let (lo, hi) = (place_of(s - df), place_of(s + df));
+    // Measured from the planned place, so that it always lies inside; rounding that would
+    // put it outside makes the run the whole ring, never too small.
+    let below = (planned + ring - lo) % ring;
+    let above = (hi + ring - planned) % ring;
+    let span = below + above + 1;
+    if span >= ring { (0, ring) } else { ((planned + ring - below) % ring, span) }
+}
+
+/// The run of one place either side of `planned` on a ring of `ring` (all of it up to 3).
+fn neighbours(ring: u32, planned: u32) -> (u32, u32) {
+    if ring <= 3 { (0, ring) } else { (if planned == 0 { ring - 1 } else { planned - 1 }, 3) }
+}
+
 impl Reach {
     /// The reach of each of the `home` atoms planned on PME ranks `planned`, and this PE's
     /// targets. A particle PE without atoms names one PME rank all the same (`me` around the
     /// ring), to hear of the errors of each step from it.
     pub fn new(grid: &PmeGrid, margin: Margin, home: &[Particle], planned: &[u32], me: usize) -> Reach {
-        let m = grid.ranks();
-        let ring = m as u32;
-        let (mut lo, mut span) = (Vec::with_capacity(home.len()), Vec::with_capacity(home.len()));
-        match margin {
-            Margin::Slab if m <= 3 => {
-                lo.resize(home.len(), 0);
-                span.resize(home.len(), ring);
-            }
-            Margin::Slab => {
-                lo.extend(planned.iter().map(|&p| if p == 0 { ring - 1 } else { p - 1 }));
-                span.resize(home.len(), 3);
-            }
+        let [px, py] = grid.dims().map(|d| d as u32);
+        let pencil = py > 1;
+        let n = home.len();
+        let mut reach = Reach { columns: py, ..Reach::default() };
+        reach.lo.reserve(n);
+        reach.span.reserve(n);
+        if pencil {
+            reach.y_lo.reserve(n);
+            reach.y_span.reserve(n);
+        }
+        let (dfx, dfy) = match margin {
+            Margin::Slab => (None, None),
+            // A little more than the margin, so that rounding never reports an atom that
+            // moved by exactly the margin.
             Margin::Distance(nm) => {
-                // A little more than the margin, so that rounding never reports an atom that
-                // moved by exactly the margin.
-                let df = grid.x_fraction_reach(f64::from(nm)) * (1.0 + 1e-6) + 1e-12;
-                for (p, &planned) in home.iter().zip(planned) {
-                    let (l, s) = reach_of(grid, grid.x_fraction(p.x), df, planned);
-                    lo.push(l);
-                    span.push(s);
+                let pad = |df: f64| Some(df * (1.0 + 1e-6) + 1e-12);
+                (pad(grid.x_fraction_reach(f64::from(nm))), pad(grid.y_fraction_reach(f64::from(nm))))
+            }
+        };
+        for (p, &rank) in home.iter().zip(planned) {
+            let (row, column) = (rank / py, rank % py);
+            let (l, s) = match dfx {
+                None => neighbours(px, row),
+                Some(df) => {
+                    run_of(px, grid.x_fraction(p.x), df, row, |f| grid.rank_of_plane(grid.plane_at(f)) as u32)
+                }
+            };
+            reach.lo.push(l);
+            reach.span.push(s);
+            if pencil {
+                let (l, s) = match dfy {
+                    None => neighbours(py, column),
+                    Some(df) => run_of(py, grid.y_fraction(p.x), df, column, |f| {
+                        grid.column_of_line(grid.line_at(f)) as u32
+                    }),
+                };
+                reach.y_lo.push(l);
+                reach.y_span.push(s);
+            }
+        }
+        // Atoms per rank from a difference array over the rows and columns around both rings:
+        // O(home + ranks).
+        let (rows, cols) = (px as usize, py as usize);
+        let mut diff = vec![0i64; (rows + 1) * (cols + 1)];
+        let mut add = |r0: usize, r1: usize, c0: usize, c1: usize| {
+            diff[r0 * (cols + 1) + c0] += 1;
+            diff[r0 * (cols + 1) + c1] -= 1;
+            diff[r1 * (cols + 1) + c0] -= 1;
+            diff[r1 * (cols + 1) + c1] += 1;
+        };
+        let wrap = |lo: usize, span: usize, ring: usize| -> [(usize, usize); 2] {
+            if lo + span <= ring { [(lo, lo + span), (0, 0)] } else { [(lo, ring), (0, lo + span - ring)] }
+        };
+        for i in 0..n {
+            let xs = wrap(reach.lo[i] as usize, reach.span[i] as usize, rows);
+            let ys = if pencil {
+                wrap(reach.y_lo[i] as usize, reach.y_span[i] as usize, cols)
+            } else {
+                [(0, 1), (0, 0)]
+            };
+            for &(r0, r1) in xs.iter().filter(|(a, b)| a < b) {
+                for &(c0, c1) in ys.iter().filter(|(a, b)| a < b) {
+                    add(r0, r1, c0, c1);
                 }
             }
         }
-        // Atoms per rank from a difference array around the ring: O(home + m).
-        let mut diff = vec![0i64; m + 1];
-        for (&l, &s) in lo.iter().zip(&span) {
-            let (l, end) = (l as usize, l as usize + s as usize);
-            diff[l] += 1;
-            if end <= m {
-                diff[end] -= 1;
-            } else {
-                diff[m] -= 1;
-                diff[0] += 1;
-                diff[end - m] -= 1;
+        for r in 0..rows {
+            for c in 0..cols {
+                let i = r * (cols + 1) + c;
+                let up = if r > 0 { diff[i - (cols + 1)] } else { 0 };
+                let left = if c > 0 { diff[i - 1] } else { 0 };
+                let corner = if r > 0 && c > 0 { diff[i - (cols + 1) - 1] } else { 0 };
+                diff[i] += up + left - corner;
+                if diff[i] > 0 {
+                    reach.targets.push(r * cols + c);
+                    reach.bounds.push(diff[i] as usize);
+                }
             }
         }
-        let (mut targets, mut bounds) = (Vec::new(), Vec::new());
-        let mut running = 0i64;
-        for (r, d) in diff[..m].iter().enumerate() {
-            running += d;
-            if running > 0 {
-                targets.push(r);
-                bounds.push(running as usize);
-            }
+        if reach.targets.is_empty() {
+            reach.targets.push(me % (rows * cols));
+            reach.bounds.push(0);
         }
-        if targets.is_empty() {
-            targets.push(me % m);
-            bounds.push(0);
-        }
-        Reach { lo, span, targets, bounds }
+        reach
     }
 
-    /// The first home atom whose PME rank in this step (`dest`, on a ring of `m` ranks) lies
-    /// outside its reach, if any.
+    /// The first home atom whose PME rank in this step (`dest`, of `m` ranks) lies outside
+    /// its reach, if any.
     pub fn first_outside(&self, dest: &[u32], m: usize) -> Option<usize> {
+        if !self.y_lo.is_empty() {
+            let (py, px) = (self.columns, m as u32 / self.columns);
+            let inside = |now: u32, lo: u32, span: u32, ring: u32| {
+                let ahead = now + ring - lo;
+                let ahead = if ahead >= ring { ahead - ring } else { ahead };
+                ahead < span
+            };
+            return (0..dest.len()).find(|&i| {
+                let (row, column) = (dest[i] / py, dest[i] % py);
+                !(inside(row, self.lo[i], self.span[i], px)
+                    && inside(column, self.y_lo[i], self.y_span[i], py))
+            });
+        }
         let ring = m as u32;
         let outside = |((&now, &lo), &span): ((&u32, &u32), &u32)| {
             let ahead = now + ring - lo;
@@ -123,21 +198,17 @@ impl Reach {
     }
 }
 
-/// The reach of an atom at x fraction `s` (unwrapped) planned on PME rank `planned`, for a
-/// change of the x fraction of at most `df`: `(first rank, ranks)` around the ring.
-fn reach_of(grid: &PmeGrid, s: f64, df: f64, planned: u32) -> (u32, u32) {
-    let m = grid.ranks() as u32;
-    if 2.0 * df >= 1.0 || !s.is_finite() {
-        return (0, m);
-    }
-    let lo = grid.rank_of_plane(grid.plane_at(s - df)) as u32;
-    let hi = grid.rank_of_plane(grid.plane_at(s + df)) as u32;
-    // Measured from the planned rank, so that it always lies inside; rounding that would
-    // put it outside makes the reach the whole ring, never too small.
-    let below = (planned + m - lo) % m;
-    let above = (hi + m - planned) % m;
-    let span = below + above + 1;
-    if span >= m { (0, m) } else { ((planned + m - below) % m, span) }
+/// The PME ranks a particle PE holding `home` sends to under a plan, and per target the bound
+/// on the atoms it may send there: what [`Redistribution::targets`](super::Redistribution::targets)
+/// reports and the agreement tells each target, computed without a runtime (for a model of
+/// what a job at scale would send, say). `margin` is the displacement margin in nm
+/// ([`RedistBuilder::displacement_margin`](super::RedistBuilder::displacement_margin)), or
+/// `None` for one slab.
+pub fn planned_targets(grid: &PmeGrid, margin: Option<f32>, home: &[Particle]) -> (Vec<usize>, Vec<usize>) {
+    let planned: Vec<u32> = home.iter().map(|p| grid.rank_of(p.x) as u32).collect();
+    let margin = margin.map_or(Margin::Slab, Margin::Distance);
+    let reach = Reach::new(grid, margin, home, &planned, 0);
+    if home.is_empty() { (Vec::new(), Vec::new()) } else { (reach.targets, reach.bounds) }
 }
 
 /// A source of a PME rank, as agreed at the plan.

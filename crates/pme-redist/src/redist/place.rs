@@ -75,8 +75,10 @@ impl PmeGrid {
         assert_eq!(atoms.len(), ranks.len(), "one rank per atom");
         assert_eq!(counts.len(), self.ranks(), "one count per PME rank");
         assert!(atoms.len() <= u32::MAX as usize, "atom numbers fit a u32");
+        // Pencils need the y line too: one atom at a time, exactly.
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2")
+        if !self.is_pencil()
+            && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("popcnt")
         {
