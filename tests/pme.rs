@@ -549,17 +549,20 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
                 checked_step(&mut redist, &grid, &homes, me, step, &context)?;
                 moves(&mut homes, step);
             }
-            // Buffers by the share, not the system: with three PME ranks or more, less in all
-            // than the old receive and force buffers alone (the whole system's atoms and
-            // forces); the send buffers hold the most home atoms of any PE.
-            let whole = structure.len() * (size_of::<Particle>() + size_of::<RVec>());
-            if grid.ranks() >= 3 {
-                ensure!(
-                    redist.symmetric_bytes() < whole,
-                    "{path}, PME on {pme:?}: {} symmetric bytes on PE {me}, as much as the whole system's {whole}",
-                    redist.symmetric_bytes()
-                );
-            }
+            // Buffers by the share, not the system: at most four times the bytes (out and
+            // back) of the atoms this PE holds, as a particle PE or as a PME rank, plus the
+            // transport's slots.
+            let held = homes[me].len().max(
+                redist
+                    .pme_rank()
+                    .map_or(0, |r| homes.iter().flatten().filter(|p| grid.rank_of(p.x) == r).count()),
+            );
+            let share = held * (size_of::<Particle>() + size_of::<RVec>());
+            ensure!(
+                redist.symmetric_bytes() <= 4 * share + 16 * 1024,
+                "{path}, PME on {pme:?}: {} symmetric bytes on PE {me}, more than four times its share of {share}",
+                redist.symmetric_bytes()
+            );
         }
         if me == 0 {
             println!("  PME on PEs {pme:?}: partners as the margin reaches, every path exact");

@@ -43,7 +43,7 @@ impl<'rt> Transport<'rt> for Get<'rt> {
             self.lines.await_taken(plan)?;
             // SAFETY: every target has taken its share of the previous call (awaited just
             // above), and none reads the buffer again before this call's announcement below.
-            unsafe { plan.pack_into(home, &buffers.send) };
+            unsafe { plan.pack_into(home, buffers.send()) };
             self.lines.announce(plan, |_, r| {
                 let mut line = [0u64; LINE];
                 line[0] = plan.count_to(r);
@@ -63,8 +63,8 @@ impl<'rt> Transport<'rt> for Get<'rt> {
                 // SAFETY: on the get path only this PE writes its receive buffer, and nothing
                 // reads it during the copy; the range lies inside it (each source sends at
                 // most its bound, and the buffer holds the sum of the bounds).
-                let dst = unsafe { buffers.recv.array().local_range_mut(at..at + count) };
-                buffers.send.array().get(source.pe, lines[j][1] as usize, dst)?;
+                let dst = unsafe { buffers.recv().array().local_range_mut(at..at + count) };
+                buffers.send().array().get(source.pe, lines[j][1] as usize, dst)?;
             }
             self.lines.took(source.pe)?;
         }

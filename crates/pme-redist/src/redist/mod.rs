@@ -200,19 +200,70 @@ struct Forces<'a> {
 }
 
 /// The symmetric buffers the transports move data between.
+///
+/// When no PE is both a particle PE and a PME rank (PME on a subset of the PEs), each PE uses
+/// only one side of each pair, so the receive side shares the send side's memory: one array
+/// as large as the larger need, not two.
 struct Buffers<'rt> {
     /// This PE's atoms packed by destination, on the get and MPI paths (the put path packs
-    /// straight into the PME ranks' `recv`); as large as the most home atoms of any PE at
-    /// the last plan, and grown by each plan that needs more.
+    /// straight into the PME ranks' receive buffer); as large as the most home atoms of any
+    /// PE at the last plan, and grown by each plan that needs more.
     send: GlobalMaxArray<'rt, Particle>,
     /// Room for the atoms a PME rank may receive: the sum of its sources' bounds, as large as
-    /// the most of any PME rank at the last plan.
-    recv: GlobalMaxArray<'rt, Particle>,
+    /// the most of any PME rank at the last plan; `None`: `send` serves.
+    recv: Option<GlobalMaxArray<'rt, Particle>>,
     /// Room for the forces on them, where a PME rank's forces are written ([`Step::mesh`]) or
-    /// staged, and where the PEs take them from on the one-sided paths; sized as `recv`.
-    force_send: GlobalMaxArray<'rt, RVec>,
+    /// staged, and where the PEs take them from on the one-sided paths; sized as the receive
+    /// buffer; `None`: `force_recv` serves.
+    force_send: Option<GlobalMaxArray<'rt, RVec>>,
     /// This PE's home forces, by destination; sized as `send`.
     force_recv: GlobalMaxArray<'rt, RVec>,
+}
+
+impl<'rt> Buffers<'rt> {
+    fn send(&self) -> &GlobalMaxArray<'rt, Particle> {
+        &self.send
+    }
+
+    fn recv(&self) -> &GlobalMaxArray<'rt, Particle> {
+        self.recv.as_ref().unwrap_or(&self.send)
+    }
+
+    fn force_send(&self) -> &GlobalMaxArray<'rt, RVec> {
+        self.force_send.as_ref().unwrap_or(&self.force_recv)
+    }
+
+    fn force_recv(&self) -> &GlobalMaxArray<'rt, RVec> {
+        &self.force_recv
+    }
+
+    /// Room for `home` atoms to send and, on PME ranks, `share` to receive (every PE's
+    /// request, the largest of each served).
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_fit(&mut self, home: usize, share: usize) -> Result<()> {
+        match (&mut self.recv, &mut self.force_send) {
+            (Some(recv), Some(force_send)) => {
+                self.send.collective_ensure(home)?;
+                self.force_recv.collective_ensure(home)?;
+                recv.collective_ensure(share)?;
+                force_send.collective_ensure(share)?;
+            }
+            _ => {
+                self.send.collective_ensure(home.max(share))?;
+                self.force_recv.collective_ensure(home.max(share))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Symmetric bytes held.
+    fn bytes(&self) -> usize {
+        let atoms = self.send.capacity() + self.recv.as_ref().map_or(0, |r| r.capacity());
+        let forces = self.force_recv.capacity() + self.force_send.as_ref().map_or(0, |f| f.capacity());
+        atoms * size_of::<Particle>() + forces * size_of::<RVec>()
+    }
 }
 
 /// The redistribution of one set of home atoms to the PME ranks, and of their forces back.
@@ -312,10 +363,15 @@ impl<'rt> RedistBuilder<'rt> {
             RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
             RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
         };
+        let both = m == n;
         let buffers = Buffers {
             send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
-            recv: GlobalMaxArray::collective_alloc(rt, &name("receive"), 0, GROWTH)?,
-            force_send: GlobalMaxArray::collective_alloc(rt, &name("forces out"), 0, GROWTH)?,
+            recv: both
+                .then(|| GlobalMaxArray::collective_alloc(rt, &name("receive"), 0, GROWTH))
+                .transpose()?,
+            force_send: both
+                .then(|| GlobalMaxArray::collective_alloc(rt, &name("forces out"), 0, GROWTH))
+                .transpose()?,
             force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
         };
         let agreement = Agreement::collective_new(rt, &name)?;
@@ -365,9 +421,7 @@ impl<'rt> Redistribution<'rt> {
     /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
     /// (naming the variable that raises its size).
     pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
-        let most_home = agree_home(self.plan.rt, self.plan.particle, home)?;
-        self.buffers.send.collective_ensure(most_home)?;
-        self.buffers.force_recv.collective_ensure(most_home)?;
+        agree_home(self.plan.rt, self.plan.particle, home)?;
         self.collective_partners(home)
     }
 
@@ -387,8 +441,7 @@ impl<'rt> Redistribution<'rt> {
             &reach.bounds,
         )?;
         let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>().min(self.total_atoms);
-        self.buffers.recv.collective_ensure(share)?;
-        self.buffers.force_send.collective_ensure(share)?;
+        self.buffers.collective_fit(home.len(), share)?;
         plan.replace(reach, agreed);
         self.transport.collective_replan(&self.plan)
     }
@@ -406,13 +459,7 @@ impl<'rt> Redistribution<'rt> {
     /// The symmetric memory this redistribution holds on each PE, in bytes: its buffers
     /// (sized by the home atoms and by the bounds of the plan), and its transport's slots.
     pub fn symmetric_bytes(&self) -> usize {
-        let b = &self.buffers;
-        b.send.capacity() * size_of::<Particle>()
-            + b.recv.capacity() * size_of::<Particle>()
-            + b.force_send.capacity() * size_of::<RVec>()
-            + b.force_recv.capacity() * size_of::<RVec>()
-            + self.agreement.symmetric_bytes()
-            + self.transport.symmetric_bytes()
+        self.buffers.bytes() + self.agreement.symmetric_bytes() + self.transport.symmetric_bytes()
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank and
@@ -428,7 +475,7 @@ impl<'rt> Redistribution<'rt> {
     /// [`Error::Config`] when `home` is not the plan's number of home atoms (on this PE
     /// only); what the transport reports.
     pub fn redistribute(&mut self, home: &[Particle]) -> Result<Step<'_, 'rt>> {
-        if home.len() != self.plan.home_count() || home.len() > self.buffers.send.capacity() {
+        if home.len() != self.plan.home_count() || home.len() > self.buffers.send().capacity() {
             return Err(Error::Config(format!(
                 "PE {} redistributes {} home atoms, but the plan is for {}; after a repartition, \
                  every PE calls collective_plan with its new home atoms",
@@ -468,7 +515,7 @@ fn return_with<'rt>(
     if !unpacked {
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return.
-        let arrived = unsafe { buffers.force_recv.array().local_range(0..n_home) };
+        let arrived = unsafe { buffers.force_recv().array().local_range(0..n_home) };
         plan.unpack(by_rank::split(arrived, &plan.rank_counts()), home_forces);
     }
     Ok(())
@@ -523,7 +570,7 @@ impl Step<'_, '_> {
         // SAFETY: other PEs write this PE's receive buffer only inside redistribute (which
         // takes &mut of the redistribution, held by this step), and on the get path nobody but
         // this PE writes it at all.
-        unsafe { self.redist.buffers.recv.array().local_range(0..self.redist.plan.received) }
+        unsafe { self.redist.buffers.recv().array().local_range(0..self.redist.plan.received) }
     }
 
     /// How many atoms this PME rank received from each of its sources in this step:
@@ -537,13 +584,13 @@ impl Step<'_, '_> {
     pub fn mesh(&mut self) -> Mesh<'_> {
         let (buffers, received) = (&self.redist.buffers, self.redist.plan.received);
         // SAFETY: as in received.
-        let atoms = unsafe { buffers.recv.array().local_range(0..received) };
+        let atoms = unsafe { buffers.recv().array().local_range(0..received) };
         // SAFETY: other PEs never write the force buffer; on the get path they read it only
         // between this PE's publication and their taken signals, which redistribute awaited
         // for every return so far; on the other paths only this PE reads it. This step's
         // `&mut` keeps every other view of it away while the slice lives, and it is another
         // allocation than the receive buffer, so the two views do not overlap.
-        let forces = unsafe { buffers.force_send.array().local_range_mut(0..received) };
+        let forces = unsafe { buffers.force_send().array().local_range_mut(0..received) };
         Mesh { atoms, forces }
     }
 
@@ -565,7 +612,7 @@ impl Step<'_, '_> {
         let redist = self.redist;
         // SAFETY: nobody writes the force buffer during the return: other PEs never write it,
         // and this PE writes it only through a step's mesh, which this call has consumed.
-        let forces = unsafe { redist.buffers.force_send.array().local_range(0..redist.plan.received) };
+        let forces = unsafe { redist.buffers.force_send().array().local_range(0..redist.plan.received) };
         let forces = Forces { data: forces, in_place: true };
         // The view borrows the buffers only, beside which the return takes the plan and the
         // transport.

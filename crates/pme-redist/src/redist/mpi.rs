@@ -220,7 +220,7 @@ impl Mpi {
     fn forward_partners(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
         let marker = plan.pending;
         if plan.particle {
-            let send = buffers.send.array().as_ptr();
+            let send = buffers.send().array().as_ptr();
             for &r in &plan.reach.targets {
                 let to = plan.grid.pe_of(r);
                 match &marker {
@@ -251,7 +251,7 @@ impl Mpi {
                 check_bound(bytes, source.bound, source.pe, tag)?;
             }
             plan.take_source_counts(&raw);
-            let recv = buffers.recv.array();
+            let recv = buffers.recv().array();
             let mut messages = probed.into_iter();
             for (j, &value) in raw.iter().enumerate() {
                 if value & super::plan::ERROR == 0 {
@@ -295,7 +295,7 @@ impl Mpi {
         }
         let mut outcome = Ok(());
         if plan.particle {
-            let recv = buffers.force_recv.array();
+            let recv = buffers.force_recv().array();
             for r in plan.reach.targets.clone() {
                 let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
                 if tag == MARK {
@@ -350,9 +350,9 @@ impl Mpi {
             }
         }
         self.alltoallv(
-            buffers.send.array().as_ptr().cast(),
+            buffers.send().array().as_ptr().cast(),
             (&send_counts, &send_offsets),
-            buffers.recv.array().as_ptr().cast(),
+            buffers.recv().array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<Particle>(),
         )
@@ -397,7 +397,7 @@ impl Mpi {
         self.alltoallv(
             forces.as_ptr().cast(),
             (&send_counts, &send_offsets),
-            buffers.force_recv.array().as_ptr().cast(),
+            buffers.force_recv().array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<RVec>(),
         )?;
@@ -409,7 +409,7 @@ impl<'rt> Transport<'rt> for Mpi {
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
         if plan.particle {
             // SAFETY: on this path no PE reads or writes another's send buffer.
-            unsafe { plan.pack_into(home, &buffers.send) };
+            unsafe { plan.pack_into(home, buffers.send()) };
         }
         if self.alltoallv {
             self.forward_everyone(plan, buffers)

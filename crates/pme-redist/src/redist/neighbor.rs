@@ -130,7 +130,7 @@ impl<'rt> Transport<'rt> for Neighbor {
         let [forward, _] = self.graphs.as_ref().ok_or_else(unplanned)?;
         if plan.particle {
             // SAFETY: on this path no PE reads or writes another's send buffer.
-            unsafe { plan.pack_into(home, &buffers.send) };
+            unsafe { plan.pack_into(home, buffers.send()) };
         }
         let targets = plan.reach.targets.clone();
         let out: Vec<u64> = targets.iter().map(|&r| plan.count_to(r)).collect();
@@ -148,9 +148,9 @@ impl<'rt> Transport<'rt> for Neighbor {
         unsafe {
             Neighbor::data(
                 forward,
-                buffers.send.array().as_ptr().cast(),
+                buffers.send().array().as_ptr().cast(),
                 (&send_counts, &send_offsets),
-                buffers.recv.array().as_ptr().cast(),
+                buffers.recv().array().as_ptr().cast(),
                 (&plan.src_counts, &plan.src_offsets),
                 size_of::<Particle>(),
             )
@@ -192,7 +192,7 @@ impl<'rt> Transport<'rt> for Neighbor {
                 backward,
                 forces.data.as_ptr().cast(),
                 (&send_counts, &plan.src_offsets),
-                buffers.force_recv.array().as_ptr().cast(),
+                buffers.force_recv().array().as_ptr().cast(),
                 (&recv_counts, &recv_offsets),
                 size_of::<RVec>(),
             )?

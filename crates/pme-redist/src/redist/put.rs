@@ -108,10 +108,10 @@ impl<'rt> Put<'rt> {
         if plan.withheld() {
             return Ok(());
         }
-        let recv: &SymArray<'rt, Particle> = buffers.recv.array();
+        let recv: &SymArray<'rt, Particle> = buffers.recv().array();
         // SAFETY: on the put path no PE reads or writes another's send buffer, and this PE
         // reads it only below; the range holds the home atoms (redistribute checked).
-        let packed = unsafe { buffers.send.array().local_range_mut(0..home.len()) };
+        let packed = unsafe { buffers.send().array().local_range_mut(0..home.len()) };
         let mut out = by_rank::split(packed, &plan.rank_counts());
         let mut staged = vec![false; plan.grid.ranks()];
         for (i, r, _) in plan.targets() {
@@ -139,7 +139,7 @@ impl<'rt> Put<'rt> {
                 let at = plan.dest_offsets[r];
                 // SAFETY: the send buffer's range for r, just packed; nothing writes it until
                 // this blocking put returns.
-                let data = unsafe { buffers.send.array().local_range(at..at + count) };
+                let data = unsafe { buffers.send().array().local_range(at..at + count) };
                 recv.put_signal(pe, offers[i][0] as usize, data, &self.lines.delivered, slot, plan.calls)?;
             } else {
                 self.lines.delivered.set(pe, slot, plan.calls)?;
