@@ -13,8 +13,11 @@
 //! `--spacing NM` (grid spacing, default 0.12) or `--grid KX,KY,KZ`, `--cutoff NM` and
 //! `--rtol R` (the Ewald coefficient from the real-space cutoff and GROMACS's `ewald-rtol`,
 //! defaults 0.9 and 1e-5), `--pme-pes M` (default every PE; fewer puts PME on the last M),
-//! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|all` (the redistribution; default
-//! onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
+//! `--pme-decomposition slab|pencil|auto` (default auto: slabs while each holds at least
+//! 2 (order - 1) planes, pencils beyond), `--margin NM` (how far an atom may move between two
+//! plans; default what the motion can move in the 10 steps between plans),
+//! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all` (the
+//! redistribution; default onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
 //! (the transposes; default: ordered-onesided with a one-sided redistribution, mpi with an
 //! MPI one), `--steps S`, `--verify`, `--energies`, `--threads T`, and `--pes N` when the
 //! program launches itself.
@@ -28,7 +31,8 @@
 //! fft_us= fft_comm_us= solve_us= gather_us= redist_f_us= step_us= energy=<kJ/mol>
 //! verified=<yes|no|off> fingerprint=<hex>`, each time the mean per step on the slowest PE;
 //! the fingerprint covers every PE's energy and forces back at every step, the same for the
-//! same job wherever its PEs run.
+//! same job wherever its PEs run. Before it, a `heap PE <p>` line per PE gives the
+//! redistribution's symmetric memory on that PE against the atoms it holds.
 //!
 //! `--energies` adds, for the coordinates as read (before the first step moves them), the
 //! electrostatic energy by part, in kJ/mol, computed on PE 0 after the steps: `energies atoms=<n>
@@ -49,7 +53,10 @@ use md_halo::DdGrid;
 use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
-use pme_redist::{ONE_4PI_EPS0, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
+use pme_redist::{
+    ONE_4PI_EPS0, Particle, Pme, PmeDecomposition, PmeGrid, RVec, RedistPath, Redistribution,
+    ewald_coefficient,
+};
 
 struct Options {
     gro: PathBuf,
@@ -60,6 +67,8 @@ struct Options {
     cutoff: f64,
     rtol: f64,
     pme_pes: Option<usize>,
+    decomposition: PmeDecomposition,
+    margin: Option<f32>,
     paths: Vec<RedistPath>,
     fft_paths: Option<Vec<AlltoallPath>>,
     steps: u64,
@@ -70,7 +79,8 @@ struct Options {
 }
 
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
-[--cutoff NM] [--rtol R] [--pme-pes M] [--path onesided-put|onesided-get|mpi|mpi-alltoallv|all] \
+[--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] \
+[--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all] \
 [--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--energies] \
 [--threads T] [--pes N]";
 
@@ -87,6 +97,8 @@ fn parse() -> Result<Options, String> {
         cutoff: 0.9,
         rtol: 1e-5,
         pme_pes: None,
+        decomposition: PmeDecomposition::Auto,
+        margin: None,
         paths: vec![RedistPath::OneSidedPut, RedistPath::Mpi],
         fft_paths: None,
         steps: 20,
@@ -111,6 +123,8 @@ fn parse() -> Result<Options, String> {
                 options.rtol = v.parse().map_err(|_| format!("--rtol needs a number, got {v:?}"))?;
             }
             "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
+            "--pme-decomposition" => options.decomposition = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--margin" => options.margin = Some(cli::length(&flag, &value()?)?),
             "--path" => {
                 let v = value()?;
                 options.paths = if v == "all" {
@@ -147,6 +161,8 @@ struct Setup {
     pme: Vec<usize>,
     beta: f64,
     home: Vec<Particle>,
+    /// The redistribution's displacement margin, nm.
+    margin: f32,
 }
 
 fn main() {
@@ -207,9 +223,11 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     let pme: Vec<usize> = if m == n { (0..n).collect() } else { (n - m..n).collect() };
     let particle_pes = if m == n { n } else { n - m };
     let grid = match options.grid {
-        Some(k) => PmeGrid::with_sizes(structure.pbc.vectors(), k, &pme)?,
-        None => PmeGrid::new(structure.pbc.vectors(), options.spacing, &pme)?,
+        Some(k) => PmeGrid::with_sizes_as(structure.pbc.vectors(), k, &pme, options.decomposition)?,
+        None => PmeGrid::new_with(structure.pbc.vectors(), options.spacing, &pme, options.decomposition)?,
     };
+    // What an atom can move between two plans (REPLAN steps), unless the user says.
+    let margin = options.margin.unwrap_or(motion::buffer_for(REPLAN as usize, &structure.pbc) / 2.0);
     let beta = ewald_coefficient(options.cutoff, options.rtol)?;
     let domains = DdGrid::choose(particle_pes, structure.pbc, 1e-3)?;
     let me = rt.my_pe();
@@ -221,7 +239,7 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     } else {
         Vec::new()
     };
-    Ok(Setup { structure, charges, grid, pme, beta, home })
+    Ok(Setup { structure, charges, grid, pme, beta, home, margin })
 }
 
 /// The transpose path that goes with a redistribution path by default.
@@ -250,8 +268,10 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
     let group = PeGroup::collective_new(rt, "pme", &setup.pme)?;
     if me == 0 {
         let [kx, ky, kz] = setup.grid.sizes();
+        let [px, py] = setup.grid.dims();
+        let decomposition = if py > 1 { format!("{px}x{py} pencils") } else { format!("{px} slabs") };
         println!(
-            "{}: {} atoms, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz}, order {}, beta {:.6} nm^-1 (cutoff {} nm, ewald-rtol {:e})",
+            "{}: {} atoms, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz} in {decomposition}, order {}, beta {:.6} nm^-1 (cutoff {} nm, ewald-rtol {:e}), margin {:.4} nm",
             setup.structure.title,
             setup.structure.len(),
             rt.n_pes(),
@@ -259,7 +279,8 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             pme_redist::spline::ORDER,
             setup.beta,
             options.cutoff,
-            options.rtol
+            options.rtol,
+            setup.margin
         );
     }
     let mut outcomes = Vec::new();
@@ -374,6 +395,7 @@ fn run_configuration(
     let mut home = setup.home.clone();
     let mut redist = Redistribution::builder(rt, setup.grid.clone())
         .path(path)
+        .displacement_margin(setup.margin)
         .collective_build(&home, setup.structure.len())?;
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
@@ -412,6 +434,7 @@ fn run_configuration(
             p.x = motion::displaced(p.global, step, p.x);
         }
     }
+    print_heap(rt, &redist, home.len())?;
     let times = mesh.times();
     let per_step = |t: Duration| t.as_nanos() as u64 / options.steps;
     let mut ns = [
@@ -432,6 +455,33 @@ fn run_configuration(
         println!("  {path} + {fft_path}: us per step on the slowest PE: {}", phases.join(", "));
     }
     Ok(Outcome { path, fft_path, us, energy, first_energy, verified, prints })
+}
+
+/// Each PE's symmetric memory for the redistribution, printed by PE 0: its bytes, the atoms
+/// it holds (home atoms, or on a PME rank those it received last) and the ratio to their
+/// bytes out and back (32 per atom).
+fn print_heap(rt: &Runtime, redist: &Redistribution<'_>, home: usize) -> pme_redist::Result<()> {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let mut table = vec![0u64; 4 * n];
+    table[4 * me] = redist.symmetric_bytes() as u64;
+    table[4 * me + 1] = home as u64;
+    table[4 * me + 2] = redist.last_received() as u64;
+    table[4 * me + 3] = redist.targets().len() as u64;
+    rt.max_u64(&mut table)?;
+    if me == 0 {
+        for (pe, row) in table.chunks_exact(4).enumerate() {
+            let held = row[1].max(row[2]).max(1);
+            println!(
+                "  heap PE {pe}: redistribution {:.1} KiB for {} home and {} received atoms ({:.1}x their bytes, {} targets)",
+                row[0] as f64 / 1024.0,
+                row[1],
+                row[2],
+                row[0] as f64 / (32 * held) as f64,
+                row[3]
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The last step against serial PME on the same grid, in double precision; every PE returns

@@ -13,20 +13,32 @@
 //! - the domain decomposition over the particle ranks ([`md_halo::DdGrid::choose`]) and
 //!   every domain's halo plan ([`md_halo::model::halo_traffic`], the same counts the ranks'
 //!   own plans have), with the range `--cutoff` (default 1.0 nm) plus `--buffer` (0.1 nm);
-//! - the PME grid (`--spacing`, default 0.12 nm) in slabs over `--pme-fraction` of the ranks
-//!   (default 0.25, as separate PME ranks; capped where slabs would get thinner than the
-//!   interpolation order, the limit of a slab decomposition), where every particle rank sends
-//!   each atom to the PME rank of its slab ([`pme_redist::PmeGrid::rank_of`]).
+//! - the PME grid (`--spacing`, default 0.12 nm) over `--pme-fraction` of the ranks (default
+//!   0.25, as separate PME ranks), decomposed as `--pme-decomposition` says (default `auto`:
+//!   slabs while each holds at least 2 (order - 1) planes, else pencils of the most ranks up
+//!   to that fraction that split into pencils at least the interpolation order thick each way,
+//!   [`pme_redist::PmeGrid::pencil_dims`]; `slab` caps the ranks at a quarter of the x
+//!   planes);
+//! - each particle rank's partners from the library's own plan
+//!   ([`pme_redist::planned_targets`], with the displacement margin `--margin`, default
+//!   0.1 nm): the PME ranks its atoms can reach, and the bound on what each can receive.
 //!
 //! Per rank per step it prints the halo exchange's messages and bytes (coordinates out and
 //! forces back, 12 bytes per atom each way, one message per pulse to another rank), the PME
-//! redistribution's (20 bytes per atom out, 12 back, plus a count to and from every PME rank
-//! every step, as `pme_redist` sends them) and the FFT transposes' (two all-to-alls per step
-//! among the PME ranks), the share of halo messages below 4 KiB beside the 2013 report's
-//! 70–80 % at 512–768 ranks, the histogram of halo message sizes, and a predicted time per
-//! step per path: per pulse `α + bytes / β` (pulses run one after another, a rank's step is
-//! as slow as its slowest pulse partner, so the maximum over ranks), the same for the
-//! redistribution's messages, and `(M - 1)(α + block / β)` per transpose.
+//! redistribution's (one message per target each way, 20 bytes per atom out and 12 back, as
+//! the `mpi` path sends them; a PME rank also takes part in the error vote, ⌈log₂ M⌉ rounds
+//! each way), mean and most over ranks; the redistribution's symmetric memory per PE (as the
+//! library allocates it: a fifth over the most any PE needs, one buffer per side with PME on
+//! separate ranks) and its ratio to the bytes of the atoms the PE holding the fewest holds;
+//! and the FFT transposes' (slabs: one all-to-all among the PME ranks per direction;
+//! pencils: one within each row and one within each column). The share of halo messages below
+//! 4 KiB goes beside the 2013 report's 70–80 % at 512–768 ranks, with the histogram of halo
+//! message sizes, and a predicted time per step per path: per pulse `α + bytes / β` (pulses
+//! run one after another, a rank's step is as slow as its slowest pulse partner, so the
+//! maximum over ranks), for the redistribution the slowest particle rank (its messages, two
+//! more latencies per target on the one-sided put path: the announcement and the offer) or
+//! the busiest PME rank (its sources' latencies and bytes, and the vote), and per transpose
+//! `(n - 1)(α + block / β)` over its `n` ranks.
 //!
 //! `α` and `β` come from the ping-pong benchmark between 2 PEs on one node of this machine
 //! (docs/bench/RESULTS.md): one-sided 8 B in 77 ns and 4 MiB in 225 µs per round trip, MPI
@@ -40,8 +52,8 @@ use md_halo::DdGrid;
 use md_halo::model::halo_traffic;
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
-use pme_redist::PmeGrid;
 use pme_redist::spline::ORDER;
+use pme_redist::{Particle, PmeDecomposition, PmeGrid, planned_targets};
 
 /// A transport's cost model: a message of `b` bytes takes `alpha + b / beta` seconds.
 #[derive(Clone, Debug)]
@@ -67,6 +79,12 @@ impl Path {
         }
     }
 
+    /// Latencies per target and step beyond one message each way: the one-sided paths' put
+    /// path announces, is offered a place and writes (two more); MPI sends once each way.
+    fn extra_latencies(&self) -> f64 {
+        if self.name.starts_with("onesided") { 2.0 } else { 0.0 }
+    }
+
     fn time(&self, bytes: usize) -> f64 {
         self.alpha + bytes as f64 / self.beta
     }
@@ -81,12 +99,15 @@ struct Options {
     buffer: f32,
     spacing: f32,
     pme_fraction: f64,
+    decomposition: PmeDecomposition,
+    margin: f32,
     paths: Vec<Path>,
     svg: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: scale_model [--gro FILE] [--atoms N | --replicate NX,NY,NZ] [--ranks R1,R2,...] \
-[--cutoff NM] [--buffer NM] [--spacing NM] [--pme-fraction F] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
+[--cutoff NM] [--buffer NM] [--spacing NM] [--pme-fraction F] [--pme-decomposition slab|pencil|auto] \
+[--margin NM] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -98,6 +119,8 @@ fn parse() -> Result<Options, String> {
         buffer: 0.1,
         spacing: 0.12,
         pme_fraction: 0.25,
+        decomposition: PmeDecomposition::Auto,
+        margin: 0.1,
         paths: vec![
             Path::from_pingpong("onesided", 77.1e-9, 225e-6),
             Path::from_pingpong("mpi", 466e-9, 999e-6),
@@ -129,6 +152,8 @@ fn parse() -> Result<Options, String> {
                     .filter(|f| *f > 0.0 && *f < 1.0)
                     .ok_or(format!("--pme-fraction needs a number between 0 and 1, got {v:?}"))?;
             }
+            "--pme-decomposition" => options.decomposition = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--margin" => options.margin = cli::length(&flag, &value()?)?,
             "--path" => {
                 let v = value()?;
                 let parts: Vec<&str> = v.split(':').collect();
@@ -185,9 +210,17 @@ struct Row {
     histogram: [usize; 6],
     /// Halo and redistribution messages of the particle ranks together.
     all_histogram: [usize; 6],
+    /// `[px, py]` of the PME decomposition.
+    pme_dims: [usize; 2],
     redist_msgs_particle: f64,
+    redist_msgs_particle_max: usize,
     redist_msgs_pme: f64,
+    redist_msgs_pme_max: usize,
     redist_bytes_pme: f64,
+    /// Symmetric bytes of the redistribution per PE, and the most of any PE against the
+    /// bytes of the atoms it holds.
+    memory: usize,
+    memory_ratio: f64,
     fft_block: usize,
     /// Predicted seconds per step per path: halo, redistribution, FFT.
     time: Vec<[f64; 3]>,
@@ -259,13 +292,12 @@ fn model(
     range: f32,
 ) -> Result<Row, Box<dyn std::error::Error>> {
     let wanted_pme = ((ranks as f64 * options.pme_fraction).round() as usize).clamp(1, ranks - 1);
-    let particle_ranks = ranks - wanted_pme;
+    let (pme_ranks, pme_dims) = pme_decomposition(system, options, wanted_pme)?;
+    let particle_ranks = ranks - pme_ranks;
     let grid = DdGrid::choose(particle_ranks, system.pbc, range)?;
-    // The PME grid's x size limits the slabs: at least ORDER planes each.
-    let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
-    let pme_ranks = wanted_pme.min(k[0] / ORDER).max(1);
     let pme_pes: Vec<usize> = (particle_ranks..particle_ranks + pme_ranks).collect();
-    let pme = PmeGrid::new(system.pbc.vectors(), options.spacing, &pme_pes)?;
+    let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
+    let pme = PmeGrid::with_sizes_in_pencils(system.pbc.vectors(), k, &pme_pes, pme_dims)?;
     let traffic = halo_traffic(&grid, &system.positions);
     let n = traffic.len();
     let mut histogram = [0usize; 6];
@@ -292,54 +324,87 @@ fn model(
             *total = total.max(t);
         }
     }
-    // The redistribution: counts from every particle rank to every PME rank, and back; atoms
-    // to the PME rank of their slab, forces back.
-    let mut per_pair = vec![0usize; n * pme_ranks];
-    for &x in &system.positions {
-        per_pair[grid.pe_of_position(x) * pme_ranks + pme.rank_of(x)] += 1;
+    // The redistribution between partners, from the library's own plan: each particle rank
+    // sends to the PME ranks its atoms can reach within the margin (its targets), every
+    // step, the atoms now on each (20 B out, 12 B back); a PME rank hears from the particle
+    // ranks that named it, and the PME ranks vote on the step's error in log2 M rounds.
+    let mut homes: Vec<Vec<Particle>> = vec![Vec::new(); n];
+    for (g, &x) in system.positions.iter().enumerate() {
+        homes[grid.pe_of_position(x)].push(Particle { x, q: 0.0, global: g as u32 });
     }
     let mut all_histogram = histogram;
     let bin = |size: usize| BINS.iter().position(|&b| size < b).unwrap_or(BINS.len() - 1);
     let mut redist_time = vec![0.0f64; options.paths.len()];
-    let (mut particle_msgs, mut pme_msgs, mut pme_bytes) =
-        (0usize, vec![0usize; pme_ranks], vec![0usize; pme_ranks]);
-    for rank in 0..n {
-        let row = &per_pair[rank * pme_ranks..(rank + 1) * pme_ranks];
+    let (mut particle_msgs, mut particle_max) = (0usize, 0usize);
+    let (mut fan_in, mut pme_bytes, mut pme_bound) =
+        (vec![0usize; pme_ranks], vec![0usize; pme_ranks], vec![0usize; pme_ranks]);
+    let mut received = vec![0usize; pme_ranks];
+    for home in &homes {
+        let (targets, bounds) = planned_targets(&pme, Some(options.margin), home);
+        let mut now = vec![0usize; targets.len()];
+        for p in home {
+            let r = pme.rank_of(p.x);
+            now[targets.binary_search(&r).expect("an atom in its reach at the plan")] += 1;
+        }
+        let messages = 2 * targets.len();
+        particle_msgs += messages;
+        particle_max = particle_max.max(messages);
         let mut rank_time = vec![0.0f64; options.paths.len()];
-        for (r, &atoms) in row.iter().enumerate() {
-            // A count each way every step, the atoms (20 B) out and the forces (12 B) back.
-            let messages = if atoms > 0 { 4 } else { 2 };
-            all_histogram[bin(8)] += 2;
-            if atoms > 0 {
-                all_histogram[bin(atoms * 20)] += 1;
-                all_histogram[bin(atoms * 12)] += 1;
-            }
-            particle_msgs += messages;
-            pme_msgs[r] += messages;
-            pme_bytes[r] += atoms * 32 + 16;
+        for ((&r, &bound), &atoms) in targets.iter().zip(&bounds).zip(&now) {
+            fan_in[r] += 1;
+            pme_bound[r] += bound;
+            received[r] += atoms;
+            pme_bytes[r] += atoms * 32;
+            all_histogram[bin(atoms * 20)] += 1;
+            all_histogram[bin(atoms * 12)] += 1;
             for (t, path) in rank_time.iter_mut().zip(&options.paths) {
-                *t += 2.0 * path.time(8);
-                if atoms > 0 {
-                    *t += path.time(atoms * 20) + path.time(atoms * 12);
-                }
+                *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
             }
         }
         for (total, t) in redist_time.iter_mut().zip(rank_time) {
             *total = total.max(t);
         }
     }
-    // The PME ranks receive from every particle rank: as slow as the busiest of them.
+    let vote = pme_ranks.next_power_of_two().trailing_zeros() as usize;
+    // The PME ranks receive from their sources: as slow as the busiest of them.
     for (total, path) in redist_time.iter_mut().zip(&options.paths) {
         let busiest = (0..pme_ranks)
-            .map(|p| pme_msgs[p] as f64 * path.alpha + pme_bytes[p] as f64 / path.beta)
+            .map(|p| {
+                (fan_in[p] as f64 * (2.0 + path.extra_latencies()) + 2.0 * vote as f64) * path.alpha
+                    + pme_bytes[p] as f64 / path.beta
+            })
             .fold(0.0, f64::max);
         *total = total.max(busiest);
     }
-    // Two transposes per step among the PME ranks, blocks padded to the widest slabs.
+    let pme_msgs: Vec<usize> = fan_in.iter().map(|&f| 2 * f + 2 * vote).collect();
+    // Symmetric memory per PE, as the library allocates it: a fifth over the most any PE
+    // needs; with PME on a subset, one buffer per side serves both roles.
+    let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
+    let most_bound = pme_bound.iter().copied().max().unwrap_or(0);
+    let over = pme_redist::GROWTH_FACTOR;
+    let memory = (over * most_home.max(most_bound) as f64).ceil() as usize * 32;
+    let least_held =
+        homes.iter().map(Vec::len).chain(received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
+    let memory_ratio = memory as f64 / (least_held * 32) as f64;
+    // The FFT: slabs, one all-to-all among the M PME ranks per direction, blocks padded to
+    // the widest slabs; pencils, one within each row (Py ranks) and one within each column
+    // (Px) per direction.
     let kzc = k[2] / 2 + 1;
-    let block = 8 * k[0].div_ceil(pme_ranks) * k[1].div_ceil(pme_ranks) * kzc;
-    let fft_time: Vec<f64> =
-        options.paths.iter().map(|p| 2.0 * (pme_ranks - 1) as f64 * p.time(block)).collect();
+    let [px, py] = pme_dims;
+    let (block, fft_time): (usize, Vec<f64>) = if py == 1 {
+        let block = 8 * k[0].div_ceil(pme_ranks) * k[1].div_ceil(pme_ranks) * kzc;
+        (block, options.paths.iter().map(|p| 2.0 * (pme_ranks - 1) as f64 * p.time(block)).collect())
+    } else {
+        let (planes, lines) = (k[0].div_ceil(px), k[1].div_ceil(py));
+        let row = 8 * planes * lines * kzc.div_ceil(py);
+        let column = 8 * planes * kzc.div_ceil(py) * k[1].div_ceil(px);
+        let time = options
+            .paths
+            .iter()
+            .map(|p| 2.0 * ((py - 1) as f64 * p.time(row) + (px - 1) as f64 * p.time(column)))
+            .collect();
+        (row.max(column), time)
+    };
     Ok(Row {
         ranks,
         dims: grid.dims(),
@@ -351,11 +416,39 @@ fn model(
         halo_max_bytes: max_bytes,
         histogram,
         all_histogram,
+        pme_dims,
         redist_msgs_particle: particle_msgs as f64 / n as f64,
+        redist_msgs_particle_max: particle_max,
         redist_msgs_pme: pme_msgs.iter().sum::<usize>() as f64 / pme_ranks as f64,
+        redist_msgs_pme_max: pme_msgs.iter().copied().max().unwrap_or(0),
         redist_bytes_pme: pme_bytes.iter().sum::<usize>() as f64 / pme_ranks as f64,
+        memory,
+        memory_ratio,
         fft_block: block,
         time: (0..options.paths.len()).map(|i| [halo_time[i], redist_time[i], fft_time[i]]).collect(),
+    })
+}
+
+/// The PME ranks and their `[px, py]` for `wanted` PME ranks, as the options decide: slabs
+/// capped at a quarter of the x planes; pencils of the most ranks up to `wanted` that split
+/// into pencils of at least the interpolation order each way.
+fn pme_decomposition(
+    system: &Structure,
+    options: &Options,
+    wanted: usize,
+) -> Result<(usize, [usize; 2]), Box<dyn std::error::Error>> {
+    let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
+    let slabs = wanted.min(k[0] / ORDER).max(1);
+    let fits = |m: usize| {
+        let [px, py] = PmeGrid::pencil_dims(k, m);
+        (px * py == m && k[0] / px >= ORDER && (py == 1 || k[1] / py >= ORDER)).then_some((m, [px, py]))
+    };
+    let pencils = || (1..=wanted).rev().find_map(fits).unwrap_or((slabs, [slabs, 1]));
+    Ok(match options.decomposition {
+        PmeDecomposition::Slab => (slabs, [slabs, 1]),
+        PmeDecomposition::Pencil => pencils(),
+        PmeDecomposition::Auto if k[0] / wanted >= 2 * (ORDER - 1) => (wanted, [wanted, 1]),
+        PmeDecomposition::Auto => pencils(),
     })
 }
 
@@ -363,20 +456,22 @@ fn print_tables(options: &Options, rows: &[Row]) {
     println!();
     println!("Per rank per step (particle ranks for the halo; means over ranks, max where marked):");
     println!(
-        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | redist msgs particle / PME rank | all < 4 KiB | redist KiB per PME rank | FFT block KiB |"
+        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | redist msgs particle (max) / PME rank (max) | all < 4 KiB | redist KiB per PME rank | redist MiB per PE (x share) | FFT block KiB |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let share = |h: &[usize; 6]| {
             100.0 * h[..3].iter().sum::<usize>() as f64 / h.iter().sum::<usize>().max(1) as f64
         };
         println!(
-            "| {} | {}x{}x{} | {} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {:.1} / {:.0} | {:.0} % | {:.1} | {:.1} |",
+            "| {} | {}x{}x{} | {} = {}x{} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {:.1} ({}) / {:.0} ({}) | {:.0} % | {:.1} | {:.2} ({:.1}x) | {:.1} |",
             r.ranks,
             r.dims[0],
             r.dims[1],
             r.dims[2],
             r.pme_ranks,
+            r.pme_dims[0],
+            r.pme_dims[1],
             r.grid[0],
             r.grid[1],
             r.grid[2],
@@ -386,9 +481,13 @@ fn print_tables(options: &Options, rows: &[Row]) {
             r.halo_max_bytes as f64 / 1024.0,
             share(&r.histogram),
             r.redist_msgs_particle,
+            r.redist_msgs_particle_max,
             r.redist_msgs_pme,
+            r.redist_msgs_pme_max,
             share(&r.all_histogram),
             r.redist_bytes_pme / 1024.0,
+            r.memory as f64 / (1 << 20) as f64,
+            r.memory_ratio,
             r.fft_block as f64 / 1024.0
         );
     }

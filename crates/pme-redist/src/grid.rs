@@ -132,10 +132,56 @@ impl PmeGrid {
             )));
         }
         // The length in f64 and back: exactly the diagonal element for an upright vector.
+        PmeGrid::new_with(box_vectors, spacing, pme_pes, PmeDecomposition::Slab)
+    }
+
+    /// [`new`](Self::new), decomposed as `decomposition` says: slabs, pencils
+    /// ([`pencil_dims`](Self::pencil_dims)), or by GROMACS's rule.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for slabs or pencils too thin for the interpolation order.
+    pub fn new_with(
+        box_vectors: [RVec; 3],
+        spacing: f32,
+        pme_pes: &[usize],
+        decomposition: PmeDecomposition,
+    ) -> Result<PmeGrid> {
+        check_box(&box_vectors)?;
+        if !(spacing > 0.0 && spacing.is_finite()) {
+            return Err(Error::Config(format!(
+                "the grid spacing must be a positive length, got {spacing} nm"
+            )));
+        }
         let length = |v: RVec| v.iter().map(|&c| c as f64 * c as f64).sum::<f64>().sqrt() as f32;
         let k: [usize; 3] =
             std::array::from_fn(|d| nice_size((length(box_vectors[d]) / spacing).ceil() as usize));
-        PmeGrid::with_sizes(box_vectors, k, pme_pes)
+        PmeGrid::unsplit(box_vectors, k, pme_pes)?.decomposed(decomposition)
+    }
+
+    /// [`with_sizes`](Self::with_sizes), decomposed as `decomposition` says.
+    ///
+    /// # Errors
+    /// As [`new_with`](Self::new_with), except for the spacing.
+    pub fn with_sizes_as(
+        box_vectors: [RVec; 3],
+        k: [usize; 3],
+        pme_pes: &[usize],
+        decomposition: PmeDecomposition,
+    ) -> Result<PmeGrid> {
+        PmeGrid::unsplit(box_vectors, k, pme_pes)?.decomposed(decomposition)
+    }
+
+    /// A grid of exactly `k` points in `px × py` pencils over `pme_pes` (rank `a · py + b`).
+    ///
+    /// # Errors
+    /// As [`with_sizes`](Self::with_sizes), and as [`with_pencils`](Self::with_pencils).
+    pub fn with_sizes_in_pencils(
+        box_vectors: [RVec; 3],
+        k: [usize; 3],
+        pme_pes: &[usize],
+        dims: [usize; 2],
+    ) -> Result<PmeGrid> {
+        PmeGrid::unsplit(box_vectors, k, pme_pes)?.split(dims)
     }
 
     /// A grid of exactly `k` points over the box `box_vectors` (as for [`new`](Self::new)),
@@ -144,6 +190,12 @@ impl PmeGrid {
     /// # Errors
     /// As [`new`](Self::new), except for the spacing.
     pub fn with_sizes(box_vectors: [RVec; 3], k: [usize; 3], pme_pes: &[usize]) -> Result<PmeGrid> {
+        let m = pme_pes.len();
+        PmeGrid::unsplit(box_vectors, k, pme_pes)?.split([m, 1])
+    }
+
+    /// The grid before it is split over its ranks.
+    fn unsplit(box_vectors: [RVec; 3], k: [usize; 3], pme_pes: &[usize]) -> Result<PmeGrid> {
         check_box(&box_vectors)?;
         let m = pme_pes.len();
         if m == 0 {
@@ -173,7 +225,7 @@ impl PmeGrid {
             x_only,
             pes: pme_pes.to_vec(),
         };
-        grid.split([m, 1])
+        Ok(grid)
     }
 
     /// The same grid over the same PME ranks, decomposed as `decomposition` says.

@@ -446,6 +446,11 @@ impl<'rt> Redistribution<'rt> {
         self.transport.collective_replan(&self.plan)
     }
 
+    /// The atoms this PME rank received in the last step (zero elsewhere).
+    pub fn last_received(&self) -> usize {
+        self.plan.received
+    }
+
     /// The PME ranks this PE sends to under the current plan (none on PME-only PEs).
     pub fn targets(&self) -> &[usize] {
         if self.plan.particle { &self.plan.reach.targets } else { &[] }
