@@ -293,7 +293,9 @@ fn model(
 ) -> Result<Row, Box<dyn std::error::Error>> {
     let wanted_pme = ((ranks as f64 * options.pme_fraction).round() as usize).clamp(1, ranks - 1);
     let (pme_ranks, pme_dims) = pme_decomposition(system, options, wanted_pme)?;
-    let particle_ranks = ranks - pme_ranks;
+    // The particle ranks as if every wanted PME rank were used (those the decomposition
+    // cannot use stay idle), so that the domain decomposition is the same for both.
+    let particle_ranks = ranks - wanted_pme;
     let grid = DdGrid::choose(particle_ranks, system.pbc, range)?;
     let pme_pes: Vec<usize> = (particle_ranks..particle_ranks + pme_ranks).collect();
     let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
