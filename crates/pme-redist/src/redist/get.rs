@@ -57,6 +57,7 @@ impl<'rt> Transport<'rt> for Get<'rt> {
         let lines = self.lines.announcements(plan)?;
         let raw: Vec<u64> = lines.iter().map(|l| l[0]).collect();
         plan.take_source_counts(&raw);
+        self.lines.vote_start(plan)?;
         for (j, source) in plan.sources().iter().enumerate() {
             let (count, at) = (plan.src_counts[j], plan.src_offsets[j]);
             if count > 0 {

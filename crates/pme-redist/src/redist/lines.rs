@@ -79,6 +79,8 @@ pub(super) struct Lines<'rt> {
     back_taken: SignalArray<'rt>,
     owed_back_taken: u64,
     vote: Vote<'rt>,
+    /// What this PME rank brought to the vote of the current step.
+    ballot: u64,
     /// Slots per source side and per target side.
     capacity: (usize, usize),
 }
@@ -100,6 +102,7 @@ impl<'rt> Lines<'rt> {
             back_taken: SignalArray::collective_alloc(rt, &name("forces taken"), 1)?,
             owed_back_taken: 0,
             vote: Vote::collective_new(rt, name, m)?,
+            ballot: u64::MAX,
             capacity: (1, 1),
         })
     }
@@ -189,13 +192,26 @@ impl<'rt> Lines<'rt> {
         Ok(lines)
     }
 
+    /// On a PME rank, once its sources' announcements are in: starts the vote on the step's
+    /// error ([`Vote::start`]), so that its first round travels while the mesh works.
+    ///
+    /// # Collective
+    /// Every PME rank calls it once per step, after the announcements.
+    pub fn vote_start(&mut self, plan: &Plan<'rt>) -> Result<()> {
+        if let Some(rank) = plan.my_rank {
+            self.ballot = plan.ballot();
+            self.vote.start(&plan.grid, rank, plan.calls, self.ballot)?;
+        }
+        Ok(())
+    }
+
     /// On a PME rank: the smallest error any PME rank knows of in this step, into the plan.
     ///
     /// # Collective
-    /// Every PME rank calls it once per step.
+    /// Every PME rank calls it once per step, after [`vote_start`](Self::vote_start).
     pub fn vote(&self, plan: &mut Plan<'rt>) -> Result<()> {
         if let Some(rank) = plan.my_rank {
-            let agreed = self.vote.run(&plan.grid, rank, plan.calls, plan.ballot())?;
+            let agreed = self.vote.finish(&plan.grid, rank, plan.calls, self.ballot)?;
             plan.take_vote(agreed);
         }
         Ok(())

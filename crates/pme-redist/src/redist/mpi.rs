@@ -36,10 +36,15 @@ pub(super) struct Mpi {
     requests: Vec<ffi::MPI_Request>,
 }
 
-/// The PME ranks' vote on the MPI paths: an `MPI_Allreduce` on their own communicator.
+/// The PME ranks' vote on the MPI paths: an `MPI_Iallreduce` on their own communicator,
+/// started once the announcements are in and completed before the statuses go out, so that
+/// it travels while the mesh works.
 pub(super) struct MpiVote {
     /// The PME ranks' communicator (rank order), on PME ranks only.
     pme: Option<SimpleCommunicator>,
+    /// This rank's ballot and the outcome, where MPI reads and writes them until the wait.
+    values: Box<[u64; 2]>,
+    request: Option<ffi::MPI_Request>,
 }
 
 impl MpiVote {
@@ -47,29 +52,63 @@ impl MpiVote {
     /// Every PE of `comm` calls it: splits off the PME ranks' communicator.
     pub(super) fn collective_new(comm: &SimpleCommunicator, my_rank: Option<usize>) -> Self {
         let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
-        MpiVote { pme: comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32) }
+        MpiVote {
+            pme: comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32),
+            values: Box::new([u64::MAX; 2]),
+            request: None,
+        }
     }
 
-    /// The smallest error any PME rank knows of in this step, into the plan.
+    /// Starts the vote on the step's error with this PME rank's ballot.
     ///
     /// # Collective
-    /// Every PME rank calls it once per step.
-    pub(super) fn run(&self, plan: &mut Plan<'_>) -> Result<()> {
+    /// Every PME rank calls it once per step, then [`run`](Self::run).
+    pub(super) fn start(&mut self, plan: &Plan<'_>) -> Result<()> {
+        if let Some(mut stale) = self.request.take() {
+            // A step every PE dropped before its return: its vote completes first.
+            // SAFETY: a request of an earlier start; the status is ignored.
+            mpi_check(unsafe { ffi::MPI_Wait(&mut stale, status_ignore()) }, "MPI_Wait")?;
+        }
         let Some(pme) = &self.pme else { return Ok(()) };
-        let (mine, mut agreed) = (plan.ballot(), 0u64);
-        // SAFETY: one u64 each way; every PME rank calls it once per step.
+        self.values[0] = plan.ballot();
+        let (send, receive) = self.values.split_at_mut(1);
+        let mut request = MaybeUninit::uninit();
+        // SAFETY: one u64 each way, in the boxed pair, which stays in place and untouched
+        // until the wait in run; every PME rank starts it once per step.
         let code = unsafe {
-            ffi::MPI_Allreduce(
-                (&mine as *const u64).cast(),
-                (&mut agreed as *mut u64).cast(),
+            ffi::MPI_Iallreduce(
+                send.as_ptr().cast(),
+                receive.as_mut_ptr().cast(),
                 1,
                 u64_type(),
                 min_op(),
                 pme.as_raw(),
+                request.as_mut_ptr(),
             )
         };
-        mpi_check(code, "MPI_Allreduce")?;
-        plan.take_vote(agreed);
+        mpi_check(code, "MPI_Iallreduce")?;
+        // SAFETY: initialised by the successful call.
+        self.request = Some(unsafe { request.assume_init() });
+        Ok(())
+    }
+
+    /// The smallest error any PME rank knows of in this step, into the plan (starting the
+    /// vote first if the path has not).
+    ///
+    /// # Collective
+    /// Every PME rank calls it once per step.
+    pub(super) fn run(&mut self, plan: &mut Plan<'_>) -> Result<()> {
+        if self.pme.is_none() {
+            return Ok(());
+        }
+        if self.request.is_none() {
+            self.start(plan)?;
+        }
+        let mut request = self.request.take().expect("started just above");
+        // SAFETY: a request of start; the status is ignored.
+        let code = unsafe { ffi::MPI_Wait(&mut request, status_ignore()) };
+        mpi_check(code, "MPI_Wait")?;
+        plan.take_vote(self.values[1]);
         Ok(())
     }
 }
@@ -251,6 +290,7 @@ impl Mpi {
                 check_bound(bytes, source.bound, source.pe, tag)?;
             }
             plan.take_source_counts(&raw);
+            self.vote.start(plan)?;
             let recv = buffers.recv().array();
             let mut messages = probed.into_iter();
             for (j, &value) in raw.iter().enumerate() {
@@ -343,6 +383,7 @@ impl Mpi {
         let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
         if plan.my_rank.is_some() {
             plan.take_source_counts(&raw);
+            self.vote.start(plan)?;
             for (j, s) in plan.sources().iter().enumerate() {
                 check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA)?;
                 recv_counts[s.pe] = plan.src_counts[j];

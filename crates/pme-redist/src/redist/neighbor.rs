@@ -137,6 +137,7 @@ impl<'rt> Transport<'rt> for Neighbor {
         let mut raw = vec![0u64; plan.sources().len()];
         Neighbor::counts(forward, &out, &mut raw)?;
         plan.take_source_counts(&raw);
+        self.vote.start(plan)?;
         for (j, s) in plan.sources().iter().enumerate() {
             check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA)?;
         }

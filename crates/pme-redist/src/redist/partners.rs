@@ -376,4 +376,45 @@ mod tests {
         assert_eq!(reach.targets, vec![0, 1, 2]);
         assert_eq!(reach.first_outside(&[2, 1, 0, 2], 3), None);
     }
+
+    #[test]
+    fn pencils_reach_the_rows_and_columns_a_displacement_can() {
+        let pes: Vec<usize> = (0..16).collect();
+        let g = PmeGrid::with_sizes_in_pencils(
+            [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]],
+            [64, 64, 16],
+            &pes,
+            [4, 4],
+        )
+        .unwrap();
+        for &(x, y) in &[(0.02f32, 0.02f32), (0.99, 2.01), (1.5, 3.98), (2.2, 1.0)] {
+            for &nm in &[0.05f32, 0.4] {
+                let home = [Particle { x: [x, y, 1.0], q: 1.0, global: 0 }];
+                let planned = [g.rank_of(home[0].x) as u32];
+                let reach = Reach::new(&g, Margin::Distance(nm), &home, &planned, 0);
+                let along = |d: usize| {
+                    let mut v: Vec<usize> = (-100..=100)
+                        .map(|i| {
+                            let mut p = home[0].x;
+                            p[d] += nm * i as f32 / 100.0;
+                            let r = g.rank_of(p);
+                            if d == 0 { r / 4 } else { r % 4 }
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                };
+                let mut want: Vec<usize> =
+                    along(0).iter().flat_map(|&a| along(1).into_iter().map(move |b| a * 4 + b)).collect();
+                want.sort_unstable();
+                assert_eq!(reach.targets, want, "({x}, {y}) by {nm} nm");
+                let mut dest = planned;
+                assert_eq!(reach.first_outside(&dest, 16), None);
+                // Two rows away along x: outside unless the margin reaches it.
+                dest[0] = (planned[0] + 8) % 16;
+                assert_eq!(reach.first_outside(&dest, 16).is_some(), !want.contains(&(dest[0] as usize)));
+            }
+        }
+    }
 }

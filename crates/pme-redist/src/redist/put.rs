@@ -57,6 +57,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
             let lines = self.lines.announcements(plan)?;
             let raw: Vec<u64> = lines.iter().map(|l| l[0]).collect();
             plan.take_source_counts(&raw);
+            self.lines.vote_start(plan)?;
             self.force_at = lines.iter().map(|l| l[1] as usize).collect();
             for j in 0..plan.sources().len() {
                 let mut line = [0u64; LINE];

@@ -39,17 +39,35 @@ impl<'rt> Vote<'rt> {
         2 * self.values.len() * size_of::<u64>()
     }
 
-    /// The smallest of every PME rank's `mine` in step `k` (from 1), on PME rank `rank`.
+    /// Starts the vote of step `k` (from 1) on PME rank `rank` with `mine`: the first round's
+    /// put, which needs nothing from the other ranks, so that it travels while the mesh
+    /// works. [`finish`](Self::finish) completes it.
     ///
     /// # Collective
-    /// Every PME rank calls it once per step, with the same `k`.
-    pub fn run(&self, grid: &PmeGrid, rank: usize, k: u64, mine: u64) -> Result<u64> {
+    /// Every PME rank calls it once per step, with the same `k`, then `finish`.
+    pub fn start(&self, grid: &PmeGrid, rank: usize, k: u64, mine: u64) -> Result<()> {
+        if self.rounds > 0 {
+            let slot = (k as usize % 2) * self.rounds;
+            let to = (rank + 1) % grid.ranks();
+            self.values.put_signal(grid.pe_of(to), slot, &[mine], &self.signals, slot, k)?;
+        }
+        Ok(())
+    }
+
+    /// The smallest of every PME rank's `mine` in step `k`, after [`start`](Self::start) with
+    /// the same `mine`.
+    ///
+    /// # Collective
+    /// As [`start`](Self::start).
+    pub fn finish(&self, grid: &PmeGrid, rank: usize, k: u64, mine: u64) -> Result<u64> {
         let m = grid.ranks();
         let mut known = mine;
         for j in 0..self.rounds {
             let slot = (k as usize % 2) * self.rounds + j;
-            let to = (rank + (1 << j)) % m;
-            self.values.put_signal(grid.pe_of(to), slot, &[known], &self.signals, slot, k)?;
+            if j > 0 {
+                let to = (rank + (1 << j)) % m;
+                self.values.put_signal(grid.pe_of(to), slot, &[known], &self.signals, slot, k)?;
+            }
             self.signals.wait_ge(slot, k)?;
             let mut heard = [0u64];
             self.values.read_local(slot, &mut heard)?;
