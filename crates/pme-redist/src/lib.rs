@@ -1,20 +1,25 @@
 //! PME redistribution for molecular dynamics: coordinates and charges from the particle PEs
-//! to the PME ranks that own the slabs of the charge grid, and forces back to their owners in
-//! their original order, over `onesided` (get-based, as the 2013 SHMEM port of GROMACS did it,
-//! or put-based) and over MPI two-sided (`Sendrecv` pairs or `Alltoallv`), with identical
-//! results. The PME ranks may be every PE or a subset of them.
+//! to the PME ranks that own their part of the charge grid (slabs, or pencils in two
+//! dimensions), and forces back to their owners in their original order, between partners
+//! only (each particle PE talks to the PME ranks its atoms can reach before the next plan),
+//! over `onesided` (get-based, as the 2013 SHMEM port of GROMACS did it, or put-based) and
+//! over MPI two-sided (point to point, neighbourhood collectives, or `Alltoallv` over every
+//! rank as the reference), with identical results. The PME ranks may be every PE or a
+//! subset of them.
 //!
 //! - [`PmeGrid`]: the charge grid of a rectangular or triclinic box (GROMACS's box vectors),
-//!   its slabs over the PME ranks, and where an atom sits on it;
+//!   its slabs or pencils over the PME ranks ([`PmeDecomposition`]), and where an atom sits on
+//!   it;
 //! - [`Redistribution`]: built once ([`Redistribution::builder`]), planned at every
 //!   repartition ([`collective_plan`](Redistribution::collective_plan)), and every step
 //!   [`redistribute`](Redistribution::redistribute), which returns the step's view ([`Step`]):
 //!   on a PME rank its atoms and the forces on them ([`Mesh`]), then
 //!   [`Step::return_forces`], which brings every PE its home forces, on a [`RedistPath`];
-//! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab, the overlap
-//!   exchange between slabs, the force gather; and their serial references;
+//! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab or pencil,
+//!   the overlap exchange between neighbours, the force gather; and their serial references;
 //! - [`SlabFft`]: the distributed real-to-complex 3-D FFT of the grid, slabs along x in real
 //!   space and along y in reciprocal space, its transposes on the library's all-to-all;
+//!   [`PencilFft`] the same in pencils, a row and a column transpose per direction;
 //! - [`Reciprocal`]: smooth PME's solve (B-spline moduli, influence function, energy), with
 //!   [`ewald_coefficient`] from GROMACS's `ewald-rtol`;
 //! - [`Pme`]: a whole mesh step (spread, FFT, solve, FFT, gather) timed per phase;
