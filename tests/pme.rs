@@ -352,7 +352,7 @@ fn home_counts_grow_and_shrink_across_plans(rt: &Runtime) -> CaseResult {
 }
 
 /// Spreading, the overlap exchanges and the gather on `structure` against the serial
-/// computation, and the slabs and forces bit-identical across the four paths (the one-sided
+/// computation, and the slabs and forces bit-identical across the five paths (the one-sided
 /// ones gathering into the redistribution's own buffer and returning in place).
 fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> CaseResult {
     let me = rt.my_pe();
@@ -506,7 +506,7 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
                 .path(path)
                 .displacement_margin(MARGIN)
                 .collective_build(&homes[me], structure.len())?;
-            for step in 0..9u64 {
+            for step in 0..5u64 {
                 if step % 4 == 3 {
                     redist.collective_plan(&homes[me])?;
                 }

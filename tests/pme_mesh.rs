@@ -286,7 +286,7 @@ fn bad_parameters_fail_everywhere(rt: &Runtime) -> CaseResult {
     let other = PeGroup::collective_new(rt, "reversed", &reversed)?;
     config(
         SlabFft::collective_new(&other, &grid, AlltoallPath::OrderedOneSided).map(drop),
-        "make the group of the grid's PME PEs in slab order",
+        "make the group of the grid's PME PEs in rank order",
     )?;
     // The shmem transpose needs an active set: PEs in descending order are not one.
     let descending = PmeGrid::new(structure.pbc.vectors(), 0.12, &reversed)?;

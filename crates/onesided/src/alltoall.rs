@@ -180,10 +180,13 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             elem_size: size_of::<T>(),
         })?;
         if path == AlltoallPath::Shmem {
-            if group.active_set().is_none() {
+            // Split groups differ from PE to PE: every PE learns whether any cannot serve.
+            let unfit = group.active_set().is_none() || !(block * size_of::<T>()).is_multiple_of(4);
+            let any_unfit = rt.max_u64_one(u64::from(unfit))? > 0;
+            if group.active_set().is_none() || any_unfit && !unfit {
                 return Err(Error::InvalidArgument(format!(
                     "all-to-all '{name}': the shmem path needs the group to be an active set \
-                     (ascending PEs with a power-of-two stride); group '{}' is {:?}",
+                     (ascending PEs with a power-of-two stride) on every PE; group '{}' is {:?} here",
                     group.name(),
                     group.members()
                 )));
@@ -571,9 +574,6 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
     }
 }
 
-/// Phases that visit the nodes in order and, within each, its members in order: member `l`
-/// of node `j` meets member `(l + b) mod m` of node `(j + a) mod nodes` in phase `(a, b)`.
-/// Falls back to the plain order when nodes have different member counts.
 /// The group of an all-to-all: the caller's, or its own.
 enum GroupRef<'g, 'rt> {
     Borrowed(&'g PeGroup<'rt>),
@@ -591,6 +591,9 @@ impl<'rt> std::ops::Deref for GroupRef<'_, 'rt> {
     }
 }
 
+/// Phases that visit the nodes in order and, within each, its members in order: member `l`
+/// of node `j` meets member `(l + b) mod m` of node `(j + a) mod nodes` in phase `(a, b)`.
+/// Falls back to the plain order when nodes have different member counts.
 fn node_aware_phases(group: &PeGroup<'_>, me: usize) -> Result<Vec<(usize, usize)>> {
     let n = group.len();
     let comm = group.communicator().expect("members have the group's communicator");

@@ -16,11 +16,13 @@ pub enum Error {
     #[error("{0}")]
     CollectiveConfig(String),
 
-    /// An atom left the slabs its plan expects: found on one PE, reported by every PE.
+    /// An atom left the slabs or pencils its plan expects: found on one PE, reported by every
+    /// PE.
     #[error(
-        "atom {atom} on PE {pe} moved too far for the redistribution plan (onto a PME slab it \
-         could not reach from where it was when the plan was built, by the displacement \
-         margin or one slab); rebuild the plan more often, or allow a larger margin"
+        "atom {atom} on PE {pe} moved too far for the redistribution plan (onto a PME slab or \
+         pencil it could not reach from where it was when the plan was built, by the \
+         displacement margin or one slab or pencil either way); rebuild the plan more often, \
+         or allow a larger margin"
     )]
     MovedTooFar {
         /// Its global index.

@@ -141,11 +141,18 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// [`Error::Comm`] when the symmetric heap cannot hold the transpose's buffers.
     pub fn collective_new(group: &'g PeGroup<'rt>, grid: &PmeGrid, path: AlltoallPath) -> Result<Self> {
         let m = grid.ranks();
+        if grid.is_pencil() {
+            return Err(Error::Config(format!(
+                "the slab FFT takes a grid in slabs, and this one is in {:?} pencils: use PencilFft \
+                 (or Pme, which picks the FFT by the grid)",
+                grid.dims()
+            )));
+        }
         let pme_pes: Vec<usize> = (0..m).map(|r| grid.pe_of(r)).collect();
         if group.members() != pme_pes.as_slice() {
             return Err(Error::Config(format!(
                 "the PME FFT's group '{}' has members {:?}, but the grid's PME ranks are PEs {:?}: \
-                 make the group of the grid's PME PEs in slab order",
+                 make the group of the grid's PME PEs in rank order",
                 group.name(),
                 group.members(),
                 pme_pes

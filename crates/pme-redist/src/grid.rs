@@ -118,7 +118,7 @@ impl PmeGrid {
     /// each dimension `d` is at least the length of box vector `d` divided by `spacing` nm, as
     /// GROMACS's `calcFftGrid` sizes it (rounded up to products of 2, 3, 5 and 7, as FFT
     /// libraries like), split into slabs
-    /// over the PME ranks `pme_pes` (PE numbers, in slab order).
+    /// over the PME ranks `pme_pes` (PE numbers, in rank order).
     ///
     /// # Errors
     /// [`Error::Config`] for a box of another shape (naming the element), a spacing that is not
@@ -185,7 +185,7 @@ impl PmeGrid {
     }
 
     /// A grid of exactly `k` points over the box `box_vectors` (as for [`new`](Self::new)),
-    /// split over `pme_pes`.
+    /// split into slabs over `pme_pes`.
     ///
     /// # Errors
     /// As [`new`](Self::new), except for the spacing.
@@ -269,7 +269,7 @@ impl PmeGrid {
 
     fn split(mut self, [px, py]: [usize; 2]) -> Result<PmeGrid> {
         let (m, k) = (self.ranks(), self.k);
-        if px * py != m || px == 0 {
+        if px.checked_mul(py) != Some(m) || px == 0 {
             return Err(Error::Config(format!(
                 "{px} x {py} pencils do not make the {m} PME ranks: their product must be the rank count"
             )));

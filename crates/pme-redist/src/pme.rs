@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use mpi::traits::CommunicatorCollectives;
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use onesided::{AlltoallPath, ExchangePath, PeGroup};
 
 use crate::error::{Error, Result};
@@ -64,7 +64,7 @@ pub struct Pme<'g, 'rt> {
 impl<'g, 'rt> Pme<'g, 'rt> {
     /// The mesh part of PME on `grid` with Ewald coefficient `beta` (nm⁻¹; see
     /// [`ewald_coefficient`](crate::ewald_coefficient)), over `group`, which must hold the
-    /// grid's PME ranks in slab order. The overlap planes between slabs travel over
+    /// grid's PME ranks in rank order. The overlap planes between slabs travel over
     /// `overlap_path`, the FFT's transposes over `fft_path`.
     ///
     /// # Collective
@@ -197,10 +197,17 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     /// # Errors
     /// Never at present; the result type leaves room for a reduction that can fail.
     pub fn collective_energy(&self, share: f64) -> Result<f64> {
-        let world = self.group.runtime().world();
-        let mut shares = vec![0.0f64; self.group.runtime().n_pes()];
-        world.all_gather_into(&share, &mut shares[..]);
-        Ok((0..self.group.len()).map(|r| shares[self.group.members()[r]]).sum())
+        let rt = self.group.runtime();
+        let mut energy = 0.0f64;
+        // The PME ranks gather their shares among themselves (O(PME ranks)) and sum them in
+        // rank order; the first of them gives every PE the sum.
+        if let Some(comm) = self.group.communicator() {
+            let mut shares = vec![0.0f64; self.group.len()];
+            comm.all_gather_into(&share, &mut shares[..]);
+            energy = shares.iter().sum();
+        }
+        rt.world().process_at_rank(self.group.members()[0] as i32).broadcast_into(&mut energy);
+        Ok(energy)
     }
 }
 

@@ -183,13 +183,18 @@ impl<'rt> Lines<'rt> {
     }
 
     /// Every target's status line of this step, by target, each taken into the plan (its
-    /// error, or its count checked).
-    pub fn statuses(&self, plan: &mut Plan<'rt>) -> Result<Vec<Line>> {
+    /// error, or its count checked: the first mismatch comes back beside the lines, so that
+    /// the caller still tells every target it is done).
+    pub fn statuses(&self, plan: &mut Plan<'rt>) -> Result<(Vec<Line>, Result<()>)> {
         let lines = self.statuses.await_all(0..plan.reach.targets.len(), plan.calls)?;
+        let mut outcome = Ok(());
         for (i, line) in lines.iter().enumerate() {
-            plan.take_status(plan.reach.targets[i], line[0])?;
+            let taken = plan.take_status(plan.reach.targets[i], line[0]);
+            if outcome.is_ok() {
+                outcome = taken;
+            }
         }
-        Ok(lines)
+        Ok((lines, outcome))
     }
 
     /// On a PME rank, once its sources' announcements are in: starts the vote on the step's
@@ -290,18 +295,19 @@ impl<'rt> Lines<'rt> {
         if !plan.particle {
             return Ok(false);
         }
-        let lines = self.statuses(plan)?;
-        let unpacked = if plan.pending.is_none() {
-            self.read_forces(plan, buffers, &lines, home_forces)?
+        let (lines, checked) = self.statuses(plan)?;
+        let unpacked = if plan.pending.is_none() && checked.is_ok() {
+            self.read_forces(plan, buffers, &lines, home_forces)
         } else {
-            false
+            Ok(false)
         };
         for (i, &r) in plan.reach.targets.iter().enumerate() {
             if lines[i][2] == 1 {
                 self.back_taken.add(plan.grid.pe_of(r), 0, 1)?;
             }
         }
-        Ok(unpacked)
+        checked?;
+        unpacked
     }
 
     /// Reads this PE's forces from the targets that left them in their force buffers, at the

@@ -5,7 +5,7 @@
 //! **Partners from the plan** ([`Redistribution::collective_plan`], which every PE calls at
 //! each repartition): each home atom may reach the PME ranks whose slabs lie within the
 //! displacement margin of where it is ([`RedistBuilder::displacement_margin`]; by default the
-//! slab either side of its own). A particle PE sends, every step, to those PME ranks alone
+//! slab, or pencil row and column, either side of its own). A particle PE sends, every step, to those PME ranks alone
 //! (its targets), and at most as many atoms to each as can reach it (its bound). At the plan
 //! each PME rank learns who its sources are and their bounds (`partners.rs`: a remote
 //! fetch-add per target and two barriers, nothing of the size of the job), and its receive
@@ -184,7 +184,8 @@ trait Transport<'rt> {
     ) -> Result<bool>;
 
     /// Waits until no PE reads this PE's force staging buffer any more, so that it may be
-    /// written: on the get path, until every PE has taken the forces of the last return.
+    /// written: on the one-sided paths, until every PE has taken the forces of the last
+    /// return that left them to be read.
     fn forces_free(&mut self, _plan: &Plan<'rt>) -> Result<()> {
         Ok(())
     }
@@ -279,7 +280,6 @@ pub struct Redistribution<'rt> {
     buffers: Buffers<'rt>,
     agreement: Agreement<'rt>,
     transport: Box<dyn Transport<'rt> + 'rt>,
-    total_atoms: usize,
 }
 
 impl fmt::Debug for Redistribution<'_> {
@@ -312,10 +312,10 @@ impl<'rt> RedistBuilder<'rt> {
     /// How far an atom may move, in nm in any direction, between two plans: each particle PE
     /// then sends only to the PME ranks its atoms can reach within that distance, and the
     /// buffers hold only what can reach each PME rank (about the PE's share when the margin
-    /// is small against a slab). An atom that moves further and leaves the slabs it could
-    /// reach is reported on every PE ([`Error::MovedTooFar`]). Engines pass what their
-    /// neighbour search allows (the Verlet buffer, say). Without it, an atom may reach the
-    /// slab either side of its own.
+    /// is small against a slab or pencil). An atom that moves further and leaves the slabs or
+    /// pencils it could reach is reported on every PE ([`Error::MovedTooFar`]). Engines pass
+    /// what their neighbour search allows (the Verlet buffer, say). Without it, an atom may
+    /// reach the slab either side of its own (with pencils, the row and column either side).
     ///
     /// Every PE must pass the same margin.
     pub fn displacement_margin(self, nm: f32) -> Self {
@@ -335,6 +335,8 @@ impl<'rt> RedistBuilder<'rt> {
     /// On every PE: [`Error::Config`] when the PME ranks do not fit the job or a PME-only PE
     /// is given home atoms; [`Error::Comm`] when the symmetric heap cannot hold the buffers.
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
+        // The buffers follow the bounds of the plan, never more than the system.
+        let _ = total_atoms;
         let RedistBuilder { rt, grid, path, margin } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
@@ -376,7 +378,7 @@ impl<'rt> RedistBuilder<'rt> {
         };
         let agreement = Agreement::collective_new(rt, &name)?;
         let plan = Plan::new(rt, grid, particle, margin);
-        let mut redist = Redistribution { path, plan, buffers, agreement, transport, total_atoms };
+        let mut redist = Redistribution { path, plan, buffers, agreement, transport };
         redist.collective_partners(home)?;
         Ok(redist)
     }
@@ -440,10 +442,17 @@ impl<'rt> Redistribution<'rt> {
             &reach.targets,
             &reach.bounds,
         )?;
-        let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>().min(self.total_atoms);
+        // Each source sends at most its bound, so this is never more than the system.
+        let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>();
         self.buffers.collective_fit(home.len(), share)?;
-        plan.replace(reach, agreed);
-        self.transport.collective_replan(&self.plan)
+        let old = plan.replace(reach, agreed);
+        // A transport that cannot follow (no memory for its slots, on every PE alike) leaves
+        // the old plan in place, whose slots it still has.
+        if let Err(e) = self.transport.collective_replan(&self.plan) {
+            self.plan.replace(old.0, old.1);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// The atoms this PME rank received in the last step (zero elsewhere).
@@ -590,11 +599,13 @@ impl Step<'_, '_> {
         let (buffers, received) = (&self.redist.buffers, self.redist.plan.received);
         // SAFETY: as in received.
         let atoms = unsafe { buffers.recv().array().local_range(0..received) };
-        // SAFETY: other PEs never write the force buffer; on the get path they read it only
-        // between this PE's publication and their taken signals, which redistribute awaited
-        // for every return so far; on the other paths only this PE reads it. This step's
-        // `&mut` keeps every other view of it away while the slice lives, and it is another
-        // allocation than the receive buffer, so the two views do not overlap.
+        // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
+        // the sources' force receive buffers: another allocation when every PE does PME, and
+        // with PME on a subset those of PEs that hold no mesh); on the one-sided paths they
+        // read it only between this PE's status and their taken signals, which redistribute
+        // awaited for every return so far; on the MPI paths only this PE touches it. This
+        // step's `&mut` keeps every other view of it away while the slice lives, and the atoms
+        // live in another allocation, so the two views do not overlap.
         let forces = unsafe { buffers.force_send().array().local_range_mut(0..received) };
         Mesh { atoms, forces }
     }
@@ -608,8 +619,8 @@ impl Step<'_, '_> {
     /// Every PE must call it, or [`return_forces_from`](Self::return_forces_from).
     ///
     /// # Errors
-    /// [`Error::MovedTooFar`] on every PE when any PE found an atom too far from its planned
-    /// slab in this step, naming the same atom everywhere; that step's forces are not
+    /// [`Error::MovedTooFar`] on every PE when any PE found an atom beyond the slabs or
+    /// pencils its plan lets it reach in this step, naming the same atom everywhere; that step's forces are not
     /// delivered and `home_forces` is unchanged. Rebuild the plan
     /// ([`Redistribution::collective_plan`]) and go on. [`Error::Config`] when `home_forces`
     /// is not one per home atom (on this PE only).

@@ -7,8 +7,9 @@
 //! - **mpi-alltoallv**, over every rank, the reference: `MPI_Alltoall` of the counts, then
 //!   `MPI_Alltoallv` of the data.
 //!
-//! On both, the PME ranks agree on the error of a step with an `MPI_Allreduce` on their own
-//! communicator. Every call completes its requests before it returns.
+//! On both, the PME ranks agree on the error of a step with an `MPI_Iallreduce` on their own
+//! communicator, started once the counts are in and completed before the statuses go out.
+//! Every call completes its sends before it returns, whatever failed.
 
 use std::ffi::c_int;
 use std::mem::{MaybeUninit, size_of};
@@ -34,6 +35,8 @@ pub(super) struct Mpi {
     vote: MpiVote,
     alltoallv: bool,
     requests: Vec<ffi::MPI_Request>,
+    /// The error marker this PE sends, where MPI reads it until the sends complete.
+    marker: Box<u64>,
 }
 
 /// The PME ranks' vote on the MPI paths: an `MPI_Iallreduce` on their own communicator,
@@ -119,7 +122,7 @@ impl Mpi {
     pub(super) fn collective_new(rt: &Runtime, my_rank: Option<usize>, alltoallv: bool) -> Result<Self> {
         let comm = onesided::collective_error_returning_world(rt)?;
         let vote = MpiVote::collective_new(&comm, my_rank);
-        Ok(Mpi { comm, vote, alltoallv, requests: Vec::new() })
+        Ok(Mpi { comm, vote, alltoallv, requests: Vec::new(), marker: Box::new(0) })
     }
 
     /// Starts sending `bytes` bytes from `data` to `to` under `tag`.
@@ -256,110 +259,145 @@ impl Mpi {
     }
 
     /// The partner path's forward: a message per target, probed and received in source order.
+    /// The sends complete before it returns, whatever failed.
     fn forward_partners(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
-        let marker = plan.pending;
+        *self.marker = plan.pending.unwrap_or(0);
+        let mut sent = Ok(());
         if plan.particle {
             let send = buffers.send().array().as_ptr();
             for &r in &plan.reach.targets {
                 let to = plan.grid.pe_of(r);
-                match &marker {
-                    // SAFETY: the marker is a local that outlives waitall below.
-                    Some(m) => unsafe { self.isend((m as *const u64).cast(), size_of::<u64>(), to, MARK)? },
-                    None => {
-                        // The target's range of the packed send buffer (pointer arithmetic
-                        // only; isend reads it).
-                        let data = send.wrapping_add(plan.dest_offsets[r]).cast();
-                        // SAFETY: the range lies in the send buffer, which nobody writes before
-                        // the next step.
-                        unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA)? }
-                    }
-                }
-            }
-        }
-        if plan.my_rank.is_some() {
-            let mut probed = Vec::with_capacity(plan.sources().len());
-            let mut raw = Vec::with_capacity(plan.sources().len());
-            for source in plan.sources() {
-                let (message, tag, bytes) = self.probe(source.pe)?;
-                if tag == MARK {
-                    raw.push(Mpi::receive_marker(message, bytes)?);
+                sent = if plan.pending.is_some() {
+                    let marker: *const u64 = &*self.marker;
+                    // SAFETY: the boxed marker stays in place and unchanged until waitall
+                    // below, which every way out of this call passes.
+                    unsafe { self.isend(marker.cast(), size_of::<u64>(), to, MARK) }
                 } else {
-                    raw.push((bytes / size_of::<Particle>()) as u64);
-                    probed.push(message);
-                }
-                check_bound(bytes, source.bound, source.pe, tag)?;
-            }
-            plan.take_source_counts(&raw);
-            self.vote.start(plan)?;
-            let recv = buffers.recv().array();
-            let mut messages = probed.into_iter();
-            for (j, &value) in raw.iter().enumerate() {
-                if value & super::plan::ERROR == 0 {
-                    let message = messages.next().expect("one probed message per source that sent data");
-                    let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
-                    // SAFETY: the source's range of the receive buffer, which holds the sum of
-                    // the bounds (checked against above); only this PE touches it now.
-                    unsafe {
-                        Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())?
-                    };
+                    // The target's range of the packed send buffer (pointer arithmetic
+                    // only; isend reads it).
+                    let data = send.wrapping_add(plan.dest_offsets[r]).cast();
+                    // SAFETY: the range lies in the send buffer, which nobody writes before
+                    // the next step, after waitall below.
+                    unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA) }
+                };
+                if sent.is_err() {
+                    break;
                 }
             }
         }
-        // The marker lives until here, past the sends that read it.
-        self.waitall()
+        let received =
+            if sent.is_ok() && plan.my_rank.is_some() { self.receive_atoms(plan, buffers) } else { Ok(()) };
+        let waited = self.waitall();
+        sent.and(received).and(waited)
     }
 
-    /// The partner path's backward: a message per source, probed and received by target.
+    /// A PME rank's half of the partner path's forward: each source probed in source order,
+    /// its count or error taken, and every message received into place.
+    fn receive_atoms(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+        let mut probed = Vec::with_capacity(plan.sources().len());
+        let mut raw = Vec::with_capacity(plan.sources().len());
+        let mut outcome = Ok(());
+        for source in plan.sources() {
+            let (message, tag, bytes) = self.probe(source.pe)?;
+            if tag == MARK {
+                raw.push(Mpi::receive_marker(message, bytes)?);
+                continue;
+            }
+            if outcome.is_ok() {
+                outcome = check_bound(bytes, source.bound, source.pe, tag);
+            }
+            if outcome.is_err() {
+                // Received all the same, so that no message is left behind, and not kept.
+                let mut scratch = vec![0u8; bytes];
+                // SAFETY: scratch holds the bytes.
+                unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
+                raw.push(0);
+                continue;
+            }
+            raw.push((bytes / size_of::<Particle>()) as u64);
+            probed.push(message);
+        }
+        plan.take_source_counts(&raw);
+        self.vote.start(plan)?;
+        let recv = buffers.recv().array();
+        let mut messages = probed.into_iter();
+        for (j, &value) in raw.iter().enumerate() {
+            if value & super::plan::ERROR == 0
+                && let Some(message) = messages.next()
+            {
+                let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+                // SAFETY: the source's range of the receive buffer, which holds the sum of the
+                // bounds (each message checked against its source's just above); only this PE
+                // touches it now.
+                unsafe {
+                    Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())?
+                };
+            }
+        }
+        outcome
+    }
+
+    /// The partner path's backward: a message per source, probed and received by target. The
+    /// sends complete before it returns, whatever failed.
     fn backward_partners(
         &mut self,
         plan: &mut Plan<'_>,
         buffers: &Buffers<'_>,
         forces: &[RVec],
     ) -> Result<()> {
-        let marker = plan.pending;
+        *self.marker = plan.pending.unwrap_or(0);
+        let mut sent = Ok(());
         if plan.my_rank.is_some() {
             for (j, source) in plan.sources().iter().enumerate() {
-                match &marker {
-                    // SAFETY: the marker is a local that outlives waitall below.
-                    Some(m) => unsafe {
-                        self.isend((m as *const u64).cast(), size_of::<u64>(), source.pe, MARK)?
-                    },
-                    None => {
-                        let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
-                        let data = forces[at..at + count].as_ptr().cast();
-                        // SAFETY: a range of the caller's forces, borrowed for this call.
-                        unsafe { self.isend(data, count * size_of::<RVec>(), source.pe, DATA)? }
-                    }
+                sent = if plan.pending.is_some() {
+                    let marker: *const u64 = &*self.marker;
+                    // SAFETY: as in forward_partners.
+                    unsafe { self.isend(marker.cast(), size_of::<u64>(), source.pe, MARK) }
+                } else {
+                    let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+                    let data = forces[at..at + count].as_ptr().cast();
+                    // SAFETY: a range of the caller's forces, borrowed for this call, which
+                    // waits for the sends below before it returns.
+                    unsafe { self.isend(data, count * size_of::<RVec>(), source.pe, DATA) }
+                };
+                if sent.is_err() {
+                    break;
                 }
             }
         }
+        let received =
+            if sent.is_ok() && plan.particle { self.receive_forces(plan, buffers) } else { Ok(()) };
+        let waited = self.waitall();
+        sent.and(received).and(waited)
+    }
+
+    /// A particle PE's half of the partner path's backward: each target's status, and its
+    /// forces into place.
+    fn receive_forces(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
         let mut outcome = Ok(());
-        if plan.particle {
-            let recv = buffers.force_recv().array();
-            for r in plan.reach.targets.clone() {
-                let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
-                if tag == MARK {
-                    plan.note_error(Mpi::receive_marker(message, bytes)?);
-                    continue;
-                }
-                let (at, count) = (plan.dest_offsets[r], plan.dest_counts[r]);
-                let got = bytes / size_of::<RVec>();
-                if got != count || plan.pending.is_some() {
-                    // Received all the same, so that no message is left behind.
-                    let mut scratch = vec![0u8; bytes];
-                    // SAFETY: scratch holds the bytes.
-                    unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
-                    if outcome.is_ok() {
-                        outcome = plan.take_status(r, got as u64);
-                    }
-                    continue;
-                }
-                // SAFETY: this target's range of the force receive buffer (the offsets and
-                // counts cover the home atoms); only this PE touches it now.
-                unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), bytes)? };
+        let recv = buffers.force_recv().array();
+        for r in plan.reach.targets.clone() {
+            let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
+            if tag == MARK {
+                plan.note_error(Mpi::receive_marker(message, bytes)?);
+                continue;
             }
+            let (at, count) = (plan.dest_offsets[r], plan.dest_counts[r]);
+            let got = bytes / size_of::<RVec>();
+            if got != count || plan.pending.is_some() {
+                // Received all the same, so that no message is left behind.
+                let mut scratch = vec![0u8; bytes];
+                // SAFETY: scratch holds the bytes.
+                unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
+                if outcome.is_ok() {
+                    outcome = plan.take_status(r, got as u64);
+                }
+                continue;
+            }
+            // SAFETY: this target's range of the force receive buffer (the offsets and counts
+            // cover the home atoms); only this PE touches it now.
+            unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), bytes)? };
         }
-        self.waitall()?;
         outcome
     }
 
@@ -381,22 +419,29 @@ impl Mpi {
         self.alltoall(&counts_out, &mut counts_in)?;
         let raw: Vec<u64> = plan.sources().iter().map(|s| counts_in[s.pe]).collect();
         let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
+        let mut outcome = Ok(());
         if plan.my_rank.is_some() {
             plan.take_source_counts(&raw);
             self.vote.start(plan)?;
             for (j, s) in plan.sources().iter().enumerate() {
-                check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA)?;
-                recv_counts[s.pe] = plan.src_counts[j];
-                recv_offsets[s.pe] = plan.src_offsets[j];
+                if outcome.is_ok() {
+                    outcome = check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA);
+                }
+                // Beyond its bound, received nowhere: every PE still takes part alike.
+                if outcome.is_ok() {
+                    recv_counts[s.pe] = plan.src_counts[j];
+                    recv_offsets[s.pe] = plan.src_offsets[j];
+                }
             }
         }
-        self.alltoallv(
+        let received = self.alltoallv(
             buffers.send().array().as_ptr().cast(),
             (&send_counts, &send_offsets),
             buffers.recv().array().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<Particle>(),
-        )
+        );
+        outcome.and(received)
     }
 
     /// The reference path's backward: statuses and forces over every rank.

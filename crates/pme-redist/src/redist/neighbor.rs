@@ -138,24 +138,34 @@ impl<'rt> Transport<'rt> for Neighbor {
         Neighbor::counts(forward, &out, &mut raw)?;
         plan.take_source_counts(&raw);
         self.vote.start(plan)?;
+        let mut outcome = Ok(());
+        let mut recv_counts = plan.src_counts.clone();
         for (j, s) in plan.sources().iter().enumerate() {
-            check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA)?;
+            if outcome.is_ok() {
+                outcome = check_bound(plan.src_counts[j] * size_of::<Particle>(), s.bound, s.pe, DATA);
+            }
+            // Beyond its bound, received nowhere: every PE still takes part alike.
+            if outcome.is_err() {
+                recv_counts[j] = 0;
+            }
         }
         let send_counts: Vec<usize> = targets.iter().map(|&r| plan.send_count(r)).collect();
         let send_offsets: Vec<usize> = targets.iter().map(|&r| plan.dest_offsets[r]).collect();
         // SAFETY: the send buffer holds the packed home atoms at the targets' offsets, the
-        // receive buffer the sum of the sources' bounds (checked just above); both are
-        // symmetric arrays nobody else touches during the call.
-        unsafe {
+        // receive buffer the sum of the sources' bounds (each count checked against its
+        // source's just above, none received beyond); both are symmetric arrays nobody else
+        // touches during the call.
+        let received = unsafe {
             Neighbor::data(
                 forward,
                 buffers.send().array().as_ptr().cast(),
                 (&send_counts, &send_offsets),
                 buffers.recv().array().as_ptr().cast(),
-                (&plan.src_counts, &plan.src_offsets),
+                (&recv_counts, &plan.src_offsets),
                 size_of::<Particle>(),
             )
-        }
+        };
+        outcome.and(received)
     }
 
     fn backward(

@@ -237,8 +237,8 @@ pub(super) struct Agreed {
     pub most_targets: usize,
 }
 
-/// The symmetric state of the agreement: two slot counters (one per parity of the plan, so
-/// that a counter is reset a whole plan before it is used again) and the table of sources.
+/// The symmetric state of the agreement: two slot counters (one per parity of the plan; each
+/// PME rank zeroes the one it used as soon as it has read it) and the table of sources.
 pub(super) struct Agreement<'rt> {
     counters: AtomicArray<'rt, u64>,
     table: GlobalMaxArray<'rt, [u64; 4]>,
@@ -282,9 +282,10 @@ impl<'rt> Agreement<'rt> {
         // Every slot is taken (the fetch-adds returned) before any PME rank counts them.
         rt.barrier();
         let fan_in = if my_rank.is_some() { self.counters.load(p)? as usize } else { 0 };
-        // The other counter was last used a plan ago and is next used a plan from now, after
-        // the barriers below.
-        self.counters.set(me, 1 - p, 0)?;
+        // Every fetch-add is done and only this PE reads its counter: zeroed now, and the
+        // parity flipped, so that the next agreement starts afresh however this one ends.
+        self.counters.set(me, p, 0)?;
+        self.parity = 1 - p;
         let mut most = [fan_in as u64, targets.len() as u64];
         rt.max_u64(&mut most)?;
         self.table.collective_ensure(fan_in)?;
@@ -302,7 +303,6 @@ impl<'rt> Agreement<'rt> {
             .map(|(slot, l)| Source { pe: l[0] as usize, bound: l[1] as usize, slot, index: l[2] as usize })
             .collect();
         sources.sort_unstable_by_key(|s| s.pe);
-        self.parity = 1 - p;
         Ok(Agreed { slots, sources, most_sources: most[0] as usize, most_targets: most[1] as usize })
     }
 }

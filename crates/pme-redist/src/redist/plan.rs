@@ -102,13 +102,13 @@ impl<'rt> Plan<'rt> {
         Reach::new(&self.grid, self.margin, home, &planned, self.rt.my_pe())
     }
 
-    /// Takes the reach and agreement of a new plan.
-    pub fn replace(&mut self, reach: Reach, agreed: Agreed) {
+    /// Takes the reach and agreement of a new plan, and returns the old ones.
+    pub fn replace(&mut self, reach: Reach, agreed: Agreed) -> (Reach, Agreed) {
         let sources = agreed.sources.len();
-        self.reach = reach;
-        self.agreed = agreed;
+        let old = (std::mem::replace(&mut self.reach, reach), std::mem::replace(&mut self.agreed, agreed));
         self.src_counts = vec![0; sources];
         self.src_offsets = vec![0; sources];
+        old
     }
 
     /// This PE's targets, with its slot at each: `(index, PME rank, slot)`.

@@ -110,7 +110,9 @@ impl<'rt> Put<'rt> {
             return Ok(());
         }
         let recv: &SymArray<'rt, Particle> = buffers.recv().array();
-        // SAFETY: on the put path no PE reads or writes another's send buffer, and this PE
+        // SAFETY: on the put path no PE reads another's send buffer, and only sources write
+        // into a PME rank's receive buffer, which is this buffer only on a PE that is a PME
+        // rank and no particle PE (then it has no home atoms and this range is empty); this PE
         // reads it only below; the range holds the home atoms (redistribute checked).
         let packed = unsafe { buffers.send().array().local_range_mut(0..home.len()) };
         let mut out = by_rank::split(packed, &plan.rank_counts());
