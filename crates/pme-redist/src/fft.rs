@@ -119,11 +119,12 @@ pub struct SlabFft<'g, 'rt> {
 
 /// `r * n / m` for `r` in `0..=m`: the split of `n` items over `m` ranks that [`PmeGrid`]
 /// uses for its slabs.
-fn split(n: usize, m: usize) -> Vec<usize> {
+pub(crate) fn split(n: usize, m: usize) -> Vec<usize> {
     (0..=m).map(|r| r * n / m).collect()
 }
 
-fn widest(bounds: &[usize]) -> usize {
+/// The most items of any rank in a split's `bounds`.
+pub(crate) fn widest(bounds: &[usize]) -> usize {
     bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
 }
 
@@ -562,7 +563,8 @@ fn transpose(from: &[Complex32], to: &mut [Complex32], rows: usize, cols: usize)
     }
 }
 
-fn fft_failed(e: realfft::FftError) -> Error {
+/// A failed 1-D transform as the crate's error.
+pub(crate) fn fft_failed(e: realfft::FftError) -> Error {
     Error::Config(format!("a 1-D transform of the PME FFT failed: {e}"))
 }
 

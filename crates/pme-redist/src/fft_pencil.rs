@@ -27,17 +27,8 @@ use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
 use crate::error::{Error, Result};
-use crate::fft::Complex32;
+use crate::fft::{Complex32, fft_failed, split, widest};
 use crate::grid::PmeGrid;
-
-/// `r * n / m` for `r` in `0..=m`.
-fn split(n: usize, m: usize) -> Vec<usize> {
-    (0..=m).map(|r| r * n / m).collect()
-}
-
-fn widest(bounds: &[usize]) -> usize {
-    bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
-}
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] in pencils.
 pub struct PencilFft<'rt> {
@@ -380,10 +371,6 @@ impl<'rt> PencilFft<'rt> {
         }
         Ok(())
     }
-}
-
-fn fft_failed(e: realfft::FftError) -> Error {
-    Error::Verification(format!("a 1-D transform failed: {e}"))
 }
 
 impl std::fmt::Debug for PencilFft<'_> {

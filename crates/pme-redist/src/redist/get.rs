@@ -12,7 +12,7 @@ use onesided::Runtime;
 
 use super::lines::Lines;
 use super::plan::Plan;
-use super::{Buffers, Forces, LINE, Particle, Transport};
+use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::Result;
 
@@ -44,12 +44,7 @@ impl<'rt> Transport<'rt> for Get<'rt> {
             // SAFETY: every target has taken its share of the previous call (awaited just
             // above), and none reads the buffer again before this call's announcement below.
             unsafe { plan.pack_into(home, buffers.send()) };
-            self.lines.announce(plan, |_, r| {
-                let mut line = [0u64; LINE];
-                line[0] = plan.count_to(r);
-                line[1] = plan.dest_offsets[r] as u64;
-                line
-            })?;
+            self.lines.announce(plan)?;
         }
         if plan.my_rank.is_none() {
             return Ok(());

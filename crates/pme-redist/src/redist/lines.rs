@@ -152,10 +152,15 @@ impl<'rt> Lines<'rt> {
         Ok(self.taken.add(pe, 0, 1)?)
     }
 
-    /// Announces this step to every target: `line(i, r)` for target `i`, PME rank `r`.
-    pub fn announce(&self, plan: &Plan<'rt>, line: impl Fn(usize, usize) -> Line) -> Result<()> {
-        for (i, r, slot) in plan.targets() {
-            self.inbox.put(plan.grid.pe_of(r), slot, line(i, r), plan.calls)?;
+    /// Announces this step to every target: this PE's count for it (or its error), and where
+    /// its atoms for it start in the packed home order (on the put path, where their forces go
+    /// in the force receive buffer).
+    pub fn announce(&self, plan: &Plan<'rt>) -> Result<()> {
+        for (_, r, slot) in plan.targets() {
+            let mut line = [0u64; LINE];
+            line[0] = plan.count_to(r);
+            line[1] = plan.dest_offsets[r] as u64;
+            self.inbox.put(plan.grid.pe_of(r), slot, line, plan.calls)?;
         }
         Ok(())
     }

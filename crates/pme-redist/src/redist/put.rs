@@ -46,12 +46,7 @@ impl<'rt> Transport<'rt> for Put<'rt> {
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
         let k = plan.calls;
         if plan.particle {
-            self.lines.announce(plan, |_, r| {
-                let mut line = [0u64; LINE];
-                line[0] = plan.count_to(r);
-                line[1] = plan.dest_offsets[r] as u64;
-                line
-            })?;
+            self.lines.announce(plan)?;
         }
         if plan.my_rank.is_some() {
             let lines = self.lines.announcements(plan)?;
