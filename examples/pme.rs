@@ -15,7 +15,9 @@
 //! defaults 0.9 and 1e-5), `--pme-pes M` (default every PE; fewer puts PME on the last M),
 //! `--pme-decomposition slab|pencil|auto` (default auto: slabs while each holds at least
 //! 2 (order - 1) planes, pencils beyond), `--margin NM` (how far an atom may move between two
-//! plans; default what the motion can move in the 10 steps between plans),
+//! plans; default what the motion can move in the 10 steps between plans), `--relay` (with
+//! `--pme-pes` below the PEs: each particle PE sends all its atoms to one PME rank under its
+//! domain, which passes them on, as GROMACS does; `RedistBuilder::relay`),
 //! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all` (the
 //! redistribution; default onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
 //! (the transposes; default: ordered-onesided with a one-sided redistribution, mpi with an
@@ -69,6 +71,7 @@ struct Options {
     pme_pes: Option<usize>,
     decomposition: PmeDecomposition,
     margin: Option<f32>,
+    relay: bool,
     paths: Vec<RedistPath>,
     fft_paths: Option<Vec<AlltoallPath>>,
     steps: u64,
@@ -79,7 +82,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
-[--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] \
+[--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] [--relay] \
 [--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all] \
 [--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--energies] \
 [--threads T] [--pes N]";
@@ -99,6 +102,7 @@ fn parse() -> Result<Options, String> {
         pme_pes: None,
         decomposition: PmeDecomposition::Auto,
         margin: None,
+        relay: false,
         paths: vec![RedistPath::OneSidedPut, RedistPath::Mpi],
         fft_paths: None,
         steps: 20,
@@ -125,6 +129,7 @@ fn parse() -> Result<Options, String> {
             "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
             "--pme-decomposition" => options.decomposition = value()?.parse().map_err(|e| format!("{e}"))?,
             "--margin" => options.margin = Some(cli::length(&flag, &value()?)?),
+            "--relay" => options.relay = true,
             "--path" => {
                 let v = value()?;
                 options.paths = if v == "all" {
@@ -163,6 +168,8 @@ struct Setup {
     home: Vec<Particle>,
     /// The redistribution's displacement margin, nm.
     margin: f32,
+    /// This PE's relay PME rank, with `--relay` on a particle PE.
+    relay: Option<usize>,
 }
 
 fn main() {
@@ -239,7 +246,12 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     } else {
         Vec::new()
     };
-    Ok(Setup { structure, charges, grid, pme, beta, home, margin })
+    let relay = if options.relay && me < particle_pes {
+        Some(grid.relay_rank(domains.dims(), domains.cell_of(me))?)
+    } else {
+        None
+    };
+    Ok(Setup { structure, charges, grid, pme, beta, home, margin, relay })
 }
 
 /// The transpose path that goes with a redistribution path by default.
@@ -271,7 +283,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
         let [px, py] = setup.grid.dims();
         let decomposition = if py > 1 { format!("{px}x{py} pencils") } else { format!("{px} slabs") };
         println!(
-            "{}: {} atoms, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz} in {decomposition}, order {}, beta {:.6} nm^-1 (cutoff {} nm, ewald-rtol {:e}), margin {:.4} nm",
+            "{}: {} atoms, {} PEs ({} PME ranks), grid {kx}x{ky}x{kz} in {decomposition}, order {}, beta {:.6} nm^-1 (cutoff {} nm, ewald-rtol {:e}), margin {:.4} nm{}",
             setup.structure.title,
             setup.structure.len(),
             rt.n_pes(),
@@ -280,7 +292,8 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             setup.beta,
             options.cutoff,
             options.rtol,
-            setup.margin
+            setup.margin,
+            if options.relay { ", relayed" } else { "" }
         );
     }
     let mut outcomes = Vec::new();
@@ -393,10 +406,9 @@ fn run_configuration(
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
     };
     let mut home = setup.home.clone();
-    let mut redist = Redistribution::builder(rt, setup.grid.clone())
-        .path(path)
-        .displacement_margin(setup.margin)
-        .collective_build(&home, setup.structure.len())?;
+    let builder = Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
+    let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
+    let mut redist = builder.collective_build(&home, setup.structure.len())?;
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);

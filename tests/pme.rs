@@ -112,9 +112,53 @@ fn checked_step(
     step: u64,
     context: &str,
 ) -> CaseResult {
+    checked_step_via(redist, grid, homes, None, me, step, context)
+}
+
+/// What PME rank `rank` must hold when the particle PEs relay (`relays[pe]`, the relay PME
+/// rank of each particle PE): by relay PE, each relay's atoms by particle PE, each in its
+/// home order; and how many came from each PE (indexed by PE).
+fn expected_relayed(
+    grid: &PmeGrid,
+    homes: &[Vec<Particle>],
+    relays: &[Option<usize>],
+    rank: usize,
+) -> (Vec<Particle>, Vec<usize>) {
+    let mut by_pe: Vec<usize> = (0..grid.ranks()).collect();
+    by_pe.sort_by_key(|&q| grid.pe_of(q));
+    let (mut list, mut counts) = (Vec::new(), vec![0; homes.len()]);
+    for q in by_pe {
+        for (home, _) in homes.iter().zip(relays).filter(|(_, relay)| **relay == Some(q)) {
+            for p in home.iter().filter(|p| grid.rank_of(p.x) == rank) {
+                list.push(*p);
+                counts[grid.pe_of(q)] += 1;
+            }
+        }
+    }
+    (list, counts)
+}
+
+/// [`checked_step`], the atoms relayed as `relays` says (`None`: sent directly).
+fn checked_step_via(
+    redist: &mut Redistribution<'_>,
+    grid: &PmeGrid,
+    homes: &[Vec<Particle>],
+    relays: Option<&[Option<usize>]>,
+    me: usize,
+    step: u64,
+    context: &str,
+) -> CaseResult {
     let mut delivered = redist.redistribute(&homes[me])?;
-    // Every PME rank's list, and each atom's rank and place in it.
-    let expected: Vec<Vec<Particle>> = (0..grid.ranks()).map(|r| expected_on(grid, homes, r)).collect();
+    // Every PME rank's list and the counts from each PE, and each atom's rank and place in it.
+    let (expected, expected_counts): (Vec<Vec<Particle>>, Vec<Vec<usize>>) = (0..grid.ranks())
+        .map(|r| match relays {
+            Some(relays) => expected_relayed(grid, homes, relays, r),
+            None => (
+                expected_on(grid, homes, r),
+                homes.iter().map(|h| h.iter().filter(|p| grid.rank_of(p.x) == r).count()).collect(),
+            ),
+        })
+        .unzip();
     let atoms = homes.iter().flatten().map(|p| p.global as usize + 1).max().unwrap_or(0);
     let mut place = vec![None; atoms];
     for (rank, list) in expected.iter().enumerate() {
@@ -134,14 +178,13 @@ fn checked_step(
             expected.first()
         );
         // Every PE with atoms for this rank is one of its sources, with the right count.
-        let counts: Vec<usize> =
-            homes.iter().map(|h| h.iter().filter(|p| grid.rank_of(p.x) == rank).count()).collect();
+        let counts = &expected_counts[rank];
         let mut heard = vec![0; counts.len()];
         for (pe, count) in delivered.received_counts() {
             heard[pe] = count;
         }
         ensure!(
-            heard == counts,
+            &heard == counts,
             "{context}: counts {:?} from sources {:?}, expected {counts:?}",
             delivered.received_counts(),
             delivered.sources()
@@ -480,6 +523,133 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Each particle PE's relay ([`PmeGrid::relay_rank`] of its domain in `domains`), `None` on
+/// PME-only PEs.
+fn relays_of(grid: &PmeGrid, domains: &DdGrid, n: usize) -> Result<Vec<Option<usize>>, pme_redist::Error> {
+    (0..n)
+        .map(|pe| {
+            (pe < domains.len()).then(|| grid.relay_rank(domains.dims(), domains.cell_of(pe))).transpose()
+        })
+        .collect()
+}
+
+/// PME on one or two of the PEs (slabs, and on two pencils 1x2 too), each particle PE
+/// relaying through the PME rank under its domain: on every path, every atom on its own PME
+/// rank in the relayed order (by relay PE, then by particle PE, each in home order), every
+/// force back at its atom, through new plans as the atoms move; each particle PE sends to its
+/// relay alone, and a relay hears from the particle PEs it relays for.
+fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 2, 1]);
+    for pme in layouts(n).into_iter().filter(|l| l.len() < n) {
+        let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
+        let slabs = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let mut grids = vec![slabs.clone()];
+        if pme.len() == 2 {
+            grids.push(slabs.with_pencils([1, 2])?);
+        }
+        for grid in grids {
+            let relays = relays_of(&grid, &domains, n)?;
+            for path in RedistPath::ALL {
+                let mut homes = homes(rt, &structure, &pme)?;
+                let mut redist = Redistribution::builder(rt, grid.clone())
+                    .path(path)
+                    .relay(|pe| relays[pe].unwrap_or(usize::MAX))
+                    .collective_build(&homes[me], structure.len())?;
+                let dims = grid.dims();
+                if let Some(relay) = relays[me] {
+                    ensure!(
+                        redist.targets() == [relay],
+                        "{path}, {dims:?}: PE {me} sends to {:?}",
+                        redist.targets()
+                    );
+                } else {
+                    let rank = redist.pme_rank().ok_or("a PME-only PE is a PME rank")?;
+                    let mine: Vec<usize> = (0..n).filter(|&pe| relays[pe] == Some(rank)).collect();
+                    ensure!(
+                        redist.relayed_for() == mine,
+                        "{path}, {dims:?}: relays for {:?}, not {mine:?}",
+                        redist.relayed_for()
+                    );
+                }
+                for step in 0..9u64 {
+                    if step % 4 == 3 {
+                        redist.collective_plan(&homes[me])?;
+                    }
+                    let context = format!("{path} relayed, PME on {pme:?} in {dims:?}, step {step}");
+                    checked_step_via(&mut redist, &grid, &homes, Some(&relays), me, step, &context)?;
+                    moves(&mut homes, step);
+                }
+            }
+            if me == 0 {
+                println!("  relayed, PME on PEs {pme:?} in {:?}: every path placed every atom", grid.dims());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// With a relay and a small margin, an atom moved past it is found on its relay and reported
+/// on every PE as held by its particle PE; after a new plan the step goes on. Relaying with
+/// PME on every PE, or on some PEs and not others, fails on every PE.
+fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 1, 1]);
+    let lx = structure.pbc.diagonal()[0];
+    let pme = vec![n - 2, n - 1];
+    let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+    let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
+    let relays = relays_of(&grid, &domains, n)?;
+    for path in RedistPath::ALL {
+        let mut homes = homes(rt, &structure, &pme)?;
+        let mut redist = Redistribution::builder(rt, grid.clone())
+            .path(path)
+            .displacement_margin(0.05)
+            .relay(|pe| relays[pe].unwrap_or(usize::MAX))
+            .collective_build(&homes[me], structure.len())?;
+        let pe = particle_pes(n, &pme) - 1;
+        let i = homes[pe].len() / 3;
+        homes[pe][i].x[0] = (homes[pe][i].x[0] + 0.5 * lx) % lx;
+        let atom = homes[pe][i].global;
+        let delivered = redist.redistribute(&homes[me])?;
+        let forces = vec![[0.0; 3]; delivered.received().len()];
+        let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+        let outcome = delivered.return_forces_from(&forces, &mut home_forces);
+        ensure!(
+            matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
+            "{path} relayed: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
+        );
+        redist.collective_plan(&homes[me])?;
+        let context = format!("{path} relayed, after a new plan");
+        checked_step_via(&mut redist, &grid, &homes, Some(&relays), me, 1, &context)?;
+    }
+    // Relaying needs PME on a subset, and every PE alike.
+    let all: Vec<usize> = (0..n).collect();
+    let everywhere = PmeGrid::new(structure.pbc.vectors(), SPACING, &all)?;
+    let homes = homes(rt, &structure, &all)?;
+    let outcome =
+        Redistribution::builder(rt, everywhere).relay(|_| 0).collective_build(&homes[me], structure.len());
+    ensure!(
+        matches!(&outcome, Err(Error::Config(m)) if m.contains("subset")),
+        "relaying with PME on every PE: {outcome:?}"
+    );
+    let homes = self::homes(rt, &structure, &pme)?;
+    let builder = Redistribution::builder(rt, grid.clone());
+    let builder = if me == 0 { builder } else { builder.relay(|pe| relays[pe].unwrap_or(0)) };
+    let outcome = builder.collective_build(&homes[me], structure.len());
+    ensure!(
+        matches!(&outcome, Err(Error::CollectiveConfig(m)) if m.contains("some PEs relay")),
+        "PE 0 alone not relaying: {outcome:?}"
+    );
+    let outcome =
+        Redistribution::builder(rt, grid).relay(|_| 7).collective_build(&homes[me], structure.len());
+    ensure!(
+        matches!(&outcome, Err(Error::CollectiveConfig(m)) if m.contains("outside the grid's 2 PME ranks")),
+        "a relay outside the grid: {outcome:?}"
+    );
+    Ok(())
+}
+
 /// The PME ranks an atom at `x` can reach by moving at most `margin` nm along x (the only
 /// direction that changes its slab in a rectangular box), by sampling.
 fn reachable(grid: &PmeGrid, x: RVec, margin: f32) -> Vec<usize> {
@@ -783,6 +953,16 @@ fn main() {
     ];
     let mut cases = cases.to_vec();
     cases.push(pe_test::Case { name: "pencils_place_every_atom", pes: &[4], run: pencils_place_every_atom });
+    cases.push(pe_test::Case {
+        name: "relayed_atoms_reach_their_ranks_on_every_path",
+        pes: &[3, 4],
+        run: relayed_atoms_reach_their_ranks_on_every_path,
+    });
+    cases.push(pe_test::Case {
+        name: "a_relayed_atom_past_its_margin_is_reported_everywhere",
+        pes: &[3, 4],
+        run: a_relayed_atom_past_its_margin_is_reported_everywhere,
+    });
     cases.push(pe_test::Case {
         name: "example_rejects_bad_options_on_every_pe",
         pes: &[2],

@@ -357,6 +357,40 @@ impl PmeGrid {
         self.dims[1] > 1
     }
 
+    /// The relay PME rank ([`RedistBuilder::relay`](crate::RedistBuilder::relay)) of domain
+    /// `cell` of a domain grid of `domains` cells along the box's x, y and z (cut evenly in
+    /// fractional coordinates, as md-halo's `DdGrid` cuts them), so that every PME rank relays
+    /// for as many domains as any other, give or take one, and each domain's relay lies near
+    /// it: the domains in order of x (then z, then y) are cut into as many runs as there are
+    /// rows of PME ranks along x, and each row's domains in order of y (then x, then z) into as
+    /// many as there are columns (GROMACS maps domains to PME ranks by their index to the same
+    /// end). The atoms a relay receives then lie mostly in its own slab or pencil and the ones
+    /// beside it.
+    ///
+    /// Costs O(domains / rows of PME ranks).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when a dimension of `domains` is zero or `cell` lies outside them.
+    pub fn relay_rank(&self, domains: [usize; 3], cell: [usize; 3]) -> Result<usize> {
+        if domains.contains(&0) || (0..3).any(|d| cell[d] >= domains[d]) {
+            return Err(Error::Config(format!(
+                "domain cell {cell:?} does not lie in a domain grid of {domains:?} cells"
+            )));
+        }
+        let [dx, dy, dz] = domains;
+        let [px, py] = self.dims;
+        let n = dx * dy * dz;
+        // Index in x, then z, then y order, and back.
+        let index = |[x, y, z]: [usize; 3]| (x * dz + z) * dy + y;
+        let cell_at = |i: usize| [i / (dy * dz), i % dy, (i / dy) % dz];
+        let row = index(cell) * px / n;
+        let (lo, hi) = ((row * n).div_ceil(px), ((row + 1) * n).div_ceil(px));
+        // This domain's place among its row's in y, x, z order.
+        let key = |[x, y, z]: [usize; 3]| (y, x, z);
+        let place = (lo..hi).filter(|&i| key(cell_at(i)) < key(cell)).count();
+        Ok(row * py + place * py / (hi - lo))
+    }
+
     /// The x planes `lo..hi` of PME rank `rank`.
     pub fn slab(&self, rank: usize) -> (usize, usize) {
         let a = rank / self.dims[1];

@@ -206,9 +206,10 @@ impl<'rt> Lines<'rt> {
     /// error ([`Vote::start`]), so that its first round travels while the mesh works.
     ///
     /// # Collective
-    /// Every PME rank calls it once per step, after the announcements.
+    /// Every PME rank calls it once per step, after the announcements (nothing where the plan
+    /// does not vote).
     pub fn vote_start(&mut self, plan: &Plan<'rt>) -> Result<()> {
-        if let Some(rank) = plan.my_rank {
+        if let Some(rank) = plan.my_rank.filter(|_| plan.votes) {
             self.ballot = plan.ballot();
             self.vote.start(&plan.grid, rank, plan.calls, self.ballot)?;
         }
@@ -220,7 +221,7 @@ impl<'rt> Lines<'rt> {
     /// # Collective
     /// Every PME rank calls it once per step, after [`vote_start`](Self::vote_start).
     pub fn vote(&self, plan: &mut Plan<'rt>) -> Result<()> {
-        if let Some(rank) = plan.my_rank {
+        if let Some(rank) = plan.my_rank.filter(|_| plan.votes) {
             let agreed = self.vote.finish(&plan.grid, rank, plan.calls, self.ballot)?;
             plan.take_vote(agreed);
         }

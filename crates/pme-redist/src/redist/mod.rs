@@ -31,6 +31,16 @@
 //!   made at each plan: `MPI_Neighbor_alltoall` of the counts, `MPI_Neighbor_alltoallv` of
 //!   the data.
 //!
+//! **Relay** ([`RedistBuilder::relay`], PME on a subset of the PEs): as in GROMACS, each
+//! particle PE sends all its atoms to one PME rank, its relay ([`PmeGrid::relay_rank`]: one
+//! under its domain, as many domains per PME rank as any other), which passes each on to its
+//! own PME rank. Both hops are redistributions as above on the same path: the first with one
+//! target per particle PE and no vote (no atom can be too far for it), the second among the
+//! PME ranks, whose home atoms are what the relay received, with the margin, the partners and
+//! the vote; the forces come back through the second hop, then the first. A particle PE then
+//! sends one message each way per step; the price is that the atoms outside their relay's
+//! pencil travel twice (the scale model tabulates both routings).
+//!
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`,
 //! `neighbor.rs`; the one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
 //! `plan.rs` holds what every path shares (the layout of a step, the counts, the errors a
@@ -280,6 +290,16 @@ pub struct Redistribution<'rt> {
     buffers: Buffers<'rt>,
     agreement: Agreement<'rt>,
     transport: Box<dyn Transport<'rt> + 'rt>,
+    /// With a relay ([`RedistBuilder::relay`]), the second hop: from each relay PME rank,
+    /// whose received atoms are its home atoms, to the atoms' own PME ranks.
+    onward: Option<Box<Onward<'rt>>>,
+}
+
+/// The second hop of a relay, and the forces it brings back to the relay PME rank, for the
+/// first hop to return.
+struct Onward<'rt> {
+    hop: Redistribution<'rt>,
+    forces: Vec<RVec>,
 }
 
 impl fmt::Debug for Redistribution<'_> {
@@ -301,6 +321,15 @@ pub struct RedistBuilder<'rt> {
     grid: PmeGrid,
     path: RedistPath,
     margin: Margin,
+    routing: Routing,
+}
+
+/// Whether a particle PE sends to the PME ranks directly or through its relay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Routing {
+    Direct,
+    /// This PE's relay PME rank (`None` on PME-only PEs).
+    Relay(Option<usize>),
 }
 
 impl<'rt> RedistBuilder<'rt> {
@@ -322,6 +351,24 @@ impl<'rt> RedistBuilder<'rt> {
         RedistBuilder { margin: Margin::Distance(nm), ..self }
     }
 
+    /// Relays the atoms, as GROMACS does with separate PME ranks: each particle PE sends all
+    /// its atoms, every step, to one PME rank (its relay, `relay_of(pe)` for particle PE
+    /// `pe`), which passes each on to its own PME rank (a second redistribution, among the
+    /// PME ranks, with the displacement margin; the forces come back the same two hops). A
+    /// particle PE then sends one message each way per step whatever the decomposition, and
+    /// a PME rank hears from the particle PEs it relays for and from the PME ranks near it.
+    /// [`PmeGrid::relay_rank`] gives each domain of a domain grid a relay under it, an even
+    /// number of domains per PME rank.
+    ///
+    /// Needs PME on a subset of the PEs ([`Error::Config`] otherwise: where every PE does
+    /// PME, each sends to its partners directly). Every PE must pass the same `relay_of`, PME
+    /// ranks included (they never call it).
+    pub fn relay(self, relay_of: impl Fn(usize) -> usize) -> Self {
+        let me = self.rt.my_pe();
+        let particle = self.grid.rank_of_pe(me).is_none();
+        RedistBuilder { routing: Routing::Relay(particle.then(|| relay_of(me))), ..self }
+    }
+
     /// Sets up the redistribution of this PE's `home` atoms (empty on PME-only PEs) over
     /// the grid's PME ranks, for a system of `total_atoms`, and builds the plan.
     ///
@@ -337,7 +384,7 @@ impl<'rt> RedistBuilder<'rt> {
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
         // The buffers follow the bounds of the plan, never more than the system.
         let _ = total_atoms;
-        let RedistBuilder { rt, grid, path, margin } = self;
+        let RedistBuilder { rt, grid, path, margin, routing } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -354,10 +401,52 @@ impl<'rt> RedistBuilder<'rt> {
             )));
         }
         let my_rank = grid.rank_of_pe(rt.my_pe());
-        let particle = m == n || my_rank.is_none();
+        let hop = Hop { rt, grid: &grid, path, margin };
+        match agree_routing(rt, &grid, routing)? {
+            None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true),
+            Some(via) => {
+                // The first hop never finds an atom too far, and the second's vote has made
+                // every PME rank agree on the step's error before the first returns.
+                let mut first = hop.collective_build(home, my_rank.is_none(), false, via, false)?;
+                let received = first.collective_round_trip(home)?;
+                let onward = hop.collective_build(&received, my_rank.is_some(), true, None, true)?;
+                first.onward = Some(Box::new(Onward { hop: onward, forces: Vec::new() }));
+                Ok(first)
+            }
+        }
+    }
+}
+
+/// What both hops of a relay, or the one direct hop, are built with.
+struct Hop<'a, 'rt> {
+    rt: &'rt Runtime,
+    grid: &'a PmeGrid,
+    path: RedistPath,
+    margin: Margin,
+}
+
+impl<'rt> Hop<'_, 'rt> {
+    /// One hop: from the PEs that hold `home` atoms (`particle`) to the PME ranks, each PE
+    /// with both roles when `both` does, every atom to `relay` when it is given, with a vote
+    /// on each step's error when `votes`.
+    ///
+    /// # Collective
+    /// Every PE calls it alike.
+    fn collective_build(
+        &self,
+        home: &[Particle],
+        particle: bool,
+        both: bool,
+        relay: Option<usize>,
+        votes: bool,
+    ) -> Result<Redistribution<'rt>> {
+        let Hop { rt, grid, path, margin } = *self;
+        let my_rank = grid.rank_of_pe(rt.my_pe());
+        let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
         let most_home = agree_home(rt, particle, home)?;
-        let name = |what: &str| format!("pme {}: {what}", path.name());
+        let hop = if relay.is_some() || !votes { "relay " } else { "" };
+        let name = |what: &str| format!("pme {}: {hop}{what}", path.name());
         let transport: Box<dyn Transport<'rt> + 'rt> = match path {
             RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
             RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m)?),
@@ -365,7 +454,6 @@ impl<'rt> RedistBuilder<'rt> {
             RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
             RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
         };
-        let both = m == n;
         let buffers = Buffers {
             send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
             recv: both
@@ -377,18 +465,64 @@ impl<'rt> RedistBuilder<'rt> {
             force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
         };
         let agreement = Agreement::collective_new(rt, &name)?;
-        let plan = Plan::new(rt, grid, particle, margin);
-        let mut redist = Redistribution { path, plan, buffers, agreement, transport };
+        let plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes);
+        let mut redist = Redistribution { path, plan, buffers, agreement, transport, onward: None };
         redist.collective_partners(home)?;
         Ok(redist)
     }
+}
+
+/// Whether the PEs relay, every PE agreeing, and this PE's relay if it is a particle PE:
+/// `None` for direct routing.
+///
+/// # Collective
+/// One max-reduction.
+fn agree_routing(rt: &Runtime, grid: &PmeGrid, routing: Routing) -> Result<Option<Option<usize>>> {
+    let (me, m) = (rt.my_pe(), grid.ranks());
+    let bad = match routing {
+        Routing::Relay(Some(r)) if r >= m => me as u64 + 1,
+        _ => 0,
+    };
+    let relaying = matches!(routing, Routing::Relay(_));
+    let mut agreed = [u64::from(relaying), u64::from(!relaying), bad];
+    rt.max_u64(&mut agreed)?;
+    if agreed[0] == 1 && agreed[1] == 1 {
+        return Err(Error::CollectiveConfig(
+            "some PEs relay the PME atoms and some do not: every PE must build its redistribution \
+             with the same relay"
+                .to_string(),
+        ));
+    }
+    if agreed[2] > 0 {
+        return Err(Error::CollectiveConfig(format!(
+            "particle PE {} names a relay outside the grid's {m} PME ranks",
+            agreed[2] - 1
+        )));
+    }
+    let via = match routing {
+        Routing::Direct => return Ok(None),
+        Routing::Relay(via) => via,
+    };
+    if m == rt.n_pes() {
+        return Err(Error::Config(format!(
+            "a relay needs PME on a subset of the PEs, but all {m} PEs are PME ranks: each \
+             already sends to its partners directly"
+        )));
+    }
+    Ok(Some(via))
 }
 
 impl<'rt> Redistribution<'rt> {
     /// Starts building a redistribution over `grid`'s PME ranks, on the one-sided put path
     /// unless the builder says otherwise.
     pub fn builder(rt: &'rt Runtime, grid: PmeGrid) -> RedistBuilder<'rt> {
-        RedistBuilder { rt, grid, path: RedistPath::OneSidedPut, margin: Margin::Slab }
+        RedistBuilder {
+            rt,
+            grid,
+            path: RedistPath::OneSidedPut,
+            margin: Margin::Slab,
+            routing: Routing::Direct,
+        }
     }
 
     /// The path.
@@ -418,13 +552,48 @@ impl<'rt> Redistribution<'rt> {
     /// # Collective
     /// Every PE must call it, each with its own home atoms (none on PME-only PEs).
     ///
+    /// With a relay, the relay PME ranks learn where the atoms are now with one round trip
+    /// of the first hop, and the second hop is planned from there.
+    ///
     /// # Errors
     /// On every PE, the plan left as it was: [`Error::Config`] when a PME-only PE is given
     /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
-    /// (naming the variable that raises its size).
+    /// (naming the variable that raises its size). With a relay, an error of the second hop's
+    /// plan leaves the first hop planned anew and the second as it was: plan again before
+    /// the next step.
     pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
         agree_home(self.plan.rt, self.plan.particle, home)?;
-        self.collective_partners(home)
+        self.collective_partners(home)?;
+        if self.onward.is_some() {
+            let received = self.collective_round_trip(home)?;
+            if let Some(onward) = &mut self.onward {
+                onward.hop.collective_plan(&received)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One step of this hop alone, with no forces: the atoms this PME rank receives from
+    /// `home` (on every PE, the first hop of a relay at each plan).
+    ///
+    /// # Collective
+    /// Every PE calls it.
+    fn collective_round_trip(&mut self, home: &[Particle]) -> Result<Vec<Particle>> {
+        let onward = self.onward.take();
+        let result = (|| {
+            let step = self.redistribute(home)?;
+            let received = step.received().to_vec();
+            let mut home_forces = vec![[0.0; 3]; home.len()];
+            step.return_forces_from(&vec![[0.0; 3]; received.len()], &mut home_forces)?;
+            Ok(received)
+        })();
+        self.onward = onward;
+        result
+    }
+
+    /// The hop whose PME ranks hold the atoms for the mesh: the second of a relay, or this.
+    fn last_hop(&self) -> &Redistribution<'rt> {
+        self.onward.as_ref().map_or(self, |o| &o.hop)
     }
 
     /// The partners of the plan for `home`: the reach of each atom, the agreement with the
@@ -455,25 +624,37 @@ impl<'rt> Redistribution<'rt> {
         Ok(())
     }
 
-    /// The atoms this PME rank received in the last step (zero elsewhere).
+    /// The atoms this PME rank received for its mesh in the last step (zero elsewhere).
     pub fn last_received(&self) -> usize {
-        self.plan.received
+        self.last_hop().plan.received
     }
 
-    /// The PME ranks this PE sends to under the current plan (none on PME-only PEs).
+    /// The PME ranks this PE sends to under the current plan: a particle PE's targets (its
+    /// relay alone, with a relay), and with a relay a PME rank's onward targets; none
+    /// elsewhere.
     pub fn targets(&self) -> &[usize] {
-        if self.plan.particle { &self.plan.reach.targets } else { &[] }
+        let hop = if self.plan.particle { self } else { self.last_hop() };
+        if hop.plan.particle { &hop.plan.reach.targets } else { &[] }
     }
 
-    /// The PEs that send to this PME rank under the current plan (none elsewhere), ascending.
+    /// The PEs whose atoms this PME rank's mesh receives under the current plan (none
+    /// elsewhere), ascending: particle PEs, or with a relay the relay PME ranks.
     pub fn sources(&self) -> Vec<usize> {
-        self.plan.sources().iter().map(|s| s.pe).collect()
+        self.last_hop().plan.sources().iter().map(|s| s.pe).collect()
+    }
+
+    /// With a relay, the particle PEs this PME rank relays for, ascending (none elsewhere,
+    /// and without a relay).
+    pub fn relayed_for(&self) -> Vec<usize> {
+        if self.onward.is_some() { self.plan.sources().iter().map(|s| s.pe).collect() } else { Vec::new() }
     }
 
     /// The symmetric memory this redistribution holds on each PE, in bytes: its buffers
-    /// (sized by the home atoms and by the bounds of the plan), and its transport's slots.
+    /// (sized by the home atoms and by the bounds of the plan), and its transport's slots;
+    /// with a relay, of both hops.
     pub fn symmetric_bytes(&self) -> usize {
-        self.buffers.bytes() + self.agreement.symmetric_bytes() + self.transport.symmetric_bytes()
+        let own = self.buffers.bytes() + self.agreement.symmetric_bytes() + self.transport.symmetric_bytes();
+        own + self.onward.as_ref().map_or(0, |o| o.hop.symmetric_bytes())
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank and
@@ -502,7 +683,51 @@ impl<'rt> Redistribution<'rt> {
         self.transport.forward(&mut self.plan, &self.buffers, home)?;
         // The PEs' reads of the last step's forces end before the mesh writes them.
         self.transport.forces_free(&self.plan)?;
+        if let Some(onward) = &mut self.onward {
+            // SAFETY: the first hop's atoms have all arrived (forward returned), and no PE
+            // writes this PE's receive buffer again before the next step's forward; the
+            // second hop only reads them, into its own buffers.
+            let relayed = unsafe { self.buffers.recv().array().local_range(0..self.plan.received) };
+            let origins = &mut onward.hop.plan.origins;
+            origins.clear();
+            origins.extend(self.plan.src_offsets.iter().zip(self.plan.sources()).map(|(&at, s)| (at, s.pe)));
+            drop(onward.hop.redistribute(relayed)?);
+        }
         Ok(Step { redist: self })
+    }
+}
+
+impl Redistribution<'_> {
+    /// Returns the mesh's `forces` (`None`: where the mesh wrote them, in place) and brings
+    /// this PE its home forces, through both hops with a relay.
+    ///
+    /// # Collective
+    /// Every PE calls it once per step.
+    fn collective_return(&mut self, forces: Option<&[RVec]>, home_forces: &mut [RVec]) -> Result<()> {
+        if let Some(onward) = &mut self.onward {
+            // The second hop's forces come to the relay PME rank, and go on from there.
+            onward.forces.resize(self.plan.received, [0.0; 3]);
+            match onward.hop.collective_return(forces, &mut onward.forces) {
+                Ok(()) => {}
+                // Every PME rank heard of it in the second hop's vote: the first hop's
+                // statuses carry it to every particle PE.
+                Err(Error::MovedTooFar { atom, pe }) => self.plan.note_error(plan::marker(atom, pe)),
+                Err(e) => return Err(e),
+            }
+            let forces = Forces { data: &onward.forces, in_place: false };
+            return return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
+        }
+        let forces = match forces {
+            Some(data) => Forces { data, in_place: false },
+            None => {
+                // SAFETY: nobody writes the force buffer during the return: other PEs never
+                // write it, and this PE writes it only through a step's mesh, which the
+                // caller's step has consumed.
+                let data = unsafe { self.buffers.force_send().array().local_range(0..self.plan.received) };
+                Forces { data, in_place: true }
+            }
+        };
+        return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces)
     }
 }
 
@@ -581,22 +806,24 @@ impl<'rt> Deref for Step<'_, 'rt> {
 impl Step<'_, '_> {
     /// The atoms this PME rank received, by source PE (empty elsewhere).
     pub fn received(&self) -> &[Particle] {
+        let hop = self.redist.last_hop();
         // SAFETY: other PEs write this PE's receive buffer only inside redistribute (which
         // takes &mut of the redistribution, held by this step), and on the get path nobody but
         // this PE writes it at all.
-        unsafe { self.redist.buffers.recv().array().local_range(0..self.redist.plan.received) }
+        unsafe { hop.buffers.recv().array().local_range(0..hop.plan.received) }
     }
 
     /// How many atoms this PME rank received from each of its sources in this step:
     /// `(source PE, count)`, by PE (empty elsewhere).
     pub fn received_counts(&self) -> Vec<(usize, usize)> {
-        let plan = &self.redist.plan;
+        let plan = &self.redist.last_hop().plan;
         plan.sources().iter().zip(&plan.src_counts).map(|(s, &count)| (s.pe, count)).collect()
     }
 
     /// The atoms this PME rank received and the forces on them, for the mesh.
     pub fn mesh(&mut self) -> Mesh<'_> {
-        let (buffers, received) = (&self.redist.buffers, self.redist.plan.received);
+        let hop = self.redist.last_hop();
+        let (buffers, received) = (&hop.buffers, hop.plan.received);
         // SAFETY: as in received.
         let atoms = unsafe { buffers.recv().array().local_range(0..received) };
         // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
@@ -625,15 +852,7 @@ impl Step<'_, '_> {
     /// ([`Redistribution::collective_plan`]) and go on. [`Error::Config`] when `home_forces`
     /// is not one per home atom (on this PE only).
     pub fn return_forces(self, home_forces: &mut [RVec]) -> Result<()> {
-        let redist = self.redist;
-        // SAFETY: nobody writes the force buffer during the return: other PEs never write it,
-        // and this PE writes it only through a step's mesh, which this call has consumed.
-        let forces = unsafe { redist.buffers.force_send().array().local_range(0..redist.plan.received) };
-        let forces = Forces { data: forces, in_place: true };
-        // The view borrows the buffers only, beside which the return takes the plan and the
-        // transport.
-        let (plan, buffers, transport) = (&mut redist.plan, &redist.buffers, &mut redist.transport);
-        return_with(plan, buffers, transport.as_mut(), forces, home_forces)
+        self.redist.collective_return(None, home_forces)
     }
 
     /// [`return_forces`](Self::return_forces) of `forces` from the caller's array (one per
@@ -647,8 +866,6 @@ impl Step<'_, '_> {
     /// As [`return_forces`](Self::return_forces), and [`Error::Config`] when `forces` is not
     /// one per received atom.
     pub fn return_forces_from(self, forces: &[RVec], home_forces: &mut [RVec]) -> Result<()> {
-        let redist = self.redist;
-        let forces = Forces { data: forces, in_place: false };
-        return_with(&mut redist.plan, &redist.buffers, redist.transport.as_mut(), forces, home_forces)
+        self.redist.collective_return(Some(forces), home_forces)
     }
 }

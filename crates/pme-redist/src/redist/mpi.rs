@@ -65,14 +65,15 @@ impl MpiVote {
     /// Starts the vote on the step's error with this PME rank's ballot.
     ///
     /// # Collective
-    /// Every PME rank calls it once per step, then [`run`](Self::run).
+    /// Every PME rank calls it once per step, then [`run`](Self::run) (nothing where the plan
+    /// does not vote).
     pub(super) fn start(&mut self, plan: &Plan<'_>) -> Result<()> {
         if let Some(mut stale) = self.request.take() {
             // A step every PE dropped before its return: its vote completes first.
             // SAFETY: a request of an earlier start; the status is ignored.
             mpi_check(unsafe { ffi::MPI_Wait(&mut stale, status_ignore()) }, "MPI_Wait")?;
         }
-        let Some(pme) = &self.pme else { return Ok(()) };
+        let Some(pme) = self.pme.as_ref().filter(|_| plan.votes) else { return Ok(()) };
         self.values[0] = plan.ballot();
         let (send, receive) = self.values.split_at_mut(1);
         let mut request = MaybeUninit::uninit();
@@ -101,7 +102,7 @@ impl MpiVote {
     /// # Collective
     /// Every PME rank calls it once per step.
     pub(super) fn run(&mut self, plan: &mut Plan<'_>) -> Result<()> {
-        if self.pme.is_none() {
+        if self.pme.is_none() || !plan.votes {
             return Ok(());
         }
         if self.request.is_none() {

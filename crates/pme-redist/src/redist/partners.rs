@@ -164,6 +164,23 @@ impl Reach {
         reach
     }
 
+    /// The reach of `n` home atoms that all go to PME rank `r` of `grid` (the first hop of a
+    /// relay), whatever their position: `r` is the one target, bound by `n`.
+    pub fn all_to(grid: &PmeGrid, n: usize, r: usize) -> Reach {
+        let [_, py] = grid.dims();
+        let (row, column) = ((r / py) as u32, (r % py) as u32);
+        let pencil = py > 1;
+        Reach {
+            lo: vec![row; n],
+            span: vec![1; n],
+            y_lo: if pencil { vec![column; n] } else { Vec::new() },
+            y_span: if pencil { vec![1; n] } else { Vec::new() },
+            columns: py as u32,
+            targets: vec![r],
+            bounds: vec![n],
+        }
+    }
+
     /// The first home atom whose PME rank in this step (`dest`, of `m` ranks) lies outside
     /// its reach, if any.
     pub fn first_outside(&self, dest: &[u32], m: usize) -> Option<usize> {

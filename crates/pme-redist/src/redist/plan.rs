@@ -24,6 +24,17 @@ pub(super) struct Plan<'rt> {
     /// Whether this PE holds home atoms (sends).
     pub particle: bool,
     margin: Margin,
+    /// The one PME rank every home atom goes to, when this is the first hop of a relay: no
+    /// atom then moves too far, whatever its position.
+    relay: Option<usize>,
+    /// Whether the PME ranks vote on each step's error: not on the first hop of a relay,
+    /// where no atom can be too far and the second hop's vote has made every PME rank agree
+    /// before the return.
+    pub votes: bool,
+    /// On the second hop of a relay, where the home atoms came from in this step: `(first
+    /// atom, particle PE)` by first atom, so that an atom too far is reported on the PE that
+    /// holds it (empty: this PE).
+    pub origins: Vec<(usize, usize)>,
     /// Each home atom's reach at the plan, and this PE's targets and bounds.
     pub reach: Reach,
     /// What the agreement at the plan said: this PE's slot at each target and, on a PME rank,
@@ -58,8 +69,16 @@ pub(super) struct Plan<'rt> {
 }
 
 impl<'rt> Plan<'rt> {
-    /// A plan with no home atoms yet: [`replace`](Self::replace) gives it its partners.
-    pub fn new(rt: &'rt Runtime, grid: PmeGrid, particle: bool, margin: Margin) -> Self {
+    /// A plan with no home atoms yet: [`replace`](Self::replace) gives it its partners. A
+    /// particle PE with a `relay` sends every atom there.
+    pub fn new(
+        rt: &'rt Runtime,
+        grid: PmeGrid,
+        particle: bool,
+        margin: Margin,
+        relay: Option<usize>,
+        votes: bool,
+    ) -> Self {
         let m = grid.ranks();
         Plan {
             rt,
@@ -67,6 +86,9 @@ impl<'rt> Plan<'rt> {
             grid,
             particle,
             margin,
+            relay,
+            votes,
+            origins: Vec::new(),
             reach: Reach::default(),
             agreed: Agreed::default(),
             dest: Vec::new(),
@@ -95,6 +117,9 @@ impl<'rt> Plan<'rt> {
         if !self.particle {
             // A PME-only PE sends nothing, and hears of errors through the vote.
             return Reach::default();
+        }
+        if let Some(r) = self.relay {
+            return Reach::all_to(&self.grid, home.len(), r);
         }
         let mut planned = vec![0u32; home.len()];
         let (mut counts, mut runs) = (Vec::new(), Vec::new());
@@ -132,7 +157,17 @@ impl<'rt> Plan<'rt> {
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
         dest.resize(home.len(), 0);
-        place(&self.grid, home, &mut dest, &mut self.chunk_counts, &mut self.runs, &mut self.chunk_runs);
+        if let Some(r) = self.relay {
+            // Every atom to the relay, in one run.
+            dest.fill(r as u32);
+            self.chunk_counts.clear();
+            self.chunk_counts.resize(m, 0);
+            self.chunk_counts[r] = home.len();
+            self.runs.clear();
+            self.runs.extend((!home.is_empty()).then_some(0));
+        } else {
+            place(&self.grid, home, &mut dest, &mut self.chunk_counts, &mut self.runs, &mut self.chunk_runs);
+        }
         self.dest_counts.fill(0);
         for chunk in self.chunk_counts.chunks_exact(m) {
             for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
@@ -142,7 +177,11 @@ impl<'rt> Plan<'rt> {
         let far = self.reach.first_outside(&dest, m);
         self.dest = dest;
         if let Some(i) = far {
-            self.pending = Some(marker(home[i].global, me));
+            let holder = match self.origins.partition_point(|&(first, _)| first <= i) {
+                0 => me,
+                k => self.origins[k - 1].1,
+            };
+            self.pending = Some(marker(home[i].global, holder));
         }
         self.withheld = far.is_some();
         // Only targets have atoms (an atom elsewhere is an error, and then none are sent).
@@ -306,7 +345,7 @@ pub(super) fn agree_home(rt: &Runtime, particle: bool, home: &[Particle]) -> Res
     Ok(agreed[0] as usize)
 }
 
-fn marker(atom: u32, pe: usize) -> u64 {
+pub(super) fn marker(atom: u32, pe: usize) -> u64 {
     ERROR | (pe as u64 & PE_MASK) << 32 | atom as u64
 }
 
