@@ -23,6 +23,10 @@
 //!   ([`pme_redist::planned_targets`], with the displacement margin `--margin`, default
 //!   0.1 nm): the PME ranks its atoms can reach, and the bound on what each can receive.
 //!
+//! - with `--routing relay` (default `both`, a line each), each particle rank's relay
+//!   ([`pme_redist::PmeGrid::relay_rank`]), which sends the atoms it received on to the PME
+//!   ranks they can reach, as a particle rank would (its targets from the same plan).
+//!
 //! Per rank per step it prints the halo exchange's messages and bytes (coordinates out and
 //! forces back, 12 bytes per atom each way, one message per pulse to another rank), the PME
 //! redistribution's (one message per target each way, 20 bytes per atom out and 12 back, as
@@ -101,13 +105,14 @@ struct Options {
     pme_fraction: f64,
     decomposition: PmeDecomposition,
     margin: f32,
+    routings: Vec<Routing>,
     paths: Vec<Path>,
     svg: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: scale_model [--gro FILE] [--atoms N | --replicate NX,NY,NZ] [--ranks R1,R2,...] \
 [--cutoff NM] [--buffer NM] [--spacing NM] [--pme-fraction F] [--pme-decomposition slab|pencil|auto] \
-[--margin NM] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
+[--margin NM] [--routing direct|relay|both] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -121,6 +126,7 @@ fn parse() -> Result<Options, String> {
         pme_fraction: 0.25,
         decomposition: PmeDecomposition::Auto,
         margin: 0.1,
+        routings: vec![Routing::Direct, Routing::Relay],
         paths: vec![
             Path::from_pingpong("onesided", 77.1e-9, 225e-6),
             Path::from_pingpong("mpi", 466e-9, 999e-6),
@@ -154,6 +160,14 @@ fn parse() -> Result<Options, String> {
             }
             "--pme-decomposition" => options.decomposition = value()?.parse().map_err(|e| format!("{e}"))?,
             "--margin" => options.margin = cli::length(&flag, &value()?)?,
+            "--routing" => {
+                options.routings = match value()?.as_str() {
+                    "direct" => vec![Routing::Direct],
+                    "relay" => vec![Routing::Relay],
+                    "both" => vec![Routing::Direct, Routing::Relay],
+                    other => return Err(format!("--routing needs direct, relay or both, got {other:?}")),
+                }
+            }
             "--path" => {
                 let v = value()?;
                 let parts: Vec<&str> = v.split(':').collect();
@@ -208,22 +222,14 @@ struct Row {
     halo_bytes: f64,
     halo_max_bytes: usize,
     histogram: [usize; 6],
-    /// Halo and redistribution messages of the particle ranks together.
-    all_histogram: [usize; 6],
     /// `[px, py]` of the PME decomposition.
     pme_dims: [usize; 2],
-    redist_msgs_particle: f64,
-    redist_msgs_particle_max: usize,
-    redist_msgs_pme: f64,
-    redist_msgs_pme_max: usize,
-    redist_bytes_pme: f64,
-    /// Symmetric bytes of the redistribution per PE, and the most of any PE against the
-    /// bytes of the atoms it holds.
-    memory: usize,
-    memory_ratio: f64,
+    /// The redistribution under each routing modelled.
+    redist: Vec<Redist>,
     fft_block: usize,
-    /// Predicted seconds per step per path: halo, redistribution, FFT.
-    time: Vec<[f64; 3]>,
+    /// Predicted seconds per step per path: halo, FFT transposes.
+    halo_time: Vec<f64>,
+    fft_time: Vec<f64>,
 }
 
 fn run(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
@@ -265,8 +271,12 @@ fn run(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &options.svg {
         let mut points = Vec::new();
         for row in &rows {
-            for (p, t) in options.paths.iter().zip(&row.time) {
-                for (what, seconds) in [("halo", t[0]), ("pme", t[1] + t[2])] {
+            for (i, p) in options.paths.iter().enumerate() {
+                let mut curves = vec![("halo".to_string(), row.halo_time[i])];
+                for r in &row.redist {
+                    curves.push((format!("pme {}", r.routing.name()), r.time[i] + row.fft_time[i]));
+                }
+                for (what, seconds) in curves {
                     points.push(Point {
                         group: "scale_model".to_string(),
                         variant: format!("{what} {}", p.name),
@@ -313,7 +323,7 @@ fn model(
             for size in [p.sent * 12, p.received * 12] {
                 msgs += 1;
                 rank_bytes += size;
-                histogram[BINS.iter().position(|&b| size < b).unwrap_or(BINS.len() - 1)] += 1;
+                histogram[bin(size)] += 1;
             }
             for (t, path) in rank_time.iter_mut().zip(&options.paths) {
                 // A pulse is a send-receive: as long as its larger message, each way.
@@ -326,68 +336,16 @@ fn model(
             *total = total.max(t);
         }
     }
-    // The redistribution between partners, from the library's own plan: each particle rank
-    // sends to the PME ranks its atoms can reach within the margin (its targets), every
-    // step, the atoms now on each (20 B out, 12 B back); a PME rank hears from the particle
-    // ranks that named it, and the PME ranks vote on the step's error in log2 M rounds.
+    // The redistribution, from the library's own plans, for each routing.
     let mut homes: Vec<Vec<Particle>> = vec![Vec::new(); n];
     for (g, &x) in system.positions.iter().enumerate() {
         homes[grid.pe_of_position(x)].push(Particle { x, q: 0.0, global: g as u32 });
     }
-    let mut all_histogram = histogram;
-    let bin = |size: usize| BINS.iter().position(|&b| size < b).unwrap_or(BINS.len() - 1);
-    let mut redist_time = vec![0.0f64; options.paths.len()];
-    let (mut particle_msgs, mut particle_max) = (0usize, 0usize);
-    let (mut fan_in, mut pme_bytes, mut pme_bound) =
-        (vec![0usize; pme_ranks], vec![0usize; pme_ranks], vec![0usize; pme_ranks]);
-    let mut received = vec![0usize; pme_ranks];
-    for home in &homes {
-        let (targets, bounds) = planned_targets(&pme, Some(options.margin), home);
-        let mut now = vec![0usize; targets.len()];
-        for p in home {
-            let r = pme.rank_of(p.x);
-            now[targets.binary_search(&r).expect("an atom in its reach at the plan")] += 1;
-        }
-        let messages = 2 * targets.len();
-        particle_msgs += messages;
-        particle_max = particle_max.max(messages);
-        let mut rank_time = vec![0.0f64; options.paths.len()];
-        for ((&r, &bound), &atoms) in targets.iter().zip(&bounds).zip(&now) {
-            fan_in[r] += 1;
-            pme_bound[r] += bound;
-            received[r] += atoms;
-            pme_bytes[r] += atoms * 32;
-            all_histogram[bin(atoms * 20)] += 1;
-            all_histogram[bin(atoms * 12)] += 1;
-            for (t, path) in rank_time.iter_mut().zip(&options.paths) {
-                *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
-            }
-        }
-        for (total, t) in redist_time.iter_mut().zip(rank_time) {
-            *total = total.max(t);
-        }
-    }
-    let vote = pme_ranks.next_power_of_two().trailing_zeros() as usize;
-    // The PME ranks receive from their sources: as slow as the busiest of them.
-    for (total, path) in redist_time.iter_mut().zip(&options.paths) {
-        let busiest = (0..pme_ranks)
-            .map(|p| {
-                (fan_in[p] as f64 * (2.0 + path.extra_latencies()) + 2.0 * vote as f64) * path.alpha
-                    + pme_bytes[p] as f64 / path.beta
-            })
-            .fold(0.0, f64::max);
-        *total = total.max(busiest);
-    }
-    let pme_msgs: Vec<usize> = fan_in.iter().map(|&f| 2 * f + 2 * vote).collect();
-    // Symmetric memory per PE, as the library allocates it: a fifth over the most any PE
-    // needs; with PME on a subset, one buffer per side serves both roles.
-    let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
-    let most_bound = pme_bound.iter().copied().max().unwrap_or(0);
-    let over = pme_redist::GROWTH_FACTOR;
-    let memory = (over * most_home.max(most_bound) as f64).ceil() as usize * 32;
-    let least_held =
-        homes.iter().map(Vec::len).chain(received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
-    let memory_ratio = memory as f64 / (least_held * 32) as f64;
+    let redist = options
+        .routings
+        .iter()
+        .map(|&routing| redistribution(options, &pme, &grid, &homes, routing, histogram))
+        .collect::<Result<Vec<_>, _>>()?;
     // The FFT: slabs, one all-to-all among the M PME ranks per direction, blocks padded to
     // the widest slabs; pencils, one within each row (Py ranks) and one within each column
     // (Px) per direction.
@@ -417,17 +375,225 @@ fn model(
         halo_bytes: bytes as f64 / n as f64,
         halo_max_bytes: max_bytes,
         histogram,
-        all_histogram,
         pme_dims,
-        redist_msgs_particle: particle_msgs as f64 / n as f64,
-        redist_msgs_particle_max: particle_max,
-        redist_msgs_pme: pme_msgs.iter().sum::<usize>() as f64 / pme_ranks as f64,
-        redist_msgs_pme_max: pme_msgs.iter().copied().max().unwrap_or(0),
-        redist_bytes_pme: pme_bytes.iter().sum::<usize>() as f64 / pme_ranks as f64,
-        memory,
-        memory_ratio,
+        redist,
         fft_block: block,
-        time: (0..options.paths.len()).map(|i| [halo_time[i], redist_time[i], fft_time[i]]).collect(),
+        halo_time,
+        fft_time,
+    })
+}
+
+/// How the particle ranks' atoms reach the PME ranks ([`pme_redist::RedistBuilder::relay`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Routing {
+    /// Each particle rank to every PME rank its atoms can reach.
+    Direct,
+    /// Each particle rank to its relay, which passes the atoms on.
+    Relay,
+}
+
+impl Routing {
+    fn name(self) -> &'static str {
+        match self {
+            Routing::Direct => "direct",
+            Routing::Relay => "relay",
+        }
+    }
+}
+
+/// What the redistribution costs per step under one routing.
+struct Redist {
+    routing: Routing,
+    /// Halo and redistribution messages of the particle ranks together, by size.
+    all_histogram: [usize; 6],
+    msgs_particle: f64,
+    msgs_particle_max: usize,
+    msgs_pme: f64,
+    msgs_pme_max: usize,
+    bytes_pme: f64,
+    /// The share of the atoms that travel a second hop.
+    forwarded: f64,
+    /// Symmetric bytes per PE, and the most of any PE against the bytes of the atoms the PE
+    /// holding the fewest holds.
+    memory: usize,
+    memory_ratio: f64,
+    /// Predicted seconds per step per path.
+    time: Vec<f64>,
+}
+
+/// One hop of the redistribution: who sends what to whom, from the library's own plan
+/// ([`planned_targets`]) for each sender's `homes` (20 B per atom out, 12 B back), every
+/// message counted at both ends and at most one of each per pair and direction.
+struct Hop {
+    /// Per sender: messages (two per target besides itself) and its predicted time per path.
+    sender_msgs: Vec<usize>,
+    sender_time: Vec<Vec<f64>>,
+    /// Per PME rank: messages from others (two per source besides itself), bytes received
+    /// and returned, the sum of its sources' bounds, and atoms received.
+    fan_in: Vec<usize>,
+    bytes: Vec<usize>,
+    bound: Vec<usize>,
+    received: Vec<usize>,
+}
+
+impl Hop {
+    fn new(
+        options: &Options,
+        pme: &PmeGrid,
+        senders: &[(Option<usize>, Vec<Particle>)],
+        histogram: &mut [usize; 6],
+    ) -> Hop {
+        let m = pme.ranks();
+        let mut hop = Hop {
+            sender_msgs: Vec::new(),
+            sender_time: Vec::new(),
+            fan_in: vec![0; m],
+            bytes: vec![0; m],
+            bound: vec![0; m],
+            received: vec![0; m],
+        };
+        for (me, home) in senders {
+            let (targets, bounds) = planned_targets(pme, Some(options.margin), home);
+            let mut now = vec![0usize; targets.len()];
+            for p in home {
+                let r = pme.rank_of(p.x);
+                now[targets.binary_search(&r).expect("an atom in its reach at the plan")] += 1;
+            }
+            let (mut msgs, mut time) = (0, vec![0.0f64; options.paths.len()]);
+            for ((&r, &bound), &atoms) in targets.iter().zip(&bounds).zip(&now) {
+                hop.bound[r] += bound;
+                hop.received[r] += atoms;
+                if Some(r) == *me {
+                    continue;
+                }
+                msgs += 2;
+                hop.fan_in[r] += 2;
+                hop.bytes[r] += atoms * 32;
+                histogram[bin(atoms * 20)] += 1;
+                histogram[bin(atoms * 12)] += 1;
+                for (t, path) in time.iter_mut().zip(&options.paths) {
+                    *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
+                }
+            }
+            hop.sender_msgs.push(msgs);
+            hop.sender_time.push(time);
+        }
+        hop
+    }
+}
+
+fn bin(size: usize) -> usize {
+    BINS.iter().position(|&b| size < b).unwrap_or(BINS.len() - 1)
+}
+
+/// The redistribution of the particle ranks' `homes` (domains of `grid`) to the PME ranks of
+/// `pme` under `routing`: direct, each particle rank to the PME ranks its atoms can reach
+/// within the margin; or relayed, each to its relay ([`PmeGrid::relay_rank`]), which sends
+/// its atoms on as a particle rank would. The PME ranks vote on each step's error in
+/// ⌈log₂ M⌉ rounds (once, on the last hop).
+fn redistribution(
+    options: &Options,
+    pme: &PmeGrid,
+    grid: &DdGrid,
+    homes: &[Vec<Particle>],
+    routing: Routing,
+    halo_histogram: [usize; 6],
+) -> Result<Redist, Box<dyn std::error::Error>> {
+    let mut all_histogram = halo_histogram;
+    let histogram = &mut all_histogram;
+    let (n, m) = (homes.len(), pme.ranks());
+    let vote = m.next_power_of_two().trailing_zeros() as usize;
+    let over = pme_redist::GROWTH_FACTOR;
+    let fit = |atoms: usize| (over * atoms as f64).ceil() as usize * 32;
+    let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
+    let paths = options.paths.len();
+    // The first hop: to the PME ranks the atoms reach, or all of a rank's to its relay.
+    let (particle_msgs, mut time, first, second, memory) = match routing {
+        Routing::Direct => {
+            let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
+            let hop = Hop::new(options, pme, &senders, histogram);
+            let time: Vec<f64> =
+                (0..paths).map(|i| hop.sender_time.iter().map(|t| t[i]).fold(0.0, f64::max)).collect();
+            let memory = fit(most_home.max(hop.bound.iter().copied().max().unwrap_or(0)));
+            (hop.sender_msgs.clone(), time, hop, None, memory)
+        }
+        Routing::Relay => {
+            let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
+                (0..m).map(|r| (Some(r), Vec::new())).collect();
+            let mut first = Hop {
+                sender_msgs: vec![2; n],
+                sender_time: Vec::new(),
+                fan_in: vec![0; m],
+                bytes: vec![0; m],
+                bound: vec![0; m],
+                received: vec![0; m],
+            };
+            let mut time = vec![0.0f64; paths];
+            for (pe, home) in homes.iter().enumerate() {
+                let r = pme.relay_rank(grid.dims(), grid.cell_of(pe))?;
+                relayed[r].1.extend_from_slice(home);
+                first.fan_in[r] += 2;
+                first.bytes[r] += home.len() * 32;
+                first.bound[r] += home.len();
+                first.received[r] += home.len();
+                histogram[bin(home.len() * 20)] += 1;
+                histogram[bin(home.len() * 12)] += 1;
+                for (t, path) in time.iter_mut().zip(&options.paths) {
+                    let own = path.time(home.len() * 20)
+                        + path.time(home.len() * 12)
+                        + path.extra_latencies() * path.alpha;
+                    *t = t.max(own);
+                }
+            }
+            let second = Hop::new(options, pme, &relayed, histogram);
+            let most_relayed = first.received.iter().copied().max().unwrap_or(0);
+            let most_bound = second.bound.iter().copied().max().unwrap_or(0);
+            // The first hop's buffers serve both sides; the second's hold what each relay
+            // sends and what each PME rank can receive.
+            let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
+            (vec![2; n], time, first, Some(second), memory)
+        }
+    };
+    // The PME ranks: as slow as the busiest, over both hops.
+    let pme_msgs: Vec<usize> = (0..m)
+        .map(|r| first.fan_in[r] + second.as_ref().map_or(0, |h| h.sender_msgs[r] + h.fan_in[r]) + 2 * vote)
+        .collect();
+    for (i, (total, path)) in time.iter_mut().zip(&options.paths).enumerate() {
+        let busiest = (0..m)
+            .map(|r| {
+                let latencies = |msgs: usize| msgs as f64 / 2.0 * (2.0 + path.extra_latencies());
+                let mut t = latencies(first.fan_in[r]) * path.alpha + first.bytes[r] as f64 / path.beta;
+                if let Some(h) = &second {
+                    t += h.sender_time[r][i]
+                        + latencies(h.fan_in[r]) * path.alpha
+                        + h.bytes[r] as f64 / path.beta;
+                }
+                t + 2.0 * vote as f64 * path.alpha
+            })
+            .fold(0.0, f64::max);
+        *total = total.max(busiest);
+    }
+    let last = second.as_ref().unwrap_or(&first);
+    let forwarded = second.as_ref().map_or(0.0, |h| {
+        let moved = h.bytes.iter().sum::<usize>() / 32;
+        moved as f64 / h.received.iter().sum::<usize>().max(1) as f64
+    });
+    let least_held =
+        homes.iter().map(Vec::len).chain(last.received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
+    Ok(Redist {
+        routing,
+        all_histogram,
+        msgs_particle: particle_msgs.iter().sum::<usize>() as f64 / n as f64,
+        msgs_particle_max: particle_msgs.iter().copied().max().unwrap_or(0),
+        msgs_pme: pme_msgs.iter().sum::<usize>() as f64 / m as f64,
+        msgs_pme_max: pme_msgs.iter().copied().max().unwrap_or(0),
+        bytes_pme: (first.bytes.iter().sum::<usize>() + second.as_ref().map_or(0, |h| h.bytes.iter().sum()))
+            as f64
+            / m as f64,
+        forwarded,
+        memory,
+        memory_ratio: memory as f64 / (least_held * 32) as f64,
+        time,
     })
 }
 
@@ -455,43 +621,46 @@ fn pme_decomposition(
 }
 
 fn print_tables(options: &Options, rows: &[Row]) {
+    let share =
+        |h: &[usize; 6]| 100.0 * h[..3].iter().sum::<usize>() as f64 / h.iter().sum::<usize>().max(1) as f64;
     println!();
     println!("Per rank per step (particle ranks for the halo; means over ranks, max where marked):");
     println!(
-        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | redist msgs particle (max) / PME rank (max) | all < 4 KiB | redist KiB per PME rank | redist MiB per PE (x share) | FFT block KiB |"
+        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | routing | redist msgs particle (max) / PME rank (max) | forwarded | all < 4 KiB | redist KiB per PME rank | redist MiB per PE (x share) | FFT block KiB |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
     for r in rows {
-        let share = |h: &[usize; 6]| {
-            100.0 * h[..3].iter().sum::<usize>() as f64 / h.iter().sum::<usize>().max(1) as f64
-        };
-        println!(
-            "| {} | {}x{}x{} | {} = {}x{} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {:.1} ({}) / {:.0} ({}) | {:.0} % | {:.1} | {:.2} ({:.1}x) | {:.1} |",
-            r.ranks,
-            r.dims[0],
-            r.dims[1],
-            r.dims[2],
-            r.pme_ranks,
-            r.pme_dims[0],
-            r.pme_dims[1],
-            r.grid[0],
-            r.grid[1],
-            r.grid[2],
-            r.home,
-            r.halo_msgs,
-            r.halo_bytes / 1024.0,
-            r.halo_max_bytes as f64 / 1024.0,
-            share(&r.histogram),
-            r.redist_msgs_particle,
-            r.redist_msgs_particle_max,
-            r.redist_msgs_pme,
-            r.redist_msgs_pme_max,
-            share(&r.all_histogram),
-            r.redist_bytes_pme / 1024.0,
-            r.memory as f64 / (1 << 20) as f64,
-            r.memory_ratio,
-            r.fft_block as f64 / 1024.0
-        );
+        for d in &r.redist {
+            println!(
+                "| {} | {}x{}x{} | {} = {}x{} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {} | {:.1} ({}) / {:.0} ({}) | {:.0} % | {:.0} % | {:.1} | {:.2} ({:.1}x) | {:.1} |",
+                r.ranks,
+                r.dims[0],
+                r.dims[1],
+                r.dims[2],
+                r.pme_ranks,
+                r.pme_dims[0],
+                r.pme_dims[1],
+                r.grid[0],
+                r.grid[1],
+                r.grid[2],
+                r.home,
+                r.halo_msgs,
+                r.halo_bytes / 1024.0,
+                r.halo_max_bytes as f64 / 1024.0,
+                share(&r.histogram),
+                d.routing.name(),
+                d.msgs_particle,
+                d.msgs_particle_max,
+                d.msgs_pme,
+                d.msgs_pme_max,
+                100.0 * d.forwarded,
+                share(&d.all_histogram),
+                d.bytes_pme / 1024.0,
+                d.memory as f64 / (1 << 20) as f64,
+                d.memory_ratio,
+                r.fft_block as f64 / 1024.0
+            );
+        }
     }
     println!();
     println!("Halo message sizes (coordinates and forces), share of all halo messages:");
@@ -508,14 +677,21 @@ fn print_tables(options: &Options, rows: &[Row]) {
         "Predicted communication time per step, µs (slowest rank): halo / PME redistribution / FFT transposes:"
     );
     let names: Vec<&str> = options.paths.iter().map(|p| p.name.as_str()).collect();
-    println!("| ranks | {} |", names.join(" | "));
-    println!("|---:|{}", "---:|".repeat(names.len()));
+    println!("| ranks | routing | {} |", names.join(" | "));
+    println!("|---:|---|{}", "---:|".repeat(names.len()));
     for r in rows {
-        let cells: Vec<String> = r
-            .time
-            .iter()
-            .map(|t| format!("{:.1} / {:.1} / {:.1}", t[0] * 1e6, t[1] * 1e6, t[2] * 1e6))
-            .collect();
-        println!("| {} | {} |", r.ranks, cells.join(" | "));
+        for d in &r.redist {
+            let cells: Vec<String> = (0..names.len())
+                .map(|i| {
+                    format!(
+                        "{:.1} / {:.1} / {:.1}",
+                        r.halo_time[i] * 1e6,
+                        d.time[i] * 1e6,
+                        r.fft_time[i] * 1e6
+                    )
+                })
+                .collect();
+            println!("| {} | {} | {} |", r.ranks, d.routing.name(), cells.join(" | "));
+        }
     }
 }
