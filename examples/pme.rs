@@ -406,7 +406,8 @@ fn run_configuration(
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
     };
     let mut home = setup.home.clone();
-    let builder = Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
+    let builder =
+        Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
     let mut redist = builder.collective_build(&home, setup.structure.len())?;
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;

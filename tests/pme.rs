@@ -533,7 +533,8 @@ fn relays_of(grid: &PmeGrid, domains: &DdGrid, n: usize) -> Result<Vec<Option<us
         .collect()
 }
 
-/// PME on one or two of the PEs (slabs, and on two pencils 1x2 too), each particle PE
+/// PME on one, two or (on 6 PEs and more) four of the PEs, in slabs and in pencils (1x2 and
+/// 2x2), each particle PE
 /// relaying through the PME rank under its domain: on every path, every atom on its own PME
 /// rank in the relayed order (by relay PE, then by particle PE, each in home order), every
 /// force back at its atom, through new plans as the atoms move; each particle PE sends to its
@@ -541,12 +542,18 @@ fn relays_of(grid: &PmeGrid, domains: &DdGrid, n: usize) -> Result<Vec<Option<us
 fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let structure = water([2, 2, 1]);
-    for pme in layouts(n).into_iter().filter(|l| l.len() < n) {
+    let mut subsets: Vec<Vec<usize>> = layouts(n).into_iter().filter(|l| l.len() < n).collect();
+    if n >= 6 {
+        subsets.push((n - 4..n).collect());
+    }
+    for pme in subsets {
         let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
         let slabs = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let mut grids = vec![slabs.clone()];
-        if pme.len() == 2 {
-            grids.push(slabs.with_pencils([1, 2])?);
+        match pme.len() {
+            2 => grids.push(slabs.with_pencils([1, 2])?),
+            4 => grids.push(slabs.with_pencils([2, 2])?),
+            _ => {}
         }
         for grid in grids {
             let relays = relays_of(&grid, &domains, n)?;
@@ -955,7 +962,7 @@ fn main() {
     cases.push(pe_test::Case { name: "pencils_place_every_atom", pes: &[4], run: pencils_place_every_atom });
     cases.push(pe_test::Case {
         name: "relayed_atoms_reach_their_ranks_on_every_path",
-        pes: &[3, 4],
+        pes: &[3, 4, 6],
         run: relayed_atoms_reach_their_ranks_on_every_path,
     });
     cases.push(pe_test::Case {
