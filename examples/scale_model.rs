@@ -545,7 +545,8 @@ fn redistribution(
                     *t = t.max(own);
                 }
             }
-            let second = Hop::new(options, pme, &relayed, histogram);
+            // The second hop's messages are between PME ranks: not in the particle ranks' sizes.
+            let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
             let most_relayed = first.received.iter().copied().max().unwrap_or(0);
             let most_bound = second.bound.iter().copied().max().unwrap_or(0);
             // The first hop's buffers serve both sides; the second's hold what each relay

@@ -364,8 +364,9 @@ impl PmeGrid {
     /// it: the domains in order of x (then z, then y) are cut into as many runs as there are
     /// rows of PME ranks along x, and each row's domains in order of y (then x, then z) into as
     /// many as there are columns (GROMACS maps domains to PME ranks by their index to the same
-    /// end). The atoms a relay receives then lie mostly in its own slab or pencil and the ones
-    /// beside it.
+    /// end). Where a row's domains do not span y (fewer domains than PME ranks), each goes to
+    /// the column under its centre instead, and some PME ranks relay for none. The atoms a
+    /// relay receives then lie mostly in its own slab or pencil and the ones beside it.
     ///
     /// Costs O(domains / rows of PME ranks).
     ///
@@ -385,6 +386,11 @@ impl PmeGrid {
         let cell_at = |i: usize| [i / (dy * dz), i % dy, (i / dy) % dz];
         let row = index(cell) * px / n;
         let (lo, hi) = ((row * n).div_ceil(px), ((row + 1) * n).div_ceil(px));
+        if hi - lo < dy {
+            // The row's domains do not span y: the column under this domain's centre, so
+            // that it stays near (some PME ranks of the row then relay for none).
+            return Ok(row * py + (2 * cell[1] + 1) * py / (2 * dy));
+        }
         // This domain's place among its row's in y, x, z order.
         let key = |[x, y, z]: [usize; 3]| (y, x, z);
         let place = (lo..hi).filter(|&i| key(cell_at(i)) < key(cell)).count();
@@ -587,6 +593,62 @@ mod tests {
                 assert!(fast == exact, "{v:e}: {fast} {exact}");
             }
         }
+    }
+
+    /// Every domain of `domains` with its relay on pencils `dims` of a 128 × 128 × 16 grid.
+    fn relays(domains: [usize; 3], dims: [usize; 2]) -> (PmeGrid, Vec<([usize; 3], usize)>) {
+        let pes: Vec<usize> = (0..dims[0] * dims[1]).collect();
+        let g =
+            PmeGrid::with_sizes_in_pencils(rectangular([4.0, 4.0, 4.0]), [128, 128, 16], &pes, dims).unwrap();
+        let mut out = Vec::new();
+        for x in 0..domains[0] {
+            for y in 0..domains[1] {
+                for z in 0..domains[2] {
+                    out.push(([x, y, z], g.relay_rank(domains, [x, y, z]).unwrap()));
+                }
+            }
+        }
+        (g, out)
+    }
+
+    #[test]
+    fn relays_are_shared_evenly_and_lie_near_their_domains() {
+        for (domains, dims) in
+            [([16, 16, 12], [32, 32]), ([8, 8, 6], [16, 8]), ([3, 2, 2], [4, 1]), ([4, 4, 3], [2, 2])]
+        {
+            let (g, relays) = relays(domains, dims);
+            let mut count = vec![0usize; g.ranks()];
+            for &(cell, r) in &relays {
+                count[r] += 1;
+                // The relay's row and column overlap the domain's extent, or lie beside it.
+                let near = |c: usize, d: usize, line: usize, p: usize| {
+                    let (lo, hi) = (c as f64 / d as f64, (c + 1) as f64 / d as f64);
+                    let (a, b) = (line as f64 / p as f64, (line + 1) as f64 / p as f64);
+                    let step = 1.0 / p as f64;
+                    a < hi + step && b > lo - step
+                };
+                assert!(
+                    near(cell[0], domains[0], r / dims[1], dims[0]),
+                    "{domains:?} on {dims:?}: {cell:?} -> {r}"
+                );
+                assert!(
+                    near(cell[1], domains[1], r % dims[1], dims[1]),
+                    "{domains:?} on {dims:?}: {cell:?} -> {r}"
+                );
+            }
+            let (least, most) = (count.iter().min().unwrap(), count.iter().max().unwrap());
+            assert!(most - least <= 1, "{domains:?} on {dims:?}: {count:?}");
+        }
+        // Fewer domains than PME ranks: each under its centre.
+        let (_, relays) = relays([2, 8, 1], [4, 4]);
+        assert!(relays.iter().all(|&([x, y, _], r)| r / 4 / 2 == x && r % 4 == y / 2), "{relays:?}");
+        let g = relays_grid();
+        assert!(matches!(g.relay_rank([2, 2, 0], [0, 0, 0]), Err(Error::Config(_))));
+        assert!(matches!(g.relay_rank([2, 2, 2], [0, 2, 0]), Err(Error::Config(_))));
+    }
+
+    fn relays_grid() -> PmeGrid {
+        relays([1, 1, 1], [2, 2]).0
     }
 
     /// A rectangular box of extents `l`.

@@ -309,7 +309,7 @@ impl fmt::Debug for Redistribution<'_> {
             .field("pme_rank", &self.plan.my_rank)
             .field("pme_ranks", &self.plan.grid.ranks())
             .field("home_count", &self.plan.home_count())
-            .field("received", &self.plan.received)
+            .field("received", &self.last_hop().plan.received)
             .finish_non_exhaustive()
     }
 }
@@ -373,14 +373,19 @@ impl<'rt> RedistBuilder<'rt> {
     /// the grid's PME ranks, for a system of `total_atoms`, and builds the plan.
     ///
     /// When every PE is a PME rank, every PE also holds atoms; otherwise the PEs that are not
-    /// PME ranks hold them and the PME ranks only receive.
+    /// PME ranks hold them and the PME ranks receive (with a relay, they also pass the atoms
+    /// on among themselves).
     ///
     /// # Collective
-    /// Every PE must call it, with a builder of the same grid and path and the same total.
+    /// Every PE must call it, with a builder of the same grid, path and routing and the same
+    /// total.
     ///
     /// # Errors
-    /// On every PE: [`Error::Config`] when the PME ranks do not fit the job or a PME-only PE
-    /// is given home atoms; [`Error::Comm`] when the symmetric heap cannot hold the buffers.
+    /// On every PE: [`Error::Config`] when the PME ranks do not fit the job, a PME-only PE is
+    /// given home atoms, or a relay is asked for with PME on every PE;
+    /// [`Error::CollectiveConfig`] when some PEs relay and some do not, or a particle PE names
+    /// a relay outside the grid; [`Error::Comm`] when the symmetric heap cannot hold the
+    /// buffers.
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
         // The buffers follow the bounds of the plan, never more than the system.
         let _ = total_atoms;
@@ -707,15 +712,23 @@ impl Redistribution<'_> {
         if let Some(onward) = &mut self.onward {
             // The second hop's forces come to the relay PME rank, and go on from there.
             onward.forces.resize(self.plan.received, [0.0; 3]);
-            match onward.hop.collective_return(forces, &mut onward.forces) {
+            let second = onward.hop.collective_return(forces, &mut onward.forces);
+            match &second {
                 Ok(()) => {}
                 // Every PME rank heard of it in the second hop's vote: the first hop's
                 // statuses carry it to every particle PE.
-                Err(Error::MovedTooFar { atom, pe }) => self.plan.note_error(plan::marker(atom, pe)),
-                Err(e) => return Err(e),
+                Err(Error::MovedTooFar { atom, pe }) => self.plan.note_error(plan::marker(*atom, *pe)),
+                // The first hop returns all the same, so that no particle PE waits for this
+                // relay; they hear that it failed, and it reports its own error.
+                Err(_) => self.plan.note_error(plan::RELAY_FAILED),
             }
             let forces = Forces { data: &onward.forces, in_place: false };
-            return return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
+            let first =
+                return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
+            return match second {
+                Err(e) if !matches!(e, Error::MovedTooFar { .. }) => Err(e),
+                _ => first,
+            };
         }
         let forces = match forces {
             Some(data) => Forces { data, in_place: false },
@@ -827,8 +840,9 @@ impl Step<'_, '_> {
         // SAFETY: as in received.
         let atoms = unsafe { buffers.recv().array().local_range(0..received) };
         // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
-        // the sources' force receive buffers: another allocation when every PE does PME, and
-        // with PME on a subset those of PEs that hold no mesh); on the one-sided paths they
+        // the sources' force receive buffers: another allocation where PEs have both roles,
+        // every PE doing PME or a relay's second hop, and otherwise those of PEs that hold no
+        // mesh); on the one-sided paths they
         // read it only between this PE's status and their taken signals, which redistribute
         // awaited for every return so far; on the MPI paths only this PE touches it. This
         // step's `&mut` keeps every other view of it away while the slice lives, and the atoms

@@ -124,7 +124,8 @@ impl<'rt> Plan<'rt> {
         let mut planned = vec![0u32; home.len()];
         let (mut counts, mut runs) = (Vec::new(), Vec::new());
         place(&self.grid, home, &mut planned, &mut counts, &mut runs, &mut self.chunk_runs);
-        Reach::new(&self.grid, self.margin, home, &planned, self.rt.my_pe())
+        // A PE without atoms names its own PME rank if it is one, to hear of the errors.
+        Reach::new(&self.grid, self.margin, home, &planned, self.my_rank.unwrap_or(self.rt.my_pe()))
     }
 
     /// Takes the reach and agreement of a new plan, and returns the old ones.
@@ -349,7 +350,18 @@ pub(super) fn marker(atom: u32, pe: usize) -> u64 {
     ERROR | (pe as u64 & PE_MASK) << 32 | atom as u64
 }
 
+/// The marker a relay returns to its particle PEs when the second hop failed on it with
+/// another error than an atom too far: no PE names an atom with it.
+pub(super) const RELAY_FAILED: u64 = ERROR | PE_MASK << 32 | u32::MAX as u64;
+
 fn decode(marked: u64) -> Error {
+    if marked == RELAY_FAILED {
+        return Error::Verification(
+            "the relay PME rank of this PE failed in the second hop of this step (its own error \
+             says why); no forces were delivered"
+                .to_string(),
+        );
+    }
     Error::MovedTooFar { atom: marked as u32, pe: ((marked >> 32) & PE_MASK) as usize }
 }
 
@@ -371,6 +383,7 @@ mod tests {
     #[test]
     fn markers_round_trip() {
         assert_eq!(decode(marker(12345, 3)), Error::MovedTooFar { atom: 12345, pe: 3 });
+        assert!(matches!(decode(RELAY_FAILED), Error::Verification(m) if m.contains("relay")));
         assert_eq!(decode(marker(u32::MAX, 1 << 20)), Error::MovedTooFar { atom: u32::MAX, pe: 1 << 20 });
         assert!(marker(0, 0) & ERROR != 0);
     }
