@@ -437,21 +437,27 @@ struct Hop {
 }
 
 impl Hop {
-    fn new(
-        options: &Options,
-        pme: &PmeGrid,
-        senders: &[(Option<usize>, Vec<Particle>)],
-        histogram: &mut [usize; 6],
-    ) -> Hop {
-        let m = pme.ranks();
-        let mut hop = Hop {
+    /// A hop to `m` PME ranks with no senders yet.
+    fn empty(m: usize) -> Hop {
+        Hop {
             sender_msgs: Vec::new(),
             sender_time: Vec::new(),
             fan_in: vec![0; m],
             bytes: vec![0; m],
             bound: vec![0; m],
             received: vec![0; m],
-        };
+        }
+    }
+
+    /// Every sender's hop from the library's plan for its atoms, to the PME ranks they reach
+    /// (`me`: the sender's own PME rank, if it is one, whose share is no message).
+    fn new(
+        options: &Options,
+        pme: &PmeGrid,
+        senders: &[(Option<usize>, Vec<Particle>)],
+        histogram: &mut [usize; 6],
+    ) -> Hop {
+        let mut hop = Hop::empty(pme.ranks());
         for (me, home) in senders {
             let (targets, bounds) = planned_targets(pme, Some(options.margin), home);
             let mut now = vec![0usize; targets.len()];
@@ -461,24 +467,40 @@ impl Hop {
             }
             let (mut msgs, mut time) = (0, vec![0.0f64; options.paths.len()]);
             for ((&r, &bound), &atoms) in targets.iter().zip(&bounds).zip(&now) {
-                hop.bound[r] += bound;
-                hop.received[r] += atoms;
                 if Some(r) == *me {
-                    continue;
-                }
-                msgs += 2;
-                hop.fan_in[r] += 2;
-                hop.bytes[r] += atoms * 32;
-                histogram[bin(atoms * 20)] += 1;
-                histogram[bin(atoms * 12)] += 1;
-                for (t, path) in time.iter_mut().zip(&options.paths) {
-                    *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
+                    hop.bound[r] += bound;
+                    hop.received[r] += atoms;
+                } else {
+                    msgs += 2;
+                    hop.pair(options, r, bound, atoms, histogram, &mut time);
                 }
             }
             hop.sender_msgs.push(msgs);
             hop.sender_time.push(time);
         }
         hop
+    }
+
+    /// A sender's `atoms` (at most `bound`) to PME rank `r` and their forces back: two
+    /// messages, their sizes into `histogram` and their time per path added to `time`.
+    fn pair(
+        &mut self,
+        options: &Options,
+        r: usize,
+        bound: usize,
+        atoms: usize,
+        histogram: &mut [usize; 6],
+        time: &mut [f64],
+    ) {
+        self.bound[r] += bound;
+        self.received[r] += atoms;
+        self.fan_in[r] += 2;
+        self.bytes[r] += atoms * 32;
+        histogram[bin(atoms * 20)] += 1;
+        histogram[bin(atoms * 12)] += 1;
+        for (t, path) in time.iter_mut().zip(&options.paths) {
+            *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
+        }
     }
 }
 
@@ -508,42 +530,24 @@ fn redistribution(
     let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
     let paths = options.paths.len();
     // The first hop: to the PME ranks the atoms reach, or all of a rank's to its relay.
-    let (particle_msgs, mut time, first, second, memory) = match routing {
+    let (first, second, memory) = match routing {
         Routing::Direct => {
             let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
             let hop = Hop::new(options, pme, &senders, histogram);
-            let time: Vec<f64> =
-                (0..paths).map(|i| hop.sender_time.iter().map(|t| t[i]).fold(0.0, f64::max)).collect();
             let memory = fit(most_home.max(hop.bound.iter().copied().max().unwrap_or(0)));
-            (hop.sender_msgs.clone(), time, hop, None, memory)
+            (hop, None, memory)
         }
         Routing::Relay => {
             let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
                 (0..m).map(|r| (Some(r), Vec::new())).collect();
-            let mut first = Hop {
-                sender_msgs: vec![2; n],
-                sender_time: Vec::new(),
-                fan_in: vec![0; m],
-                bytes: vec![0; m],
-                bound: vec![0; m],
-                received: vec![0; m],
-            };
-            let mut time = vec![0.0f64; paths];
+            let mut first = Hop::empty(m);
             for (pe, home) in homes.iter().enumerate() {
                 let r = pme.relay_rank(grid.dims(), grid.cell_of(pe))?;
                 relayed[r].1.extend_from_slice(home);
-                first.fan_in[r] += 2;
-                first.bytes[r] += home.len() * 32;
-                first.bound[r] += home.len();
-                first.received[r] += home.len();
-                histogram[bin(home.len() * 20)] += 1;
-                histogram[bin(home.len() * 12)] += 1;
-                for (t, path) in time.iter_mut().zip(&options.paths) {
-                    let own = path.time(home.len() * 20)
-                        + path.time(home.len() * 12)
-                        + path.extra_latencies() * path.alpha;
-                    *t = t.max(own);
-                }
+                let mut time = vec![0.0f64; paths];
+                first.pair(options, r, home.len(), home.len(), histogram, &mut time);
+                first.sender_msgs.push(2);
+                first.sender_time.push(time);
             }
             // The second hop's messages are between PME ranks: not in the particle ranks' sizes.
             let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
@@ -552,9 +556,13 @@ fn redistribution(
             // The first hop's buffers serve both sides; the second's hold what each relay
             // sends and what each PME rank can receive.
             let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
-            (vec![2; n], time, first, Some(second), memory)
+            (first, Some(second), memory)
         }
     };
+    // The particle ranks: as slow as the slowest.
+    let particle_msgs = &first.sender_msgs;
+    let mut time: Vec<f64> =
+        (0..paths).map(|i| first.sender_time.iter().map(|t| t[i]).fold(0.0, f64::max)).collect();
     // The PME ranks: as slow as the busiest, over both hops.
     let pme_msgs: Vec<usize> = (0..m)
         .map(|r| first.fan_in[r] + second.as_ref().map_or(0, |h| h.sender_msgs[r] + h.fan_in[r]) + 2 * vote)
