@@ -450,7 +450,8 @@ impl<'rt> Hop<'_, 'rt> {
         let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
         let most_home = agree_home(rt, particle, home)?;
-        let hop = if relay.is_some() || !votes { "relay " } else { "" };
+        // Only a relay's first hop does not vote.
+        let hop = if votes { "" } else { "relay " };
         let name = |what: &str| format!("pme {}: {hop}{what}", path.name());
         let transport: Box<dyn Transport<'rt> + 'rt> = match path {
             RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
@@ -712,23 +713,25 @@ impl Redistribution<'_> {
         if let Some(onward) = &mut self.onward {
             // The second hop's forces come to the relay PME rank, and go on from there.
             onward.forces.resize(self.plan.received, [0.0; 3]);
-            let second = onward.hop.collective_return(forces, &mut onward.forces);
-            match &second {
-                Ok(()) => {}
+            let failed = match onward.hop.collective_return(forces, &mut onward.forces) {
+                Ok(()) => None,
                 // Every PME rank heard of it in the second hop's vote: the first hop's
                 // statuses carry it to every particle PE.
-                Err(Error::MovedTooFar { atom, pe }) => self.plan.note_error(plan::marker(*atom, *pe)),
+                Err(Error::MovedTooFar { atom, pe }) => {
+                    self.plan.note_error(plan::marker(atom, pe));
+                    None
+                }
                 // The first hop returns all the same, so that no particle PE waits for this
                 // relay; they hear that it failed, and it reports its own error.
-                Err(_) => self.plan.note_error(plan::RELAY_FAILED),
-            }
+                Err(e) => {
+                    self.plan.note_error(plan::RELAY_FAILED);
+                    Some(e)
+                }
+            };
             let forces = Forces { data: &onward.forces, in_place: false };
             let first =
                 return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
-            return match second {
-                Err(e) if !matches!(e, Error::MovedTooFar { .. }) => Err(e),
-                _ => first,
-            };
+            return failed.map_or(first, Err);
         }
         let forces = match forces {
             Some(data) => Forces { data, in_place: false },

@@ -175,7 +175,8 @@ impl<'rt> Plan<'rt> {
                 *total += count;
             }
         }
-        let far = self.reach.first_outside(&dest, m);
+        // Every atom of a relay's first hop goes where its reach is.
+        let far = if self.relay.is_some() { None } else { self.reach.first_outside(&dest, m) };
         self.dest = dest;
         if let Some(i) = far {
             let holder = match self.origins.partition_point(|&(first, _)| first <= i) {
