@@ -615,20 +615,8 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
             .relay(|pe| relays[pe].unwrap_or(usize::MAX))
             .collective_build(&homes[me], structure.len())?;
         let pe = particle_pes(n, &pme) - 1;
-        let i = homes[pe].len() / 3;
-        homes[pe][i].x[0] = (homes[pe][i].x[0] + 0.5 * lx) % lx;
-        let atom = homes[pe][i].global;
-        let delivered = redist.redistribute(&homes[me])?;
-        let forces = vec![[0.0; 3]; delivered.received().len()];
-        let mut home_forces = vec![[0.0; 3]; homes[me].len()];
-        let outcome = delivered.return_forces_from(&forces, &mut home_forces);
-        ensure!(
-            matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
-            "{path} relayed: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
-        );
-        redist.collective_plan(&homes[me])?;
-        let context = format!("{path} relayed, after a new plan");
-        checked_step_via(&mut redist, &grid, &homes, Some(&relays), me, 1, &context)?;
+        let context = format!("{path} relayed");
+        jump_is_reported(&mut redist, &mut homes, Some(&relays), me, pe, 0.5 * lx, &context)?;
     }
     // Relaying needs PME on a subset, and every PE alike.
     let all: Vec<usize> = (0..n).collect();
@@ -748,6 +736,36 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Moves one atom of PE `pe` (a third of the way into its home atoms) by `jump` nm along x, on
+/// every PE's copy of `homes`: the step must report it as moved too far on every PE, naming
+/// that atom and PE; then a new plan, and the next step checked exactly (relayed as `relays`
+/// says, or sent directly).
+fn jump_is_reported(
+    redist: &mut Redistribution<'_>,
+    homes: &mut [Vec<Particle>],
+    relays: Option<&[Option<usize>]>,
+    me: usize,
+    pe: usize,
+    jump: f32,
+    context: &str,
+) -> CaseResult {
+    let grid = redist.grid().clone();
+    let lx = grid.box_vectors()[0][0];
+    let i = homes[pe].len() / 3;
+    homes[pe][i].x[0] = (homes[pe][i].x[0] + jump) % lx;
+    let atom = homes[pe][i].global;
+    let delivered = redist.redistribute(&homes[me])?;
+    let forces = vec![[0.0; 3]; delivered.received().len()];
+    let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+    let outcome = delivered.return_forces_from(&forces, &mut home_forces);
+    ensure!(
+        matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
+        "{context}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
+    );
+    redist.collective_plan(&homes[me])?;
+    checked_step_via(redist, &grid, homes, relays, me, 1, &format!("{context}, after a new plan"))
+}
+
 /// With a displacement margin, an atom that moves one and a half slabs (past every slab it
 /// could reach) is reported by every PE, PME-only PEs included; a new plan goes on.
 fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
@@ -764,26 +782,8 @@ fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
                 .displacement_margin(0.05)
                 .collective_build(&homes[me], structure.len())?;
             let pe = particle_pes(n, &pme) - 1;
-            let i = homes[pe].len() / 3;
-            homes[pe][i].x[0] = (homes[pe][i].x[0] + 1.5 * slab) % lx;
-            let atom = homes[pe][i].global;
-            let delivered = redist.redistribute(&homes[me])?;
-            let forces = vec![[0.0; 3]; delivered.received().len()];
-            let mut home_forces = vec![[0.0; 3]; homes[me].len()];
-            let outcome = delivered.return_forces_from(&forces, &mut home_forces);
-            ensure!(
-                matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
-                "{path}, PME on {pme:?}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
-            );
-            redist.collective_plan(&homes[me])?;
-            checked_step(
-                &mut redist,
-                &grid,
-                &homes,
-                me,
-                1,
-                &format!("{path}, PME on {pme:?}, after a new plan"),
-            )?;
+            let context = format!("{path}, PME on {pme:?}");
+            jump_is_reported(&mut redist, &mut homes, None, me, pe, 1.5 * slab, &context)?;
         }
     }
     Ok(())
