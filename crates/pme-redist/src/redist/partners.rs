@@ -37,7 +37,10 @@ pub(super) enum Margin {
 /// ranks) and, with pencils, a run of columns around the ring of columns: the ranks of both.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Reach {
-    /// First row of each home atom's reach.
+    /// The home atoms it is for.
+    pub atoms: usize,
+    /// First row of each home atom's reach (empty on a relay's first hop, where every atom
+    /// goes to the relay).
     pub lo: Vec<u32>,
     /// Number of rows, from `lo` around the ring, in each home atom's reach.
     pub span: Vec<u32>,
@@ -81,7 +84,7 @@ impl Reach {
         let [px, py] = grid.dims().map(|d| d as u32);
         let pencil = py > 1;
         let n = home.len();
-        let mut reach = Reach { columns: py, ..Reach::default() };
+        let mut reach = Reach { atoms: n, columns: py, ..Reach::default() };
         reach.lo.reserve(n);
         reach.span.reserve(n);
         if pencil {
@@ -167,17 +170,12 @@ impl Reach {
     /// The reach of `n` home atoms that all go to PME rank `r` of `grid` (the first hop of a
     /// relay), whatever their position: `r` is the one target, bound by `n`.
     pub fn all_to(grid: &PmeGrid, n: usize, r: usize) -> Reach {
-        let [_, py] = grid.dims();
-        let (row, column) = ((r / py) as u32, (r % py) as u32);
-        let pencil = py > 1;
         Reach {
-            lo: vec![row; n],
-            span: vec![1; n],
-            y_lo: if pencil { vec![column; n] } else { Vec::new() },
-            y_span: if pencil { vec![1; n] } else { Vec::new() },
-            columns: py as u32,
+            atoms: n,
+            columns: grid.dims()[1] as u32,
             targets: vec![r],
             bounds: vec![n],
+            ..Reach::default()
         }
     }
 

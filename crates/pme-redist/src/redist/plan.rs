@@ -108,7 +108,7 @@ impl<'rt> Plan<'rt> {
 
     /// The number of home atoms the plan is for.
     pub fn home_count(&self) -> usize {
-        self.reach.lo.len()
+        self.reach.atoms
     }
 
     /// Where each of the `home` atoms may go before the next plan, and this PE's targets: to
@@ -175,7 +175,7 @@ impl<'rt> Plan<'rt> {
                 *total += count;
             }
         }
-        // Every atom of a relay's first hop goes where its reach is.
+        // Every atom of a relay's first hop goes to the relay, its whole reach.
         let far = if self.relay.is_some() { None } else { self.reach.first_outside(&dest, m) };
         self.dest = dest;
         if let Some(i) = far {
