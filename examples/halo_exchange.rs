@@ -10,7 +10,8 @@
 //! names the built-in table lacks: `NAME charge c6 c12` per line), `--replicate NX,NY,NZ`,
 //! `--cutoff NM`, `--grid NX,NY,NZ` (default: chosen from the PE count), `--steps S`,
 //! `--nstlist K` (repartition and pair-search interval), `--threads T`,
-//! `--path mpi|onesided|both`, `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
+//! `--path mpi|onesided|auto|both|all` (auto: per neighbour, the path of its link, measured
+//! at the start or cached), `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
 //! (the clustered pair-list kernel, or the plain cell-list loop it is checked against),
 //! `--images kernel|halo` (who makes the periodic images along dimensions of the grid with
 //! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
@@ -87,7 +88,7 @@ enum Kernel {
 }
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
-[--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|both] [--verify] \
+[--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|auto|both|all] [--verify] \
 [--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
 
 fn parse() -> Result<Options, String> {
@@ -126,9 +127,13 @@ fn parse() -> Result<Options, String> {
             "--path" => {
                 options.paths = match value()?.as_str() {
                     "both" => vec![ExchangePath::Put, ExchangePath::Mpi],
+                    "all" => vec![ExchangePath::Put, ExchangePath::Mpi, ExchangePath::Auto],
                     "onesided" => vec![ExchangePath::Put],
                     "mpi" => vec![ExchangePath::Mpi],
-                    other => return Err(format!("--path takes mpi, onesided or both, got {other:?}")),
+                    "auto" => vec![ExchangePath::Auto],
+                    other => {
+                        return Err(format!("--path takes mpi, onesided, auto, both or all, got {other:?}"));
+                    }
                 }
             }
             "--kernel" => {
@@ -279,8 +284,8 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
         outcomes.push(run_path(rt, options, setup, &field, path, i == 0)?);
     }
     let mut all_verified = true;
-    if options.paths.len() == 2 {
-        let same = outcomes[0].fingerprints == outcomes[1].fingerprints;
+    if options.paths.len() >= 2 {
+        let same = outcomes.windows(2).all(|w| w[0].fingerprints == w[1].fingerprints);
         let differing = rt.max_u64_one(u64::from(!same))?;
         if me == 0 {
             println!(
@@ -354,6 +359,12 @@ fn run_path(
         .path(path)
         .periodic_images(options.images)
         .collective_from_global(&structure.positions)?;
+    if path == ExchangePath::Auto
+        && me == 0
+        && let Some(choice) = rt.link_choice()
+    {
+        println!("auto: {choice}");
+    }
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
     }
@@ -719,7 +730,11 @@ const REPLAY_TOLERANCE: f64 = 1e-4;
 
 /// The name of a path on the command line and in the summary.
 fn label(path: ExchangePath) -> &'static str {
-    if path == ExchangePath::Mpi { "mpi" } else { "onesided" }
+    match path {
+        ExchangePath::Mpi => "mpi",
+        ExchangePath::Auto => "auto",
+        _ => "onesided",
+    }
 }
 
 /// Largest deviation of parallel from serial forces, relative to the largest force: the

@@ -14,7 +14,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
-use onesided::{ExchangePath, Runtime};
+use onesided::{ExchangePath, Links, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -268,7 +268,14 @@ fn grid_for(
 }
 
 fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
-    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+    // Per link class, the path of an `Auto` halo, alternating between grids: on 2 emulated
+    // nodes (scripts/test-nodes) a PE's neighbours are of both classes, so its pulses mix the
+    // one-sided and the MPI paths.
+    let mixed = [
+        Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi },
+        Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get },
+    ];
+    for (g, (dims, cutoff, shape)) in grids(rt.n_pes()).into_iter().enumerate() {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
         let field = ForceField::new(cutoff as f64);
@@ -279,6 +286,12 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 onesided == mpi,
                 "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
             );
+            if images == PeriodicImages::Halo {
+                let links = mixed[g % mixed.len()];
+                rt.collective_set_links(links)?;
+                let auto = run(rt, &s, &grid, &field, (ExchangePath::Auto, images), 9, 4096)?;
+                ensure!(auto == mpi, "{links} and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
+            }
         }
         if rt.my_pe() == 0 {
             println!(

@@ -22,6 +22,9 @@ pub(crate) struct HeapLayout {
     mapping: Mapping,
     access: SameNodeAccess,
     all_mapped: bool,
+    /// The PEs of this node (MPI's shared-memory split of the world), this one included,
+    /// in increasing order: as many as the node runs, whatever the job's size.
+    node_pes: Vec<usize>,
 }
 
 /// Where the addresses of other PEs' heaps come from.
@@ -93,18 +96,22 @@ impl HeapLayout {
         } else {
             (Mapping::Implementation, None)
         };
+        let me = world.rank() as usize;
+        let node_pes: Vec<usize> = {
+            let node = world.split_shared(0);
+            let mut ranks = vec![0i32; node.size() as usize];
+            node.all_gather_into(&world.rank(), &mut ranks[..]);
+            let mut pes: Vec<usize> = ranks.into_iter().map(|r| r as usize).collect();
+            pes.sort_unstable();
+            pes
+        };
+        let node_peers: Vec<usize> = node_pes.iter().copied().filter(|&pe| pe != me).collect();
         let mut layout = HeapLayout {
             base: first_block,
             mapping,
             access: SameNodeAccess::ImplementationMapping,
             all_mapped: false,
-        };
-        let me = world.rank() as usize;
-        let node_peers: Vec<usize> = {
-            let node = world.split_shared(0);
-            let mut ranks = vec![0i32; node.size() as usize];
-            node.all_gather_into(&world.rank(), &mut ranks[..]);
-            ranks.into_iter().map(|r| r as usize).filter(|&pe| pe != me).collect()
+            node_pes,
         };
         layout.all_mapped = (0..n_pes).all(|pe| layout.remote(first_block, pe).is_some());
         layout.access = match (&layout.mapping, shared_reason) {
@@ -129,6 +136,11 @@ impl HeapLayout {
     /// Whether the library maps every PE's heap into this process (and transfers may use it).
     pub(crate) fn all_mapped(&self) -> bool {
         self.all_mapped
+    }
+
+    /// The PEs of this node, this one included, in increasing order.
+    pub(crate) fn node_pes(&self) -> &[usize] {
+        &self.node_pes
     }
 
     /// How this PE reaches the other PEs of its node.

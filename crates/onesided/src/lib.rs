@@ -64,6 +64,7 @@ mod group;
 mod heap;
 pub mod launch;
 mod layout;
+pub mod links;
 mod node_heap;
 mod raw;
 mod reduce;
@@ -80,6 +81,7 @@ pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use layout::SameNodeAccess;
+pub use links::{LinkChoice, Links, LinksSource};
 /// The MPI bindings (rsmpi) this crate is built on, for an engine's own two-sided
 /// communication on [`Runtime::world`] with the same version.
 pub use mpi;

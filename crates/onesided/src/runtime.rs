@@ -68,6 +68,8 @@ pub struct Runtime {
     heap: HeapLayout,
     allocations: AtomicU64,
     collectives: Mutex<CollectiveScratch>,
+    /// The paths of `Auto` exchanges, once settled ([`crate::links`]).
+    pub(crate) links: Mutex<Option<crate::links::LinkChoice>>,
     /// MPI must be finalised on the initialising thread.
     _not_send: PhantomData<*const ()>,
 }
@@ -179,6 +181,7 @@ impl Runtime {
             heap,
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
+            links: Mutex::new(None),
             _not_send: PhantomData,
         })
     }
@@ -223,6 +226,18 @@ impl Runtime {
     /// one-sided paths are copies or system calls on a node.
     pub fn same_node_access(&self) -> &SameNodeAccess {
         self.heap.same_node_access()
+    }
+
+    /// The PEs running on this PE's node (MPI's shared-memory split of the world), this one
+    /// included, in increasing order: as many as the node runs, whatever the job's size.
+    pub fn node_pes(&self) -> &[usize] {
+        self.heap.node_pes()
+    }
+
+    /// Whether `pe` runs on this PE's node: the link class an exchange with it uses
+    /// ([`Links`](crate::Links)).
+    pub fn same_node(&self, pe: usize) -> bool {
+        self.heap.node_pes().binary_search(&pe).is_ok()
     }
 
     /// MPI's world communicator, for the two-sided reference paths. Its ranks equal the PE

@@ -2,7 +2,7 @@
 //! who makes the periodic images, when packing goes parallel), the PEs' agreement on what
 //! they must share, and the allocation and first plan.
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SymArray};
 
 use super::agree::{min_max, report_atom, setup_hash};
 use super::images::PeriodicImages;
@@ -73,7 +73,9 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     }
 
     /// The communication path: [`ExchangePath::Put`] (the one-sided offset swap, with the
-    /// forces back as pulls) or [`ExchangePath::Mpi`] (two-sided). The get and buffered
+    /// forces back as pulls), [`ExchangePath::Mpi`] (two-sided), or [`ExchangePath::Auto`]
+    /// (per neighbour, the path of its link, [`Runtime::collective_links`]: one-sided where
+    /// the link takes the put or the get path, MPI where it takes MPI). The get and buffered
     /// paths stage every message in buffers sized ahead, which the halo's messages, changing
     /// size at every repartition, would have to follow: the build refuses them.
     pub fn path(self, path: ExchangePath) -> Self {
@@ -222,7 +224,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                 rt.n_pes()
             )));
         }
-        if path.needs_reserve() {
+        if path.needs_reserve() && path != ExchangePath::Auto {
             return Err(Error::CollectiveConfig(format!(
                 "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
                  messages change size with every repartition, which the staging buffers of {path} \
@@ -236,6 +238,15 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                 grid.range()
             )));
         }
+        // The coordinates go by the one-sided put on a one-sided link, the forces come back
+        // by the pull; MPI links stay MPI.
+        let coordinate_links = match path {
+            ExchangePath::Auto => {
+                rt.collective_links()?.map(|p| if p == ExchangePath::Get { ExchangePath::Put } else { p })
+            }
+            path => Links::uniform(path),
+        };
+        let force_links = coordinate_links.map(force_path);
         let cell = grid.cell_of(rt.my_pe());
         let name = |what: &str| format!("halo {}: {what}", path.name());
         let coords = GlobalMaxArray::collective_alloc(rt, &name("coordinates"), home.len(), GROWTH)?;
@@ -262,13 +273,13 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                     receives_shifted: cell[dim] + 1 == dims[dim],
                     offset: 0,
                     count: 0,
-                    x: Exchange::collective_with_partners(rt, &label("coordinates"), path, &[to, from])?,
-                    f: Exchange::collective_with_partners(
+                    x: Exchange::collective_with_links(
                         rt,
-                        &label("forces"),
-                        force_path(path),
+                        &label("coordinates"),
+                        coordinate_links,
                         &[to, from],
                     )?,
+                    f: Exchange::collective_with_links(rt, &label("forces"), force_links, &[to, from])?,
                 });
             }
         }
@@ -292,9 +303,14 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             pulses,
             force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
             forces: GlobalMaxArray::collective_alloc(rt, &name("forces"), 0, GROWTH)?,
-            counts: Exchange::collective_with_partners(rt, &name("counts"), path, &neighbours)?,
+            counts: Exchange::collective_with_links(rt, &name("counts"), coordinate_links, &neighbours)?,
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
-            bytes: Exchange::collective_with_partners(rt, &name("per-atom fields"), path, &neighbours)?,
+            bytes: Exchange::collective_with_links(
+                rt,
+                &name("per-atom fields"),
+                coordinate_links,
+                &neighbours,
+            )?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
             images,
             image_table: Vec::new(),

@@ -46,6 +46,7 @@ use bytemuck::Pod;
 
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
+use crate::links::Links;
 use crate::runtime::Runtime;
 
 mod buffered;
@@ -53,6 +54,7 @@ mod call;
 mod channel;
 mod delivery;
 mod get;
+mod mixed;
 mod mpi;
 mod partners;
 mod put;
@@ -76,6 +78,10 @@ pub enum ExchangePath {
     Buffered,
     /// MPI two-sided, the reference.
     Mpi,
+    /// Per partner, the path of its link: one to the PEs of this node and one to the rest,
+    /// measured fastest at the first `Auto` exchange, cached, or named by
+    /// [`env::TRANSPORT`](crate::env::TRANSPORT) ([`Runtime::collective_links`]).
+    Auto,
 }
 
 impl ExchangePath {
@@ -90,13 +96,14 @@ impl ExchangePath {
             ExchangePath::Get => "onesided-get",
             ExchangePath::Buffered => "buffered",
             ExchangePath::Mpi => "mpi",
+            ExchangePath::Auto => "auto",
         }
     }
 
     /// Whether the path needs [`Exchange::collective_reserve`] before messages that are not
-    /// offered in place are sent.
+    /// offered in place are sent (`Auto` may: where a link takes the get path).
     pub fn needs_reserve(self) -> bool {
-        matches!(self, ExchangePath::Get | ExchangePath::Buffered)
+        matches!(self, ExchangePath::Get | ExchangePath::Buffered | ExchangePath::Auto)
     }
 }
 
@@ -115,9 +122,10 @@ impl FromStr for ExchangePath {
             "onesided-get" | "get" => Ok(ExchangePath::Get),
             "buffered" => Ok(ExchangePath::Buffered),
             "mpi" => Ok(ExchangePath::Mpi),
+            "auto" => Ok(ExchangePath::Auto),
             other => Err(Error::InvalidArgument(format!(
                 "unknown send-receive path {other:?}: expected onesided-put, onesided-get, \
-                 buffered or mpi"
+                 buffered, mpi or auto"
             ))),
         }
     }
@@ -278,6 +286,8 @@ trait Transport<'rt, T: Pod> {
 /// `l`-th message the other receives from it (at most [`LANES`] per pair and call).
 pub struct Exchange<'rt, T: Pod> {
     path: ExchangePath,
+    /// The path to each class of partner (one for every partner unless `path` is `Auto`).
+    links: Links,
     /// What every path shares: partners, slots, signals, call numbers.
     chan: Channel<'rt>,
     /// The path's own protocol and state.
@@ -323,13 +333,16 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Every PE must create it, with the same path, in the same order.
     pub fn collective_new(rt: &'rt Runtime, name: &str, path: ExchangePath) -> Result<Self> {
         let partners = Partners { me: rt.my_pe(), listed: None, capacity: rt.n_pes() };
-        Self::collective_build(rt, name, path, partners)
+        Self::collective_build(rt, name, path, None, partners)
     }
 
+    /// Builds the exchange on `path`, or for `Auto` on `links` where given, else on the
+    /// runtime's links.
     fn collective_build(
         rt: &'rt Runtime,
         name: &str,
         path: ExchangePath,
+        links: Option<Links>,
         partners: Partners,
     ) -> Result<Self> {
         if std::mem::size_of::<T>() == 0 {
@@ -337,14 +350,52 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 "exchange '{name}': elements of zero size carry nothing to exchange"
             )));
         }
-        let mut chan = Channel::collective_new(rt, name, partners)?;
-        let transport: Box<dyn Transport<'rt, T> + 'rt> = match path {
-            ExchangePath::Put => Box::new(put::Put::collective_new(&chan)?),
-            ExchangePath::Get => Box::new(get::Get::new()),
-            ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(&mut chan)),
-            ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
+        let (path, links) = match (path, links) {
+            // Links given that agree are that one path.
+            (ExchangePath::Auto, Some(links)) => {
+                rt.collective_agree_links(links, &format!("exchange '{name}'"))?;
+                (if links.is_uniform() { links.same_node } else { ExchangePath::Auto }, links)
+            }
+            (ExchangePath::Auto, None) => (ExchangePath::Auto, rt.collective_links()?),
+            (path, _) => (path, Links::uniform(path)),
         };
-        Ok(Exchange { path, chan, transport, work: Work::default() })
+        let mut chan = Channel::collective_new(rt, name, partners)?;
+        let mut transport_of = |path: ExchangePath| -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
+            Ok(match path {
+                ExchangePath::Put => Box::new(put::Put::collective_new(&chan)?),
+                ExchangePath::Get => Box::new(get::Get::new()),
+                ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(&mut chan)),
+                ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
+                ExchangePath::Auto => unreachable!("links name concrete paths"),
+            })
+        };
+        // Every PE builds the same transports (the links are agreed), whatever its partners:
+        // their construction is collective.
+        let transport: Box<dyn Transport<'rt, T> + 'rt> = if links.is_uniform() {
+            transport_of(links.same_node)?
+        } else {
+            let mut part = |path: ExchangePath| -> Result<mixed::Part<'rt, T>> {
+                Ok(match path {
+                    ExchangePath::Mpi => mixed::Part::Mpi(mpi::Mpi::collective_new(rt)?),
+                    other => mixed::Part::OneSided(transport_of(other)?),
+                })
+            };
+            let near = part(links.same_node)?;
+            let far = part(links.other_node)?;
+            Box::new(mixed::Mixed { near, far })
+        };
+        Ok(Exchange { path, links, chan, transport, work: Work::default() })
+    }
+
+    /// The path to each class of partner: the one path given at creation for both, or the
+    /// runtime's [`Links`] for an [`ExchangePath::Auto`] exchange.
+    pub fn links(&self) -> Links {
+        self.links
+    }
+
+    /// The path messages to and from `pe` take.
+    pub fn path_to(&self, pe: usize) -> ExchangePath {
+        self.links.path(self.chan.rt.same_node(pe))
     }
 
     /// The path.

@@ -36,6 +36,21 @@ impl Mpi {
 
 impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        self.prepare(chan, job)?;
+        self.channel.exchange(job).map_err(|failure| failure.into_error(chan))?;
+        consume_all(job);
+        Ok(())
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn fail_isend(&mut self, index: usize) {
+        self.channel.fail_isend = Some(self.channel.isends + index);
+    }
+}
+
+impl Mpi {
+    /// Takes the posted receives, stages the packed messages and sets the tags of `job`.
+    fn prepare<'rt, T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         // Only the put path announces; the others just take the posted receives.
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             chan.consume_posted(inc, lane)?;
@@ -47,20 +62,45 @@ impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
         channel.out_tags.extend(job.out_lanes.iter().map(|l| (l.remote % LANES) as c_int));
         channel.in_tags.clear();
         channel.in_tags.extend(job.in_lanes.iter().map(|l| (l.local % LANES) as c_int));
-        channel.exchange(job).map_err(|failure| match failure {
-            MpiFailure::Truncated { from, room } => chan.too_large(from, chan.rt.my_pe(), None, room),
-            MpiFailure::Other(e) => e,
-        })?;
-        for i in 0..job.incoming.len() {
-            let count = job.received[i];
-            job.consume_in_place(i, count);
-        }
         Ok(())
     }
 
-    #[cfg(feature = "fault-injection")]
-    fn fail_isend(&mut self, index: usize) {
-        self.channel.fail_isend = Some(self.channel.isends + index);
+    /// Posts every receive and send of `job` and returns, so that another transport can run
+    /// its part of a call meanwhile ([`super::mixed`]); [`finish`](Self::finish) completes
+    /// them, or [`abandon`](Self::abandon) cancels them. `job` must stay as it is until then.
+    pub(super) fn start<'rt, T: Pod>(
+        &mut self,
+        chan: &mut Channel<'rt>,
+        job: &mut Job<'_, 'rt, T>,
+    ) -> Result<()> {
+        self.prepare(chan, job)?;
+        self.channel.post(job).map_err(|failure| failure.into_error(chan))
+    }
+
+    /// Completes what [`start`](Self::start) posted for the same `job`: the counts, then
+    /// the call's consuming function.
+    pub(super) fn finish<'rt, T: Pod>(
+        &mut self,
+        chan: &mut Channel<'rt>,
+        job: &mut Job<'_, 'rt, T>,
+    ) -> Result<()> {
+        self.channel.complete(job).map_err(|failure| failure.into_error(chan))?;
+        consume_all(job);
+        Ok(())
+    }
+
+    /// Cancels and completes what [`start`](Self::start) posted, for a call that failed
+    /// elsewhere: no receive outlives it.
+    pub(super) fn abandon(&mut self) {
+        release(&mut self.channel.requests);
+    }
+}
+
+/// Hands every received message to the call's consuming function, in place.
+fn consume_all<T: Pod>(job: &mut Job<'_, '_, T>) {
+    for i in 0..job.incoming.len() {
+        let count = job.received[i];
+        job.consume_in_place(i, count);
     }
 }
 
@@ -86,6 +126,16 @@ enum MpiFailure {
     Truncated { from: usize, room: usize },
     /// Another MPI error.
     Other(Error),
+}
+
+impl MpiFailure {
+    /// The exchange's error for it.
+    fn into_error(self, chan: &Channel<'_>) -> Error {
+        match self {
+            MpiFailure::Truncated { from, room } => chan.too_large(from, chan.rt.my_pe(), None, room),
+            MpiFailure::Other(e) => e,
+        }
+    }
 }
 
 fn mpi_error(call: &'static str, code: c_int) -> MpiFailure {
@@ -159,6 +209,22 @@ impl MpiChannel {
             job.received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
             return Ok(());
         }
+        self.post(job)?;
+        self.complete(job)
+    }
+
+    /// Posts a receive for every incoming message of `job` and a send for every outgoing
+    /// one (packed ones staged), with the tags set. The receive places and the send data
+    /// must stay untouched until [`complete`](Self::complete), or [`release`] on an error.
+    fn post<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
+        let (buffers, incoming) = (job.buffers, job.incoming);
+        let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
+        let size = size_of::<T>();
+        let comm = self.comm.as_raw();
+        // SAFETY: reading a constant of rsmpi's shim.
+        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let recv_ptr =
+            |inc: &Incoming| buffers[inc.buffer].element_ptr(inc.offset).cast::<std::ffi::c_void>();
         // Every size is checked before the first receive is posted, so that an error never
         // leaves a request pending on memory the caller gets back.
         for inc in incoming {
@@ -173,7 +239,9 @@ impl MpiChannel {
         requests.resize(incoming.len() + job.outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
         for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
             let room_bytes = bytes_of(inc.room, size, "a receive room").expect("checked above");
-            // SAFETY: as above; the receive range stays untouched until MPI_Waitall returns.
+            // SAFETY: the receive range lies inside this PE's buffer (validation checked
+            // offset + room <= len), no reference to it exists, and it stays untouched until
+            // complete() or release() ends the request (post's contract).
             let code = unsafe {
                 ffi::MPI_Irecv(recv_ptr(inc), room_bytes, bytes_type, inc.from as c_int, *tag, comm, request)
             };
@@ -190,7 +258,8 @@ impl MpiChannel {
                 release(requests);
                 return Err(mpi_error("MPI_Isend", INJECTED));
             }
-            // SAFETY: the send slice outlives MPI_Waitall below, or release() on an error.
+            // SAFETY: the send slice (the caller's data, an offer or the staged packing) stays
+            // alive and unwritten until complete() or release() ends the request.
             let code = unsafe {
                 ffi::MPI_Isend(data.as_ptr().cast(), send_bytes, bytes_type, to as c_int, *tag, comm, request)
             };
@@ -199,10 +268,21 @@ impl MpiChannel {
                 return Err(mpi_error("MPI_Isend", code));
             }
         }
+        Ok(())
+    }
+
+    /// Waits for every request [`post`](Self::post) started for `job`; `job.received[i]`
+    /// gets the element count of incoming message `i`.
+    fn complete<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
+        let (incoming, size) = (job.incoming, size_of::<T>());
+        // SAFETY: reading a constant of rsmpi's shim.
+        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let requests = &mut self.requests;
         let statuses = &mut self.statuses;
         statuses.clear();
         statuses.resize(requests.len(), MaybeUninit::uninit());
-        // SAFETY: every request was started above; statuses has one slot per request.
+        // SAFETY: every request was started by post (or is null); statuses has one slot per
+        // request.
         let code = unsafe {
             ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses.as_mut_ptr().cast())
         };

@@ -7,6 +7,7 @@ use super::channel::{Channel, Lane};
 use super::{Exchange, LANES};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
+use crate::links::Links;
 use crate::runtime::Runtime;
 use crate::sendrecv::ExchangePath;
 
@@ -74,6 +75,37 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         path: ExchangePath,
         partners: &[usize],
     ) -> Result<Self> {
+        Self::collective_listed(rt, name, path, None, partners)
+    }
+
+    /// As [`collective_with_partners`](Self::collective_with_partners), with the path to
+    /// each class of partner given ([`Links`]) rather than the runtime's: how a user of
+    /// several exchanges derives the links of some from the others' (the halo pulls its
+    /// forces where it puts its coordinates).
+    ///
+    /// # Collective
+    /// Every PE must create it, with the same links, in the same order.
+    ///
+    /// # Errors
+    /// As [`collective_with_partners`](Self::collective_with_partners); on every PE,
+    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path and
+    /// [`Error::CollectiveArgument`] when the PEs pass different links.
+    pub fn collective_with_links(
+        rt: &'rt Runtime,
+        name: &str,
+        links: Links,
+        partners: &[usize],
+    ) -> Result<Self> {
+        Self::collective_listed(rt, name, ExchangePath::Auto, Some(links), partners)
+    }
+
+    fn collective_listed(
+        rt: &'rt Runtime,
+        name: &str,
+        path: ExchangePath,
+        links: Option<Links>,
+        partners: &[usize],
+    ) -> Result<Self> {
         let me = rt.my_pe();
         let mut peers = partners.to_vec();
         peers.sort_unstable();
@@ -121,7 +153,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             });
         }
         let partners = Partners { me, listed: Some(listed), capacity };
-        Self::collective_build(rt, name, path, partners)
+        Self::collective_build(rt, name, path, links, partners)
     }
 }
 

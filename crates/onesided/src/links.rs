@@ -1,0 +1,531 @@
+//! Which path an exchange takes to each partner: one for the PEs of this node and one for
+//! the PEs of other nodes ([`Links`]), what [`ExchangePath::Auto`] exchanges use.
+//!
+//! The runtime settles the links once, at the first [`Runtime::collective_links`]: from
+//! [`env::TRANSPORT`] when it names them; else from the cache file of an earlier calibration
+//! of the same implementation, hosts, PE count and settings; else by calibrating. The
+//! calibration times send-receive calls between PE 0 and one PE of its node and one PE of
+//! another node on each candidate path (the one-sided put and get paths and MPI), at three
+//! message sizes, and gives each class of link the path whose times are the least, summed as
+//! ratios to the fastest at each size. PE 0 decides and every PE takes its decision, so the
+//! PEs agree. Only the two or three PEs that measure exchange anything meanwhile.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::env;
+use crate::error::{Error, Result};
+use crate::heap::SymArray;
+use crate::runtime::Runtime;
+use crate::sendrecv::{Exchange, ExchangePath, Incoming, Outgoing};
+
+/// The paths an [`ExchangePath::Auto`] exchange takes: one to and from the PEs of this node,
+/// one to and from the PEs of other nodes. Each is [`ExchangePath::Put`],
+/// [`ExchangePath::Get`] or [`ExchangePath::Mpi`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Links {
+    /// The path to PEs on this PE's node ([`Runtime::same_node`]).
+    pub same_node: ExchangePath,
+    /// The path to PEs on other nodes.
+    pub other_node: ExchangePath,
+}
+
+/// The paths a link may take, in the order their codes number them.
+const LINK_PATHS: [ExchangePath; 3] = [ExchangePath::Put, ExchangePath::Get, ExchangePath::Mpi];
+
+impl Links {
+    /// The same path to every PE.
+    pub fn uniform(path: ExchangePath) -> Links {
+        Links { same_node: path, other_node: path }
+    }
+
+    /// The path to a PE on this node (`same_node`) or on another.
+    pub fn path(&self, same_node: bool) -> ExchangePath {
+        if same_node { self.same_node } else { self.other_node }
+    }
+
+    /// Each link's path passed through `f`: how an exchange that needs a variant of a path
+    /// (the halo's forces are pulled where its coordinates are put) derives its links.
+    pub fn map(self, f: impl Fn(ExchangePath) -> ExchangePath) -> Links {
+        Links { same_node: f(self.same_node), other_node: f(self.other_node) }
+    }
+
+    /// Whether both links take the same path.
+    pub fn is_uniform(&self) -> bool {
+        self.same_node == self.other_node
+    }
+
+    /// `Err` naming the link whose path cannot serve one (`Auto` or the buffered baseline).
+    fn check(&self) -> Result<()> {
+        for (class, path) in [("same-node", self.same_node), ("other-node", self.other_node)] {
+            if !LINK_PATHS.contains(&path) {
+                return Err(Error::InvalidArgument(format!(
+                    "the {class} link cannot take the {path} path: a link takes onesided-put, \
+                     onesided-get or mpi"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A number for the links, the same on every PE (1 to 9; 0 is no links).
+    fn code(&self) -> u64 {
+        let index = |p: ExchangePath| LINK_PATHS.iter().position(|&q| q == p).unwrap_or(0) as u64;
+        1 + 3 * index(self.same_node) + index(self.other_node)
+    }
+
+    /// The links of [`code`](Self::code).
+    fn from_code(code: u64) -> Option<Links> {
+        let i = code.checked_sub(1).filter(|&i| i < 9)? as usize;
+        Some(Links { same_node: LINK_PATHS[i / 3], other_node: LINK_PATHS[i % 3] })
+    }
+}
+
+impl fmt::Display for Links {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "same-node={},other-node={}", self.same_node, self.other_node)
+    }
+}
+
+impl FromStr for Links {
+    type Err = Error;
+
+    /// One path for every link (`put`, `onesided-get`, `mpi`, ...), or
+    /// `same-node=PATH,other-node=PATH` (either may be left out: it is then `onesided-put`).
+    fn from_str(s: &str) -> Result<Links> {
+        let links = if s.contains('=') {
+            let mut links = Links::uniform(ExchangePath::Put);
+            for part in s.split(',') {
+                match part.trim().split_once('=') {
+                    Some(("same-node", path)) => links.same_node = path.trim().parse()?,
+                    Some(("other-node", path)) => links.other_node = path.trim().parse()?,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{part:?} in links {s:?}: expected same-node=PATH or other-node=PATH"
+                        )));
+                    }
+                }
+            }
+            links
+        } else {
+            Links::uniform(s.trim().parse()?)
+        };
+        links.check()?;
+        Ok(links)
+    }
+}
+
+/// Where the runtime's [`Links`] came from.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum LinksSource {
+    /// [`env::TRANSPORT`] named them.
+    Environment,
+    /// [`Runtime::collective_set_links`] set them.
+    Set,
+    /// A calibration of an earlier run, read from this cache file.
+    Cache(PathBuf),
+    /// Calibrated in this run, taking this long; written to the cache file where it could be.
+    Calibrated {
+        /// How long the calibration took on PE 0.
+        seconds: f64,
+        /// The cache file written, if any.
+        cache: Option<PathBuf>,
+    },
+}
+
+/// The runtime's links, where they came from and, when calibrated in this run, what was
+/// measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkChoice {
+    /// The paths.
+    pub links: Links,
+    /// Where they came from.
+    pub source: LinksSource,
+    /// The median time of a send-receive call per link class measured (`true`: same node),
+    /// path and message size in bytes, on PE 0.
+    pub measured: Vec<(bool, ExchangePath, usize, Duration)>,
+}
+
+impl fmt::Display for LinkChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (", self.links)?;
+        match &self.source {
+            LinksSource::Environment => write!(f, "{}", env::TRANSPORT)?,
+            LinksSource::Set => f.write_str("set by the program")?,
+            LinksSource::Cache(file) => write!(f, "calibrated earlier, {}", file.display())?,
+            LinksSource::Calibrated { seconds, .. } => write!(f, "calibrated in {:.0} ms", seconds * 1e3)?,
+        }
+        f.write_str(")")
+    }
+}
+
+/// What [`env::TRANSPORT`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TransportSetting {
+    /// The cache, else a calibration (the default).
+    Auto,
+    /// A calibration now, whatever the cache holds.
+    Calibrate,
+    /// These links.
+    Links(Links),
+}
+
+impl TransportSetting {
+    fn code(self) -> u64 {
+        match self {
+            TransportSetting::Auto => 0,
+            TransportSetting::Calibrate => 10,
+            TransportSetting::Links(links) => links.code(),
+        }
+    }
+}
+
+/// Parses [`env::TRANSPORT`]'s value.
+pub(crate) fn parse_transport(value: &str) -> Result<TransportSetting> {
+    match value.trim() {
+        "" | "auto" => Ok(TransportSetting::Auto),
+        "calibrate" => Ok(TransportSetting::Calibrate),
+        other => other.parse().map(TransportSetting::Links),
+    }
+}
+
+/// The message sizes the calibration times, in bytes.
+const SIZES: [usize; 3] = [64, 8 << 10, 128 << 10];
+/// Timed calls per size (after two to warm up).
+const REPEATS: [usize; 3] = [40, 20, 8];
+
+impl Runtime {
+    /// The paths [`ExchangePath::Auto`] exchanges take to the PEs of this node and to the
+    /// others: from [`env::TRANSPORT`], the cache of an earlier calibration, or a calibration
+    /// now (see [the module](crate::links)); settled at the first call and the same on every
+    /// PE. A calibration takes a fraction of a second (a few hundred send-receive calls
+    /// between three PEs).
+    ///
+    /// # Collective
+    /// Every PE must call it (creating an `Auto` exchange does).
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Environment`] when [`env::TRANSPORT`] is malformed or differs
+    /// between PEs; what an exchange of the calibration reports.
+    pub fn collective_links(&self) -> Result<Links> {
+        if let Some(choice) = self.link_choice() {
+            return Ok(choice.links);
+        }
+        let value = std::env::var(env::TRANSPORT).unwrap_or_default();
+        let setting = parse_transport(&value);
+        let code = setting.as_ref().map_or(u64::from(u32::MAX), |s| s.code());
+        let mut agreed = [code, u64::from(u32::MAX) - code];
+        self.max_u64(&mut agreed)?;
+        let setting = match setting {
+            Err(e) => {
+                return Err(Error::Environment { variable: env::TRANSPORT, value, problem: e.to_string() });
+            }
+            Ok(_) if agreed[0] != u64::from(u32::MAX) - agreed[1] => {
+                return Err(Error::Environment {
+                    variable: env::TRANSPORT,
+                    value,
+                    problem: "the PEs were given different values (or some a malformed one): set \
+                              the same on every PE"
+                        .to_string(),
+                });
+            }
+            Ok(setting) => setting,
+        };
+        let choice = match setting {
+            TransportSetting::Links(links) => {
+                LinkChoice { links, source: LinksSource::Environment, measured: Vec::new() }
+            }
+            TransportSetting::Auto | TransportSetting::Calibrate => {
+                let cache = self.collective_cache_file()?;
+                let cached = match (&cache, setting) {
+                    (Some(file), TransportSetting::Auto) if self.my_pe() == 0 => read_cache(file),
+                    _ => None,
+                };
+                let mut code = [cached.map_or(0, |l| l.code())];
+                self.broadcast(0, &mut code)?;
+                match (Links::from_code(code[0]), cache) {
+                    (Some(links), Some(file)) => {
+                        LinkChoice { links, source: LinksSource::Cache(file), measured: Vec::new() }
+                    }
+                    (_, cache) => self.collective_calibrate(cache)?,
+                }
+            }
+        };
+        let links = choice.links;
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(choice);
+        Ok(links)
+    }
+
+    /// Sets the links [`ExchangePath::Auto`] exchanges created from now on take, in place of
+    /// a calibration or [`env::TRANSPORT`].
+    ///
+    /// # Collective
+    /// Every PE must call it, with the same links.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::CollectiveArgument`] when the PEs pass different links;
+    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path.
+    pub fn collective_set_links(&self, links: Links) -> Result<()> {
+        self.collective_agree_links(links, "collective_set_links")?;
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(LinkChoice { links, source: LinksSource::Set, measured: Vec::new() });
+        Ok(())
+    }
+
+    /// Checks that `links` serve (on every PE) and are the same on every PE, for `what`.
+    ///
+    /// # Collective
+    /// One reduction.
+    pub(crate) fn collective_agree_links(&self, links: Links, what: &str) -> Result<()> {
+        let valid = links.check();
+        let code = if valid.is_ok() { links.code() } else { 0 };
+        let mut agreed = [code, 100 - code];
+        self.max_u64(&mut agreed)?;
+        valid?;
+        if agreed[0] != 100 - agreed[1] {
+            return Err(Error::CollectiveArgument(format!(
+                "{what}: the PEs pass different links (or some pass links that cannot serve); \
+                 every PE must pass the same"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The links settled so far, where they came from and what was measured; `None` before
+    /// the first [`collective_links`](Self::collective_links).
+    pub fn link_choice(&self) -> Option<LinkChoice> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The cache file for this job's calibration (PE 0's path; `None` where no cache
+    /// directory can be found): its name holds the implementation, the PE count, the nodes,
+    /// a hash of their host names and the settings that change the paths' speed.
+    ///
+    /// # Collective
+    /// One reduction over the world.
+    fn collective_cache_file(&self) -> Result<Option<PathBuf>> {
+        use mpi::collective::SystemOperation;
+        use mpi::traits::CommunicatorCollectives;
+        // One term per node, from its first PE: the host's hash and a count.
+        let leader = self.node_pes().first() == Some(&self.my_pe());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let mine = if leader { [fnv1a(host.trim().as_bytes()) >> 12, 1] } else { [0, 0] };
+        let mut sum = [0u64; 2];
+        self.world().all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
+        let dir = std::env::var_os(env::CACHE_DIR)
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("onesided")))
+            .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/onesided")));
+        let access = match self.same_node_access() {
+            crate::SameNodeAccess::ImplementationMapping => "mapped",
+            crate::SameNodeAccess::SharedHeaps => "shared",
+            crate::SameNodeAccess::LibraryCalls(_) => "calls",
+        };
+        Ok(dir.map(|d| {
+            d.join(format!(
+                "links-{:?}-{}pes-{}nodes-{:013x}-{access}.txt",
+                self.implementation(),
+                self.n_pes(),
+                sum[1],
+                sum[0] & ((1 << 52) - 1)
+            ))
+        }))
+    }
+
+    /// Times each candidate path between PE 0 and a PE of its node and one of another node,
+    /// chooses per link class, and writes the choice to `cache`.
+    ///
+    /// # Collective
+    /// Every PE takes part in the exchanges' creation and the final broadcast.
+    fn collective_calibrate(&self, cache: Option<PathBuf>) -> Result<LinkChoice> {
+        let start = Instant::now();
+        let me = self.my_pe();
+        // PE 0's partners: the first other PE of its node and the first PE of another node.
+        let mut pair = [u64::MAX; 2];
+        if me == 0 {
+            let node = self.node_pes();
+            if let Some(&p) = node.iter().find(|&&p| p != 0) {
+                pair[0] = p as u64;
+            }
+            // The node's PEs are sorted: the first PE not among them is the first gap.
+            let first_other = node.iter().enumerate().find(|&(i, &p)| p != i).map_or(node.len(), |(i, _)| i);
+            if first_other < self.n_pes() {
+                pair[1] = first_other as u64;
+            }
+        }
+        self.broadcast(0, &mut pair)?;
+        let pair = pair.map(|p| (p != u64::MAX).then_some(p as usize));
+        let partners: Vec<usize> = match me {
+            0 => pair.iter().flatten().copied().collect(),
+            _ if pair.contains(&Some(me)) => vec![0],
+            _ => Vec::new(),
+        };
+        let largest = SIZES[SIZES.len() - 1] / 8;
+        let inbox = SymArray::<u64>::collective_alloc(self, "link calibration inbox", largest)?;
+        let data: Vec<u64> = (0..largest as u64).map(|i| i ^ (me as u64) << 40).collect();
+        let released = crate::SignalArray::collective_alloc(self, "link calibration release", 1)?;
+        // Every collective step comes before the measurements, so that the PEs not measuring
+        // wait in the release below, not spinning in a collective.
+        let mut exchanges = Vec::with_capacity(LINK_PATHS.len());
+        for path in LINK_PATHS {
+            let mut exchange =
+                Exchange::<u64>::collective_with_partners(self, "link calibration", path, &partners)?;
+            exchange.collective_reserve(largest)?;
+            exchanges.push(exchange);
+        }
+        // Median per (class, path, size), as nanoseconds, PE 0's.
+        let mut medians = [0u64; 2 * LINK_PATHS.len() * SIZES.len()];
+        for (p, exchange) in exchanges.iter_mut().enumerate() {
+            for (class, peer) in pair.iter().enumerate() {
+                let Some(peer) = *peer else { continue };
+                let other = if me == 0 {
+                    peer
+                } else if me == peer {
+                    0
+                } else {
+                    continue;
+                };
+                for (s, (&bytes, &repeats)) in SIZES.iter().zip(&REPEATS).enumerate() {
+                    let count = bytes / 8;
+                    let mut times = Vec::with_capacity(repeats);
+                    for i in 0..repeats + 2 {
+                        let begin = Instant::now();
+                        exchange
+                            .call(&[&inbox])
+                            .send(&[Outgoing::Copy { to: other, data: &data[..count] }])
+                            .receive(&[Incoming { from: other, buffer: 0, offset: 0, room: largest }])
+                            .run()?;
+                        if i >= 2 {
+                            times.push(begin.elapsed().as_nanos() as u64);
+                        }
+                    }
+                    times.sort_unstable();
+                    medians[(class * LINK_PATHS.len() + p) * SIZES.len() + s] = times[times.len() / 2];
+                }
+            }
+        }
+        // The PEs that did not measure waited in the library's waits, which leave the cores to
+        // the measuring PEs where the node is oversubscribed; PE 0 releases them down a binary
+        // tree, each PE its two children, so that no PE sends more than two signals.
+        if me != 0 {
+            released.wait_ge(0, 1)?;
+        }
+        for child in [2 * me + 1, 2 * me + 2] {
+            if child < self.n_pes() {
+                released.set(child, 0, 1)?;
+            }
+        }
+        self.broadcast(0, &mut medians)?;
+        // Per class, the path whose times summed as ratios to the fastest at each size are the
+        // least; a class with no PE to measure keeps the put path.
+        let median =
+            |class: usize, p: usize, s: usize| medians[(class * LINK_PATHS.len() + p) * SIZES.len() + s];
+        let choose = |class: usize| {
+            if pair[class].is_none() {
+                return ExchangePath::Put;
+            }
+            let score = |p: usize| -> f64 {
+                (0..SIZES.len())
+                    .map(|s| {
+                        let best =
+                            (0..LINK_PATHS.len()).map(|q| median(class, q, s)).min().unwrap_or(1).max(1);
+                        median(class, p, s) as f64 / best as f64
+                    })
+                    .sum()
+            };
+            let best = (0..LINK_PATHS.len()).min_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
+            LINK_PATHS[best]
+        };
+        let links = Links { same_node: choose(0), other_node: choose(1) };
+        let mut measured = Vec::new();
+        for (class, peer) in pair.iter().enumerate() {
+            if peer.is_some() {
+                for (p, &path) in LINK_PATHS.iter().enumerate() {
+                    for (s, &bytes) in SIZES.iter().enumerate() {
+                        measured.push((class == 0, path, bytes, Duration::from_nanos(median(class, p, s))));
+                    }
+                }
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let written = match &cache {
+            Some(file) if me == 0 => write_cache(file, &links, &measured).then(|| file.clone()),
+            _ => cache,
+        };
+        Ok(LinkChoice { links, source: LinksSource::Calibrated { seconds, cache: written }, measured })
+    }
+}
+
+/// The links a cache file holds, if it holds them well formed.
+fn read_cache(file: &std::path::Path) -> Option<Links> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("links "))?;
+    line.trim().parse().ok()
+}
+
+/// Writes the calibration's choice and measurements to `file`; whether it could.
+fn write_cache(
+    file: &std::path::Path,
+    links: &Links,
+    measured: &[(bool, ExchangePath, usize, Duration)],
+) -> bool {
+    let mut text = format!("links {links}\n");
+    for (same, path, bytes, time) in measured {
+        let class = if *same { "same-node" } else { "other-node" };
+        text.push_str(&format!("# {class} {path} {bytes} B: {:.2} us\n", time.as_secs_f64() * 1e6));
+    }
+    let parent_made = file.parent().is_none_or(|d| std::fs::create_dir_all(d).is_ok());
+    // Written beside and renamed, so that a concurrent reader never sees half a file.
+    let temporary = file.with_extension(format!("tmp{}", std::process::id()));
+    parent_made && std::fs::write(&temporary, text).is_ok() && std::fs::rename(&temporary, file).is_ok()
+}
+
+/// The 64-bit FNV-1a hash: stable across builds, unlike the standard library's hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_parse_print_and_number_alike() {
+        for same in LINK_PATHS {
+            for other in LINK_PATHS {
+                let links = Links { same_node: same, other_node: other };
+                assert_eq!(Links::from_code(links.code()), Some(links));
+                assert_eq!(links.to_string().parse::<Links>().unwrap(), links);
+            }
+        }
+        assert_eq!("mpi".parse::<Links>().unwrap(), Links::uniform(ExchangePath::Mpi));
+        assert_eq!(
+            "other-node=mpi".parse::<Links>().unwrap(),
+            Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi }
+        );
+        assert!("buffered".parse::<Links>().is_err());
+        assert!("same-node=auto".parse::<Links>().is_err());
+        assert!("near=put".parse::<Links>().is_err());
+        assert_eq!(Links::from_code(0), None);
+        assert_eq!(Links::from_code(10), None);
+        assert_eq!(parse_transport("calibrate").unwrap(), TransportSetting::Calibrate);
+        assert_eq!(parse_transport("").unwrap(), TransportSetting::Auto);
+        assert!(parse_transport("fast").is_err());
+    }
+
+    #[test]
+    fn a_cache_file_gives_back_its_links() {
+        let dir = std::env::temp_dir().join(format!("onesided-links-{}", std::process::id()));
+        let file = dir.join("links.txt");
+        let links = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi };
+        let measured = [(false, ExchangePath::Mpi, 64, Duration::from_micros(25))];
+        assert!(write_cache(&file, &links, &measured));
+        assert_eq!(read_cache(&file), Some(links));
+        std::fs::write(&file, "links same-node=carrier-pigeon\n").unwrap();
+        assert_eq!(read_cache(&file), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
