@@ -1,6 +1,7 @@
 //! The halo exchange of a water box replicated to about 20 000 and 100 000 atoms, one-sided
-//! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,mpi}/<atoms>` sends
-//! coordinates out, `halo_move_f/{onesided,mpi}/<atoms>` sends forces back: each time new
+//! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,auto,mpi}/<atoms>` sends
+//! coordinates out, `halo_move_f/{onesided,auto,mpi}/<atoms>` sends forces back (`auto`: per
+//! neighbour the path its link was measured fastest on, [`ExchangePath::Auto`]): each time new
 //! forces, written into the step's forces (where a kernel writes them) after an untimed
 //! `move_x` and before an untimed barrier. On the one-sided path they leave from there with
 //! no staging copy before the neighbour reads them.
@@ -30,7 +31,9 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in [("onesided", ExchangePath::Put), ("mpi", ExchangePath::Mpi)] {
+        for (variant, path) in
+            [("onesided", ExchangePath::Put), ("auto", ExchangePath::Auto), ("mpi", ExchangePath::Mpi)]
+        {
             let halo = HaloExchange::builder(rt, grid.clone())
                 .path(path)
                 .periodic_images(PeriodicImages::Kernel)

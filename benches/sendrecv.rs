@@ -4,7 +4,8 @@
 //! - `sendrecv/VARIANT/B`: both PEs send B bytes to each other and receive B bytes, per
 //!   iteration; `onesided-put` (offset swap), `onesided-get`, `buffered` (the 2013 baseline)
 //!   and `mpi` (`MPI_Sendrecv`) carry one message each way; `onesided-2way` and `mpi-2way`
-//!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward.
+//!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward; `auto`
+//!   takes the path the link was measured fastest on ([`ExchangePath::Auto`]).
 //! - `alltoall/VARIANT/B`: B bytes per pair of PEs; `ordered-onesided`, `ordered-mpi`,
 //!   `mpi` (`MPI_Alltoall`) and `shmem` (`shmem_alltoall64`).
 //! - `memcpy/local/B`: a plain copy of B bytes on PE 0, the bandwidth the others are measured
@@ -62,6 +63,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         ("buffered", ExchangePath::Buffered, false),
         ("mpi", ExchangePath::Mpi, false),
         ("mpi-2way", ExchangePath::Mpi, true),
+        ("auto", ExchangePath::Auto, false),
     ] {
         let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;
         exchange.collective_reserve(max_words)?;
