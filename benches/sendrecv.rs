@@ -7,7 +7,8 @@
 //!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward; `auto`
 //!   takes the path the link was measured fastest on ([`ExchangePath::Auto`]).
 //! - `alltoall/VARIANT/B`: B bytes per pair of PEs; `ordered-onesided`, `ordered-mpi`,
-//!   `mpi` (`MPI_Alltoall`) and `shmem` (`shmem_alltoall64`).
+//!   `mpi` (`MPI_Alltoall`), `shmem` (`shmem_alltoall64`) and `auto` (the one of them
+//!   measured fastest at creation, [`AlltoallPath::Auto`]).
 //! - `memcpy/local/B`: a plain copy of B bytes on PE 0, the bandwidth the others are measured
 //!   against.
 //!
@@ -76,6 +77,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         ("ordered-mpi", AlltoallPath::OrderedMpi),
         ("mpi", AlltoallPath::Mpi),
         ("shmem", AlltoallPath::Shmem),
+        ("auto", AlltoallPath::Auto),
     ] {
         for &bytes in ALLTOALL_SIZES {
             let alltoall = Alltoall::<u64>::collective_new(&world, variant, bytes / 8, path)?;

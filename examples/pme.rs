@@ -19,9 +19,10 @@
 //! `--pme-pes` below the PEs: each particle PE sends all its atoms to one PME rank under its
 //! domain, which passes them on, as GROMACS does; `RedistBuilder::relay`),
 //! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all` (the
-//! redistribution; default onesided-put and mpi), `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all`
-//! (the transposes; default: ordered-onesided with a one-sided redistribution, mpi with an
-//! MPI one), `--steps S`, `--verify`, `--energies`, `--threads T`, and `--pes N` when the
+//! redistribution; default onesided-put and mpi),
+//! `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all` (the
+//! transposes; default: ordered-onesided with a one-sided redistribution, mpi with an MPI
+//! one; auto: the one measured fastest for the grid's blocks, cached), `--steps S`, `--verify`, `--energies`, `--threads T`, and `--pes N` when the
 //! program launches itself.
 //!
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
@@ -84,7 +85,7 @@ struct Options {
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
 [--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] [--relay] \
 [--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all] \
-[--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|all] [--steps S] [--verify] [--energies] \
+[--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all] [--steps S] [--verify] [--energies] \
 [--threads T] [--pes N]";
 
 /// Steps between two redistribution plans.
@@ -411,6 +412,9 @@ fn run_configuration(
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
     let mut redist = builder.collective_build(&home, setup.structure.len())?;
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
+    if fft_path == AlltoallPath::Auto && me == 0 {
+        println!("  {path} + auto: the transposes took {} (measured fastest)", mesh.fft().path());
+    }
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut prints = Vec::new();

@@ -191,6 +191,24 @@ fn wants_nodes(env: &[(&str, &str)]) -> bool {
 }
 
 /// Runs one launch, relaying its output line by line, within `timeout`.
+/// A directory removed when dropped.
+struct CacheDir(std::path::PathBuf);
+
+impl CacheDir {
+    fn new(pes: usize) -> CacheDir {
+        static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let launch = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("onesided-test-cache-{}-{pes}-{launch}", std::process::id());
+        CacheDir(std::env::temp_dir().join(name))
+    }
+}
+
+impl Drop for CacheDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn launch_once(
     pes: usize,
     names: &[&str],
@@ -198,8 +216,12 @@ fn launch_once(
     timeout: Duration,
 ) -> Result<Launch, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
+    // Every launch calibrates afresh (ExchangePath::Auto, AlltoallPath::Auto), in a cache
+    // directory of its own, removed when it ends: the tests measure, and leave nothing behind.
+    let cache = CacheDir::new(pes);
     let mut child = launch::command(pes, exe)
         .env(FILTER_VAR, names.join(","))
+        .env(onesided::env::CACHE_DIR, &cache.0)
         // A case that fails on one PE leaves the others waiting; let them give up sooner
         // than the library's default.
         .env(WAIT_TIMEOUT_VAR, std::env::var(WAIT_TIMEOUT_VAR).unwrap_or_else(|_| "30".to_string()))

@@ -86,7 +86,8 @@ fn run_all_paths(
     calls: u64,
 ) -> Result<Vec<Vec<u32>>, Box<dyn std::error::Error>> {
     let mut results = Vec::new();
-    for path in AlltoallPath::ALL {
+    // Then Auto, which times every path that serves and takes the fastest.
+    for path in AlltoallPath::ALL.into_iter().chain([AlltoallPath::Auto]) {
         if path == AlltoallPath::Shmem && group.active_set().is_none() {
             let outcome = Alltoall::<u32>::collective_new(group, "not an active set", block, path).map(drop);
             ensure!(
@@ -96,6 +97,14 @@ fn run_all_paths(
             continue;
         }
         let mut alltoall = Alltoall::<u32>::collective_new(group, &format!("a2a {path}"), block, path)?;
+        if path == AlltoallPath::Auto {
+            let took = alltoall.path();
+            ensure!(
+                took != AlltoallPath::Auto && (took != AlltoallPath::Shmem || group.active_set().is_some()),
+                "auto took {took} on group {:?}",
+                group.members()
+            );
+        }
         let Some(me) = group.my_rank() else {
             ensure!(alltoall.collective_run().is_err(), "a non-member ran the all-to-all");
             continue;
@@ -249,7 +258,7 @@ fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
 }
 
 fn path_names(_rt: &Runtime) -> CaseResult {
-    for path in AlltoallPath::ALL {
+    for path in AlltoallPath::ALL.into_iter().chain([AlltoallPath::Auto]) {
         ensure!(path.name().parse::<AlltoallPath>()? == path, "{path}");
     }
     ensure!("sideways".parse::<AlltoallPath>().is_err(), "unknown name accepted");

@@ -914,6 +914,46 @@ fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// An `Auto` exchange: the links are calibrated at the first one (each launch has a cache
+/// directory of its own), every PE takes the same, a second exchange reuses them, and a ring
+/// on them leaves the bytes MPI leaves; links set by the program replace them, the same on
+/// every PE or refused on every PE.
+fn auto_calibrates_once_and_agrees(rt: &Runtime) -> CaseResult {
+    let first = Exchange::<u64>::collective_new(rt, "auto", ExchangePath::Auto)?;
+    let choice = rt.link_choice().ok_or("no links after an Auto exchange")?;
+    ensure!(
+        matches!(choice.source, onesided::LinksSource::Calibrated { .. }),
+        "links from {:?}, not a calibration",
+        choice.source
+    );
+    ensure!(first.links() == choice.links, "the exchange took {} of {}", first.links(), choice.links);
+    let code = |p: ExchangePath| ExchangePath::ALL.iter().position(|&q| q == p).unwrap_or(9) as u64;
+    let mine = 10 * code(choice.links.same_node) + code(choice.links.other_node);
+    let mut agreed = [mine, 100 - mine];
+    rt.max_u64(&mut agreed)?;
+    ensure!(agreed[0] == 100 - agreed[1], "PEs took different links: {} here", choice.links);
+    drop(first);
+    ensure!(
+        ring(rt, Route::Path(ExchangePath::Auto), 100, false)?
+            == ring(rt, Route::Path(ExchangePath::Mpi), 100, false)?,
+        "auto ({}) left different bytes than MPI",
+        choice.links
+    );
+    ensure!(rt.link_choice() == Some(choice), "a second Auto exchange changed the links");
+    let mixed = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi };
+    rt.collective_set_links(mixed)?;
+    ensure!(
+        Exchange::<u64>::collective_new(rt, "set", ExchangePath::Auto)?.links() == mixed,
+        "set links not taken"
+    );
+    let differing = if rt.my_pe() == 0 { mixed } else { Links::uniform(ExchangePath::Put) };
+    let outcome = rt.collective_set_links(differing);
+    ensure!(matches!(outcome, Err(Error::CollectiveArgument(_))), "different links on the PEs: {outcome:?}");
+    let outcome = rt.collective_set_links(Links::uniform(ExchangePath::Buffered));
+    ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "a buffered link: {outcome:?}");
+    Ok(())
+}
+
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         every_path_many_calls_unequal_sizes,
@@ -929,6 +969,7 @@ fn main() {
         regions_and_buffer_lists,
         partnered_exchanges,
         mpi_error_leaves_nothing_posted,
+        auto_calibrates_once_and_agrees,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

@@ -56,6 +56,11 @@ pub enum AlltoallPath {
     Mpi,
     /// `shmem_alltoall64` / `shmem_alltoall32` on the group as an active set.
     Shmem,
+    /// The path measured fastest for this group size and block on this job's nodes: each
+    /// candidate times a few calls at creation, the slowest member's median decides, and the
+    /// choice is cached like the exchanges' links ([`crate::links`]); an all-to-all created
+    /// so reports the path it took ([`Alltoall::path`]).
+    Auto,
 }
 
 impl AlltoallPath {
@@ -76,6 +81,7 @@ impl AlltoallPath {
             AlltoallPath::OrderedMpi => "ordered-mpi",
             AlltoallPath::Mpi => "mpi",
             AlltoallPath::Shmem => "shmem",
+            AlltoallPath::Auto => "auto",
         }
     }
 }
@@ -90,10 +96,10 @@ impl FromStr for AlltoallPath {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<AlltoallPath> {
-        AlltoallPath::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+        AlltoallPath::ALL.into_iter().chain([AlltoallPath::Auto]).find(|p| p.name() == s).ok_or_else(|| {
             let names: Vec<&str> = AlltoallPath::ALL.iter().map(|p| p.name()).collect();
             Error::InvalidArgument(format!(
-                "unknown all-to-all path {s:?}: expected one of {}",
+                "unknown all-to-all path {s:?}: expected one of {} or auto",
                 names.join(", ")
             ))
         })
@@ -172,6 +178,10 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         block: usize,
         path: AlltoallPath,
     ) -> Result<Self> {
+        if path == AlltoallPath::Auto {
+            let chosen = Self::collective_calibrate(&group, name, block)?;
+            return Self::collective_with(group, name, block, chosen);
+        }
         let rt = group.runtime();
         let n = group.len();
         let len = n.checked_mul(block).ok_or_else(|| Error::SizeOverflow {
@@ -235,9 +245,74 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         })
     }
 
-    /// The path.
+    /// The path (for one created on [`AlltoallPath::Auto`], the path it took).
     pub fn path(&self) -> AlltoallPath {
         self.path
+    }
+
+    /// The path to take for [`AlltoallPath::Auto`]: from the cache, else by timing each
+    /// candidate (a warm-up and three calls on every member; the slowest member's median
+    /// decides, agreed over the job), written to the cache.
+    ///
+    /// # Collective
+    /// Every PE of the job, as the creation.
+    fn collective_calibrate(group: &PeGroup<'rt>, name: &str, block: usize) -> Result<AlltoallPath> {
+        let rt = group.runtime();
+        let bytes = block.saturating_mul(size_of::<T>());
+        let key = "alltoall";
+        let cache = rt.collective_cache_file(&format!("alltoall-{}x{bytes}B", group.len()))?;
+        let cached = match &cache {
+            Some(file) if rt.my_pe() == 0 => {
+                crate::links::read_choice(file, key).and_then(|v| v.parse().ok())
+            }
+            _ => None,
+        };
+        let mut code =
+            [cached.and_then(|p| AlltoallPath::ALL.iter().position(|&q| q == p)).map_or(0, |i| i as u64 + 1)];
+        rt.broadcast(0, &mut code)?;
+        if let Some(&path) = (code[0] as usize).checked_sub(1).and_then(|i| AlltoallPath::ALL.get(i)) {
+            return Ok(path);
+        }
+        // The shmem path only where every PE's group is an active set of whole words.
+        let unfit = group.active_set().is_none() || !bytes.is_multiple_of(4);
+        let shmem_fits = rt.max_u64_one(u64::from(unfit))? == 0;
+        let candidates: Vec<AlltoallPath> =
+            AlltoallPath::ALL.into_iter().filter(|&p| p != AlltoallPath::Shmem || shmem_fits).collect();
+        let mut medians = vec![0u64; AlltoallPath::ALL.len()];
+        for &path in &candidates {
+            let mut alltoall =
+                Alltoall::<T>::collective_new(group, &format!("{name}: calibration"), block, path)?;
+            if group.my_rank().is_some() {
+                let mut times = Vec::with_capacity(3);
+                for call in 0..4 {
+                    let start = std::time::Instant::now();
+                    alltoall.collective_run()?;
+                    if call > 0 {
+                        times.push(start.elapsed().as_nanos() as u64);
+                    }
+                }
+                times.sort_unstable();
+                let i = AlltoallPath::ALL.iter().position(|&q| q == path).unwrap_or(0);
+                medians[i] = times[times.len() / 2].min(i64::MAX as u64);
+            }
+        }
+        rt.max_u64(&mut medians)?;
+        let best = candidates
+            .iter()
+            .copied()
+            .min_by_key(|&p| medians[AlltoallPath::ALL.iter().position(|&q| q == p).unwrap_or(0)])
+            .unwrap_or(AlltoallPath::OrderedOneSided);
+        if let Some(file) = cache.filter(|_| rt.my_pe() == 0) {
+            let notes: Vec<String> = candidates
+                .iter()
+                .map(|&p| {
+                    let i = AlltoallPath::ALL.iter().position(|&q| q == p).unwrap_or(0);
+                    format!("{p}: {:.2} us, the slowest member's median", medians[i] as f64 / 1e3)
+                })
+                .collect();
+            crate::links::write_choice(&file, key, best.name(), &notes);
+        }
+        Ok(best)
     }
 
     /// Elements per block.
@@ -279,6 +354,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             AlltoallPath::OrderedMpi => self.run_ordered_mpi()?,
             AlltoallPath::Mpi => self.run_mpi()?,
             AlltoallPath::Shmem => self.run_shmem(),
+            AlltoallPath::Auto => unreachable!("an Auto all-to-all takes a path at creation"),
         }
         // SAFETY: after the call, no PE writes this member's receive array until this member
         // enters the next call: one-sided writers wait for its ready signal of that call, MPI

@@ -239,7 +239,7 @@ impl Runtime {
                 LinkChoice { links, source: LinksSource::Environment, measured: Vec::new() }
             }
             TransportSetting::Auto | TransportSetting::Calibrate => {
-                let cache = self.collective_cache_file()?;
+                let cache = self.collective_cache_file("links")?;
                 let cached = match (&cache, setting) {
                     (Some(file), TransportSetting::Auto) if self.my_pe() == 0 => read_cache(file),
                     _ => None,
@@ -300,13 +300,14 @@ impl Runtime {
         self.links.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The cache file for this job's calibration (PE 0's path; `None` where no cache
-    /// directory can be found): its name holds the implementation, the PE count, the nodes,
-    /// a hash of their host names and the settings that change the paths' speed.
+    /// The cache file for this job's calibration of `what` (PE 0's path; `None` where no
+    /// cache directory can be found): its name holds `what`, the implementation, the PE
+    /// count, the nodes, a hash of their host names and the settings that change the paths'
+    /// speed.
     ///
     /// # Collective
     /// One reduction over the world.
-    fn collective_cache_file(&self) -> Result<Option<PathBuf>> {
+    pub(crate) fn collective_cache_file(&self, what: &str) -> Result<Option<PathBuf>> {
         use mpi::collective::SystemOperation;
         use mpi::traits::CommunicatorCollectives;
         // One term per node, from its first PE: the host's hash and a count.
@@ -326,7 +327,7 @@ impl Runtime {
         };
         Ok(dir.map(|d| {
             d.join(format!(
-                "links-{:?}-{}pes-{}nodes-{:013x}-{access}.txt",
+                "{what}-{:?}-{}pes-{}nodes-{:013x}-{access}.txt",
                 self.implementation(),
                 self.n_pes(),
                 sum[1],
@@ -461,9 +462,7 @@ impl Runtime {
 
 /// The links a cache file holds, if it holds them well formed.
 fn read_cache(file: &std::path::Path) -> Option<Links> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("links "))?;
-    line.trim().parse().ok()
+    read_choice(file, "links")?.parse().ok()
 }
 
 /// Writes the calibration's choice and measurements to `file`; whether it could.
@@ -472,10 +471,27 @@ fn write_cache(
     links: &Links,
     measured: &[(bool, ExchangePath, usize, Duration)],
 ) -> bool {
-    let mut text = format!("links {links}\n");
-    for (same, path, bytes, time) in measured {
-        let class = if *same { "same-node" } else { "other-node" };
-        text.push_str(&format!("# {class} {path} {bytes} B: {:.2} us\n", time.as_secs_f64() * 1e6));
+    let notes: Vec<String> = measured
+        .iter()
+        .map(|(same, path, bytes, time)| {
+            let class = if *same { "same-node" } else { "other-node" };
+            format!("{class} {path} {bytes} B: {:.2} us", time.as_secs_f64() * 1e6)
+        })
+        .collect();
+    write_choice(file, "links", &links.to_string(), &notes)
+}
+
+/// The value of the line `KEY VALUE` of a cache file.
+pub(crate) fn read_choice(file: &std::path::Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| Some(l.strip_prefix(key)?.strip_prefix(' ')?.trim().to_string()))
+}
+
+/// Writes `KEY VALUE` and the `notes` (as comments) to a cache file; whether it could.
+pub(crate) fn write_choice(file: &std::path::Path, key: &str, value: &str, notes: &[String]) -> bool {
+    let mut text = format!("{key} {value}\n");
+    for note in notes {
+        text.push_str(&format!("# {note}\n"));
     }
     let parent_made = file.parent().is_none_or(|d| std::fs::create_dir_all(d).is_ok());
     // Written beside and renamed, so that a concurrent reader never sees half a file.

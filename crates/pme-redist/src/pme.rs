@@ -221,6 +221,15 @@ pub enum MeshFft<'g, 'rt> {
 }
 
 impl MeshFft<'_, '_> {
+    /// The all-to-all path of the transposes (with pencils, the row transposes'; for
+    /// [`AlltoallPath::Auto`], the path it took).
+    pub fn path(&self) -> AlltoallPath {
+        match self {
+            MeshFft::Slab(fft) => fft.path(),
+            MeshFft::Pencil(fft) => fft.path(),
+        }
+    }
+
     /// The time spent in the transposes' communication, both ways, since creation
     /// ([`SlabFft::transpose_time`]; with pencils, the whole transposes).
     pub fn transpose_time(&self) -> Duration {
