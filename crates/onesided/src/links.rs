@@ -8,7 +8,11 @@
 //! another node on each candidate path (the one-sided put and get paths and MPI), at three
 //! message sizes, and gives each class of link the path whose times are the least, summed as
 //! ratios to the fastest at each size. PE 0 decides and every PE takes its decision, so the
-//! PEs agree. Only the two or three PEs that measure exchange anything meanwhile.
+//! PEs agree. Only the two or three PEs that measure exchange anything meanwhile. Where PE 0's
+//! node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the same-node link
+//! keeps the one-sided put unmeasured: two PEs timed while the others sleep cannot show what
+//! MPI's polling costs the rest. Each path, class and size is timed at most 25 ms beyond
+//! three calls, so a slow path costs the calibration little.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -194,8 +198,13 @@ pub(crate) fn parse_transport(value: &str) -> Result<TransportSetting> {
 
 /// The message sizes the calibration times, in bytes.
 const SIZES: [usize; 3] = [64, 8 << 10, 128 << 10];
-/// Timed calls per size (after two to warm up).
+/// Timed calls per size at most (after two to warm up).
 const REPEATS: [usize; 3] = [40, 20, 8];
+/// Timed calls per size at least.
+const MIN_REPEATS: usize = 3;
+/// Time per path, class and size after which no call follows the least ones: a path whose
+/// calls take milliseconds (a peer descheduled, a slow transport) is measured by a few.
+const BUDGET: Duration = Duration::from_millis(25);
 
 impl Runtime {
     /// The paths [`ExchangePath::Auto`] exchanges take to the PEs of this node and to the
@@ -348,7 +357,11 @@ impl Runtime {
         let mut pair = [u64::MAX; 2];
         if me == 0 {
             let node = self.node_pes();
-            if let Some(&p) = node.iter().find(|&&p| p != 0) {
+            // Where the node's PEs outnumber its cores, a call between two of them while the
+            // others sleep says nothing of the job, whose PEs all run: MPI's waits poll
+            // without yielding and take the cores from the rest, which the one-sided waits
+            // leave them. The node's link then keeps the one-sided put, unmeasured.
+            if let Some(&p) = node.iter().find(|&&p| p != 0).filter(|_| !self.oversubscribed()) {
                 pair[0] = p as u64;
             }
             // The node's PEs are sorted: the first PE not among them is the first gap.
@@ -392,15 +405,29 @@ impl Runtime {
                 for (s, (&bytes, &repeats)) in SIZES.iter().zip(&REPEATS).enumerate() {
                     let count = bytes / 8;
                     let mut times = Vec::with_capacity(repeats);
-                    for i in 0..repeats + 2 {
+                    let mut message = data[..count].to_vec();
+                    let started = Instant::now();
+                    for i in 0.. {
+                        // PE 0 decides whether another call follows and says so in the first
+                        // word of its message, so that both sides stop after the same call:
+                        // after the repeats, or once the budget is spent with a few timed.
+                        if me == 0 {
+                            let more = times.len() + 1 < repeats
+                                && (times.len() + 1 < MIN_REPEATS || started.elapsed() < BUDGET);
+                            message[0] = u64::from(i < 2 || more);
+                        }
                         let begin = Instant::now();
                         exchange
                             .call(&[&inbox])
-                            .send(&[Outgoing::Copy { to: other, data: &data[..count] }])
+                            .send(&[Outgoing::Copy { to: other, data: &message }])
                             .receive(&[Incoming { from: other, buffer: 0, offset: 0, room: largest }])
                             .run()?;
                         if i >= 2 {
                             times.push(begin.elapsed().as_nanos() as u64);
+                        }
+                        let go_on = if me == 0 { message[0] } else { inbox.get_value(me, 0)? };
+                        if go_on == 0 {
+                            break;
                         }
                     }
                     times.sort_unstable();
