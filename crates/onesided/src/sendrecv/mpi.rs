@@ -138,6 +138,18 @@ impl MpiFailure {
     }
 }
 
+/// The datatype messages travel as: bytes.
+fn bytes_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading a constant of rsmpi's shim.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// Where incoming message `inc` lands: its offset in its buffer (validation checked
+/// `offset + room` against the buffer).
+fn place<T: Pod>(buffers: &[&crate::heap::SymArray<'_, T>], inc: &Incoming) -> *mut std::ffi::c_void {
+    buffers[inc.buffer].element_ptr(inc.offset).cast()
+}
+
 fn mpi_error(call: &'static str, code: c_int) -> MpiFailure {
     MpiFailure::Other(Error::Mpi { call, code })
 }
@@ -174,12 +186,8 @@ impl MpiChannel {
     fn exchange<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
         let (buffers, incoming) = (job.buffers, job.incoming);
         let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
-        let size = size_of::<T>();
-        let comm = self.comm.as_raw();
-        // SAFETY: reading a constant of rsmpi's shim.
-        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
-        let recv_ptr =
-            |inc: &Incoming| buffers[inc.buffer].element_ptr(inc.offset).cast::<std::ffi::c_void>();
+        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.as_raw(), bytes_type());
+        let recv_ptr = |inc: &Incoming| place(buffers, inc);
         if let ([out], [inc]) = (job.outgoing, incoming) {
             let data = job.data(0);
             let send_bytes = bytes_of(data.len(), size, "a message")?;
@@ -219,12 +227,8 @@ impl MpiChannel {
     fn post<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
         let (buffers, incoming) = (job.buffers, job.incoming);
         let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
-        let size = size_of::<T>();
-        let comm = self.comm.as_raw();
-        // SAFETY: reading a constant of rsmpi's shim.
-        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
-        let recv_ptr =
-            |inc: &Incoming| buffers[inc.buffer].element_ptr(inc.offset).cast::<std::ffi::c_void>();
+        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.as_raw(), bytes_type());
+        let recv_ptr = |inc: &Incoming| place(buffers, inc);
         // Every size is checked before the first receive is posted, so that an error never
         // leaves a request pending on memory the caller gets back.
         for inc in incoming {
@@ -274,9 +278,7 @@ impl MpiChannel {
     /// Waits for every request [`post`](Self::post) started for `job`; `job.received[i]`
     /// gets the element count of incoming message `i`.
     fn complete<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
-        let (incoming, size) = (job.incoming, size_of::<T>());
-        // SAFETY: reading a constant of rsmpi's shim.
-        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let (incoming, size, bytes_type) = (job.incoming, size_of::<T>(), bytes_type());
         let requests = &mut self.requests;
         let statuses = &mut self.statuses;
         statuses.clear();
