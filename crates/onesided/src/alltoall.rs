@@ -73,6 +73,11 @@ impl AlltoallPath {
         AlltoallPath::Shmem,
     ];
 
+    /// The path's place in [`ALL`](Self::ALL) (`None` for `Auto`).
+    fn index(self) -> Option<usize> {
+        AlltoallPath::ALL.iter().position(|&q| q == self)
+    }
+
     /// The name used on command lines and in benchmark ids.
     pub fn name(self) -> &'static str {
         match self {
@@ -267,8 +272,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             }
             _ => None,
         };
-        let mut code =
-            [cached.and_then(|p| AlltoallPath::ALL.iter().position(|&q| q == p)).map_or(0, |i| i as u64 + 1)];
+        let mut code = [cached.and_then(AlltoallPath::index).map_or(0, |i| i as u64 + 1)];
         rt.broadcast(0, &mut code)?;
         if let Some(&path) = (code[0] as usize).checked_sub(1).and_then(|i| AlltoallPath::ALL.get(i)) {
             return Ok(path);
@@ -292,7 +296,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                     }
                 }
                 times.sort_unstable();
-                let i = AlltoallPath::ALL.iter().position(|&q| q == path).unwrap_or(0);
+                let i = path.index().unwrap_or(0);
                 medians[i] = times[times.len() / 2].min(i64::MAX as u64);
             }
         }
@@ -300,13 +304,13 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         let best = candidates
             .iter()
             .copied()
-            .min_by_key(|&p| medians[AlltoallPath::ALL.iter().position(|&q| q == p).unwrap_or(0)])
+            .min_by_key(|&p| medians[p.index().unwrap_or(0)])
             .unwrap_or(AlltoallPath::OrderedOneSided);
         if let Some(file) = cache.filter(|_| rt.my_pe() == 0) {
             let notes: Vec<String> = candidates
                 .iter()
                 .map(|&p| {
-                    let i = AlltoallPath::ALL.iter().position(|&q| q == p).unwrap_or(0);
+                    let i = p.index().unwrap_or(0);
                     format!("{p}: {:.2} us, the slowest member's median", medians[i] as f64 / 1e3)
                 })
                 .collect();
