@@ -285,13 +285,17 @@ fn gather_all<T: mpi::datatype::Equivalence + Copy + Default>(
     local: &[T],
 ) -> Vec<T> {
     let mut counts = vec![0i32; world.size() as usize];
-    world.all_gather_into(&(local.len() as i32), &mut counts[..]);
+    onesided::watchdog::watch("MPI_Allgather (verification)", None, || {
+        world.all_gather_into(&(local.len() as i32), &mut counts[..])
+    });
     let displacements: Vec<i32> =
         counts.iter().scan(0, |sum, &c| Some(std::mem::replace(sum, *sum + c))).collect();
     let total = counts.iter().sum::<i32>() as usize;
     let mut all = vec![T::default(); total];
     let mut partition = PartitionMut::new(&mut all[..], counts, &displacements[..]);
-    world.all_gather_varcount_into(local, &mut partition);
+    onesided::watchdog::watch("MPI_Allgatherv (verification)", None, || {
+        world.all_gather_varcount_into(local, &mut partition)
+    });
     all
 }
 

@@ -229,7 +229,11 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
             None
         };
         let phases = match (group.my_rank(), path) {
-            (Some(me), AlltoallPath::NodeAwareOneSided) => node_aware_phases(&group, me)?,
+            (Some(me), AlltoallPath::NodeAwareOneSided) => {
+                crate::watchdog::watch("MPI_Allgather (the node-aware all-to-all's nodes)", None, || {
+                    node_aware_phases(&group, me)
+                })?
+            }
             (Some(me), _) => (0..n).map(|i| ((me + i) % n, (me + n - i) % n)).collect(),
             (None, _) => Vec::new(),
         };
@@ -558,7 +562,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         for &(dest, src) in &self.phases {
             // SAFETY: both blocks lie inside the symmetric buffers (rank < n); the receive
             // block is written only by this call; no reference to either exists.
-            let code = unsafe {
+            let code = crate::watchdog::watch("MPI_Sendrecv (ordered all-to-all)", None, || unsafe {
                 ffi::MPI_Sendrecv(
                     self.send.element_ptr(dest * self.block).cast(),
                     bytes,
@@ -573,7 +577,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                     comm,
                     MaybeUninit::<ffi::MPI_Status>::uninit().as_mut_ptr(),
                 )
-            };
+            });
             if code != 0 {
                 return Err(Error::Mpi { call: "MPI_Sendrecv", code });
             }
@@ -589,7 +593,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
         // SAFETY: send and receive buffers hold n blocks of `bytes` bytes each; no reference
         // to the receive buffer exists during the call.
-        let code = unsafe {
+        let code = crate::watchdog::watch("MPI_Alltoall", None, || unsafe {
             ffi::MPI_Alltoall(
                 self.send.as_ptr().cast(),
                 bytes,
@@ -599,7 +603,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                 bytes_type,
                 comm.as_raw(),
             )
-        };
+        });
         if code != 0 {
             return Err(Error::Mpi { call: "MPI_Alltoall", code });
         }
@@ -617,7 +621,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         // SAFETY: the pSync arrays are symmetric, initialised to SHMEM_SYNC_VALUE, and this
         // set's previous use ended on every member (the barrier of the call in between); the
         // buffers are symmetric with `size` blocks of `bytes` bytes; every member calls this.
-        unsafe {
+        crate::watchdog::watch("shmem_alltoall64", None, || unsafe {
             shmem_sys::shmem_barrier(start as i32, log_stride as i32, size as i32, barrier_sync);
             let (dest, src) = (self.recv.as_ptr().cast(), self.send.as_ptr().cast());
             if bytes.is_multiple_of(8) {
@@ -641,7 +645,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                     alltoall_sync,
                 );
             }
-        }
+        })
     }
 
     fn block_bytes(&self) -> Result<c_int> {

@@ -46,27 +46,39 @@ macro_rules! atomic_int {
         unsafe impl AtomicInt for $t {
             unsafe fn fetch_add(target: *mut Self, value: Self, pe: i32) -> Self {
                 // SAFETY: forwarded contract: target is a symmetric word, pe exists.
-                unsafe { shmem_sys::$fetch_add(target.cast::<$c>(), value as $c, pe) as $t }
+                crate::watchdog::watch(stringify!($fetch_add), Some(pe as usize), || unsafe {
+                    shmem_sys::$fetch_add(target.cast::<$c>(), value as $c, pe) as $t
+                })
             }
             unsafe fn add(target: *mut Self, value: Self, pe: i32) {
                 // SAFETY: as above.
-                unsafe { shmem_sys::$add(target.cast::<$c>(), value as $c, pe) }
+                crate::watchdog::watch(stringify!($add), Some(pe as usize), || unsafe {
+                    shmem_sys::$add(target.cast::<$c>(), value as $c, pe)
+                })
             }
             unsafe fn fetch(target: *const Self, pe: i32) -> Self {
                 // SAFETY: as above.
-                unsafe { shmem_sys::$fetch(target.cast::<$c>(), pe) as $t }
+                crate::watchdog::watch(stringify!($fetch), Some(pe as usize), || unsafe {
+                    shmem_sys::$fetch(target.cast::<$c>(), pe) as $t
+                })
             }
             unsafe fn set(target: *mut Self, value: Self, pe: i32) {
                 // SAFETY: as above.
-                unsafe { shmem_sys::$set(target.cast::<$c>(), value as $c, pe) }
+                crate::watchdog::watch(stringify!($set), Some(pe as usize), || unsafe {
+                    shmem_sys::$set(target.cast::<$c>(), value as $c, pe)
+                })
             }
             unsafe fn swap(target: *mut Self, value: Self, pe: i32) -> Self {
                 // SAFETY: as above.
-                unsafe { shmem_sys::$swap(target.cast::<$c>(), value as $c, pe) as $t }
+                crate::watchdog::watch(stringify!($swap), Some(pe as usize), || unsafe {
+                    shmem_sys::$swap(target.cast::<$c>(), value as $c, pe) as $t
+                })
             }
             unsafe fn compare_swap(target: *mut Self, cond: Self, value: Self, pe: i32) -> Self {
                 // SAFETY: as above.
-                unsafe { shmem_sys::$cswap(target.cast::<$c>(), cond as $c, value as $c, pe) as $t }
+                crate::watchdog::watch(stringify!($cswap), Some(pe as usize), || unsafe {
+                    shmem_sys::$cswap(target.cast::<$c>(), cond as $c, value as $c, pe) as $t
+                })
             }
         }
     };

@@ -80,7 +80,9 @@ impl<'rt> PeGroup<'rt> {
             None => Color::undefined(),
         };
         let key = ranks[me].unwrap_or(0) as i32;
-        let comm = rt.world().split_by_color_with_key(color, key);
+        let comm = crate::watchdog::watch("MPI_Comm_split (a group)", None, || {
+            rt.world().split_by_color_with_key(color, key)
+        });
         #[cfg(shmem_spec_1_5)]
         let team = team::Team::collective_split(members)?;
         let group = PeGroup {
@@ -166,7 +168,9 @@ impl<'rt> PeGroup<'rt> {
             None => Color::undefined(),
         };
         let key = ranks[me].unwrap_or(0) as i32;
-        let comm = rt.world().split_by_color_with_key(color, key);
+        let comm = crate::watchdog::watch("MPI_Comm_split (a group)", None, || {
+            rt.world().split_by_color_with_key(color, key)
+        });
         Ok(PeGroup {
             rt,
             name: name.to_string(),
@@ -304,7 +308,7 @@ mod team {
             let mut team = invalid;
             // SAFETY: every PE of the world team calls this with the same arguments; a null
             // configuration with mask 0 asks for the defaults.
-            let code = unsafe {
+            let code = crate::watchdog::watch("shmem_team_split_strided", None, || unsafe {
                 shmem_sys::shmem_team_split_strided(
                     world,
                     start as i32,
@@ -314,7 +318,7 @@ mod team {
                     0,
                     &mut team,
                 )
-            };
+            });
             if code != 0 {
                 return Err(Error::InvalidArgument(format!(
                     "shmem_team_split_strided({start}, {stride}, {}) failed with {code}",
@@ -346,7 +350,12 @@ mod team {
     impl Drop for Team {
         fn drop(&mut self) {
             // SAFETY: the team is valid and destroyed once; every member drops its group.
-            let outcome = unsafe { shmem_sys::shmem_team_destroy(self.team) }.failure();
+            let team = self.team;
+            // SAFETY: as above.
+            let outcome = crate::watchdog::watch("shmem_team_destroy", None, || unsafe {
+                shmem_sys::shmem_team_destroy(team)
+            })
+            .failure();
             if let Some(code) = outcome {
                 // Drop cannot return it; a failure means the library no longer knew the team.
                 eprintln!("onesided: shmem_team_destroy failed with {code}; the team was not released");

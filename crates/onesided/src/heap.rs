@@ -425,7 +425,9 @@ fn first_differing_pe(rt: &Runtime, offset: i64) -> usize {
 fn all_gather(rt: &Runtime, mine: [u64; 2]) -> Vec<[u64; 2]> {
     use mpi::traits::CommunicatorCollectives;
     let mut all = vec![0u64; 2 * rt.n_pes()];
-    rt.world().all_gather_into(&mine[..], &mut all[..]);
+    crate::watchdog::watch("MPI_Allgather (an allocation's check)", None, || {
+        rt.world().all_gather_into(&mine[..], &mut all[..])
+    });
     all.chunks(2).map(|c| [c[0], c[1]]).collect()
 }
 

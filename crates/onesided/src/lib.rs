@@ -33,7 +33,10 @@
 //! heap that diverged) lets the PEs end normally together. One that only this PE sees
 //! ([`ErrorScope::ThisPe`]: a wait that timed out, a message refused, a frozen capacity
 //! exceeded) leaves the others waiting for it: end the job with [`Runtime::abort`] rather
-//! than returning, as the examples do. A PE that panics ends the job by itself.
+//! than returning, as the examples do. A PE that panics ends the job by itself. A call into
+//! OpenSHMEM or MPI that blocks on a peer past `ONESIDED_WAIT_TIMEOUT` (a node or link down,
+//! a PE stopped) ends the job too, with a message naming the call and the peer: see
+//! [`watchdog`].
 //!
 //! ```no_run
 //! use onesided::{Runtime, SignalArray, SymArray};
@@ -73,6 +76,7 @@ mod runtime;
 mod scratch;
 mod sendrecv;
 mod signal;
+pub mod watchdog;
 
 pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};

@@ -324,7 +324,9 @@ impl Runtime {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let mine = if leader { [fnv1a(host.trim().as_bytes()) >> 12, 1] } else { [0, 0] };
         let mut sum = [0u64; 2];
-        self.world().all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
+        crate::watchdog::watch("MPI_Allreduce (the host set)", None, || {
+            self.world().all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum())
+        });
         let dir = std::env::var_os(env::CACHE_DIR)
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("onesided")))

@@ -4,6 +4,8 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
+use crate::watchdog::watch;
+
 /// Alignment of every symmetric allocation. glibc's `memcpy` on this class of CPU is about
 /// 15x slower into destinations 1 to 15 bytes past a 64-byte boundary; 64 also keeps signal
 /// words of different arrays off shared cache lines.
@@ -29,14 +31,14 @@ impl RawSymmetric {
         debug_assert!(align.is_power_of_two() && bytes <= isize::MAX as usize - align);
         let bytes = bytes.max(1).div_ceil(align) * align;
         // SAFETY: OpenSHMEM is initialised (callers hold a Runtime or are creating one).
-        let ptr = unsafe { shmem_sys::shmem_align(align, bytes) };
+        let ptr = watch("shmem_align", None, || unsafe { shmem_sys::shmem_align(align, bytes) });
         let raw = NonNull::new(ptr.cast::<u8>()).map(|ptr| RawSymmetric { ptr, bytes });
         // Open MPI's shmem_align returns NULL before its closing barrier, which the PEs that
         // succeeded are waiting in; join it so that every PE reaches the caller's agreement.
         #[cfg(shmem_oshmem)]
         if raw.is_none() {
             // SAFETY: OpenSHMEM is initialised.
-            unsafe { shmem_sys::shmem_barrier_all() };
+            watch("shmem_barrier_all", None, || unsafe { shmem_sys::shmem_barrier_all() });
         }
         raw
     }
@@ -53,6 +55,8 @@ impl RawSymmetric {
     /// `shmem_free` synchronises all PEs.
     pub(crate) fn collective_free(self) {
         // SAFETY: the pointer came from shmem_align and is freed once (self is consumed).
-        unsafe { shmem_sys::shmem_free(self.ptr.as_ptr().cast::<c_void>()) }
+        let ptr = self.ptr.as_ptr().cast::<c_void>();
+        // SAFETY: as above.
+        watch("shmem_free", None, || unsafe { shmem_sys::shmem_free(ptr) })
     }
 }

@@ -68,7 +68,9 @@ impl Runtime {
         // every PE, not an MPI call of different counts.
         let len = values.len() as i64;
         let mut agreed = [0i64; 2];
-        self.world().all_reduce_into(&[len, -len][..], &mut agreed[..], SystemOperation::max());
+        crate::watchdog::watch("MPI_Allreduce (lengths)", None, || {
+            self.world().all_reduce_into(&[len, -len][..], &mut agreed[..], SystemOperation::max())
+        });
         let (longest, shortest) = (agreed[0], -agreed[1]);
         if longest != shortest {
             return Err(Error::CollectiveArgument(format!(
@@ -127,15 +129,17 @@ impl Runtime {
             ReduceOp::Max => SystemOperation::max(),
         };
         if T::EXACT {
-            world.all_reduce_into(send, result, operation);
+            crate::watchdog::watch("MPI_Allreduce", None, || world.all_reduce_into(send, result, operation));
             return;
         }
         let root = world.process_at_rank(0);
-        if self.my_pe() == 0 {
-            root.reduce_into_root(send, result, operation);
-        } else {
-            root.reduce_into(send, operation);
-        }
-        root.broadcast_into(result);
+        crate::watchdog::watch("MPI_Reduce and MPI_Bcast", None, || {
+            if self.my_pe() == 0 {
+                root.reduce_into_root(send, result, operation);
+            } else {
+                root.reduce_into(send, operation);
+            }
+            root.broadcast_into(result);
+        });
     }
 }

@@ -12,6 +12,7 @@ use bytemuck::Pod;
 use crate::error::Result;
 use crate::heap::SymArray;
 use crate::runtime::Runtime;
+use crate::watchdog::watch;
 
 impl<T: Pod> SymArray<'_, T> {
     /// Copies `src` into elements `offset..offset + src.len()` of PE `pe`'s copy.
@@ -57,9 +58,11 @@ impl<T: Pod> SymArray<'_, T> {
         // SAFETY: forwarded from the caller.
         unsafe {
             if nbi {
-                shmem_sys::shmem_putmem_nbi(dst, src_ptr, bytes, pe as i32)
+                watch("shmem_putmem_nbi", Some(pe), || {
+                    shmem_sys::shmem_putmem_nbi(dst, src_ptr, bytes, pe as i32)
+                })
             } else {
-                shmem_sys::shmem_putmem(dst, src_ptr, bytes, pe as i32)
+                watch("shmem_putmem", Some(pe), || shmem_sys::shmem_putmem(dst, src_ptr, bytes, pe as i32))
             }
         }
     }
@@ -109,9 +112,11 @@ impl<T: Pod> SymArray<'_, T> {
         // SAFETY: forwarded from the caller.
         unsafe {
             if nbi {
-                shmem_sys::shmem_getmem_nbi(dst_ptr, src, bytes, pe as i32)
+                watch("shmem_getmem_nbi", Some(pe), || {
+                    shmem_sys::shmem_getmem_nbi(dst_ptr, src, bytes, pe as i32)
+                })
             } else {
-                shmem_sys::shmem_getmem(dst_ptr, src, bytes, pe as i32)
+                watch("shmem_getmem", Some(pe), || shmem_sys::shmem_getmem(dst_ptr, src, bytes, pe as i32))
             }
         }
     }

@@ -15,6 +15,7 @@ use crate::env;
 use crate::error::{Error, Result};
 use crate::layout::{HeapLayout, SameNodeAccess};
 use crate::scratch::CollectiveScratch;
+use crate::watchdog::{self, watch};
 
 /// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
 static INITIALISED: AtomicBool = AtomicBool::new(false);
@@ -123,11 +124,18 @@ impl Runtime {
             drop(universe);
             return Err(Error::ThreadSupport { library: "MPI", provided: format!("{threading:?}") });
         }
+        {
+            use mpi::topology::Communicator;
+            // From here on every call that can block on a peer has a deadline; the PE number
+            // is the world rank (OpenSHMEM's PEs are MPI's ranks under both implementations).
+            watchdog::start(universe.world().rank() as usize, wait_timeout);
+        }
         let mut provided: c_int = 0;
         // SAFETY: MPI is initialised and OpenSHMEM is not (guarded by INITIALISED); `provided`
         // is a valid out-pointer.
-        let code =
-            unsafe { shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided) };
+        let code = watch("shmem_init_thread", None, || unsafe {
+            shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided)
+        });
         if code != 0 {
             return Err(Error::InitFailed { code });
         }
@@ -154,12 +162,15 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let heap = match HeapLayout::collective_new(
-            &universe.world(),
-            collectives.block_address(),
-            direct,
-            node_heap_setting,
-        ) {
+        let layout = || {
+            HeapLayout::collective_new(
+                &universe.world(),
+                collectives.block_address(),
+                direct,
+                node_heap_setting,
+            )
+        };
+        let heap = match watch("MPI and OpenSHMEM collectives (the heap layout)", None, layout) {
             Ok(heap) => heap,
             Err(e) => {
                 let mut collectives = collectives;
@@ -253,7 +264,7 @@ impl Runtime {
     /// Every PE must call it.
     pub fn barrier(&self) {
         // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
-        unsafe { shmem_sys::shmem_barrier_all() }
+        watch("shmem_barrier_all", None, || unsafe { shmem_sys::shmem_barrier_all() })
     }
 
     /// Orders this PE's puts and atomics to each target: those issued before the fence are
@@ -262,7 +273,7 @@ impl Runtime {
     pub fn fence(&self) {
         fence(Ordering::SeqCst);
         // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
-        unsafe { shmem_sys::shmem_fence() }
+        watch("shmem_fence", None, || unsafe { shmem_sys::shmem_fence() })
     }
 
     /// Completes every put, non-blocking get and atomic this PE has issued (`shmem_quiet`,
@@ -270,7 +281,7 @@ impl Runtime {
     pub fn quiet(&self) {
         fence(Ordering::SeqCst);
         // SAFETY: OpenSHMEM is initialised for the lifetime of `self`.
-        unsafe { shmem_sys::shmem_quiet() }
+        watch("shmem_quiet", None, || unsafe { shmem_sys::shmem_quiet() })
     }
 
     /// Ends the whole job at once with exit status `code`: for errors only this PE knows
@@ -285,7 +296,7 @@ impl Runtime {
     /// For an error that every PE sees, end normally instead: drop the runtime on every PE
     /// and exit with a failure status.
     pub fn abort(&self, code: i32) -> ! {
-        end_job(&self.universe, code)
+        end_job(code)
     }
 
     /// The collective scratch, locked: collectives of one PE's threads never interleave.
@@ -330,14 +341,15 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // The other PEs would wait for this one forever; end the job instead.
-            end_job(&self.universe, 1);
+            end_job(1);
         }
         self.collectives.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).free();
         // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
-        unsafe { shmem_sys::shmem_finalize() };
+        watch("shmem_finalize", None, || unsafe { shmem_sys::shmem_finalize() });
         // SAFETY: the universe is taken exactly once, here.
         let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
-        finalize_mpi(universe);
+        watch("MPI_Finalize", None, || finalize_mpi(universe));
+        watchdog::stop();
     }
 }
 
@@ -347,7 +359,7 @@ impl Drop for Runtime {
 /// core sees one, though its neighbours have cores of their own.
 fn node_is_oversubscribed(universe: &Universe) -> bool {
     use mpi::topology::Communicator;
-    let node_pes = universe.world().split_shared(0).size() as usize;
+    let node_pes = watch("MPI_Comm_split_type", None, || universe.world().split_shared(0).size()) as usize;
     let cores = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .and_then(|list| count_cpu_list(list.trim()))
@@ -364,14 +376,15 @@ fn count_cpu_list(list: &str) -> Option<usize> {
     })
 }
 
-/// Ends every PE of the job with exit status `code` (see [`Runtime::abort`]).
-fn end_job(universe: &Universe, code: i32) -> ! {
+/// Ends every PE of the job with exit status `code` (see [`Runtime::abort`]), from any thread
+/// of a PE whose runtime exists.
+pub(crate) fn end_job(code: i32) -> ! {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     if cfg!(shmem_sos) {
         use mpi::topology::Communicator;
-        universe.world().abort(code)
+        SimpleCommunicator::world().abort(code)
     }
     // SAFETY: OpenSHMEM is initialised (the runtime exists); shmem_global_exit does not
     // return.

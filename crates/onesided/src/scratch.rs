@@ -85,7 +85,7 @@ impl CollectiveScratch {
             }
         }
         // SAFETY: OpenSHMEM is initialised; every PE initialised its pSync before this barrier.
-        unsafe { shmem_sys::shmem_barrier_all() };
+        crate::watchdog::watch("shmem_barrier_all", None, || unsafe { shmem_sys::shmem_barrier_all() });
         Ok(scratch)
     }
 
@@ -135,7 +135,7 @@ impl CollectiveScratch {
             unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), src, chunk.len()) };
             // SAFETY: src, dst, pwrk and psync are symmetric, sized for REDUCE_CHUNK elements,
             // and this set's previous call has ended on every PE (module docs).
-            unsafe {
+            crate::watchdog::watch("shmem_longlong_max_to_all", None, || unsafe {
                 shmem_sys::shmem_longlong_max_to_all(
                     dst,
                     src,
@@ -146,7 +146,7 @@ impl CollectiveScratch {
                     pwrk,
                     psync,
                 )
-            };
+            });
             // SAFETY: the reduction has completed into dst; inside the region.
             unsafe { std::ptr::copy_nonoverlapping(dst, chunk.as_mut_ptr(), chunk.len()) };
         }
@@ -172,7 +172,7 @@ impl CollectiveScratch {
             // SAFETY: src, dst and psync are symmetric and sized for BCAST_CHUNK bytes
             // (rounded up to whole 64-bit words inside the 64-byte-rounded region); this set's
             // previous call has ended on every PE.
-            unsafe {
+            crate::watchdog::watch("shmem_broadcast64", None, || unsafe {
                 shmem_sys::shmem_broadcast64(
                     dst.cast(),
                     src.cast(),
@@ -183,13 +183,13 @@ impl CollectiveScratch {
                     n_pes as i32,
                     psync,
                 )
-            };
+            });
             if me != root {
                 // SAFETY: the broadcast completed into dst on this non-root PE.
                 unsafe { std::ptr::copy_nonoverlapping(dst, chunk.as_mut_ptr(), chunk.len()) };
             }
             // SAFETY: OpenSHMEM is initialised; see the module docs for why.
-            unsafe { shmem_sys::shmem_sync_all() };
+            crate::watchdog::watch("shmem_sync_all", None, || unsafe { shmem_sys::shmem_sync_all() });
         }
     }
 }

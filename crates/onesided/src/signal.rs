@@ -190,7 +190,9 @@ impl<'rt> SignalArray<'rt> {
                 word.store(value, Ordering::Release)
             }
             // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
-            None => unsafe { shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32) },
+            None => crate::watchdog::watch("shmem_ulonglong_atomic_set", Some(pe), || unsafe {
+                shmem_sys::shmem_ulonglong_atomic_set(self.word(index), value, pe as i32)
+            }),
         }
     }
 
@@ -222,7 +224,9 @@ impl<'rt> SignalArray<'rt> {
         // Stores through the mapping must be visible before the add is.
         fence(Ordering::Release);
         // SAFETY: in bounds, pe exists, 8-byte word updated only atomically.
-        unsafe { shmem_sys::shmem_ulonglong_atomic_add(self.word(index), delta, pe as i32) };
+        crate::watchdog::watch("shmem_ulonglong_atomic_add", Some(pe), || unsafe {
+            shmem_sys::shmem_ulonglong_atomic_add(self.word(index), delta, pe as i32)
+        });
         Ok(())
     }
 
@@ -401,7 +405,7 @@ impl<T: Pod> SymArray<'_, T> {
         }
         #[cfg(shmem_spec_1_5)]
         // SAFETY: both ranges checked; src is valid for the blocking call.
-        unsafe {
+        crate::watchdog::watch("shmem_putmem_signal", Some(pe), || unsafe {
             shmem_sys::shmem_putmem_signal(
                 self.element_ptr(offset).cast::<std::ffi::c_void>(),
                 src.as_ptr().cast::<std::ffi::c_void>(),
@@ -411,7 +415,7 @@ impl<T: Pod> SymArray<'_, T> {
                 self.runtime().constants().signal_set,
                 pe as i32,
             )
-        };
+        });
         #[cfg(not(shmem_spec_1_5))]
         {
             self.put(pe, offset, src)?;
@@ -448,7 +452,7 @@ impl<'env> NbiScope<'_, 'env> {
         }
         #[cfg(shmem_spec_1_5)]
         // SAFETY: both ranges checked; src stays borrowed until the scope's quiet.
-        unsafe {
+        crate::watchdog::watch("shmem_putmem_signal_nbi", Some(pe), || unsafe {
             shmem_sys::shmem_putmem_signal_nbi(
                 array.element_ptr(offset).cast::<std::ffi::c_void>(),
                 src.as_ptr().cast::<std::ffi::c_void>(),
@@ -458,7 +462,7 @@ impl<'env> NbiScope<'_, 'env> {
                 self.runtime().constants().signal_set,
                 pe as i32,
             )
-        };
+        });
         #[cfg(not(shmem_spec_1_5))]
         {
             self.put(array, pe, offset, src)?;

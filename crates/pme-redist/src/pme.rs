@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use onesided::watchdog::watch;
 use onesided::{AlltoallPath, ExchangePath, PeGroup};
 
 use crate::error::{Error, Result};
@@ -203,10 +204,13 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         // rank order; the first of them gives every PE the sum.
         if let Some(comm) = self.group.communicator() {
             let mut shares = vec![0.0f64; self.group.len()];
-            comm.all_gather_into(&share, &mut shares[..]);
+            watch("MPI_Allgather (PME energy)", None, || comm.all_gather_into(&share, &mut shares[..]));
             energy = shares.iter().sum();
         }
-        rt.world().process_at_rank(self.group.members()[0] as i32).broadcast_into(&mut energy);
+        let first = self.group.members()[0];
+        watch("MPI_Bcast (PME energy)", Some(first), || {
+            rt.world().process_at_rank(first as i32).broadcast_into(&mut energy)
+        });
         Ok(energy)
     }
 }

@@ -196,7 +196,7 @@ impl MpiChannel {
             // SAFETY: the send buffer is a live slice of send_bytes bytes; the receive range
             // lies inside this PE's buffer (checked by the caller: offset + room <= len) and no
             // reference to it exists; ranks exist; status is a valid out-pointer.
-            let code = unsafe {
+            let code = crate::watchdog::watch("MPI_Sendrecv", Some(inc.from), || unsafe {
                 ffi::MPI_Sendrecv(
                     data.as_ptr().cast(),
                     send_bytes,
@@ -211,7 +211,7 @@ impl MpiChannel {
                     comm,
                     status.as_mut_ptr(),
                 )
-            };
+            });
             check(code, "MPI_Sendrecv", inc)?;
             // SAFETY: MPI_Sendrecv succeeded and filled the status.
             job.received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
@@ -285,9 +285,9 @@ impl MpiChannel {
         statuses.resize(requests.len(), MaybeUninit::uninit());
         // SAFETY: every request was started by post (or is null); statuses has one slot per
         // request.
-        let code = unsafe {
+        let code = crate::watchdog::watch("MPI_Waitall", None, || unsafe {
             ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses.as_mut_ptr().cast())
-        };
+        });
         // The statuses are filled on success, and with MPI_ERR_IN_STATUS (each then holds its
         // request's own error); after any other error they are not to be read.
         let mut class = 0;
@@ -347,10 +347,10 @@ fn release(requests: &mut [ffi::MPI_Request]) {
         }
         // SAFETY: an active request started by this channel; cancelling and waiting on it is
         // valid in any state, and the wait leaves it MPI_REQUEST_NULL. The status is ignored.
-        unsafe {
+        crate::watchdog::watch("MPI_Wait (a cancelled request)", None, || unsafe {
             ffi::MPI_Cancel(request);
             ffi::MPI_Wait(request, ffi::RSMPI_STATUS_IGNORE);
-        }
+        });
     }
 }
 

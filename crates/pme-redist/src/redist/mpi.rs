@@ -18,6 +18,7 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use onesided::Runtime;
+use onesided::watchdog::watch;
 
 use super::plan::Plan;
 use super::{Buffers, Forces, Particle, Transport};
@@ -56,7 +57,9 @@ impl MpiVote {
     pub(super) fn collective_new(comm: &SimpleCommunicator, my_rank: Option<usize>) -> Self {
         let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
         MpiVote {
-            pme: comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32),
+            pme: watch("MPI_Comm_split (the PME ranks)", None, || {
+                comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32)
+            }),
             values: Box::new([u64::MAX; 2]),
             request: None,
         }
@@ -70,8 +73,11 @@ impl MpiVote {
     pub(super) fn start(&mut self, plan: &Plan<'_>) -> Result<()> {
         if let Some(mut stale) = self.request.take() {
             // A step every PE dropped before its return: its vote completes first.
-            // SAFETY: a request of an earlier start; the status is ignored.
-            mpi_check(unsafe { ffi::MPI_Wait(&mut stale, status_ignore()) }, "MPI_Wait")?;
+            let code = watch("MPI_Wait", None, || {
+                // SAFETY: a request of an earlier start; the status is ignored.
+                unsafe { ffi::MPI_Wait(&mut stale, status_ignore()) }
+            });
+            mpi_check(code, "MPI_Wait")?;
         }
         let Some(pme) = self.pme.as_ref().filter(|_| plan.votes) else { return Ok(()) };
         self.values[0] = plan.ballot();
@@ -110,7 +116,7 @@ impl MpiVote {
         }
         let mut request = self.request.take().expect("started just above");
         // SAFETY: a request of start; the status is ignored.
-        let code = unsafe { ffi::MPI_Wait(&mut request, status_ignore()) };
+        let code = watch("MPI_Wait", None, || unsafe { ffi::MPI_Wait(&mut request, status_ignore()) });
         mpi_check(code, "MPI_Wait")?;
         plan.take_vote(self.values[1]);
         Ok(())
@@ -156,8 +162,9 @@ impl Mpi {
     fn waitall(&mut self) -> Result<()> {
         let requests = &mut self.requests;
         // SAFETY: every request was started by isend; statuses are ignored.
-        let code =
-            unsafe { ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses_ignore()) };
+        let code = watch("MPI_Waitall", None, || unsafe {
+            ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses_ignore())
+        });
         requests.clear();
         mpi_check(code, "MPI_Waitall")
     }
@@ -166,7 +173,7 @@ impl Mpi {
     fn probe(&self, from: usize) -> Result<(ffi::MPI_Message, c_int, usize)> {
         let (mut message, mut status) = (MaybeUninit::uninit(), MaybeUninit::<ffi::MPI_Status>::uninit());
         // SAFETY: valid out-pointers; a matched message is received below by its handle.
-        let code = unsafe {
+        let code = watch("MPI_Mprobe", Some(from), || unsafe {
             ffi::MPI_Mprobe(
                 from as c_int,
                 any_tag(),
@@ -174,7 +181,7 @@ impl Mpi {
                 message.as_mut_ptr(),
                 status.as_mut_ptr(),
             )
-        };
+        });
         mpi_check(code, "MPI_Mprobe")?;
         let mut bytes = 0;
         // SAFETY: status filled by the successful probe.
@@ -191,10 +198,11 @@ impl Mpi {
     /// `into` is valid for `bytes` bytes of writes, and nothing else accesses them meanwhile.
     unsafe fn receive(message: ffi::MPI_Message, into: *mut u8, bytes: usize) -> Result<()> {
         let mut message = message;
+        let count = count_of(bytes)?;
         // SAFETY: the caller's promise; the message was matched by probe.
-        let code = unsafe {
-            ffi::MPI_Mrecv(into.cast(), count_of(bytes)?, bytes_type(), &mut message, status_ignore())
-        };
+        let code = watch("MPI_Mrecv", None, || unsafe {
+            ffi::MPI_Mrecv(into.cast(), count, bytes_type(), &mut message, status_ignore())
+        });
         mpi_check(code, "MPI_Mrecv")
     }
 
@@ -212,7 +220,7 @@ impl Mpi {
     /// One u64 from every PE to every PE (zero where nothing is meant).
     fn alltoall(&self, out: &[u64], into: &mut [u64]) -> Result<()> {
         // SAFETY: both buffers hold one u64 per PE; every PE calls MPI_Alltoall.
-        let code = unsafe {
+        let code = watch("MPI_Alltoall", None, || unsafe {
             ffi::MPI_Alltoall(
                 out.as_ptr().cast(),
                 1,
@@ -222,7 +230,7 @@ impl Mpi {
                 u64_type(),
                 self.comm.as_raw(),
             )
-        };
+        });
         mpi_check(code, "MPI_Alltoall")
     }
 
@@ -243,7 +251,7 @@ impl Mpi {
         // for the home atoms and for the bounds of the sources, or the caller's forces, one
         // per received atom, checked by return_with); no mutable reference to them exists;
         // every PE calls MPI_Alltoallv with matching counts (the counts were exchanged first).
-        let code = unsafe {
+        let code = watch("MPI_Alltoallv", None, || unsafe {
             ffi::MPI_Alltoallv(
                 send.cast(),
                 sc.as_ptr(),
@@ -255,7 +263,7 @@ impl Mpi {
                 bytes_type(),
                 self.comm.as_raw(),
             )
-        };
+        });
         mpi_check(code, "MPI_Alltoallv")
     }
 

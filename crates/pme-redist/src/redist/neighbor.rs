@@ -11,6 +11,7 @@ use mpi::ffi;
 use mpi::raw::{AsRaw, FromRaw};
 use mpi::topology::SimpleCommunicator;
 use onesided::Runtime;
+use onesided::watchdog::watch;
 
 use super::mpi::{DATA, MpiVote, bytes_type, check_bound, count_of, mpi_check, u64_type};
 use super::plan::{ERROR, Plan};
@@ -45,7 +46,7 @@ impl Neighbor {
         let mut graph = MaybeUninit::uninit();
         // SAFETY: the lists hold their lengths' ranks; MPI_UNWEIGHTED and MPI_INFO_NULL are
         // rsmpi's constants; no reordering, so ranks stay PE numbers; graph is an out-pointer.
-        let code = unsafe {
+        let code = watch("MPI_Dist_graph_create_adjacent", None, || unsafe {
             ffi::MPI_Dist_graph_create_adjacent(
                 self.comm.as_raw(),
                 from.len() as c_int,
@@ -58,7 +59,7 @@ impl Neighbor {
                 0,
                 graph.as_mut_ptr(),
             )
-        };
+        });
         mpi_check(code, "MPI_Dist_graph_create_adjacent")?;
         // SAFETY: a live intra-communicator made just above, used only through the wrapper,
         // which frees it when dropped.
@@ -69,7 +70,7 @@ impl Neighbor {
     fn counts(graph: &SimpleCommunicator, out: &[u64], into: &mut [u64]) -> Result<()> {
         // SAFETY: one u64 per out- and per in-neighbour (the graph's lists, of these lengths);
         // every PE calls it on the same graph.
-        let code = unsafe {
+        let code = watch("MPI_Neighbor_alltoall", None, || unsafe {
             ffi::MPI_Neighbor_alltoall(
                 out.as_ptr().cast(),
                 1,
@@ -79,7 +80,7 @@ impl Neighbor {
                 u64_type(),
                 graph.as_raw(),
             )
-        };
+        });
         mpi_check(code, "MPI_Neighbor_alltoall")
     }
 
@@ -100,7 +101,7 @@ impl Neighbor {
         let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
         let (sc, sd, rc, rd) = (ints(out.0)?, ints(out.1)?, ints(into.0)?, ints(into.1)?);
         // SAFETY: the caller's promise; one count and offset per neighbour.
-        let code = unsafe {
+        let code = watch("MPI_Neighbor_alltoallv", None, || unsafe {
             ffi::MPI_Neighbor_alltoallv(
                 send.cast(),
                 sc.as_ptr(),
@@ -112,7 +113,7 @@ impl Neighbor {
                 bytes_type(),
                 graph.as_raw(),
             )
-        };
+        });
         mpi_check(code, "MPI_Neighbor_alltoallv")
     }
 }

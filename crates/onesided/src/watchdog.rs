@@ -1,0 +1,253 @@
+//! A deadline on every call that can block on another PE.
+//!
+//! The library's own waits (signals, counters, the all-to-alls' flags) poll and give up with
+//! [`Error::WaitTimeout`](crate::Error::WaitTimeout) after [`Runtime::wait_timeout`]. The calls
+//! into OpenSHMEM and MPI that can block on a peer (a quiet, a blocking put, get or atomic, a
+//! barrier, a collective, an MPI wait, finalisation) cannot: a PE whose peer's node dropped off
+//! the network stays inside the implementation for as long as TCP keeps retrying, which is
+//! longer than a batch job. Each of those calls is made inside [`watch`], which records it in
+//! a slot of the calling thread (a few relaxed stores, no clock read). A thread of the
+//! process's own, started with the [`Runtime`], looks at every slot a few times a second; a
+//! call that has stayed the same for the whole deadline is a fault: the thread prints, on this
+//! PE, which call it is, on which PE it waits and for how long, then ends the whole job
+//! ([`Runtime::abort`]'s route, with status [`EXIT_STATUS`]). Where that itself blocks (the
+//! launcher behind the same dead link), the process ends itself [`ABORT_GRACE`] later, and the
+//! launcher, which sees a PE die, tears the job down.
+//!
+//! # What the deadline counts from
+//! From the moment the call began, on this PE. A call blocks only while a peer has not done
+//! its part, so a false alarm needs a peer that spends the whole deadline away from the
+//! library between two calls (a force computation of a minute against a deadline of a
+//! minute). Counting from when the peer was last seen alive would need a sign of life that
+//! arrives while this PE is blocked inside the implementation, over a channel that does not
+//! need the peer's help: OSHMEM over TCP carries a one-sided read as a message the target must
+//! progress, so a heartbeat read from a peer that is computing would block like the call it
+//! guards. The bound is therefore the setting: `ONESIDED_WAIT_TIMEOUT` (default 60 s) must be
+//! longer than the longest time any PE computes between two calls of the library, which for a
+//! molecular-dynamics step is milliseconds.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::time::{Duration, Instant};
+
+/// The exit status of a job the watchdog ended.
+pub const EXIT_STATUS: i32 = 124;
+
+/// How long the watchdog lets the job's abort run before it ends its own process.
+pub const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// The most threads of one PE that are watched at once; calls of further threads are not.
+const SLOTS: usize = 64;
+
+/// `peer` when the call waits on several PEs (a barrier, a collective).
+const MANY: usize = usize::MAX;
+
+/// One thread's current blocking call, written by that thread alone as a sequence lock:
+/// `state` is 0 when the thread is outside every watched call, odd while the thread rewrites
+/// the fields, and a new even number for each call, so a reader that sees the same even value
+/// before and after reading the fields has read one call's fields.
+struct Slot {
+    claimed: AtomicBool,
+    state: AtomicU64,
+    call_ptr: AtomicUsize,
+    call_len: AtomicUsize,
+    peer: AtomicUsize,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            claimed: AtomicBool::new(false),
+            state: AtomicU64::new(0),
+            call_ptr: AtomicUsize::new(0),
+            call_len: AtomicUsize::new(0),
+            peer: AtomicUsize::new(MANY),
+        }
+    }
+
+    /// Records `call` (on `peer`) as the thread's current call; only the owning thread writes.
+    fn write(&self, call: &'static str, peer: usize) {
+        let next = (self.state.load(Ordering::Relaxed) | 1) + 1;
+        self.state.store(next - 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
+        self.call_len.store(call.len(), Ordering::Relaxed);
+        self.peer.store(peer, Ordering::Relaxed);
+        self.state.store(next, Ordering::Release);
+    }
+
+    /// The current call as `(state, call, peer)`, or `None` when the thread is outside every
+    /// watched call or is changing it.
+    fn read(&self) -> Option<(u64, &'static str, usize)> {
+        let state = self.state.load(Ordering::Acquire);
+        if state == 0 || state & 1 == 1 {
+            return None;
+        }
+        let (ptr, len) = (self.call_ptr.load(Ordering::Relaxed), self.call_len.load(Ordering::Relaxed));
+        let peer = self.peer.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if self.state.load(Ordering::Relaxed) != state {
+            return None;
+        }
+        // SAFETY: `ptr` and `len` were stored together from one `&'static str` between the
+        // two equal loads of an even `state` (the owner makes `state` odd before it changes
+        // them and stores the next even value after), so they describe a whole string with a
+        // static lifetime.
+        let call =
+            unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(ptr as *const u8, len)) };
+        Some((state, call, peer))
+    }
+}
+
+static TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+
+/// Releases a thread's slot when the thread ends.
+struct Claim(Cell<Option<&'static Slot>>);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.get() {
+            slot.state.store(0, Ordering::Release);
+            slot.claimed.store(false, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static MINE: Claim = const { Claim(Cell::new(None)) };
+}
+
+/// This thread's slot, claimed at its first watched call; `None` when every slot is taken or
+/// the thread is ending.
+fn my_slot() -> Option<&'static Slot> {
+    MINE.try_with(|mine| {
+        if let Some(slot) = mine.0.get() {
+            return Some(slot);
+        }
+        let slot = TABLE.iter().find(|slot| {
+            slot.claimed.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        })?;
+        mine.0.set(Some(slot));
+        Some(slot)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Runs `f`, a call that may block on `peer` (or on several PEs, when `None`), under the
+/// watchdog: if it has not returned after the deadline, the job ends with a message that
+/// names `call` and `peer` (see the [module](self)).
+///
+/// Calls may nest; the innermost is the one reported, and the deadline of an outer call
+/// starts again when an inner one returns (the watchdog never ends a job before a single call
+/// has blocked for the whole deadline). Cheap enough for every call: a few stores to memory
+/// of this thread's own.
+///
+/// Engines may wrap their own blocking calls (MPI included) in it too. Without a
+/// [`Runtime`](crate::Runtime) nothing watches.
+pub fn watch<R>(call: &'static str, peer: Option<usize>, f: impl FnOnce() -> R) -> R {
+    let Some(slot) = my_slot() else { return f() };
+    let saved = slot.read();
+    slot.write(call, peer.unwrap_or(MANY));
+    let result = f();
+    match saved {
+        Some((_, call, peer)) => slot.write(call, peer),
+        None => slot.state.store(0, Ordering::Release),
+    }
+    result
+}
+
+/// Set when the runtime is dropped, after finalisation: the watchdog thread then stops.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Starts the watchdog thread for this process's PE `pe`.
+pub(crate) fn start(pe: usize, deadline: Duration) {
+    let tick = (deadline / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
+    let started = std::thread::Builder::new().name("onesided-watchdog".to_string()).spawn(move || {
+        // Per slot: the call last seen and since when.
+        let mut seen: [(u64, Instant); SLOTS] = [(0, Instant::now()); SLOTS];
+        while !STOP.load(Ordering::Acquire) {
+            std::thread::sleep(tick);
+            let now = Instant::now();
+            for (slot, seen) in TABLE.iter().zip(seen.iter_mut()) {
+                let Some((state, call, peer)) = slot.read() else {
+                    *seen = (0, now);
+                    continue;
+                };
+                if seen.0 != state {
+                    *seen = (state, now);
+                } else if now - seen.1 >= deadline && !STOP.load(Ordering::Acquire) {
+                    fire(pe, call, peer, now - seen.1, deadline);
+                }
+            }
+        }
+    });
+    if let Err(e) = started {
+        eprintln!(
+            "onesided: PE {pe}: the watchdog thread did not start ({e}); blocking calls have no deadline"
+        );
+    }
+}
+
+/// Stops the watchdog thread (at its next look).
+pub(crate) fn stop() {
+    STOP.store(true, Ordering::Release);
+}
+
+/// Ends the job for a call that blocked past the deadline.
+fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) -> ! {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let on = if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") };
+    eprintln!(
+        "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}, past the deadline of \
+         {deadline:?} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
+         taking part; ending the job with status {EXIT_STATUS} (raise ONESIDED_WAIT_TIMEOUT, in seconds, if a PE \
+         only computes that long between two calls)",
+        host = host.trim(),
+    );
+    // The abort below may block too (the launcher behind the same dead link): end this
+    // process then, and the launcher, seeing a PE gone, ends the others.
+    let _ = std::thread::Builder::new().name("onesided-exit".to_string()).spawn(move || {
+        std::thread::sleep(ABORT_GRACE);
+        eprintln!(
+            "onesided: PE {pe}: the job's abort did not return within {ABORT_GRACE:?}; ending this process"
+        );
+        // SAFETY: `_exit` ends the process at once without running handlers that could
+        // block on the peers.
+        unsafe { libc::_exit(EXIT_STATUS) }
+    });
+    crate::runtime::end_job(EXIT_STATUS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_call_is_visible_only_while_it_runs() {
+        let seen = watch("outer", Some(3), || {
+            let slot = my_slot().expect("a slot");
+            let outer = slot.read().expect("the outer call");
+            let inner = watch("inner", None, || slot.read().expect("the inner call"));
+            let restored = slot.read().expect("the outer call again");
+            (outer, inner, restored)
+        });
+        let ((s0, c0, p0), (s1, c1, p1), (s2, c2, p2)) = seen;
+        assert_eq!((c0, p0), ("outer", 3));
+        assert_eq!((c1, p1), ("inner", MANY));
+        assert_eq!((c2, p2), ("outer", 3));
+        // Every change is a new call for the watchdog: its deadline starts again.
+        assert!(s0 < s1 && s1 < s2, "states {s0} {s1} {s2}");
+        assert!(my_slot().expect("a slot").read().is_none());
+    }
+
+    #[test]
+    fn threads_give_their_slots_back() {
+        // More threads one after the other than there are slots: each finds one free.
+        for _ in 0..2 * SLOTS {
+            let watched =
+                std::thread::spawn(|| watch("call", Some(1), || my_slot().is_some())).join().unwrap();
+            assert!(watched, "a thread found no free slot: ended threads keep theirs");
+        }
+    }
+}
