@@ -172,9 +172,22 @@ impl Structure {
             })?;
         let v = self.pbc.vectors();
         let per_copy = self.molecules.last().map_or(0, |&m| m + 1);
-        let mut positions = Vec::with_capacity(n * copies);
-        let mut molecules = Vec::with_capacity(n * copies);
-        let mut atoms = Vec::with_capacity(n * copies);
+        // Memory is asked for before any is used, so that a replication too large for this
+        // machine is an error, not an abort.
+        let total = n * copies;
+        let too_big = |what: &str, bytes: usize| {
+            Error::Config(format!(
+                "replication {nx}x{ny}x{nz} gives {total} atoms, whose {what} alone need {:.1} GiB, more \
+                 than this process can allocate; replicate less",
+                bytes as f64 / (1u64 << 30) as f64
+            ))
+        };
+        let mut positions: Vec<RVec> = Vec::new();
+        positions.try_reserve_exact(total).map_err(|_| too_big("positions", total * size_of::<RVec>()))?;
+        let mut molecules: Vec<u32> = Vec::new();
+        molecules.try_reserve_exact(total).map_err(|_| too_big("molecule numbers", total * 4))?;
+        let mut atoms: Vec<Atom> = Vec::new();
+        atoms.try_reserve_exact(total).map_err(|_| too_big("atom records", total * size_of::<Atom>()))?;
         for p in 0..nx {
             for q in 0..ny {
                 for r in 0..nz {

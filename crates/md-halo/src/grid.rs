@@ -99,13 +99,41 @@ impl DdGrid {
     /// [`Error::Config`] when no factorisation fits, with the reason the last one tried (the
     /// one splitting z the most) does not.
     pub fn choose(n_pes: usize, pbc: PbcBox, range: f32) -> Result<DdGrid> {
+        if !(range > 0.0 && range.is_finite()) {
+            return Err(Error::Config(format!("the halo range must be a positive length, got {range} nm")));
+        }
+        // At most this many domains fit along each dimension ([`MAX_PULSES`] pulses of a
+        // domain's width cover the range): the search never looks past them, so its cost
+        // follows the box, not the PE count.
+        let most: [usize; 3] = std::array::from_fn(|d| {
+            let fit = (MAX_PULSES as f64 * pbc.height(d) / range as f64).floor();
+            if fit >= (1u64 << 32) as f64 { 1 << 32 } else { fit as usize + 1 }
+        });
+        let fits = most.iter().try_fold(1usize, |p, &m| p.checked_mul(m));
+        if n_pes > i32::MAX as usize {
+            return Err(Error::Config(format!("{n_pes} PEs are more than MPI can number ({})", i32::MAX)));
+        }
+        if n_pes == 0 || fits.is_some_and(|fits| n_pes > fits) {
+            return Err(Error::Config(format!(
+                "no grid of {n_pes} domains fits: at most {}x{}x{} domains of this box fit a halo of                  {range:.3} nm; use between 1 and {} PEs, or a larger (replicated) box",
+                most[0],
+                most[1],
+                most[2],
+                fits.map_or("many".to_string(), |f| f.to_string())
+            )));
+        }
+        // The divisors of the PE count, largest first: O(sqrt(n_pes)) to find.
+        let mut divisors: Vec<usize> = (1..)
+            .take_while(|d: &usize| d.saturating_mul(*d) <= n_pes)
+            .filter(|d| n_pes.is_multiple_of(*d))
+            .flat_map(|d| [d, n_pes / d])
+            .collect();
+        divisors.sort_unstable_by(|a, b| b.cmp(a));
+        divisors.dedup();
         let mut best: Option<(f64, DdGrid)> = None;
         let mut last_error = None;
-        for nx in (1..=n_pes).rev() {
-            if !n_pes.is_multiple_of(nx) {
-                continue;
-            }
-            for ny in (1..=n_pes / nx).rev() {
+        for &nx in divisors.iter().filter(|&&nx| nx <= most[0]) {
+            for &ny in divisors.iter().filter(|&&ny| ny <= most[1]) {
                 if !(n_pes / nx).is_multiple_of(ny) {
                     continue;
                 }

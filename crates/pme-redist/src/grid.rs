@@ -153,8 +153,18 @@ impl PmeGrid {
             )));
         }
         let length = |v: RVec| v.iter().map(|&c| c as f64 * c as f64).sum::<f64>().sqrt() as f32;
-        let k: [usize; 3] =
-            std::array::from_fn(|d| nice_size((length(box_vectors[d]) / spacing).ceil() as usize));
+        let mut k = [0usize; 3];
+        for d in 0..3 {
+            let lines = (length(box_vectors[d]) / spacing).ceil();
+            if lines > MAX_GRID_LINES as f32 {
+                return Err(Error::Config(format!(
+                    "a spacing of {spacing} nm gives {lines} grid lines along {}, more than {MAX_GRID_LINES}; \
+                     use a coarser spacing",
+                    ["x", "y", "z"][d]
+                )));
+            }
+            k[d] = nice_size(lines as usize);
+        }
         PmeGrid::unsplit(box_vectors, k, pme_pes)?.decomposed(decomposition)
     }
 
@@ -553,6 +563,11 @@ pub(crate) fn floor(v: f64) -> f64 {
 }
 
 /// The smallest size at least `n` whose prime factors are 2, 3, 5 and 7.
+/// The most grid lines [`PmeGrid::new`] makes along one dimension from a spacing: far beyond
+/// any MD system's mesh (GROMACS's reach a few hundred), so that a mistaken spacing is an
+/// error rather than an attempt at an enormous grid.
+pub const MAX_GRID_LINES: usize = 1 << 16;
+
 fn nice_size(n: usize) -> usize {
     (n.max(1)..)
         .find(|&c| {
