@@ -17,6 +17,9 @@
 //! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
 //! default; or the halo exchange, which copies them in `move_x` and adds their forces back
 //! in `move_f`),
+//! `--squeeze STEP` (at the repartition of that step every atom moves into the lower half of
+//! the box along x, so that the domains there take them all and their buffers grow: a test
+//! of a repartition that needs more memory, such as a heap too small for it),
 //! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
 //! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
@@ -76,6 +79,7 @@ struct Options {
     pme: bool,
     spacing: f32,
     rtol: f64,
+    squeeze: Option<u64>,
 }
 
 /// Which force kernel computes the step's forces.
@@ -89,7 +93,8 @@ enum Kernel {
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|auto|both|all] [--verify] \
-[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] [--pes N]";
+[--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] \
+[--squeeze STEP] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -110,6 +115,7 @@ fn parse() -> Result<Options, String> {
         pme: false,
         spacing: 0.12,
         rtol: 1e-5,
+        squeeze: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -163,9 +169,25 @@ fn parse() -> Result<Options, String> {
                 options.rtol = v.parse().map_err(|_| format!("--rtol needs a number, got {v:?}"))?;
             }
             "--verify" => options.verify = true,
+            "--squeeze" => options.squeeze = Some(cli::positive(&flag, &value()?)?),
             "--dump-halo" => options.dump_halo = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
+        }
+    }
+    if let Some(step) = options.squeeze {
+        if step % options.nstlist != 0 {
+            return Err(format!(
+                "--squeeze {step} needs a step of a repartition, a multiple of --nstlist {}",
+                options.nstlist
+            ));
+        }
+        if options.verify || options.pme {
+            return Err(
+                "--squeeze moves atoms off the motion that --verify replays and --coulomb pme plans for; \
+                        drop those options"
+                    .to_string(),
+            );
         }
     }
     Ok(options)
@@ -210,8 +232,13 @@ fn main() {
             std::process::exit(1)
         }
         Err(e) => {
-            // Possibly this PE's alone: the others may be waiting for it.
             cli::say(&format!("halo_exchange: PE {}: {e}", rt.my_pe()));
+            if e.scope() == onesided::ErrorScope::EveryPe {
+                // Every PE has it from the same call: end together, normally.
+                drop(rt);
+                std::process::exit(1)
+            }
+            // Possibly this PE's alone: the others may be waiting for it.
             rt.abort(1)
         }
     }
@@ -414,6 +441,13 @@ fn run_path(
     };
     let mut pme_checks = Ok(String::new());
     for step in 0..options.steps {
+        if options.squeeze == Some(step) {
+            // Every atom into the lower half of the box along x: at this repartition the
+            // domains there take them all, and their buffers grow.
+            for x in halo.home_mut().coordinates.iter_mut() {
+                x[0] *= 0.5;
+            }
+        }
         if step > 0 && step % options.nstlist == 0 {
             // The configuration the new plan is built from, for the brute-force search.
             let before =

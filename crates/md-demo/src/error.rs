@@ -41,5 +41,20 @@ pub enum Error {
     Verification(String),
 }
 
+impl Error {
+    /// Whether every PE returns this error from the same call ([`onesided::ErrorScope::EveryPe`]:
+    /// end normally, every PE alike) or possibly this PE alone
+    /// ([`onesided::ErrorScope::ThisPe`]: end the job with [`onesided::Runtime::abort`]). The
+    /// halo's and the communication layer's errors say which they are; the others are taken
+    /// to be this PE's.
+    pub fn scope(&self) -> onesided::ErrorScope {
+        match self {
+            Error::Halo(e) => e.scope(),
+            Error::Comm(e) => e.scope(),
+            _ => onesided::ErrorScope::ThisPe,
+        }
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

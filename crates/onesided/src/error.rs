@@ -422,6 +422,7 @@ impl Error {
             Error::NodeHeap { .. }
             | Error::HeapDiverged { .. }
             | Error::AsymmetricAllocation { .. }
+            | Error::HeapExhausted { .. }
             | Error::CollectiveArgument(_) => ErrorScope::EveryPe,
             Error::Exchange { problem, .. } => problem.scope(),
             _ => ErrorScope::ThisPe,
