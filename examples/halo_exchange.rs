@@ -402,13 +402,16 @@ fn run_path(
     if options.verify {
         halo_checks = verify::check_halo(&halo, &structure.positions).map(|()| String::new());
     }
-    let (mut move_x, mut move_f, mut force) = (Vec::new(), Vec::new(), Vec::new());
+    // Per-step records, resident from the start, so that the memory report sees the library.
+    let steps = options.steps as usize;
+    let record = || cli::resident_vec(steps, std::time::Duration::MAX);
+    let (mut move_x, mut move_f, mut force, mut wait) = (record(), record(), record(), record());
     let mut search = std::time::Duration::ZERO;
-    let mut wait = Vec::new();
+    let mut memory = cli::MemoryTrack::new(options.steps);
     let mut list: Option<PairList> = None;
     let mut list_isa = None;
     let mut forces = Vec::new();
-    let mut fingerprints = Vec::new();
+    let mut fingerprints = cli::resident_vec(steps, (u64::MAX, u64::MAX, u64::MAX));
     // With PME: the mesh over every PE, fed along the redistribution's plan; the one-sided
     // path uses one-sided puts, overlap planes and transposes, the MPI path MPI for all three.
     let group = match &setup.pme {
@@ -433,8 +436,8 @@ fn run_path(
                 home,
                 forces: Vec::new(),
                 energy: 0.0,
-                x: Vec::new(),
-                f: Vec::new(),
+                x: cli::resident_vec(steps, std::time::Duration::MAX),
+                f: cli::resident_vec(steps, std::time::Duration::MAX),
             })
         }
         _ => None,
@@ -537,7 +540,10 @@ fn run_path(
         move_x.push(moved_x - start);
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);
+        memory.step(step);
     }
+    memory.end();
+    memory.report(rt, label(path))?;
     if options.verify {
         let repartitions = (options.steps - 1) / options.nstlist;
         checks_pass &= agree(

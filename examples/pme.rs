@@ -417,7 +417,9 @@ fn run_configuration(
     }
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    let mut prints = Vec::new();
+    // Per-step records, resident from the start, so that the memory report sees the library.
+    let mut prints = cli::resident_vec(options.steps as usize + 1, (u64::MAX, u64::MAX));
+    let mut memory = cli::MemoryTrack::new(options.steps);
     let (mut energy, mut first_energy, mut verified) = (0.0, 0.0, None);
     // The first step is a warm-up (page faults, FFT plans' first touch): not timed.
     for step in 0..=options.steps {
@@ -444,6 +446,7 @@ fn run_configuration(
             first_energy = energy;
         }
         prints.push((energy.to_bits(), fingerprint(&home_forces)));
+        memory.step(step);
         if options.verify && step == options.steps {
             verified = Some(verify(rt, setup, &home, &home_forces, energy, step)?);
         }
@@ -451,6 +454,8 @@ fn run_configuration(
             p.x = motion::displaced(p.global, step, p.x);
         }
     }
+    memory.end();
+    memory.report(rt, &format!("{path}+{fft_path}"))?;
     print_heap(rt, &redist, home.len())?;
     let times = mesh.times();
     let per_step = |t: Duration| t.as_nanos() as u64 / options.steps;

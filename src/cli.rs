@@ -91,3 +91,78 @@ mod tests {
         assert!(triple("--replicate", "2,0,1").unwrap_err().starts_with("--replicate needs"));
     }
 }
+
+/// This process's resident memory in KiB (`/proc/self/statm`), or 0 where it cannot be read.
+pub fn resident_kib() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|r| r.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    pages * page / 1024
+}
+
+/// Resident memory over a long run: taken at a mark step (step 1 000, or a tenth of a
+/// shorter run, after which buffers and plans have reached their sizes) and at the end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryTrack {
+    /// The step the first figure is taken at.
+    pub mark: u64,
+    at_mark: u64,
+    at_end: u64,
+}
+
+impl MemoryTrack {
+    /// A track for a run of `steps` steps.
+    pub fn new(steps: u64) -> MemoryTrack {
+        MemoryTrack { mark: if steps >= 2000 { 1000 } else { steps / 10 }, ..MemoryTrack::default() }
+    }
+
+    /// Called at every step: takes the figure at the mark.
+    pub fn step(&mut self, step: u64) {
+        if step == self.mark {
+            self.at_mark = resident_kib();
+        }
+    }
+
+    /// Takes the figure at the end.
+    pub fn end(&mut self) {
+        self.at_end = resident_kib();
+    }
+
+    /// Prints, on PE 0, `memory path=<label> mark_step=<k> rss_kib=<r> end_rss_kib=<e>
+    /// growth_pct=<g>`: the largest PE's resident memory at the mark and at the end, and the
+    /// largest growth of one PE between them.
+    ///
+    /// # Collective
+    /// Every PE calls it.
+    ///
+    /// # Errors
+    /// As [`Runtime::max_u64`].
+    pub fn report(&self, rt: &Runtime, label: &str) -> onesided::Result<()> {
+        // Growth in parts per million, shrinking counted as none.
+        let growth = self.at_end.saturating_sub(self.at_mark) * 1_000_000 / self.at_mark.max(1);
+        let mut figures = [self.at_mark, self.at_end, growth];
+        rt.max_u64(&mut figures)?;
+        if rt.my_pe() == 0 {
+            println!(
+                "memory path={label} mark_step={} rss_kib={} end_rss_kib={} growth_pct={:.3}",
+                self.mark,
+                figures[0],
+                figures[1],
+                figures[2] as f64 / 1e4
+            );
+        }
+        Ok(())
+    }
+}
+
+/// An empty vector with room for `capacity` elements whose memory is already resident
+/// (written once with `fill`): per-step records of a long run kept in it do not grow the
+/// resident memory the run reports ([`MemoryTrack`]).
+pub fn resident_vec<T: Copy>(capacity: usize, fill: T) -> Vec<T> {
+    let mut records = vec![fill; capacity];
+    records.clear();
+    records
+}
