@@ -1,16 +1,16 @@
 //! A deadline on every call that can block on another PE.
 //!
 //! The library's own waits (signals, counters, the all-to-alls' flags) poll and give up with
-//! [`Error::WaitTimeout`](crate::Error::WaitTimeout) after [`Runtime::wait_timeout`]. The calls
+//! [`Error::WaitTimeout`](crate::Error::WaitTimeout) after [`Runtime::wait_timeout`](crate::Runtime::wait_timeout). The calls
 //! into OpenSHMEM and MPI that can block on a peer (a quiet, a blocking put, get or atomic, a
 //! barrier, a collective, an MPI wait, finalisation) cannot: a PE whose peer's node dropped off
 //! the network stays inside the implementation for as long as TCP keeps retrying, which is
 //! longer than a batch job. Each of those calls is made inside [`watch`], which records it in
 //! a slot of the calling thread (a few relaxed stores, no clock read). A thread of the
-//! process's own, started with the [`Runtime`], looks at every slot a few times a second; a
+//! process's own, started with the [`Runtime`](crate::Runtime), looks at every slot a few times a second; a
 //! call that has stayed the same for the whole deadline is a fault: the thread prints, on this
 //! PE, which call it is, on which PE it waits and for how long, then ends the whole job
-//! ([`Runtime::abort`]'s route, with status [`EXIT_STATUS`]). Where that itself blocks (the
+//! ([`Runtime::abort`](crate::Runtime::abort)'s route, with status [`EXIT_STATUS`]). Where that itself blocks (the
 //! launcher behind the same dead link), the process ends itself [`ABORT_GRACE`] later, and the
 //! launcher, which sees a PE die, tears the job down.
 //!
