@@ -74,18 +74,18 @@ const SCENARIOS: &[(&str, Expect)] = &[
 ];
 
 fn check(expect: Expect, output: &Output, took: Duration) -> Result<(), String> {
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     match expect {
-        Expect::Ended(calls) => ended_by_watchdog(output, took, calls),
-        Expect::Completes => completes(output),
+        Expect::Ended(calls) => ended_by_watchdog(output, &text, took, calls),
+        Expect::Completes => completes(output, &text),
     }
 }
 
 /// The watchdog's status, and its message on PE 0 naming one of `calls`, the peers, the time
 /// and the setting, within the deadline plus the abort's grace and a launcher's margin (well
 /// before the away PE would come back).
-fn ended_by_watchdog(output: &Output, took: Duration, calls: &[&str]) -> Result<(), String> {
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+fn ended_by_watchdog(output: &Output, text: &str, took: Duration, calls: &[&str]) -> Result<(), String> {
     let limit = DEADLINE + onesided::watchdog::ABORT_GRACE + Duration::from_secs(10);
     if output.status.success() {
         return Err(format!("the job succeeded; output:\n{text}"));
@@ -111,9 +111,7 @@ fn ended_by_watchdog(output: &Output, took: Duration, calls: &[&str]) -> Result<
     Ok(())
 }
 
-fn completes(output: &Output) -> Result<(), String> {
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+fn completes(output: &Output, text: &str) -> Result<(), String> {
     if !output.status.success() || text.contains("has blocked for") {
         return Err(format!("status {:?}; output:\n{text}", output.status));
     }

@@ -186,3 +186,9 @@ fn sos_heap_bounds(first_block: usize) -> std::result::Result<(usize, usize), St
     }
     Ok((base, len))
 }
+
+/// This machine's host name (empty where the kernel does not say), for the cache key of the
+/// links and the watchdog's message.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
+}

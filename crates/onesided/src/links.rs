@@ -321,8 +321,8 @@ impl Runtime {
         use mpi::traits::CommunicatorCollectives;
         // One term per node, from its first PE: the host's hash and a count.
         let leader = self.node_pes().first() == Some(&self.my_pe());
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let mine = if leader { [fnv1a(host.trim().as_bytes()) >> 12, 1] } else { [0, 0] };
+        let host = crate::layout::host_name();
+        let mine = if leader { [fnv1a(host.as_bytes()) >> 12, 1] } else { [0, 0] };
         let mut sum = [0u64; 2];
         crate::watchdog::watch("MPI_Allreduce (the host set)", None, || {
             self.world().all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum())

@@ -196,14 +196,13 @@ pub(crate) fn stop() {
 
 /// Ends the job for a call that blocked past the deadline.
 fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) -> ! {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = crate::layout::host_name();
     let on = if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") };
     eprintln!(
         "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}, past the deadline of \
          {deadline:?} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
          taking part; ending the job with status {EXIT_STATUS} (raise ONESIDED_WAIT_TIMEOUT, in seconds, if a PE \
          only computes that long between two calls)",
-        host = host.trim(),
     );
     // The abort below may block too (the launcher behind the same dead link): end this
     // process then, and the launcher, seeing a PE gone, ends the others.
