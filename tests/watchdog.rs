@@ -99,8 +99,16 @@ fn ended_by_watchdog(output: &Output, text: &str, took: Duration, calls: &[&str]
     }
     let line = text
         .lines()
-        .find(|l| l.contains("onesided: PE 0 on") && calls.iter().any(|c| l.contains(c)))
+        .find(|l| {
+            l.contains("onesided: PE 0 on")
+                && l.contains("past the deadline")
+                && calls.iter().any(|c| l.contains(c))
+        })
         .ok_or_else(|| format!("no message from PE 0 naming {calls:?}; output:\n{text}"))?;
+    // Half the deadline earlier, the same call was reported as blocked.
+    if !text.lines().any(|l| l.contains("onesided: PE 0 on") && l.contains("the job ends if it still has")) {
+        return Err(format!("no report at half the deadline from PE 0; output:\n{text}"));
+    }
     let peers = line.contains("waiting for the other PEs") || line.contains("waiting for PE 1");
     if !peers || !line.contains("ONESIDED_WAIT_TIMEOUT") || !line.contains("has blocked for") {
         return Err(format!("the message does not name the peers, the time and the setting: {line}"));
@@ -112,7 +120,7 @@ fn ended_by_watchdog(output: &Output, text: &str, took: Duration, calls: &[&str]
 }
 
 fn completes(output: &Output, text: &str) -> Result<(), String> {
-    if !output.status.success() || text.contains("has blocked for") {
+    if !output.status.success() || text.contains("past the deadline") {
         return Err(format!("status {:?}; output:\n{text}", output.status));
     }
     if !text.contains("PE 0: the late peer arrived") {

@@ -8,7 +8,9 @@
 //! longer than a batch job. Each of those calls is made inside [`watch`], which records it in
 //! a slot of the calling thread (a few relaxed stores, no clock read). A thread of the
 //! process's own, started with the [`Runtime`](crate::Runtime), looks at every slot a few times a second; a
-//! call that has stayed the same for the whole deadline is a fault: the thread prints, on this
+//! call that has stayed the same for half the deadline is reported (one line: the call, the
+//! peer, how long), so that when the job ends every PE still blocked has said where; one that
+//! has stayed the same for the whole deadline is a fault: the thread prints, on this
 //! PE, which call it is, on which PE it waits and for how long, then ends the whole job
 //! ([`Runtime::abort`](crate::Runtime::abort)'s route, with status [`EXIT_STATUS`]). Where that itself blocks (the
 //! launcher behind the same dead link), the process ends itself [`ABORT_GRACE`] later, and the
@@ -164,20 +166,30 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub(crate) fn start(pe: usize, deadline: Duration) {
     let tick = (deadline / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
     let started = std::thread::Builder::new().name("onesided-watchdog".to_string()).spawn(move || {
-        // Per slot: the call last seen and since when.
-        let mut seen: [(u64, Instant); SLOTS] = [(0, Instant::now()); SLOTS];
+        // Per slot: the call last seen, since when, and whether it was reported as late.
+        let mut seen: [(u64, Instant, bool); SLOTS] = [(0, Instant::now(), false); SLOTS];
         while !STOP.load(Ordering::Acquire) {
             std::thread::sleep(tick);
             let now = Instant::now();
             for (slot, seen) in TABLE.iter().zip(seen.iter_mut()) {
                 let Some((state, call, peer)) = slot.read() else {
-                    *seen = (0, now);
+                    *seen = (0, now, false);
                     continue;
                 };
                 if seen.0 != state {
-                    *seen = (state, now);
-                } else if now - seen.1 >= deadline && !STOP.load(Ordering::Acquire) {
-                    fire(pe, call, peer, now - seen.1, deadline);
+                    *seen = (state, now, false);
+                    continue;
+                }
+                let blocked = now - seen.1;
+                if STOP.load(Ordering::Acquire) {
+                    break;
+                }
+                if blocked >= deadline {
+                    fire(pe, call, peer, blocked, deadline);
+                }
+                if blocked >= deadline / 2 && !seen.2 {
+                    seen.2 = true;
+                    warn(pe, call, peer, blocked, deadline);
                 }
             }
         }
@@ -194,10 +206,27 @@ pub(crate) fn stop() {
     STOP.store(true, Ordering::Release);
 }
 
+/// Whom a call waits on, for the messages.
+fn waiting_on(peer: usize) -> String {
+    if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") }
+}
+
+/// Reports a call blocked for half the deadline: on every PE still blocked when one PE's
+/// deadline ends the job, this line says where that PE was, which tells a lost peer (one PE
+/// absent from the lines) from calls that do not match (PEs in different calls).
+fn warn(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) {
+    let host = crate::layout::host_name();
+    let on = waiting_on(peer);
+    eprintln!(
+        "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}; the job ends if it \
+         still has at {deadline:?} (ONESIDED_WAIT_TIMEOUT)",
+    );
+}
+
 /// Ends the job for a call that blocked past the deadline.
 fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) -> ! {
     let host = crate::layout::host_name();
-    let on = if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") };
+    let on = waiting_on(peer);
     eprintln!(
         "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}, past the deadline of \
          {deadline:?} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
