@@ -17,7 +17,8 @@
 //! flags cargo passes are accepted and ignored.
 //! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600); the PEs'
 //! `ONESIDED_WAIT_TIMEOUT` defaults to the library's 60 s unless set. `ONESIDED_TEST_PES` (such as `2,4`)
-//! keeps only the launches with those PE counts.
+//! keeps only the launches with those PE counts, `ONESIDED_TEST_VARIANTS` (such as `direct`)
+//! only the variants with those labels (in suites that have several).
 
 use std::io::{BufRead, BufReader, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -70,6 +71,7 @@ macro_rules! ensure {
 const FILTER_VAR: &str = "ONESIDED_TEST_FILTER";
 const LAUNCH_TIMEOUT_VAR: &str = "ONESIDED_TEST_LAUNCH_TIMEOUT";
 const PES_VAR: &str = "ONESIDED_TEST_PES";
+const VARIANTS_VAR: &str = "ONESIDED_TEST_VARIANTS";
 const WAIT_TIMEOUT_VAR: &str = onesided::env::WAIT_TIMEOUT;
 
 /// A configuration the cases run under: a label and environment variables for the PEs.
@@ -135,9 +137,24 @@ fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
             }
         },
     };
+    // A suite of one variant has nothing to choose from.
+    let variants: Vec<&Variant> = match std::env::var(VARIANTS_VAR) {
+        Ok(only) if variants.len() > 1 => {
+            let labels: Vec<&str> = only.split(',').map(str::trim).collect();
+            if let Some(unknown) = labels.iter().find(|l| !variants.iter().any(|v| v.label == **l)) {
+                let known: Vec<&str> = variants.iter().map(|v| v.label).collect();
+                println!(
+                    "{suite}: {VARIANTS_VAR}={only:?} names {unknown:?}; this suite's variants are {known:?}"
+                );
+                return 1;
+            }
+            variants.iter().filter(|v| labels.contains(&v.label)).collect()
+        }
+        _ => variants.iter().collect(),
+    };
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     let mut failed = Vec::new();
-    for variant in variants {
+    for variant in &variants {
         let label =
             if variants.len() > 1 { format!("{suite} [{}]", variant.label) } else { suite.to_string() };
         for &pes in &counts {
