@@ -71,6 +71,7 @@ const SCENARIOS: &[(&str, Expect)] = &[
     // target (shared memory) and blocks where it does; the barrier after it blocks anyway.
     ("atomic_on_a_peer_that_never_comes", Expect::Ended(&["atomic_fetch_add", "shmem_barrier_all"])),
     ("a_late_peer_is_no_fault", Expect::Completes),
+    ("many_short_calls_are_no_fault", Expect::Completes),
 ];
 
 fn check(expect: Expect, output: &Output, took: Duration) -> Result<(), String> {
@@ -166,6 +167,22 @@ fn as_pe() {
                 std::thread::sleep(DEADLINE / 2);
             }
             rt.barrier();
+            if me == 0 {
+                println!("PE 0: the late peer arrived");
+            }
+        }
+        "many_short_calls_are_no_fault" => {
+            // Twice the deadline of barriers, PE 1 a millisecond late to each: PE 0 is inside
+            // some barrier at nearly every look of its watchdog, a new one each time.
+            let end = Instant::now() + 2 * DEADLINE;
+            let mut going = 1;
+            while going > 0 {
+                if me == 1 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                rt.barrier();
+                going = rt.max_u64_one(u64::from(Instant::now() < end)).expect("the reduction");
+            }
             if me == 0 {
                 println!("PE 0: the late peer arrived");
             }

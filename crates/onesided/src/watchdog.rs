@@ -44,10 +44,20 @@ const SLOTS: usize = 64;
 /// `peer` when the call waits on several PEs (a barrier, a collective).
 const MANY: usize = usize::MAX;
 
-/// One thread's current blocking call, written by that thread alone as a sequence lock:
-/// `state` is 0 when the thread is outside every watched call, odd while the thread rewrites
-/// the fields, and a new even number for each call, so a reader that sees the same even value
-/// before and after reading the fields has read one call's fields.
+/// `Slot::state`'s low bits: the owner is rewriting the fields.
+const WRITING: u64 = 1;
+/// `Slot::state`'s low bits: the thread is outside every watched call.
+const IDLE: u64 = 2;
+/// `Slot::state` grows by this at every change, so that no two calls share a state.
+const STEP: u64 = 4;
+
+/// One thread's current blocking call, written by that thread alone as a sequence lock.
+/// `state` is a count of changes (in steps of [`STEP`]) that only grows, whatever the thread
+/// does, with [`WRITING`] set while the thread rewrites the fields and [`IDLE`] while it is
+/// outside every watched call. A reader that sees the same state, with neither bit, before
+/// and after reading the fields has read one call's fields; a later call always has another
+/// state, even when the thread was idle in between (a count that restarted after each call
+/// would show a thread that is always in some short call as one call that never ends).
 struct Slot {
     claimed: AtomicBool,
     state: AtomicU64,
@@ -60,7 +70,7 @@ impl Slot {
     const fn new() -> Slot {
         Slot {
             claimed: AtomicBool::new(false),
-            state: AtomicU64::new(0),
+            state: AtomicU64::new(IDLE),
             call_ptr: AtomicUsize::new(0),
             call_len: AtomicUsize::new(0),
             peer: AtomicUsize::new(MANY),
@@ -69,8 +79,8 @@ impl Slot {
 
     /// Records `call` (on `peer`) as the thread's current call; only the owning thread writes.
     fn write(&self, call: &'static str, peer: usize) {
-        let next = (self.state.load(Ordering::Relaxed) | 1) + 1;
-        self.state.store(next - 1, Ordering::Relaxed);
+        let next = self.next_state();
+        self.state.store(next | WRITING, Ordering::Relaxed);
         fence(Ordering::Release);
         self.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
         self.call_len.store(call.len(), Ordering::Relaxed);
@@ -78,11 +88,21 @@ impl Slot {
         self.state.store(next, Ordering::Release);
     }
 
+    /// Records that the thread is outside every watched call; only the owning thread writes.
+    fn leave(&self) {
+        self.state.store(self.next_state() | IDLE, Ordering::Release);
+    }
+
+    /// The count of the next change, without the low bits.
+    fn next_state(&self) -> u64 {
+        (self.state.load(Ordering::Relaxed) & !(STEP - 1)) + STEP
+    }
+
     /// The current call as `(state, call, peer)`, or `None` when the thread is outside every
     /// watched call or is changing it.
     fn read(&self) -> Option<(u64, &'static str, usize)> {
         let state = self.state.load(Ordering::Acquire);
-        if state == 0 || state & 1 == 1 {
+        if state & (WRITING | IDLE) != 0 {
             return None;
         }
         let (ptr, len) = (self.call_ptr.load(Ordering::Relaxed), self.call_len.load(Ordering::Relaxed));
@@ -92,9 +112,9 @@ impl Slot {
             return None;
         }
         // SAFETY: `ptr` and `len` were stored together from one `&'static str` between the
-        // two equal loads of an even `state` (the owner makes `state` odd before it changes
-        // them and stores the next even value after), so they describe a whole string with a
-        // static lifetime.
+        // two equal loads of a `state` without WRITING (the owner sets WRITING before it
+        // changes them and stores the next state without it after), so they describe a whole
+        // string with a static lifetime.
         let call =
             unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(ptr as *const u8, len)) };
         Some((state, call, peer))
@@ -109,7 +129,7 @@ struct Claim(Cell<Option<&'static Slot>>);
 impl Drop for Claim {
     fn drop(&mut self) {
         if let Some(slot) = self.0.get() {
-            slot.state.store(0, Ordering::Release);
+            slot.leave();
             slot.claimed.store(false, Ordering::Release);
         }
     }
@@ -154,7 +174,7 @@ pub fn watch<R>(call: &'static str, peer: Option<usize>, f: impl FnOnce() -> R) 
     let result = f();
     match saved {
         Some((_, call, peer)) => slot.write(call, peer),
-        None => slot.state.store(0, Ordering::Release),
+        None => slot.leave(),
     }
     result
 }
@@ -267,6 +287,16 @@ mod tests {
         // Every change is a new call for the watchdog: its deadline starts again.
         assert!(s0 < s1 && s1 < s2, "states {s0} {s1} {s2}");
         assert!(my_slot().expect("a slot").read().is_none());
+    }
+
+    #[test]
+    fn calls_one_after_the_other_are_different_calls() {
+        // A thread that is in some short call whenever the watchdog looks is not blocked:
+        // each call must have a state of its own, idle time in between or not.
+        let states: Vec<u64> = (0..3)
+            .map(|_| watch("short", None, || my_slot().expect("a slot").read().expect("the call").0))
+            .collect();
+        assert!(states[0] < states[1] && states[1] < states[2], "states {states:?}");
     }
 
     #[test]
