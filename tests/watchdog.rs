@@ -59,6 +59,9 @@ fn main() {
 enum Expect {
     /// Ended by PE 0's watchdog in one of these calls, waiting for the other PEs or PE 1.
     Ended(&'static [&'static str]),
+    /// Ended by PE 0's watchdog in one of these calls, made after a wait of PE 0's own ran
+    /// out the deadline: within a short time, not a second deadline.
+    EndedAfterTimeout(&'static [&'static str]),
     /// Finished normally.
     Completes,
 }
@@ -70,6 +73,7 @@ const SCENARIOS: &[(&str, Expect)] = &[
     // The atomic completes without PE 1 where the implementation needs no help from the
     // target (shared memory) and blocks where it does; the barrier after it blocks anyway.
     ("atomic_on_a_peer_that_never_comes", Expect::Ended(&["atomic_fetch_add", "shmem_barrier_all"])),
+    ("a_barrier_after_a_wait_that_ran_out", Expect::EndedAfterTimeout(&["shmem_barrier_all"])),
     ("a_late_peer_is_no_fault", Expect::Completes),
     ("many_short_calls_are_no_fault", Expect::Completes),
 ];
@@ -78,15 +82,31 @@ fn check(expect: Expect, output: &Output, took: Duration) -> Result<(), String> 
     let text =
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     match expect {
-        Expect::Ended(calls) => ended_by_watchdog(output, &text, took, calls),
+        Expect::Ended(calls) => ended_by_watchdog(output, &text, took, calls, true),
+        Expect::EndedAfterTimeout(calls) => {
+            ended_by_watchdog(output, &text, took, calls, false)?;
+            if !text.contains("which a wait of this PE had already run out") {
+                return Err(format!(
+                    "the call after the timed-out wait had a deadline of its own; output:\n{text}"
+                ));
+            }
+            Ok(())
+        }
         Expect::Completes => completes(output, &text),
     }
 }
 
 /// The watchdog's status, and its message on PE 0 naming one of `calls`, the peers, the time
-/// and the setting, within the deadline plus the abort's grace and a launcher's margin (well
+/// and the setting (and, when `reported`, its report at half the deadline), within the
+/// deadline plus the abort's grace and a launcher's margin (well
 /// before the away PE would come back).
-fn ended_by_watchdog(output: &Output, text: &str, took: Duration, calls: &[&str]) -> Result<(), String> {
+fn ended_by_watchdog(
+    output: &Output,
+    text: &str,
+    took: Duration,
+    calls: &[&str],
+    reported: bool,
+) -> Result<(), String> {
     let limit = DEADLINE + onesided::watchdog::ABORT_GRACE + Duration::from_secs(10);
     if output.status.success() {
         return Err(format!("the job succeeded; output:\n{text}"));
@@ -106,8 +126,13 @@ fn ended_by_watchdog(output: &Output, text: &str, took: Duration, calls: &[&str]
                 && calls.iter().any(|c| l.contains(c))
         })
         .ok_or_else(|| format!("no message from PE 0 naming {calls:?}; output:\n{text}"))?;
-    // Half the deadline earlier, the same call was reported as blocked.
-    if !text.lines().any(|l| l.contains("onesided: PE 0 on") && l.contains("the job ends if it still has")) {
+    // Half the deadline earlier, the same call was reported as blocked (when it had a whole
+    // deadline).
+    if reported
+        && !text
+            .lines()
+            .any(|l| l.contains("onesided: PE 0 on") && l.contains("the job ends if it still has"))
+    {
         return Err(format!("no report at half the deadline from PE 0; output:\n{text}"));
     }
     let peers = line.contains("waiting for the other PEs") || line.contains("waiting for PE 1");
@@ -159,6 +184,18 @@ fn as_pe() {
                 std::thread::sleep(AWAY);
             } else {
                 word.fetch_add(1, 0, 1).expect("the atomic");
+            }
+            rt.barrier();
+        }
+        "a_barrier_after_a_wait_that_ran_out" => {
+            // PE 0 waits for a signal PE 1 never sends: the wait returns its error after the
+            // deadline, and the barrier after it ends the job a moment later.
+            let signal = onesided::SignalArray::collective_alloc(&rt, "never sent", 1).expect("the signal");
+            if me == 1 {
+                std::thread::sleep(AWAY);
+            } else {
+                let waited = signal.wait_ge(0, 1);
+                assert!(waited.is_err(), "the wait for a signal never sent returned {waited:?}");
             }
             rt.barrier();
         }

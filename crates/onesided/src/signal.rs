@@ -319,14 +319,26 @@ impl<'rt> SignalArray<'rt> {
         let mut polls = 0;
         match poll_until(timeout, self.runtime().oversubscribed(), || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
-            Err(waited) => Err(Error::WaitTimeout {
-                pe: self.runtime().my_pe(),
-                what: format!("signal {index} of '{}'", self.name()),
-                peer,
-                awaited: value,
-                seen: self.load(index),
-                waited,
+            Err(waited) => Err({
+                self.deadline_spent(timeout);
+                Error::WaitTimeout {
+                    pe: self.runtime().my_pe(),
+                    what: format!("signal {index} of '{}'", self.name()),
+                    peer,
+                    awaited: value,
+                    seen: self.load(index),
+                    waited,
+                }
             }),
+        }
+    }
+
+    /// After a wait that ran out `timeout`: when that was the whole deadline, a peer is lost,
+    /// and the watchdog gives later blocking calls only a short time (see
+    /// [`crate::watchdog::after_a_timeout`]).
+    fn deadline_spent(&self, timeout: Duration) {
+        if timeout >= self.runtime().wait_timeout() {
+            crate::watchdog::deadline_spent();
         }
     }
 
@@ -362,6 +374,7 @@ impl<'rt> SignalArray<'rt> {
         match outcome {
             Ok(()) => Ok(found),
             Err(waited) => {
+                self.deadline_spent(timeout);
                 let pending: Vec<String> =
                     waits.iter().map(|&(i, v)| format!("{i}>={v} (is {})", self.load(i))).collect();
                 Err(Error::WaitTimeout {

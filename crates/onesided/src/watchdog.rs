@@ -16,6 +16,10 @@
 //! launcher behind the same dead link), the process ends itself [`ABORT_GRACE`] later, and the
 //! launcher, which sees a PE die, tears the job down.
 //!
+//! Once a wait of the library's own on this PE has run out the deadline (a peer is lost), a
+//! blocking call made after it, such as the `shmem_free` of the error's path, gets only
+//! [`after_a_timeout`] before the job ends: the fault has already cost its deadline.
+//!
 //! # What the deadline counts from
 //! From the moment the call began, on this PE. A call blocks only while a peer has not done
 //! its part, so a false alarm needs a peer that spends the whole deadline away from the
@@ -179,6 +183,22 @@ pub fn watch<R>(call: &'static str, peer: Option<usize>, f: impl FnOnce() -> R) 
     result
 }
 
+/// Set when a wait of the library's own on this PE ran out the deadline: a peer is lost, and
+/// a blocking call made after it (the error path's `shmem_free`, a barrier) gets only
+/// [`after_a_timeout`] before the job ends, not a second whole deadline.
+static SPENT: AtomicBool = AtomicBool::new(false);
+
+/// How long a call may block once a wait of this PE has run out the deadline: a tenth of the
+/// deadline, between half a second and two seconds.
+pub fn after_a_timeout(deadline: Duration) -> Duration {
+    (deadline / 10).clamp(Duration::from_millis(500), Duration::from_secs(2))
+}
+
+/// Records that a wait of the library's own ran out the whole deadline (see [`SPENT`]).
+pub(crate) fn deadline_spent() {
+    SPENT.store(true, Ordering::Release);
+}
+
 /// Set when the runtime is dropped, after finalisation: the watchdog thread then stops.
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -204,8 +224,10 @@ pub(crate) fn start(pe: usize, deadline: Duration) {
                 if STOP.load(Ordering::Acquire) {
                     break;
                 }
-                if blocked >= deadline {
-                    fire(pe, call, peer, blocked, deadline);
+                let spent = SPENT.load(Ordering::Acquire);
+                let limit = if spent { after_a_timeout(deadline) } else { deadline };
+                if blocked >= limit {
+                    fire(pe, call, peer, blocked, deadline, spent);
                 }
                 if blocked >= deadline / 2 && !seen.2 {
                     seen.2 = true;
@@ -244,12 +266,13 @@ fn warn(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duratio
 }
 
 /// Ends the job for a call that blocked past the deadline.
-fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) -> ! {
+fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration, spent: bool) -> ! {
     let host = crate::layout::host_name();
     let on = waiting_on(peer);
+    let spent = if spent { ", which a wait of this PE had already run out" } else { "" };
     eprintln!(
         "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}, past the deadline of \
-         {deadline:?} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
+         {deadline:?}{spent} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
          taking part; ending the job with status {EXIT_STATUS} (raise ONESIDED_WAIT_TIMEOUT, in seconds, if a PE \
          only computes that long between two calls)",
     );
