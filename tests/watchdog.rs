@@ -82,30 +82,23 @@ fn check(expect: Expect, output: &Output, took: Duration) -> Result<(), String> 
     let text =
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     match expect {
-        Expect::Ended(calls) => ended_by_watchdog(output, &text, took, calls, true),
-        Expect::EndedAfterTimeout(calls) => {
-            ended_by_watchdog(output, &text, took, calls, false)?;
-            if !text.contains("which a wait of this PE had already run out") {
-                return Err(format!(
-                    "the call after the timed-out wait had a deadline of its own; output:\n{text}"
-                ));
-            }
-            Ok(())
-        }
+        Expect::Ended(calls) => ended_by_watchdog(output, &text, took, calls, false),
+        Expect::EndedAfterTimeout(calls) => ended_by_watchdog(output, &text, took, calls, true),
         Expect::Completes => completes(output, &text),
     }
 }
 
 /// The watchdog's status, and its message on PE 0 naming one of `calls`, the peers, the time
-/// and the setting (and, when `reported`, its report at half the deadline), within the
-/// deadline plus the abort's grace and a launcher's margin (well
-/// before the away PE would come back).
+/// and the setting, within the deadline plus the abort's grace and a launcher's margin (well
+/// before the away PE would come back). A call with a whole deadline was reported at half of
+/// it; one made `after_timeout` (after a wait of PE 0's own ran out the deadline) says so
+/// instead of having a deadline of its own.
 fn ended_by_watchdog(
     output: &Output,
     text: &str,
     took: Duration,
     calls: &[&str],
-    reported: bool,
+    after_timeout: bool,
 ) -> Result<(), String> {
     let limit = DEADLINE + onesided::watchdog::ABORT_GRACE + Duration::from_secs(10);
     if output.status.success() {
@@ -126,12 +119,15 @@ fn ended_by_watchdog(
                 && calls.iter().any(|c| l.contains(c))
         })
         .ok_or_else(|| format!("no message from PE 0 naming {calls:?}; output:\n{text}"))?;
-    // Half the deadline earlier, the same call was reported as blocked (when it had a whole
-    // deadline).
-    if reported
-        && !text
-            .lines()
-            .any(|l| l.contains("onesided: PE 0 on") && l.contains("the job ends if it still has"))
+    if after_timeout {
+        if !line.contains("which a wait of this PE had already run out") {
+            return Err(format!(
+                "the call after the timed-out wait had a deadline of its own; output:\n{text}"
+            ));
+        }
+    } else if !text
+        .lines()
+        .any(|l| l.contains("onesided: PE 0 on") && l.contains("the job ends if it still has"))
     {
         return Err(format!("no report at half the deadline from PE 0; output:\n{text}"));
     }

@@ -319,17 +319,17 @@ impl<'rt> SignalArray<'rt> {
         let mut polls = 0;
         match poll_until(timeout, self.runtime().oversubscribed(), || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
-            Err(waited) => Err({
+            Err(waited) => {
                 self.deadline_spent(timeout);
-                Error::WaitTimeout {
+                Err(Error::WaitTimeout {
                     pe: self.runtime().my_pe(),
                     what: format!("signal {index} of '{}'", self.name()),
                     peer,
                     awaited: value,
                     seen: self.load(index),
                     waited,
-                }
-            }),
+                })
+            }
         }
     }
 

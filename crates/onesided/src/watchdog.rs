@@ -248,31 +248,27 @@ pub(crate) fn stop() {
     STOP.store(true, Ordering::Release);
 }
 
-/// Whom a call waits on, for the messages.
-fn waiting_on(peer: usize) -> String {
-    if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") }
+/// The start of both messages: where this PE is, in which call, on whom, for how long.
+fn blocked_line(pe: usize, call: &str, peer: usize, blocked: Duration) -> String {
+    let host = crate::layout::host_name();
+    let on = if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") };
+    format!("onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}")
 }
 
 /// Reports a call blocked for half the deadline: on every PE still blocked when one PE's
 /// deadline ends the job, this line says where that PE was, which tells a lost peer (one PE
 /// absent from the lines) from calls that do not match (PEs in different calls).
 fn warn(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) {
-    let host = crate::layout::host_name();
-    let on = waiting_on(peer);
-    eprintln!(
-        "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}; the job ends if it \
-         still has at {deadline:?} (ONESIDED_WAIT_TIMEOUT)",
-    );
+    let line = blocked_line(pe, call, peer, blocked);
+    eprintln!("{line}; the job ends if it still has at {deadline:?} (ONESIDED_WAIT_TIMEOUT)");
 }
 
 /// Ends the job for a call that blocked past the deadline.
 fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration, spent: bool) -> ! {
-    let host = crate::layout::host_name();
-    let on = waiting_on(peer);
+    let line = blocked_line(pe, call, peer, blocked);
     let spent = if spent { ", which a wait of this PE had already run out" } else { "" };
     eprintln!(
-        "onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}, past the deadline of \
-         {deadline:?}{spent} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
+        "{line}, past the deadline of {deadline:?}{spent} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
          taking part; ending the job with status {EXIT_STATUS} (raise ONESIDED_WAIT_TIMEOUT, in seconds, if a PE \
          only computes that long between two calls)",
     );
