@@ -407,7 +407,7 @@ fn run_path(
     let record = || cli::resident_vec(steps, std::time::Duration::MAX);
     let (mut move_x, mut move_f, mut force, mut wait) = (record(), record(), record(), record());
     let mut search = std::time::Duration::ZERO;
-    let mut memory = cli::MemoryTrack::new(options.steps);
+    let mut memory = cli::MemoryTrack::new(options.steps.saturating_sub(1));
     let mut list: Option<PairList> = None;
     let mut list_isa = None;
     let mut forces = Vec::new();
@@ -512,13 +512,14 @@ fn run_path(
         if let Some(state) = pme.as_mut() {
             state.step(rt, &halo, step == 0)?;
             mesh_print = verify::fingerprint(&state.forces) ^ state.energy.to_bits();
-            if options.verify && step + 1 == options.steps {
+        }
+        fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()]), mesh_print));
+        memory.step(step);
+        if options.verify && step + 1 == options.steps {
+            if let Some(state) = pme.as_ref() {
                 pme_checks = verify::gather_positions(rt, &halo, n_atoms)
                     .and_then(|positions| state.check(setup, topology, &positions));
             }
-        }
-        fingerprints.push((coordinates_print, verify::fingerprint(&forces[..halo.home_count()]), mesh_print));
-        if options.verify && step + 1 == options.steps {
             let deviation = verify::deviation(rt, &halo, &forces, &shift_forces, topology, field)?;
             let ok = deviation.force <= FORCE_TOLERANCE && deviation.virial <= FORCE_TOLERANCE;
             checks_pass &= ok;
@@ -540,9 +541,7 @@ fn run_path(
         move_x.push(moved_x - start);
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);
-        memory.step(step);
     }
-    memory.end();
     memory.report(rt, label(path))?;
     if options.verify {
         let repartitions = (options.steps - 1) / options.nstlist;

@@ -454,7 +454,6 @@ fn run_configuration(
             p.x = motion::displaced(p.global, step, p.x);
         }
     }
-    memory.end();
     memory.report(rt, &format!("{path}+{fft_path}"))?;
     print_heap(rt, &redist, home.len())?;
     let times = mesh.times();

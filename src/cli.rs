@@ -103,55 +103,85 @@ pub fn resident_kib() -> u64 {
     pages * page / 1024
 }
 
+/// The bytes this process's allocator has handed out and not had back, in KiB (glibc's
+/// `mallinfo2`: in-use chunks of every arena plus mapped blocks): what the program holds,
+/// apart from what the allocator keeps free for later.
+pub fn heap_in_use_kib() -> u64 {
+    // SAFETY: mallinfo2 has no preconditions; it reads the allocator's counters under its
+    // locks.
+    let info = unsafe { libc::mallinfo2() };
+    (info.uordblks as u64 + info.hblkhd as u64) / 1024
+}
+
 /// Resident memory over a long run: taken at a mark step (step 1 000, or a tenth of a
-/// shorter run, after which buffers and plans have reached their sizes) and at the end.
-#[derive(Clone, Copy, Debug, Default)]
+/// shorter run, after which buffers and plans have reached their sizes), every mark steps
+/// after it, and at the last step (before the run's closing checks, which gather the whole
+/// system); beside each, the heap the program holds ([`heap_in_use_kib`]),
+/// which tells a leak (both grow) from the allocator keeping freed memory (only the resident
+/// figure moves).
+#[derive(Clone, Debug, Default)]
 pub struct MemoryTrack {
     /// The step the first figure is taken at.
     pub mark: u64,
-    at_mark: u64,
-    at_end: u64,
+    /// The last step, the one the last figure is taken at.
+    pub last: u64,
+    /// (resident KiB, heap in use KiB) at the mark, every mark steps after it, and at the
+    /// last step.
+    samples: Vec<[u64; 2]>,
 }
 
 impl MemoryTrack {
-    /// A track for a run of `steps` steps.
-    pub fn new(steps: u64) -> MemoryTrack {
-        MemoryTrack { mark: if steps >= 2000 { 1000 } else { steps / 10 }, ..MemoryTrack::default() }
+    /// A track for a run whose steps are numbered up to `last`.
+    pub fn new(last: u64) -> MemoryTrack {
+        let mark = if last >= 2000 { 1000 } else { (last / 10).max(1) };
+        // Room for every sample up front, so that taking one allocates nothing.
+        MemoryTrack { mark, last, samples: Vec::with_capacity((last / mark) as usize + 2) }
     }
 
-    /// Called at every step: takes the figure at the mark.
+    /// Called at every step, after its work and before any closing check: takes a sample at
+    /// the mark, every mark steps after it, and at the last step.
     pub fn step(&mut self, step: u64) {
-        if step == self.mark {
-            self.at_mark = resident_kib();
+        if (step >= self.mark && step.is_multiple_of(self.mark)) || step == self.last {
+            self.samples.push([resident_kib(), heap_in_use_kib()]);
         }
     }
 
-    /// Takes the figure at the end.
-    pub fn end(&mut self) {
-        self.at_end = resident_kib();
-    }
-
     /// Prints, on PE 0, `memory path=<label> mark_step=<k> rss_kib=<r> end_rss_kib=<e>
-    /// growth_pct=<g>`: the largest PE's resident memory at the mark and at the end, and the
-    /// largest growth of one PE between them.
+    /// growth_pct=<g> heap_kib=<h> end_heap_kib=<he> heap_growth_pct=<hg> rss_series_kib=<..>
+    /// heap_series_kib=<..>`: the largest PE's resident memory at the mark and at the last step, the
+    /// largest growth of one PE between them, the same for the heap in use, and both at every
+    /// sample (the largest PE's, comma-separated).
     ///
     /// # Collective
-    /// Every PE calls it.
+    /// Every PE calls it, after the same number of steps.
     ///
     /// # Errors
     /// As [`Runtime::max_u64`].
     pub fn report(&self, rt: &Runtime, label: &str) -> onesided::Result<()> {
+        let (Some(first), Some(last)) = (self.samples.first(), self.samples.last()) else {
+            return Ok(());
+        };
         // Growth in parts per million, shrinking counted as none.
-        let growth = self.at_end.saturating_sub(self.at_mark) * 1_000_000 / self.at_mark.max(1);
-        let mut figures = [self.at_mark, self.at_end, growth];
+        let growth = |k: usize| last[k].saturating_sub(first[k]) * 1_000_000 / first[k].max(1);
+        let mut figures = vec![growth(0), growth(1)];
+        figures.extend(self.samples.iter().flatten());
         rt.max_u64(&mut figures)?;
         if rt.my_pe() == 0 {
+            let n = self.samples.len();
+            let series =
+                |k: usize| (0..n).map(|i| figures[2 + 2 * i + k].to_string()).collect::<Vec<_>>().join(",");
             println!(
-                "memory path={label} mark_step={} rss_kib={} end_rss_kib={} growth_pct={:.3}",
+                "memory path={label} mark_step={} rss_kib={} end_rss_kib={} growth_pct={:.3} \
+                 heap_kib={} end_heap_kib={} heap_growth_pct={:.3} rss_series_kib={} heap_series_kib={}",
                 self.mark,
-                figures[0],
-                figures[1],
-                figures[2] as f64 / 1e4
+                figures[2],
+                figures[2 * n],
+                figures[0] as f64 / 1e4,
+                figures[3],
+                figures[2 * n + 1],
+                figures[1] as f64 / 1e4,
+                series(0),
+                series(1)
             );
         }
         Ok(())
