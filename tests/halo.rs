@@ -13,7 +13,7 @@ use md_demo::cluster::PairList;
 use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
-use md_halo::{DdGrid, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
+use md_halo::{DdGrid, Dlb, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
 use onesided::{ExchangePath, Links, Runtime};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -165,12 +165,38 @@ fn run(
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
+    run_with(rt, s, grid, field, (path, images, Dlb::No), steps, parallel_min).map(|(prints, _)| prints)
+}
+
+/// Per step, fingerprints of the coordinates after move_x and of the home forces after move_f.
+type Prints = Vec<(u64, u64)>;
+
+/// A load that makes domains unequal whatever the system: each home atom costs a microsecond
+/// more per step of the domain's index sum, so the boundaries of a balanced run move even on
+/// uniform water (the same on every path and every run: no clock in it).
+fn skewed_load(halo: &HaloExchange<'_>) -> Duration {
+    let [i, j, k] = halo.cell();
+    Duration::from_nanos(halo.home_count() as u64 * 1000 * (1 + 2 * (i + j + k) as u64))
+}
+
+/// [`run`] with load balancing `dlb`: every step records [`skewed_load`]. Returns the grid
+/// the run ended on as well.
+fn run_with(
+    rt: &Runtime,
+    s: &Structure,
+    grid: &DdGrid,
+    field: &ForceField,
+    (path, images, dlb): (ExchangePath, PeriodicImages, Dlb),
+    steps: u64,
+    parallel_min: usize,
+) -> Result<(Prints, DdGrid), Box<dyn std::error::Error>> {
     let cutoff = field.cutoff as f32;
     let topology = topology(s)?;
     let mut halo = HaloExchange::builder(rt, grid.clone())
         .path(path)
         .periodic_images(images)
         .parallel_min(parallel_min)
+        .load_balancing(dlb)
         .collective_from_global(&s.positions)?;
     // Every PE checks, the result agreed, so that none goes on alone into the next collective.
     let undivided = grid.dims().contains(&1);
@@ -236,6 +262,10 @@ fn run(
             list.forces_into(local.coordinates, local.forces)?;
         }
         let x_print = verify::fingerprint(view.coordinates());
+        if dlb != Dlb::No {
+            let load = skewed_load(&view);
+            view.record_load(load);
+        }
         let mut shift_forces = view.move_f()?;
         shift_forces += list.shift_forces();
         let forces = halo.home_mut().forces.to_vec();
@@ -255,7 +285,7 @@ fn run(
             motion::advance(g, step, x, v);
         }
     }
-    Ok(prints)
+    Ok((prints, halo.grid().clone()))
 }
 
 fn grid_for(
@@ -300,6 +330,126 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 grid.pulses()
             );
         }
+    }
+    Ok(())
+}
+
+/// Boundaries that follow the load ([`skewed_load`]) on every grid: after each repartition the
+/// halo equals the brute-force search on the uneven cells, state and fields follow their
+/// atoms, the forces and virial at the end match the serial computation, and one-sided and
+/// MPI leave the same bits; every PE ends on the same boundaries, none narrower than the
+/// grid's least width, and the report says the boundaries moved.
+fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
+    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+        let s = system(shape);
+        let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
+        let field = ForceField::new(cutoff as f64);
+        let images = PeriodicImages::Kernel;
+        let (onesided, moved) =
+            run_with(rt, &s, &grid, &field, (ExchangePath::Put, images, Dlb::Yes), 13, 4096)?;
+        let (mpi, moved_mpi) =
+            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, images, Dlb::Yes), 13, 4096)?;
+        ensure!(onesided == mpi, "one-sided and MPI differ under load balancing on {dims:?} ({shape:?})");
+        ensure!(moved == moved_mpi, "the paths ended on different boundaries on {dims:?}");
+        check_boundaries(rt, &grid, &moved)?;
+        if rt.my_pe() == 0 {
+            println!(
+                "  {shape:?}, grid {dims:?}: boundaries moved to {:?} / {:?} / {:?}; halo, forces and paths agree",
+                moved.bounds(0),
+                moved.bounds(1),
+                moved.bounds(2)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every PE holds the same boundaries, they moved from `before` along every split dimension,
+/// and no domain is narrower than the least width.
+fn check_boundaries(rt: &Runtime, before: &DdGrid, moved: &DdGrid) -> CaseResult {
+    let bits: Vec<u64> = (0..3).flat_map(|d| moved.bounds(d).iter().map(|b| b.to_bits())).collect();
+    let hash = bits.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b).wrapping_mul(0x100_0000_01b3)) >> 1;
+    let mut agreed = [hash, (i64::MAX as u64) - hash];
+    rt.max_u64(&mut agreed)?;
+    ensure!(agreed[0] == (i64::MAX as u64) - agreed[1], "the PEs ended on different boundaries");
+    for d in (0..3).filter(|&d| before.dims()[d] > 1) {
+        let b = moved.bounds(d);
+        ensure!(b != before.bounds(d), "the boundaries along {d} did not move: {b:?}");
+        let narrowest = b.windows(2).map(|w| w[1] - w[0]).fold(1.0, f64::min);
+        ensure!(
+            narrowest >= moved.min_width(d),
+            "a domain along {d} is {narrowest} wide, below the least width {}",
+            moved.min_width(d)
+        );
+    }
+    Ok(())
+}
+
+/// A slab beside vacuum on domains along its normal, some empty: balanced on the atoms alone
+/// (the measured time of an engine is noise to a test), the loaded domains shrink, with three
+/// or more until held at their least width, the empty ones grow; the halo and the forces stay
+/// right throughout and the report counts the limited moves.
+fn load_balancing_to_the_limits(rt: &Runtime) -> CaseResult {
+    let s = system(Shape::Slab);
+    let n = rt.n_pes();
+    let grid = grid_for(&s, [1, 1, n], 0.9, n)?;
+    let field = ForceField::new(0.9);
+    let topology = topology(&s)?;
+    let mut halo = HaloExchange::builder(rt, grid.clone())
+        .periodic_images(PeriodicImages::Kernel)
+        .load_balancing(Dlb::Yes)
+        .collective_from_global(&s.positions)?;
+    let first = rt.max_u64_one(halo.home_count() as u64)?;
+    let mut velocities = vec![[0.0f32; 3]; halo.home_count()];
+    let steps = 4 * 30;
+    for step in 0..steps {
+        if step > 0 && step % NSTLIST == 0 {
+            let before = verify::gather_positions(rt, &halo, s.len())?;
+            halo.collective_repartition(&mut [&mut velocities])?;
+            verify::check_halo(&halo, &before)?;
+        }
+        let mut view = halo.move_x()?;
+        let mut list = PairList::for_domain(&view, &topology, &field)?;
+        let local = view.local();
+        list.forces_into(local.coordinates, local.forces)?;
+        let load = Duration::from_micros(view.home_count() as u64);
+        view.record_load(load);
+        let mut shift = view.move_f()?;
+        shift += list.shift_forces();
+        if step + 1 == steps {
+            let forces = halo.home_mut().forces.to_vec();
+            let deviation = verify::deviation(rt, &halo, &forces, &shift, &topology, &field)?;
+            ensure!(
+                deviation.force < 1e-4 && deviation.virial < 1e-4,
+                "on the balanced slab: forces and virial deviate {:.2e} and {:.2e} from the serial computation",
+                deviation.force,
+                deviation.virial
+            );
+            break;
+        }
+        let ids = halo.global_indices()[..halo.home_count()].to_vec();
+        for ((x, v), &g) in halo.home_mut().coordinates.iter_mut().zip(&mut velocities).zip(&ids) {
+            motion::advance(g, step as u64, x, v);
+        }
+    }
+    let report = halo.collective_load_report()?;
+    let largest = rt.max_u64_one(halo.home_count() as u64)?;
+    check_boundaries(rt, &grid, halo.grid())?;
+    let widths: Vec<f64> = halo.grid().bounds(2).windows(2).map(|w| w[1] - w[0]).collect();
+    let least = halo.grid().min_width(2);
+    ensure!(report.balancing && report.moves > 0, "with {n} domains along a slab: {report}");
+    // Two domains can halve the slab; with more, the slab's share of each is narrower than
+    // the least width.
+    let at_limit = report.limited > 0 && widths.iter().any(|&w| w < least * 1.01);
+    ensure!(
+        if n == 2 { 10 * largest <= 6 * first } else { at_limit && largest < first },
+        "with {n} domains along a slab: widths {widths:?} (least {least}), {} limited moves, the \
+         fullest domain {first} atoms at the start and {largest} at the end",
+        report.limited
+    );
+    ensure!(report.steps == (steps * n) as u64, "{} steps measured of {}", report.steps, steps * n);
+    if rt.my_pe() == 0 {
+        println!("  slab on {n} domains along z: widths {widths:?} (least {least:.4}); {report}");
     }
     Ok(())
 }
@@ -774,6 +924,8 @@ fn main() {
         forces_migrate_and_buffer_is_checked,
         double_precision_matches_single,
         every_shipped_structure,
+        load_balancing_on_every_grid,
+        load_balancing_to_the_limits,
     ]
     .to_vec();
     // A 2x2x2 grid: eight PEs on this machine's cores, oversubscribed.
@@ -783,6 +935,11 @@ fn main() {
         run: grids_halos_forces_and_paths_agree,
     });
     cases.push(pe_test::Case { name: "model_matches_the_plan", pes: &[8], run: model_matches_the_plan });
+    cases.push(pe_test::Case {
+        name: "load_balancing_on_every_grid",
+        pes: &[8],
+        run: load_balancing_on_every_grid,
+    });
     cases.push(pe_test::Case {
         name: "bad_input_fails_on_every_pe",
         pes: &[2],

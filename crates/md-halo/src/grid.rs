@@ -1,12 +1,14 @@
 //! Domain decomposition: a grid of `Nx × Ny × Nz` domains over a periodic box, one per PE;
 //! the PE of domain `(i, j, k)` is `(i*Ny + j)*Nz + k`.
 //!
-//! Domains are equal slices of the box in fractional coordinates (GROMACS's skewed
-//! coordinates, up to the diagonal scale): domain `i` along `d` holds the fractions
-//! `[i/N, (i+1)/N)`. In a rectangular box these are the familiar rectangular domains; in a
-//! triclinic box they are parallelepipeds with faces parallel to the box faces. A halo range
-//! `r` in real space reaches `r / height(d)` in fraction `d`, the height being the distance
-//! between the box faces that fraction `d` crosses.
+//! Domains are slices of the box in fractional coordinates (GROMACS's skewed coordinates, up
+//! to the diagonal scale): domain `i` along `d` holds the fractions `[b_i, b_(i+1))` of that
+//! dimension's boundaries `0 = b_0 < b_1 < ... < b_N = 1`, equal slices `b_i = i/N` as
+//! [`DdGrid::new`] makes them, or where load balancing moved them
+//! ([`DdGrid::with_bounds`], [`crate::Dlb`]). In a rectangular box these are the familiar
+//! rectangular domains; in a triclinic box they are parallelepipeds with faces parallel to the
+//! box faces. A halo range `r` in real space reaches `r / height(d)` in fraction `d`, the
+//! height being the distance between the box faces that fraction `d` crosses.
 
 use crate::error::{Error, Result};
 use crate::pbc::{PbcBox, RVec};
@@ -26,6 +28,9 @@ pub struct DdGrid {
     /// The range in fractions, per dimension.
     reach: [f64; 3],
     pulses: [usize; 3],
+    /// The domain boundaries along each dimension in fractions: `dims[d] + 1` of them, from
+    /// exactly 0 to exactly 1, increasing.
+    bounds: [Vec<f64>; 3],
 }
 
 const AXES: [&str; 3] = ["x", "y", "z"];
@@ -88,7 +93,82 @@ impl DdGrid {
                 )));
             }
         }
-        Ok(DdGrid { dims, pbc, range, reach, pulses })
+        let bounds = std::array::from_fn(|d| (0..=dims[d]).map(|c| c as f64 / dims[d] as f64).collect());
+        Ok(DdGrid { dims, pbc, range, reach, pulses, bounds })
+    }
+
+    /// This grid with the domain boundaries `bounds` (per dimension, in fractions: one more
+    /// than the domains along it, from exactly 0 to exactly 1, increasing), the same box,
+    /// range and pulses: what a load balancer makes of it ([`crate::Dlb`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the dimension and domain, when a dimension has the wrong
+    /// number of boundaries, does not start at 0 and end at 1, does not increase, or has
+    /// domains so narrow that the grid's pulses no longer cover the range (every run of
+    /// `pulses` consecutive domains, periodically, must be at least the range in fractions
+    /// wide: [`min_width`](Self::min_width) a domain keeps that for any neighbours).
+    pub fn with_bounds(&self, bounds: [Vec<f64>; 3]) -> Result<DdGrid> {
+        for (d, b) in bounds.iter().enumerate() {
+            let n = self.dims[d];
+            let axis = AXES[d];
+            if b.len() != n + 1 {
+                return Err(Error::Config(format!(
+                    "{} domain boundaries along {axis} for {n} domains; give {}",
+                    b.len(),
+                    n + 1
+                )));
+            }
+            if b[0] != 0.0 || b[n] != 1.0 {
+                return Err(Error::Config(format!(
+                    "the domain boundaries along {axis} run from {} to {}; they must run from 0 to 1 \
+                     (fractions of the box)",
+                    b[0], b[n]
+                )));
+            }
+            if let Some(c) = (0..n).find(|&c| b[c].partial_cmp(&b[c + 1]) != Some(std::cmp::Ordering::Less)) {
+                return Err(Error::Config(format!(
+                    "domain {c} along {axis} runs from {} to {}: boundaries must increase",
+                    b[c],
+                    b[c + 1]
+                )));
+            }
+            // Each domain's halo, what the domains above it send along the pulses, must
+            // reach the range above its upper boundary.
+            let p = self.pulses[d];
+            for c in 0..n {
+                let (top, wraps) = ((c + 1 + p) % n, (c + 1 + p) / n);
+                let reached = b[top] + wraps as f64 - b[c + 1];
+                if n > 1 && reached < self.reach[d] {
+                    return Err(Error::Config(format!(
+                        "domain {c} along {axis}: the {p} domain(s) above it span {:.3} nm, less than \
+                         the halo range {:.3} nm its {p} pulse(s) must cover; keep every domain \
+                         at least {:.3} nm wide",
+                        reached * self.pbc.height(d),
+                        self.range,
+                        self.min_width(d) * self.pbc.height(d)
+                    )));
+                }
+            }
+        }
+        Ok(DdGrid { bounds, ..self.clone() })
+    }
+
+    /// The narrowest a domain along `d` may be, in fractions, whatever its neighbours: the
+    /// range in fractions over the pulses, so that any `pulses` consecutive domains cover it.
+    pub fn min_width(&self, d: usize) -> f64 {
+        self.reach[d] / self.pulses[d] as f64
+    }
+
+    /// The domain boundaries along `d`, in fractions: `dims()[d] + 1` of them, 0 first and 1
+    /// last.
+    pub fn bounds(&self, d: usize) -> &[f64] {
+        &self.bounds[d]
+    }
+
+    /// Whether every domain along every dimension is an equal slice, as [`new`](Self::new)
+    /// cut them.
+    pub fn is_uniform(&self) -> bool {
+        (0..3).all(|d| self.bounds[d].iter().enumerate().all(|(c, &b)| b == c as f64 / self.dims[d] as f64))
     }
 
     /// The grid a PE count suggests: of every factorisation of `n_pes` into three counts that
@@ -236,31 +316,23 @@ impl DdGrid {
 
     /// The domain holding fractions `s` (each in `[0, 1)`): the one with `lower <= s <
     /// upper` in every dimension, exactly as [`lower`](Self::lower) and
-    /// [`upper`](Self::upper) round.
+    /// [`upper`](Self::upper) give them.
     pub fn cell_of_fraction(&self, s: [f64; 3]) -> [usize; 3] {
         std::array::from_fn(|d| {
-            let n = self.dims[d];
-            let mut c = ((s[d] * n as f64).max(0.0) as usize).min(n - 1);
-            // The product may round across a boundary that lower and upper place on the
-            // other side.
-            while c > 0 && s[d] < bound(c, n) {
-                c -= 1;
-            }
-            while c + 1 < n && s[d] >= bound(c + 1, n) {
-                c += 1;
-            }
-            c
+            // The boundaries at or below s: the first is 0, so one at least for any s >= 0.
+            let at_or_below = self.bounds[d].partition_point(|&b| b <= s[d]);
+            at_or_below.saturating_sub(1).min(self.dims[d] - 1)
         })
     }
 
     /// The lower corner of domain `cell`, in fractions.
     pub fn lower(&self, cell: [usize; 3]) -> [f64; 3] {
-        std::array::from_fn(|d| bound(cell[d], self.dims[d]))
+        std::array::from_fn(|d| self.bounds[d][cell[d]])
     }
 
     /// The upper corner of domain `cell`, in fractions (1 for the last domain).
     pub fn upper(&self, cell: [usize; 3]) -> [f64; 3] {
-        std::array::from_fn(|d| bound(cell[d] + 1, self.dims[d]))
+        std::array::from_fn(|d| self.bounds[d][cell[d] + 1])
     }
 
     /// The neighbour of `cell` one step along `d` (`up`: towards higher indices), periodic.
@@ -276,12 +348,6 @@ impl DdGrid {
         let ahead = (to[d] + n - from[d]) % n;
         ahead.min(n - ahead)
     }
-}
-
-/// Boundary `c` of `n` domains in fractions: `c / n`, exactly 0 and 1 at the ends.
-#[inline]
-fn bound(c: usize, n: usize) -> f64 {
-    c as f64 / n as f64
 }
 
 #[cfg(test)]
@@ -300,7 +366,7 @@ mod tests {
             let grid = DdGrid::new(dims, cube(), 0.5, dims.iter().product()).expect("fits");
             for d in 0..3 {
                 for c in 1..dims[d] {
-                    let edge = bound(c, dims[d]);
+                    let edge = grid.bounds(d)[c];
                     // The boundary and the fractions right around it.
                     for s in [edge.next_down(), edge, edge.next_up()] {
                         let mut fraction = [0.1; 3];
@@ -312,6 +378,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn moved_boundaries_place_every_fraction_in_its_domain() {
+        let grid = DdGrid::new([3, 2, 1], cube(), 0.5, 6).expect("fits");
+        let moved = grid
+            .with_bounds([vec![0.0, 0.15, 0.8, 1.0], vec![0.0, 0.62, 1.0], vec![0.0, 1.0]])
+            .expect("wide enough");
+        assert!(grid.is_uniform() && !moved.is_uniform());
+        assert_eq!(moved.lower([1, 1, 0]), [0.15, 0.62, 0.0]);
+        assert_eq!(moved.upper([1, 1, 0]), [0.8, 1.0, 1.0]);
+        for d in 0..2 {
+            for &edge in &moved.bounds(d)[1..moved.dims()[d]] {
+                for s in [edge.next_down(), edge, edge.next_up()] {
+                    let mut fraction = [0.5; 3];
+                    fraction[d] = s;
+                    let cell = moved.cell_of_fraction(fraction);
+                    let (lo, hi) = (moved.lower(cell)[d], moved.upper(cell)[d]);
+                    assert!(lo <= s && s < hi, "d={d}: {s} in [{lo}, {hi}) of {cell:?}");
+                }
+            }
+        }
+        assert_eq!(moved.cell_of_fraction([0.1, 0.7, 0.0]), [0, 1, 0]);
+        assert_eq!(moved.cell_of_fraction([0.9999, 0.0, 0.9999]), [2, 0, 0]);
+    }
+
+    #[test]
+    fn boundaries_that_cannot_serve_the_halo_are_explained() {
+        // 0.5 nm of 3.724 is 0.134 of the box: one pulse, so no domain narrower than that.
+        let grid = DdGrid::new([3, 1, 1], cube(), 0.5, 3).expect("fits");
+        let ones = || vec![0.0, 1.0];
+        let message = |b: Vec<f64>| grid.with_bounds([b, ones(), ones()]).expect_err("bad").to_string();
+        let narrow = message(vec![0.0, 0.45, 0.55, 1.0]);
+        assert!(narrow.contains("domain 0 along x") && narrow.contains("at least 0.500 nm"), "{narrow}");
+        let wrapped = message(vec![0.0, 0.05, 0.5, 1.0]);
+        assert!(wrapped.contains("domain 2 along x"), "{wrapped}");
+        let order = message(vec![0.0, 0.6, 0.5, 1.0]);
+        assert!(order.contains("domain 1 along x runs from 0.6 to 0.5"), "{order}");
+        let ends = message(vec![0.1, 0.4, 0.7, 1.0]);
+        assert!(ends.contains("must run from 0 to 1"), "{ends}");
+        let count = message(vec![0.0, 0.5, 1.0]);
+        assert!(count.contains("3 domains; give 4"), "{count}");
+        assert!((grid.min_width(0) - grid.reach(0)).abs() < 1e-15);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! coordinates every step and its home atoms' total forces.
 //!
 //! - [`PbcBox`]: the periodic box, rectangular or triclinic, as GROMACS defines it;
-//! - [`DdGrid`]: the grid of domains, one per PE, in the box's fractional coordinates;
+//! - [`DdGrid`]: the grid of domains, one per PE, in the box's fractional coordinates, equal
+//!   or with boundaries that follow the load ([`Dlb`], [`HaloBuilder::load_balancing`]);
 //! - [`HaloExchange`]: the plan, built once ([`HaloExchange::builder`]) and at every
 //!   repartition, and every step [`move_x`](HaloExchange::move_x), which returns the step's
 //!   view ([`Step`]): the coordinates, the forces a kernel writes, pair ownership and the
@@ -91,6 +92,7 @@
 #![deny(missing_docs)]
 
 mod buffer;
+mod dlb;
 mod error;
 mod grid;
 mod halo;
@@ -99,6 +101,7 @@ mod pbc;
 mod real;
 
 pub use buffer::{BOLTZMANN, SPEED_DEVIATIONS, verlet_buffer};
+pub use dlb::{Dlb, LoadReport};
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
 pub use halo::{

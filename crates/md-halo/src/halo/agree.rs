@@ -4,6 +4,7 @@
 
 use onesided::{ExchangePath, Runtime};
 
+use crate::dlb::Dlb;
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 
@@ -20,15 +21,24 @@ pub(super) fn min_max(rt: &Runtime, value: u64) -> Result<(u64, u64)> {
     Ok((TOP - agreed[1], agreed[0]))
 }
 
-/// A hash of what every PE must agree on to build one halo exchange: the grid, the box, the
-/// range, the path, the Verlet buffer and the size of the real type (at most [`TOP`]).
-pub(super) fn setup_hash(grid: &DdGrid, path: ExchangePath, buffer: Option<f32>, real_bytes: usize) -> u64 {
+/// A hash of what every PE must agree on to build one halo exchange: the grid and its
+/// boundaries, the box, the range, the path, the Verlet buffer, the size of the real type and
+/// the load balancing (at most [`TOP`]).
+pub(super) fn setup_hash(
+    grid: &DdGrid,
+    path: ExchangePath,
+    buffer: Option<f32>,
+    real_bytes: usize,
+    dlb: Dlb,
+) -> u64 {
     let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
     words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
     words.push(grid.range().to_bits() as u64);
+    words.extend((0..3).flat_map(|d| grid.bounds(d).iter().map(|b| b.to_bits())));
     words.extend(path.name().bytes().map(u64::from));
     words.push(buffer.map_or(u64::MAX, |b| b.to_bits() as u64));
     words.push(real_bytes as u64);
+    words.extend(dlb.name().bytes().map(u64::from));
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
     for word in words {
         hash ^= word;

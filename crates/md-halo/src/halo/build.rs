@@ -8,6 +8,7 @@ use super::agree::{min_max, report_atom, setup_hash};
 use super::images::PeriodicImages;
 use super::step::force_path;
 use super::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
+use crate::dlb::{Balancer, Dlb};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::real::Real;
@@ -41,6 +42,7 @@ pub struct HaloBuilder<'rt, R: Real = f32> {
     images: PeriodicImages,
     parallel_min: usize,
     buffer: Option<f32>,
+    dlb: Dlb,
     real: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -57,6 +59,7 @@ impl<'rt> HaloExchange<'rt> {
             images: PeriodicImages::Halo,
             parallel_min: PARALLEL_MIN,
             buffer: None,
+            dlb: Dlb::No,
             real: std::marker::PhantomData,
         }
     }
@@ -68,8 +71,8 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// exchange then works on the engine's `f64` arrays with no copy, and sends twice the
     /// bytes. Part of what the PEs agree on at the build.
     pub fn real<S: Real>(self) -> HaloBuilder<'rt, S> {
-        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, .. } = self;
-        HaloBuilder { rt, grid, path, images, parallel_min, buffer, real: std::marker::PhantomData }
+        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, .. } = self;
+        HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, real: std::marker::PhantomData }
     }
 
     /// The communication path: [`ExchangePath::Put`] (the one-sided offset swap, with the
@@ -104,6 +107,14 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// Part of what the PEs agree on at the build.
     pub fn verlet_buffer(self, buffer: f32) -> Self {
         HaloBuilder { buffer: Some(buffer), ..self }
+    }
+
+    /// Dynamic load balancing ([`Dlb::No`] by default): whether the domain boundaries follow
+    /// each PE's force time at [`collective_repartition`](HaloExchange::collective_repartition),
+    /// as GROMACS's `-dlb` (see [`Dlb`] and [`HaloExchange::collective_load_report`]). Part
+    /// of what the PEs agree on at the build.
+    pub fn load_balancing(self, dlb: Dlb) -> Self {
+        HaloBuilder { dlb, ..self }
     }
 
     /// Partitions a whole system, given as the positions of all atoms in global index order
@@ -207,13 +218,13 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
 
     /// Allocates everything and builds the plan for `home` (positions put into the box).
     fn collective_setup(self, home: Vec<(u32, [R; 3])>) -> Result<HaloExchange<'rt, R>> {
-        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, .. } = self;
+        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, .. } = self;
         // The checks below are then the same on every PE.
-        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer, std::mem::size_of::<R>()))?;
+        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer, std::mem::size_of::<R>(), dlb))?;
         if least != most {
             return Err(Error::CollectiveConfig(
-                "the PEs pass different grids, boxes, ranges, paths, Verlet buffers or real types: \
-                 every PE must build the halo exchange with the same ones"
+                "the PEs pass different grids, boxes, ranges, paths, Verlet buffers, real types or \
+                 load balancing: every PE must build the halo exchange with the same ones"
                     .to_string(),
             ));
         }
@@ -318,6 +329,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             failed: false,
             anchors: Vec::new(),
             displacement_limit: buffer.map(|b| b / 2.0),
+            balancer: Balancer::new(dlb),
         };
         halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
         halo.collective_build_plan()?;

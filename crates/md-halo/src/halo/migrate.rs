@@ -97,6 +97,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 
     pub(super) fn repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
         let me = self.rt.my_pe();
+        // The load since the last repartition, and the boundaries it asks for: taken up below
+        // once the checks have passed.
+        let balanced = self.balancer.collective_interval(self.rt, &self.grid, self.cell, true)?;
+        let grid = balanced.as_ref().unwrap_or(&self.grid);
         let record = migrant_header::<R>() + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
         // Non-negative floats order as their bits do, and those of an f64 fit the reduction.
@@ -137,11 +141,16 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let placed: Vec<([R; 3], [f64; 3])> = home.iter().map(|&x| pbc.put_in_box_real(x)).collect();
         let wrapped: Vec<[R; 3]> = placed.iter().map(|p| p.0).collect();
         let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
-            let to = self.grid.cell_of_fraction(s);
-            (0..3).any(|d| self.grid.steps(self.cell, to, d) > 1).then(|| (g, self.grid.pe_of(to)))
+            let to = grid.cell_of_fraction(s);
+            (0..3).any(|d| grid.steps(self.cell, to, d) > 1).then(|| (g, grid.pe_of(to)))
         });
         if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
-            return Err(Error::MovedTooFar { atom, from: self.grid.cell_of(pe), to: self.grid.cell_of(to) });
+            return Err(Error::MovedTooFar { atom, from: grid.cell_of(pe), to: grid.cell_of(to) });
+        }
+        if let Some(grid) = balanced {
+            self.lower = grid.lower(self.cell);
+            self.upper = grid.upper(self.cell);
+            self.grid = grid;
         }
         let forces = self.home_mut().forces.to_vec();
         let mut records = vec![0u8; self.n_home * record];

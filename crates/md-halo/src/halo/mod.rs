@@ -27,6 +27,7 @@ use std::fmt;
 
 use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
 
+use crate::dlb::{Balancer, Dlb, LoadReport};
 use crate::grid::DdGrid;
 use crate::real::Real;
 
@@ -123,6 +124,8 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     anchors: Vec<[R; 3]>,
     /// Half the Verlet buffer, the farthest an atom may move between repartitions.
     displacement_limit: Option<f32>,
+    /// The load measure, and the boundaries' moves under dynamic load balancing.
+    balancer: Balancer,
 }
 
 /// Below this many atoms, packing and unpacking run on the calling thread: handing a few
@@ -147,9 +150,29 @@ impl<R: Real> fmt::Debug for HaloExchange<'_, R> {
 }
 
 impl<'rt, R: Real> HaloExchange<'rt, R> {
-    /// The grid.
+    /// The grid, with the boundaries of the last repartition under load balancing.
     pub fn grid(&self) -> &DdGrid {
         &self.grid
+    }
+
+    /// The load balancing the exchange was built with ([`HaloBuilder::load_balancing`]).
+    pub fn load_balancing(&self) -> Dlb {
+        self.balancer.mode()
+    }
+
+    /// The load balance of the run so far, in GROMACS's terms, the same on every PE: the
+    /// steps since the last repartition are gathered first (they move no boundary).
+    ///
+    /// # Collective
+    /// Every PE must call it, at the same point of the run.
+    ///
+    /// # Errors
+    /// What the communication layer reports.
+    pub fn collective_load_report(&mut self) -> crate::Result<LoadReport> {
+        self.usable()?;
+        let outcome = self.balancer.collective_interval(self.rt, &self.grid, self.cell, false);
+        self.note(outcome)?;
+        Ok(self.balancer.report())
     }
 
     /// This PE's domain.

@@ -87,6 +87,14 @@ impl<'rt, R: Real> Deref for Step<'_, 'rt, R> {
 }
 
 impl<R: Real> Step<'_, '_, R> {
+    /// This PE's load in this step as the engine measured it (its force computation, say),
+    /// for the load balance ([`crate::Dlb`]), in place of the time from
+    /// [`move_x`](HaloExchange::move_x) to [`move_f`](Self::move_f): for an engine that
+    /// does other work or waits between the two.
+    pub fn record_load(&mut self, load: std::time::Duration) {
+        self.halo.balancer.record(load);
+    }
+
     /// The coordinates and forces of the stored local atoms, pair ownership and the periodic
     /// images, for a force kernel.
     pub fn local(&mut self) -> Local<'_, R> {
@@ -118,6 +126,7 @@ impl<R: Real> Step<'_, '_, R> {
     /// # Errors
     /// As [`HaloExchange::move_x`].
     pub fn move_f(self) -> Result<ShiftForces> {
+        self.halo.balancer.f_starts();
         let outcome = self.halo.move_f_pulses();
         self.halo.note(outcome)
     }
@@ -167,6 +176,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// [`onesided::Runtime::abort`]).
     pub fn move_x(&mut self) -> Result<Step<'_, 'rt, R>> {
         self.usable()?;
+        self.balancer.x_starts();
         for q in 0..self.pulses_run() {
             let outcome = self.move_x_pulse(q);
             self.note(outcome)?;
@@ -174,6 +184,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         // The neighbours' reads of the last step's forces end before the kernel writes them.
         let outcome = self.forces_taken();
         self.note(outcome)?;
+        self.balancer.x_done();
         Ok(Step { halo: self })
     }
 

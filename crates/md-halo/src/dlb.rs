@@ -1,0 +1,415 @@
+//! Dynamic load balancing: domain boundaries that follow the measured load, as GROMACS's DLB
+//! moves them (`src/gromacs/domdec/cellsizes.cpp`).
+//!
+//! The load of a PE is its force time between two repartitions: the time from each
+//! [`HaloExchange::move_x`](crate::HaloExchange::move_x) to the [`Step::move_f`]
+//! (crate::Step::move_f) after it, or what the engine measured itself
+//! ([`Step::record_load`](crate::Step::record_load)), summed over the steps with the largest
+//! one left out (a step the system or the network held up says nothing of the domain), as
+//! GROMACS counts its force cycles. At each repartition the PEs sum these per slab of domains
+//! along each split dimension (one reduction of `Nx + Ny + Nz` values, plus one of the largest
+//! load and the step time), and every PE computes the same new boundaries from the same sums:
+//!
+//! - a slab's width is scaled by `1 - s (L_i / L̄ - 1)`, with `s` one half (under-relaxation),
+//!   less where that would change a slab by more than 10 % at once;
+//! - no slab gets narrower than [`DdGrid::min_width`] (its pulses must still cover the range),
+//!   with GROMACS's iterative clamping;
+//! - no boundary moves past the middle of either slab it bounded, so an atom changes domain by
+//!   at most one along a dimension, as migration needs.
+//!
+//! The boundaries are the same for every row of domains (one set per dimension): GROMACS
+//! staggers them, each row of domains along a later dimension with its own, which balances
+//! loads that vary across a slab as well; here a slab's domains share its boundaries.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use onesided::{ReduceOp, Runtime};
+
+use crate::error::{Error, Result};
+use crate::grid::DdGrid;
+
+/// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dlb {
+    /// Equal domains throughout; the load imbalance is still measured and reported.
+    #[default]
+    No,
+    /// Boundaries move at every repartition from the start.
+    Yes,
+    /// Boundaries start moving once the imbalance has cost 2 % of the run time or more
+    /// (GROMACS's `DD_PERF_LOSS_DLB_ON`), judged at each repartition from the third on, and
+    /// keep moving.
+    Auto,
+}
+
+impl Dlb {
+    /// `no`, `yes` or `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dlb::No => "no",
+            Dlb::Yes => "yes",
+            Dlb::Auto => "auto",
+        }
+    }
+}
+
+impl fmt::Display for Dlb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Dlb {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Dlb> {
+        match s {
+            "no" => Ok(Dlb::No),
+            "yes" => Ok(Dlb::Yes),
+            "auto" => Ok(Dlb::Auto),
+            other => Err(Error::Config(format!("dynamic load balancing '{other}': use auto, yes or no"))),
+        }
+    }
+}
+
+/// The load balance of a run so far, the same on every PE, in GROMACS's terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadReport {
+    /// GROMACS's "average load imbalance": the summed largest load over the summed mean
+    /// load, less one (0.25: the slowest PE computed 25 % longer than the average).
+    pub imbalance: f64,
+    /// GROMACS's "part of the total run time spent waiting due to load imbalance": the summed
+    /// difference between the largest and the mean load over the summed mean step time.
+    pub waiting: f64,
+    /// Whether the boundaries were moving at the end.
+    pub balancing: bool,
+    /// Repartitions that moved the boundaries.
+    pub moves: u64,
+    /// Of those, how many had some slab held at its narrowest ([`DdGrid::min_width`]) or a
+    /// boundary held at the middle of a slab it bounded.
+    pub limited: u64,
+    /// Steps measured.
+    pub steps: u64,
+}
+
+impl fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "average load imbalance {:.1} %, part of the run time waiting for it {:.1} %, dynamic \
+             load balancing {} ({} moves, {} limited)",
+            100.0 * self.imbalance,
+            100.0 * self.waiting,
+            if self.balancing { "on" } else { "off" },
+            self.moves,
+            self.limited
+        )
+    }
+}
+
+/// GROMACS's under-relaxation of the cell-size change.
+const RELAX: f64 = 0.5;
+/// The largest change of a slab's width at one update, as a fraction of it (GROMACS's
+/// `GMX_DLB_MAX_BOX_SCALING` default of 10 %).
+const CHANGE_LIMIT: f64 = 0.1;
+/// The imbalance cost that turns balancing on under [`Dlb::Auto`].
+const LOSS_TO_TURN_ON: f64 = 0.02;
+/// Under [`Dlb::Auto`], the measured intervals before the first judgement.
+const INTERVALS_BEFORE_AUTO: u64 = 2;
+/// A slab is kept this much wider than its least width, against rounding.
+const MARGIN: f64 = 1.0001;
+
+/// One PE's load measure and the run's totals (the totals are the same on every PE).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Balancer {
+    mode: Dlb,
+    on: bool,
+    /// When the last move_x started and returned.
+    step_start: Option<Instant>,
+    x_done: Option<Instant>,
+    /// The engine's own measure of this step's load.
+    recorded: Option<Duration>,
+    /// This interval: summed and largest load, step time, steps.
+    load: Duration,
+    largest: Duration,
+    step_time: Duration,
+    steps: u64,
+    /// The run so far, in seconds, summed over intervals.
+    total_max: f64,
+    total_mean: f64,
+    total_step: f64,
+    intervals: u64,
+    moves: u64,
+    limited: u64,
+    total_steps: u64,
+}
+
+impl Balancer {
+    pub(crate) fn new(mode: Dlb) -> Balancer {
+        Balancer { mode, on: mode == Dlb::Yes, ..Balancer::default() }
+    }
+
+    pub(crate) fn mode(&self) -> Dlb {
+        self.mode
+    }
+
+    /// A move_x starts: the time since the last one is a step.
+    pub(crate) fn x_starts(&mut self) {
+        let now = Instant::now();
+        if let Some(start) = self.step_start.replace(now) {
+            self.step_time += now - start;
+        }
+    }
+
+    /// A move_x returned: the force computation starts.
+    pub(crate) fn x_done(&mut self) {
+        self.x_done = Some(Instant::now());
+    }
+
+    /// The engine's own measure of this step's load, replacing the time to move_f.
+    pub(crate) fn record(&mut self, load: Duration) {
+        self.recorded = Some(load);
+    }
+
+    /// A move_f starts: the step's load is known.
+    pub(crate) fn f_starts(&mut self) {
+        let load = match (self.recorded.take(), self.x_done.take()) {
+            (Some(load), _) => load,
+            (None, Some(done)) => done.elapsed(),
+            (None, None) => return,
+        };
+        self.load += load;
+        self.largest = self.largest.max(load);
+        self.steps += 1;
+    }
+
+    /// This interval's load: the sum with the largest step left out (where there are two or
+    /// more), in nanoseconds.
+    fn interval_load(&self) -> u64 {
+        let load = if self.steps > 1 { self.load - self.largest } else { self.load };
+        load.as_nanos().min(u64::MAX as u128 / 4) as u64
+    }
+
+    /// Gathers this interval's loads (every PE alike), adds them to the run's totals and
+    /// starts a new interval; returns the grid with boundaries moved by the loads where
+    /// `may_move`, balancing is on and something moved.
+    ///
+    /// # Collective
+    /// Every PE calls it with the same grid and `may_move`.
+    pub(crate) fn collective_interval(
+        &mut self,
+        rt: &Runtime,
+        grid: &DdGrid,
+        cell: [usize; 3],
+        may_move: bool,
+    ) -> Result<Option<DdGrid>> {
+        let dims = grid.dims();
+        let load = self.interval_load();
+        // Per slab along each dimension, then the whole load, the step time and the steps.
+        let mut sums = vec![0u64; dims.iter().sum::<usize>() + 3];
+        let mut at = 0;
+        for d in 0..3 {
+            sums[at + cell[d]] = load;
+            at += dims[d];
+        }
+        sums[at] = load;
+        sums[at + 1] = self.step_time.as_nanos().min(u64::MAX as u128 / 4) as u64;
+        sums[at + 2] = self.steps;
+        rt.all_reduce(ReduceOp::Sum, &mut sums)?;
+        let largest = rt.max_u64_one(load)?;
+        let n = rt.n_pes() as f64;
+        let (total, step_time, steps) = (sums[at] as f64 * 1e-9, sums[at + 1] as f64 * 1e-9, sums[at + 2]);
+        self.load = Duration::ZERO;
+        self.largest = Duration::ZERO;
+        self.step_time = Duration::ZERO;
+        self.steps = 0;
+        if steps == 0 {
+            return Ok(None);
+        }
+        self.total_max += largest as f64 * 1e-9;
+        self.total_mean += total / n;
+        self.total_step += step_time / n;
+        self.total_steps += steps;
+        self.intervals += 1;
+        if self.mode == Dlb::Auto && !self.on && self.intervals > INTERVALS_BEFORE_AUTO {
+            self.on = self.report().waiting >= LOSS_TO_TURN_ON;
+        }
+        if !may_move || !self.on || total <= 0.0 {
+            return Ok(None);
+        }
+        let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
+        let mut limited = false;
+        let mut at = 0;
+        for d in 0..3 {
+            if dims[d] > 1 {
+                let loads: Vec<f64> = sums[at..at + dims[d]].iter().map(|&l| l as f64).collect();
+                let (moved, held) = balanced_bounds(grid.bounds(d), &loads, grid.min_width(d) * MARGIN);
+                bounds[d] = moved;
+                limited |= held;
+            }
+            at += dims[d];
+        }
+        if (0..3).all(|d| bounds[d] == grid.bounds(d)) {
+            return Ok(None);
+        }
+        self.moves += 1;
+        self.limited += u64::from(limited);
+        Ok(Some(grid.with_bounds(bounds)?))
+    }
+
+    /// The run's totals.
+    pub(crate) fn report(&self) -> LoadReport {
+        let (imbalance, waiting) = if self.total_mean > 0.0 {
+            (
+                self.total_max / self.total_mean - 1.0,
+                (self.total_max - self.total_mean) / self.total_step.max(1e-12),
+            )
+        } else {
+            (0.0, 0.0)
+        };
+        LoadReport {
+            imbalance,
+            waiting: waiting.clamp(0.0, 1.0),
+            balancing: self.on,
+            moves: self.moves,
+            limited: self.limited,
+            steps: self.total_steps,
+        }
+    }
+}
+
+/// New boundaries for one dimension (`old`: its `n + 1` boundaries) from the loads of its `n`
+/// slabs, each slab at least `least` wide (fractions), and whether a limit held some slab or
+/// boundary back. Returns `old` where the limits leave no room.
+pub(crate) fn balanced_bounds(old: &[f64], loads: &[f64], least: f64) -> (Vec<f64>, bool) {
+    let n = loads.len();
+    debug_assert_eq!(old.len(), n + 1);
+    let mean = loads.iter().sum::<f64>() / n as f64;
+    if mean.is_nan() || mean <= 0.0 || least * n as f64 >= 1.0 {
+        return (old.to_vec(), false);
+    }
+    let imbalance: Vec<f64> = loads.iter().map(|&l| (l - mean) / mean).collect();
+    let change = imbalance.iter().fold(0.0f64, |m, &i| m.max((RELAX * i).abs()));
+    let scale = if change > CHANGE_LIMIT { RELAX * CHANGE_LIMIT / change } else { RELAX };
+    let mut size: Vec<f64> = (0..n).map(|i| (old[i + 1] - old[i]) * (1.0 - scale * imbalance[i])).collect();
+    // Slabs below the least width are held at it and the rest share what is left, until no
+    // more are held (GROMACS's dd_cell_sizes_dlb_root_enforce_limits).
+    let mut held = vec![false; n];
+    loop {
+        let free: f64 = (0..n).filter(|&i| !held[i]).map(|i| size[i]).sum();
+        let room = 1.0 - least * held.iter().filter(|&&h| h).count() as f64;
+        let factor = room / free;
+        let mut newly = false;
+        for i in 0..n {
+            if !held[i] {
+                size[i] *= factor;
+                if size[i] < least {
+                    size[i] = least;
+                    held[i] = true;
+                    newly = true;
+                }
+            }
+        }
+        if !newly {
+            break;
+        }
+    }
+    let mut limited = held.iter().any(|&h| h);
+    let mut bounds = Vec::with_capacity(n + 1);
+    bounds.push(0.0);
+    for i in 0..n - 1 {
+        let wanted = bounds[i] + size[i];
+        // No boundary past the middle of either slab it bounded.
+        let (low, high) = (0.5 * (old[i] + old[i + 1]), 0.5 * (old[i + 1] + old[i + 2]));
+        let placed = wanted.clamp(low, high);
+        limited |= placed != wanted;
+        bounds.push(placed);
+    }
+    bounds.push(1.0);
+    if bounds.windows(2).any(|w| w[1] - w[0] < least) {
+        // The two limits disagree: stay where the last update left the boundaries.
+        return (old.to_vec(), true);
+    }
+    (bounds, limited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uniform(n: usize) -> Vec<f64> {
+        (0..=n).map(|c| c as f64 / n as f64).collect()
+    }
+
+    #[test]
+    fn a_loaded_slab_shrinks_by_at_most_a_tenth() {
+        let (bounds, limited) = balanced_bounds(&uniform(3), &[1.0, 18.0, 1.0], 0.05);
+        let widths: Vec<f64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(!limited, "{bounds:?}");
+        // The middle slab loses 10 % of its width (the limit), the outer two share it.
+        assert!((widths[1] - 0.9 / 3.0).abs() < 1e-12, "{widths:?}");
+        assert!((widths[0] - widths[2]).abs() < 1e-12 && widths[0] > 1.0 / 3.0, "{widths:?}");
+        assert_eq!((bounds[0], bounds[3]), (0.0, 1.0));
+    }
+
+    #[test]
+    fn balanced_loads_leave_the_boundaries() {
+        let old = [0.0, 0.2, 0.7, 1.0];
+        let (bounds, limited) = balanced_bounds(&old, &[5.0, 5.0, 5.0], 0.05);
+        assert!(!limited);
+        for (b, o) in bounds.iter().zip(old) {
+            assert!((b - o).abs() < 1e-15, "{bounds:?}");
+        }
+    }
+
+    #[test]
+    fn repeated_updates_even_out_a_load_proportional_to_width() {
+        // Load density 19 in the middle third, 1 elsewhere (a slab beside vacuum).
+        let density = |a: f64, b: f64| {
+            let inside = (b.min(2.0 / 3.0) - a.max(1.0 / 3.0)).max(0.0);
+            19.0 * inside + ((b - a) - inside)
+        };
+        let mut bounds = uniform(3);
+        for _ in 0..60 {
+            let loads: Vec<f64> = bounds.windows(2).map(|w| density(w[0], w[1])).collect();
+            bounds = balanced_bounds(&bounds, &loads, 0.05).0;
+        }
+        let loads: Vec<f64> = bounds.windows(2).map(|w| density(w[0], w[1])).collect();
+        let mean = loads.iter().sum::<f64>() / 3.0;
+        assert!(loads.iter().all(|&l| (l - mean).abs() < 0.02 * mean), "{loads:?} at {bounds:?}");
+    }
+
+    #[test]
+    fn slabs_stop_at_their_least_width() {
+        // All load in slab 1: it shrinks until held at the least width.
+        let mut bounds = uniform(3);
+        let mut held = false;
+        for _ in 0..100 {
+            let (next, limited) = balanced_bounds(&bounds, &[0.0, 1.0, 0.0], 0.2);
+            bounds = next;
+            held |= limited;
+        }
+        let widths: Vec<f64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(held && widths.iter().all(|&w| w >= 0.2 - 1e-12), "{widths:?}");
+        assert!((widths[1] - 0.2).abs() < 1e-3, "{widths:?}");
+    }
+
+    #[test]
+    fn no_boundary_passes_the_middle_of_a_slab() {
+        // An empty slab beside a full one: the boundary between them moves at most half a slab.
+        let old = uniform(2);
+        let (bounds, _) = balanced_bounds(&old, &[0.0, 10.0], 0.01);
+        assert!(bounds[1] >= 0.25 && bounds[1] <= 0.75, "{bounds:?}");
+    }
+
+    #[test]
+    fn names_parse() {
+        for mode in [Dlb::No, Dlb::Yes, Dlb::Auto] {
+            assert_eq!(mode.name().parse::<Dlb>().expect("parses"), mode);
+        }
+        let message = "sometimes".parse::<Dlb>().expect_err("bad").to_string();
+        assert!(message.contains("use auto, yes or no"), "{message}");
+    }
+}
