@@ -22,8 +22,11 @@
 //! of a repartition that needs more memory, such as a heap too small for it),
 //! `--coulomb rf|pme` (reaction field, or PME: the real-space Ewald term in the force kernel
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
-//! GROMACS's `fourier-spacing` and `ewald-rtol`), and `--pes N` when the program launches
-//! itself.
+//! GROMACS's `fourier-spacing` and `ewald-rtol`), `--dlb no|yes|auto` (dynamic load
+//! balancing with GROMACS's `-dlb` meanings, default no: the domain boundaries follow each
+//! PE's force time at every repartition; with several paths the later ones replay the
+//! first path's measured loads, so that every path takes the same boundaries and the paths
+//! stay comparable bit for bit), and `--pes N` when the program launches itself.
 //!
 //! With `--coulomb pme` each step also sends the home atoms to their PME slabs, runs the mesh
 //! (spread, distributed FFT on the library's all-to-all, solve, gather) and brings the
@@ -40,7 +43,10 @@
 //! every repartition, the forces and the virial against a serial computation at the last
 //! step, and the final positions against a serial replay of the motion.
 //!
-//! Per path it prints the median per step of each phase under GROMACS's names (Comm. coord.,
+//! Per path it prints GROMACS's two load-balance figures (the average load imbalance and the
+//! part of the run time spent waiting for it), as `dlb path=<p> mode=<m> imbalance_pct=<i>
+//! waiting_pct=<w> moves=<k> step_ms=<t>` (`step_ms`: the mean wall time of a step over the
+//! whole run, repartitions and searches included), then the median per step of each phase under GROMACS's names (Comm. coord.,
 //! Force, Wait + Comm. F with the wait for the slowest PE apart, Neighbor search), the same
 //! as `phases path=<p> comm_coord_us=<t> force_us=<t> wait_us=<t> comm_f_us=<t> search_us=<t>
 //! step_us=<t> kernel=<isa>` for scripts, and last
@@ -55,7 +61,7 @@ use md_demo::cluster::PairList;
 use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
-use md_halo::{DdGrid, HaloExchange, PeriodicImages, RVec};
+use md_halo::{DdGrid, Dlb, HaloExchange, PeriodicImages, RVec};
 use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
@@ -80,6 +86,7 @@ struct Options {
     spacing: f32,
     rtol: f64,
     squeeze: Option<u64>,
+    dlb: Dlb,
 }
 
 /// Which force kernel computes the step's forces.
@@ -94,7 +101,7 @@ enum Kernel {
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|auto|both|all] [--verify] \
 [--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] \
-[--squeeze STEP] [--pes N]";
+[--squeeze STEP] [--dlb no|yes|auto] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -116,6 +123,7 @@ fn parse() -> Result<Options, String> {
         spacing: 0.12,
         rtol: 1e-5,
         squeeze: None,
+        dlb: Dlb::No,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -171,6 +179,7 @@ fn parse() -> Result<Options, String> {
             "--verify" => options.verify = true,
             "--squeeze" => options.squeeze = Some(cli::positive(&flag, &value()?)?),
             "--dump-halo" => options.dump_halo = Some(value()?.into()),
+            "--dlb" => options.dlb = value()?.parse().map_err(|e| format!("--dlb: {e}"))?,
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
@@ -202,6 +211,8 @@ struct Outcome {
     /// Per step: fingerprints of the coordinates after move_x, the forces after move_f and
     /// (with PME) the reciprocal energy and forces back at their owners.
     fingerprints: Vec<(u64, u64, u64)>,
+    /// This PE's load per step as the load balance took it: its force computation.
+    loads: Vec<std::time::Duration>,
 }
 
 /// The system and everything derived from it, the same on every PE.
@@ -308,7 +319,9 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
     }
     let mut outcomes = Vec::new();
     for (i, &path) in options.paths.iter().enumerate() {
-        outcomes.push(run_path(rt, options, setup, &field, path, i == 0)?);
+        // The later paths balance on the first one's loads: the same boundaries, the same bits.
+        let replay = outcomes.first().map(|first: &Outcome| first.loads.as_slice());
+        outcomes.push(run_path(rt, options, setup, &field, path, i == 0, replay)?);
     }
     let mut all_verified = true;
     if options.paths.len() >= 2 {
@@ -378,6 +391,7 @@ fn run_path(
     field: &ForceField,
     path: ExchangePath,
     first: bool,
+    replay: Option<&[std::time::Duration]>,
 ) -> md_demo::Result<Outcome> {
     let me = rt.my_pe();
     let (structure, topology) = (&setup.structure, &setup.topology);
@@ -385,6 +399,7 @@ fn run_path(
     let mut halo = HaloExchange::builder(rt, setup.grid.clone())
         .path(path)
         .periodic_images(options.images)
+        .load_balancing(options.dlb)
         .collective_from_global(&structure.positions)?;
     if path == ExchangePath::Auto
         && me == 0
@@ -412,6 +427,7 @@ fn run_path(
     let mut list_isa = None;
     let mut forces = Vec::new();
     let mut fingerprints = cli::resident_vec(steps, (u64::MAX, u64::MAX, u64::MAX));
+    let mut loads = record();
     // With PME: the mesh over every PE, fed along the redistribution's plan; the one-sided
     // path uses one-sided puts, overlap planes and transposes, the MPI path MPI for all three.
     let group = match &setup.pme {
@@ -443,6 +459,7 @@ fn run_path(
         _ => None,
     };
     let mut pme_checks = Ok(String::new());
+    let run_start = Instant::now();
     for step in 0..options.steps {
         if options.squeeze == Some(step) {
             // Every atom into the lower half of the box along x: at this repartition the
@@ -495,6 +512,10 @@ fn run_path(
             }
         };
         let computed = Instant::now();
+        // The load balance takes the force computation, not the barrier below.
+        let load = replay.map_or(computed - force_start, |loads| loads[step as usize]);
+        step_view.record_load(load);
+        loads.push(load);
         let coordinates_print = verify::fingerprint(step_view.coordinates());
         // The wait for the slowest PE, which GROMACS counts in Wait + Comm. F; timed apart,
         // so that move_f measures communication alone.
@@ -542,7 +563,28 @@ fn run_path(
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);
     }
+    let run_time = run_start.elapsed();
     memory.report(rt, label(path))?;
+    let balance = halo.collective_load_report()?;
+    if me == 0 {
+        let bounds: Vec<String> = (0..3)
+            .filter(|&d| halo.grid().dims()[d] > 1)
+            .map(|d| {
+                let b: Vec<String> = halo.grid().bounds(d).iter().map(|b| format!("{b:.3}")).collect();
+                format!("{}: {}", ["x", "y", "z"][d], b.join(" "))
+            })
+            .collect();
+        println!("  {}: {balance}; boundaries (fractions) {}", label(path), bounds.join(", "));
+        println!(
+            "dlb path={} mode={} imbalance_pct={:.2} waiting_pct={:.2} moves={} step_ms={:.4}",
+            label(path),
+            options.dlb,
+            100.0 * balance.imbalance,
+            100.0 * balance.waiting,
+            balance.moves,
+            run_time.as_secs_f64() * 1e3 / options.steps as f64
+        );
+    }
     if options.verify {
         let repartitions = (options.steps - 1) / options.nstlist;
         checks_pass &= agree(
@@ -652,6 +694,7 @@ fn run_path(
         move_f_us: f_us,
         verified: options.verify.then_some(checks_pass),
         fingerprints,
+        loads,
     })
 }
 

@@ -477,12 +477,46 @@ fn ewald_real_space_on_every_grid(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// `grid` with its inner boundaries moved alternately up and down by a tenth of a domain (on
+/// uneven cells, as load balancing leaves them), or `None` where that is too narrow for its
+/// pulses.
+fn uneven(grid: &DdGrid) -> Option<DdGrid> {
+    let bounds = std::array::from_fn(|d| {
+        let n = grid.dims()[d];
+        (0..=n)
+            .map(|c| {
+                let shift = if c == 0 || c == n {
+                    0.0
+                } else if c % 2 == 1 {
+                    0.1
+                } else {
+                    -0.1
+                };
+                (c as f64 + shift) / n as f64
+            })
+            .collect()
+    });
+    grid.with_bounds(bounds).ok()
+}
+
 /// The plan every domain builds collectively, against `md_halo::model`, which computes every
-/// domain's plan in one process without a runtime: the same pulses, the same counts.
+/// domain's plan in one process without a runtime: the same pulses, the same counts, on
+/// equal domains and on uneven ones.
 fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
-    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+    let equal = grids(rt.n_pes()).into_iter().map(|(dims, cutoff, shape)| (dims, cutoff, shape, false));
+    let moved = grids(rt.n_pes()).into_iter().map(|(dims, cutoff, shape)| (dims, cutoff, shape, true));
+    let mut uneven_grids = 0;
+    for (dims, cutoff, shape, moved) in equal.chain(moved) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
+        let grid = match (moved, uneven(&grid)) {
+            (false, _) => grid,
+            (true, Some(grid)) => {
+                uneven_grids += 1;
+                grid
+            }
+            (true, None) => continue,
+        };
         let halo = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
         let model = md_halo::model::halo_traffic(&grid, &s.positions);
         let mine = &model[rt.my_pe()];
@@ -511,6 +545,7 @@ fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
             .collect();
         ensure!(to == expected, "{dims:?}: the model sends to {to:?}, the plan to {expected:?}");
     }
+    ensure!(uneven_grids > 0, "no grid of {} PEs took uneven domains", rt.n_pes());
     Ok(())
 }
 
