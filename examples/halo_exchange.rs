@@ -44,9 +44,12 @@
 //! step, and the final positions against a serial replay of the motion.
 //!
 //! Per path it prints GROMACS's two load-balance figures (the average load imbalance and the
-//! part of the run time spent waiting for it), as `dlb path=<p> mode=<m> imbalance_pct=<i>
-//! waiting_pct=<w> moves=<k> step_ms=<t>` (`step_ms`: the mean wall time of a step over the
-//! whole run, repartitions and searches included), then the median per step of each phase under GROMACS's names (Comm. coord.,
+//! part of the run time spent waiting for it) over the second half of the run, as GROMACS
+//! counts them with `-resethway`, as `dlb path=<p> mode=<m> imbalance_pct=<i> waiting_pct=<w>
+//! moves=<k> step_ms=<t> first_half_imbalance_pct=.. first_half_waiting_pct=..
+//! first_half_moves=.. run_step_ms=<t>` (`step_ms`: the mean wall time of a step in the second
+//! half, `run_step_ms` over the whole run, repartitions and searches included), then the
+//! median per step of each phase under GROMACS's names (Comm. coord.,
 //! Force, Wait + Comm. F with the wait for the slowest PE apart, Neighbor search), the same
 //! as `phases path=<p> comm_coord_us=<t> force_us=<t> wait_us=<t> comm_f_us=<t> search_us=<t>
 //! step_us=<t> kernel=<isa>` for scripts, and last
@@ -460,7 +463,14 @@ fn run_path(
     };
     let mut pme_checks = Ok(String::new());
     let run_start = Instant::now();
+    // The second half of the run, as GROMACS's -resethway counts it.
+    let (halfway, mut first_half, mut late_start) = (options.steps / 2, None, run_start);
     for step in 0..options.steps {
+        if step == halfway && halfway > 0 {
+            first_half = Some(halo.collective_load_report()?);
+            halo.reset_load_report();
+            late_start = Instant::now();
+        }
         if options.squeeze == Some(step) {
             // Every atom into the lower half of the box along x: at this repartition the
             // domains there take them all, and their buffers grow.
@@ -563,9 +573,10 @@ fn run_path(
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);
     }
-    let run_time = run_start.elapsed();
+    let (run_time, late_time) = (run_start.elapsed(), late_start.elapsed());
     memory.report(rt, label(path))?;
     let balance = halo.collective_load_report()?;
+    let early = first_half.unwrap_or(balance);
     if me == 0 {
         let bounds: Vec<String> = (0..3)
             .filter(|&d| halo.grid().dims()[d] > 1)
@@ -574,14 +585,24 @@ fn run_path(
                 format!("{}: {}", ["x", "y", "z"][d], b.join(" "))
             })
             .collect();
-        println!("  {}: {balance}; boundaries (fractions) {}", label(path), bounds.join(", "));
         println!(
-            "dlb path={} mode={} imbalance_pct={:.2} waiting_pct={:.2} moves={} step_ms={:.4}",
+            "  {}: second half of the run: {balance}; boundaries (fractions) {}",
+            label(path),
+            bounds.join(", ")
+        );
+        let late_steps = (options.steps - halfway).max(1) as f64;
+        println!(
+            "dlb path={} mode={} imbalance_pct={:.2} waiting_pct={:.2} moves={} step_ms={:.4} \
+             first_half_imbalance_pct={:.2} first_half_waiting_pct={:.2} first_half_moves={} run_step_ms={:.4}",
             label(path),
             options.dlb,
             100.0 * balance.imbalance,
             100.0 * balance.waiting,
             balance.moves,
+            late_time.as_secs_f64() * 1e3 / late_steps,
+            100.0 * early.imbalance,
+            100.0 * early.waiting,
+            early.moves,
             run_time.as_secs_f64() * 1e3 / options.steps as f64
         );
     }

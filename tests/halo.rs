@@ -454,6 +454,48 @@ fn load_balancing_to_the_limits(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// `Dlb::Auto` leaves equal domains while the loads are even, turns on once the imbalance
+/// costs 2 % of the run time, and then moves the boundaries; `Dlb::No` measures and reports
+/// the same imbalance and never moves them.
+fn automatic_balancing_waits_for_a_cost(rt: &Runtime) -> CaseResult {
+    let s = system(Shape::Cube);
+    let n = rt.n_pes();
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    for mode in [Dlb::Auto, Dlb::No] {
+        let mut halo = HaloExchange::builder(rt, grid.clone())
+            .load_balancing(mode)
+            .collective_from_global(&s.positions)?;
+        ensure!(halo.load_balancing() == mode, "built with {mode}, reports {}", halo.load_balancing());
+        let mut moved_at = None;
+        for step in 1..=12 * NSTLIST {
+            // Even loads for six repartitions, then PE 0 takes twice the others'.
+            let heavy = step > 6 * NSTLIST && rt.my_pe() == 0;
+            let mut view = halo.move_x()?;
+            view.record_load(Duration::from_millis(if heavy { 20 } else { 10 }));
+            view.move_f()?;
+            if step % NSTLIST == 0 {
+                halo.collective_repartition(&mut [])?;
+                if moved_at.is_none() && !halo.grid().is_uniform() {
+                    moved_at = Some(step / NSTLIST);
+                }
+            }
+        }
+        let report = halo.collective_load_report()?;
+        match mode {
+            Dlb::Auto => ensure!(
+                moved_at.is_some_and(|r| r >= 7) && report.balancing,
+                "auto: boundaries first moved at repartition {moved_at:?} (loads uneven in the 7th interval): {report}"
+            ),
+            _ => ensure!(moved_at.is_none() && !report.balancing, "no: the boundaries moved: {report}"),
+        }
+        ensure!(
+            report.imbalance > 0.05 && report.waiting > 0.02,
+            "{mode}: the imbalance went unseen: {report}"
+        );
+    }
+    Ok(())
+}
+
 /// The real-space part of Ewald electrostatics (PME's, GROMACS's `ewald-rtol` 1e-5) on every
 /// grid: the clustered kernel with its exclusion corrections against the plain loop on each
 /// domain, and the forces and virial after move_f against the serial computation (with the
@@ -961,6 +1003,7 @@ fn main() {
         every_shipped_structure,
         load_balancing_on_every_grid,
         load_balancing_to_the_limits,
+        automatic_balancing_waits_for_a_cost,
     ]
     .to_vec();
     // A 2x2x2 grid: eight PEs on this machine's cores, oversubscribed.

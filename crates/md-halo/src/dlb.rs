@@ -259,6 +259,16 @@ impl Balancer {
         Ok(Some(grid.with_bounds(bounds)?))
     }
 
+    /// Forgets the run's totals (the boundaries and whether they move stay).
+    pub(crate) fn reset_report(&mut self) {
+        self.total_max = 0.0;
+        self.total_mean = 0.0;
+        self.total_step = 0.0;
+        self.moves = 0;
+        self.limited = 0;
+        self.total_steps = 0;
+    }
+
     /// The run's totals.
     pub(crate) fn report(&self) -> LoadReport {
         let (imbalance, waiting) = if self.total_mean > 0.0 {

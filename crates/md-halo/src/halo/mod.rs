@@ -175,6 +175,14 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         Ok(self.balancer.report())
     }
 
+    /// Starts the load report afresh, as GROMACS's `-resethway` does its counters: call it
+    /// right after [`collective_load_report`](Self::collective_load_report), at the same step
+    /// on every PE, and the next report covers the steps from here on. The boundaries, and
+    /// whether they move, stay.
+    pub fn reset_load_report(&mut self) {
+        self.balancer.reset_report();
+    }
+
     /// This PE's domain.
     pub fn cell(&self) -> [usize; 3] {
         self.cell
