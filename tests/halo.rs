@@ -346,9 +346,9 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
         let field = ForceField::new(cutoff as f64);
         let images = PeriodicImages::Kernel;
         let (onesided, moved) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Put, images, Dlb::Yes), 13, 4096)?;
+            run_with(rt, &s, &grid, &field, (ExchangePath::Put, images, Dlb::Yes), 9, 4096)?;
         let (mpi, moved_mpi) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, images, Dlb::Yes), 13, 4096)?;
+            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, images, Dlb::Yes), 9, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ under load balancing on {dims:?} ({shape:?})");
         ensure!(moved == moved_mpi, "the paths ended on different boundaries on {dims:?}");
         check_boundaries(rt, &grid, &moved)?;
