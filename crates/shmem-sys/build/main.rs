@@ -7,6 +7,11 @@
 //! - `DEP_OPENSHMEM_LIB_DIR`: the library directories, separated by the platform's path
 //!   separator, for an rpath;
 //! - `DEP_OPENSHMEM_INCLUDE`: the include directories, likewise.
+//!
+//! A documentation-only build (`DOCS_RS` set, as docs.rs sets it, or `SHMEM_SYS_DOCS_ONLY`)
+//! looks for no library: it takes the bindings generated ahead in `bindings/` (Sandia
+//! OpenSHMEM 1.5 unless `SHMEM_SYS_DOCS_BINDINGS=oshmem-1.4`), compiles and links nothing, and
+//! exports the implementation and version of those bindings (empty directories).
 
 mod probe;
 
@@ -59,6 +64,13 @@ fn main() {
     println!("cargo::rerun-if-changed=build");
     println!("cargo::rerun-if-changed=shim");
     println!("cargo::rustc-check-cfg=cfg(shmem_oshmem, shmem_sos, shmem_spec_1_5)");
+    for var in ["DOCS_RS", "SHMEM_SYS_DOCS_ONLY", "SHMEM_SYS_DOCS_BINDINGS"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    if RealHost.var("DOCS_RS").is_some() || RealHost.var("SHMEM_SYS_DOCS_ONLY").is_some() {
+        docs_only();
+        return;
+    }
 
     let install = match probe::probe(&RealHost) {
         Ok(install) => install,
@@ -84,6 +96,35 @@ fn main() {
     generate_bindings(&install);
     emit_link(&install);
     export(&install);
+}
+
+/// The bindings generated ahead, by name: what each was generated from.
+const AHEAD: [(&str, Implementation, probe::SpecVersion); 2] = [
+    ("sos-1.5", Implementation::Sos, SPEC_1_5),
+    ("oshmem-1.4", Implementation::Oshmem, probe::SpecVersion { major: 1, minor: 4 }),
+];
+
+/// A documentation-only build: the bindings generated ahead, no library.
+fn docs_only() {
+    let wanted = RealHost.var("SHMEM_SYS_DOCS_BINDINGS").unwrap_or_else(|| AHEAD[0].0.to_string());
+    let Some(&(name, implementation, spec)) = AHEAD.iter().find(|(name, ..)| *name == wanted) else {
+        eprintln!(
+            "shmem-sys: SHMEM_SYS_DOCS_BINDINGS={wanted:?} names no bindings generated ahead; use one of {}",
+            AHEAD.map(|(name, ..)| name).join(", ")
+        );
+        std::process::exit(1);
+    };
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::copy(manifest.join("bindings").join(format!("{name}.rs")), out.join("bindings.rs"))
+        .expect("copy the bindings generated ahead to OUT_DIR");
+    write_install(&out, implementation, spec);
+    eprintln!("shmem-sys: documentation only, with the bindings of {name} generated ahead; nothing linked");
+    emit_cfgs(implementation, spec);
+    println!("cargo::metadata=implementation={}", implementation.name());
+    println!("cargo::metadata=spec_version={spec}");
+    println!("cargo::metadata=lib_dir=");
+    println!("cargo::metadata=include=");
 }
 
 fn shim_dir() -> PathBuf {
@@ -136,15 +177,19 @@ fn generate_bindings(install: &Install) {
         std::process::exit(1);
     });
     bindings.write_to_file(out.join("bindings.rs")).expect("write bindings.rs to OUT_DIR");
+    write_install(&out, install.implementation, install.spec);
+}
 
+/// `install.rs`: what the bindings were generated from, as constants.
+fn write_install(out: &Path, implementation: Implementation, spec: probe::SpecVersion) {
     let info = format!(
         "/// The implementation the bindings were generated from: `\"oshmem\"` or `\"sos\"`.\n\
          pub const IMPLEMENTATION: &str = {:?};\n\
          /// The specification version `(major, minor)` of the header the bindings come from.\n\
          pub const SPEC_VERSION: (u32, u32) = ({}, {});\n",
-        install.implementation.name(),
-        install.spec.major,
-        install.spec.minor
+        implementation.name(),
+        spec.major,
+        spec.minor
     );
     std::fs::write(out.join("install.rs"), info).expect("write install.rs to OUT_DIR");
 }
@@ -156,17 +201,19 @@ fn emit_link(install: &Install) {
     for lib in &install.libs {
         println!("cargo::rustc-link-lib=dylib={lib}");
     }
-    match install.implementation {
-        Implementation::Oshmem => {
-            // The shim's shmem_sys_progress calls opal_progress, which lives in Open PAL.
-            if !install.libs.iter().any(|lib| lib == "open-pal") {
-                println!("cargo::rustc-link-lib=dylib=open-pal");
-            }
-            println!("cargo::rustc-cfg=shmem_oshmem")
-        }
+    // The shim's shmem_sys_progress calls opal_progress, which lives in Open PAL.
+    if install.implementation == Implementation::Oshmem && !install.libs.iter().any(|lib| lib == "open-pal") {
+        println!("cargo::rustc-link-lib=dylib=open-pal");
+    }
+    emit_cfgs(install.implementation, install.spec);
+}
+
+fn emit_cfgs(implementation: Implementation, spec: probe::SpecVersion) {
+    match implementation {
+        Implementation::Oshmem => println!("cargo::rustc-cfg=shmem_oshmem"),
         Implementation::Sos => println!("cargo::rustc-cfg=shmem_sos"),
     }
-    if install.spec >= SPEC_1_5 {
+    if spec >= SPEC_1_5 {
         println!("cargo::rustc-cfg=shmem_spec_1_5");
     }
 }
