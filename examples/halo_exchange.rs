@@ -484,6 +484,10 @@ fn run_path(
                 if options.verify { Some(verify::gather_positions(rt, &halo, n_atoms)?) } else { None };
             halo.collective_repartition(&mut [&mut velocities])?;
             list = None;
+            // The repartition's temporaries and the old pair list are freed here: give their
+            // pages back, or the allocator keeps them and resident memory drifts up over a
+            // long run while the memory in use stays level.
+            cli::return_free_memory();
             if let Some(state) = pme.as_mut() {
                 state.home = particles(&halo, topology);
                 state.redist.collective_plan(&state.home).map_err(config)?;

@@ -92,6 +92,13 @@ mod tests {
     }
 }
 
+/// Gives the allocator's free pages back to the system (glibc's `malloc_trim`): after a
+/// phase that frees much (a repartition), so that resident memory follows the memory in use.
+pub fn return_free_memory() {
+    // SAFETY: malloc_trim has no preconditions; it only releases memory no allocation holds.
+    unsafe { libc::malloc_trim(0) };
+}
+
 /// This process's resident memory in KiB (`/proc/self/statm`), or 0 where it cannot be read.
 pub fn resident_kib() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
