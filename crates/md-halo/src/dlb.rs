@@ -188,8 +188,7 @@ impl Balancer {
     /// This interval's load: the sum with the largest step left out (where there are two or
     /// more), in nanoseconds.
     fn interval_load(&self) -> u64 {
-        let load = if self.steps > 1 { self.load - self.largest } else { self.load };
-        load.as_nanos().min(u64::MAX as u128 / 4) as u64
+        nanos(if self.steps > 1 { self.load - self.largest } else { self.load })
     }
 
     /// Gathers this interval's loads (every PE alike), adds them to the run's totals and
@@ -215,7 +214,7 @@ impl Balancer {
             at += dims[d];
         }
         sums[at] = load;
-        sums[at + 1] = self.step_time.as_nanos().min(u64::MAX as u128 / 4) as u64;
+        sums[at + 1] = nanos(self.step_time);
         sums[at + 2] = self.steps;
         rt.all_reduce(ReduceOp::Sum, &mut sums)?;
         let largest = rt.max_u64_one(load)?;
@@ -288,6 +287,11 @@ impl Balancer {
             steps: self.total_steps,
         }
     }
+}
+
+/// A time in nanoseconds, capped well inside what the sums over PEs hold.
+fn nanos(time: Duration) -> u64 {
+    time.as_nanos().min(u64::MAX as u128 / 4) as u64
 }
 
 /// New boundaries for one dimension (`old`: its `n + 1` boundaries) from the loads of its `n`

@@ -93,7 +93,7 @@ impl DdGrid {
                 )));
             }
         }
-        let bounds = std::array::from_fn(|d| (0..=dims[d]).map(|c| c as f64 / dims[d] as f64).collect());
+        let bounds = std::array::from_fn(|d| equal_bounds(dims[d]));
         Ok(DdGrid { dims, pbc, range, reach, pulses, bounds })
     }
 
@@ -168,7 +168,7 @@ impl DdGrid {
     /// Whether every domain along every dimension is an equal slice, as [`new`](Self::new)
     /// cut them.
     pub fn is_uniform(&self) -> bool {
-        (0..3).all(|d| self.bounds[d].iter().enumerate().all(|(c, &b)| b == c as f64 / self.dims[d] as f64))
+        (0..3).all(|d| self.bounds[d] == equal_bounds(self.dims[d]))
     }
 
     /// The grid a PE count suggests: of every factorisation of `n_pes` into three counts that
@@ -348,6 +348,11 @@ impl DdGrid {
         let ahead = (to[d] + n - from[d]) % n;
         ahead.min(n - ahead)
     }
+}
+
+/// The boundaries of `n` equal domains in fractions: `c / n`, exactly 0 and 1 at the ends.
+fn equal_bounds(n: usize) -> Vec<f64> {
+    (0..=n).map(|c| c as f64 / n as f64).collect()
 }
 
 #[cfg(test)]
