@@ -273,3 +273,14 @@ proptest! {
         }
     }
 }
+
+/// A grid of more domains than any job has PEs is refused before anything is sized by it
+/// (a grid of `usize::MAX` domains along z once reached the allocation of its boundaries).
+#[test]
+fn grids_of_more_domains_than_pes_can_number_are_refused() {
+    let pbc = PbcBox::rectangular([0.5, 0.75, 0.5]).expect("a valid box");
+    for (dims, n_pes) in [([1, 1, usize::MAX], usize::MAX), ([1 << 16, 1 << 16, 1], 1 << 32)] {
+        let e = DdGrid::new(dims, pbc, f32::MIN_POSITIVE, n_pes).expect_err("too many PEs");
+        assert!(e.to_string().contains("PEs"), "{e}");
+    }
+}

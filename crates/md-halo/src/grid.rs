@@ -40,7 +40,8 @@ impl DdGrid {
     /// Verlet buffer: the interaction range), on `n_pes` PEs.
     ///
     /// # Errors
-    /// [`Error::Config`] when the grid does not have one domain per PE, when `range` is not
+    /// [`Error::Config`] when the grid does not have one domain per PE (or more PEs than
+    /// OpenSHMEM and MPI number: `i32::MAX`), when `range` is not
     /// below half the box height in every dimension (the minimum-image convention: then no
     /// two images of an atom are within range of one point), or when a dimension has more
     /// domains than fit the range (more than [`MAX_PULSES`] pulses).
@@ -52,6 +53,13 @@ impl DdGrid {
                 "grid {nx}x{ny}x{nz} has {} domains but the job has {n_pes} PEs; use a grid whose \
                  product is the number of PEs",
                 domains.map_or("too many".to_string(), |d| d.to_string())
+            )));
+        }
+        if n_pes > i32::MAX as usize {
+            return Err(Error::Config(format!(
+                "a job of {n_pes} PEs is more than OpenSHMEM and MPI number (at most {}); use a \
+                 grid of the job's real PE count",
+                i32::MAX
             )));
         }
         if !(range > 0.0 && range.is_finite()) {
