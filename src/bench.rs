@@ -142,15 +142,10 @@ pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Resu
         eprintln!("the benchmarks need at least {pes} PEs, the job has {}", rt.n_pes());
         std::process::exit(2);
     }
-    if rt.my_pe() == 0 {
-        eprintln!(
-            "benchmark: {} PEs, {:?} OpenSHMEM {}.{}; between PEs of a node: {}",
-            rt.n_pes(),
-            rt.implementation(),
-            rt.spec_version().0,
-            rt.spec_version().1,
-            rt.same_node_access()
-        );
+    match rt.collective_report() {
+        Ok(report) if rt.my_pe() == 0 => eprintln!("benchmark: {}", report.summary),
+        Ok(_) => {}
+        Err(e) => eprintln!("PE {}: no start-up report: {e}", rt.my_pe()),
     }
     if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(1).build_global() {
         eprintln!("cannot size the thread pool: {e}");

@@ -62,14 +62,11 @@ pub fn start<T>(
         eprintln!("{name}: {e}");
         std::process::exit(1)
     });
-    if rt.my_pe() == 0 {
-        let (major, minor) = rt.spec_version();
-        println!(
-            "{name}: {} PEs, {:?} OpenSHMEM {major}.{minor}; between PEs of a node: {}",
-            rt.n_pes(),
-            rt.implementation(),
-            rt.same_node_access()
-        );
+    // The doctor's one line (`onesided-doctor` prints the whole report).
+    match rt.collective_report() {
+        Ok(report) if rt.my_pe() == 0 => println!("{name}: {}", report.summary),
+        Ok(_) => {}
+        Err(e) => say(&format!("{name}: PE {}: no start-up report: {e}", rt.my_pe())),
     }
     (options, rt)
 }

@@ -478,19 +478,40 @@ fn global_max_growth_and_freeze(rt: &Runtime) -> CaseResult {
 }
 
 fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
+    let variable = match rt.implementation() {
+        onesided::Implementation::Oshmem => "SHMEM_SYMMETRIC_HEAP_SIZE",
+        onesided::Implementation::Sos => "SHMEM_SYMMETRIC_SIZE",
+    };
+    let heap = rt.symmetric_heap();
+    ensure!(heap.variable == variable, "{heap:?}");
+    let capacity = heap.capacity.ok_or("the heap setting of the test run is a size")?;
+    ensure!(heap.in_use > 0 && heap.in_use < capacity, "{heap:?}");
+    // Past the capacity: refused before the implementation is asked, with a size that fits.
     let too_big = 1usize << 40;
     match SymArray::<u8>::collective_alloc(rt, "enormous", too_big) {
-        Err(e @ Error::HeapExhausted { .. }) => {
+        Err(e @ Error::HeapTooSmall { .. }) => {
             let message = e.to_string();
-            let variable = match rt.implementation() {
-                onesided::Implementation::Oshmem => "SHMEM_SYMMETRIC_HEAP_SIZE",
-                onesided::Implementation::Sos => "SHMEM_SYMMETRIC_SIZE",
-            };
-            ensure!(message.contains(variable) && message.contains("'enormous'"), "{message}");
+            ensure!(
+                message.contains(&format!("raise {variable}, for example {variable}=1281G"))
+                    && message.contains("'enormous' needs 1048576 MiB more"),
+                "{message}"
+            );
             // Every PE returns it from the same allocation: the job may end normally.
             ensure!(e.scope() == ErrorScope::EveryPe, "{e} is every PE's");
         }
         other => return Err(format!("a 1 TiB allocation gave {other:?}").into()),
+    }
+    ensure!(rt.symmetric_heap().in_use == heap.in_use, "a refused allocation holds nothing");
+    // Exactly what is left by the setting: the implementation decides (its own bookkeeping
+    // may not leave room), and a failure names the variable too.
+    match SymArray::<u8>::collective_alloc(rt, "the rest", capacity - heap.in_use) {
+        Ok(_rest) => ensure!(rt.symmetric_heap().in_use == capacity, "{:?}", rt.symmetric_heap()),
+        Err(e @ Error::HeapExhausted { .. }) => {
+            let message = e.to_string();
+            ensure!(message.contains(variable) && message.contains("'the rest'"), "{message}");
+            ensure!(e.scope() == ErrorScope::EveryPe, "{e} is every PE's");
+        }
+        Err(other) => return Err(format!("the rest of the heap gave {other:?}").into()),
     }
     // The heap is still usable afterwards.
     let after = SymArray::<u64>::collective_alloc(rt, "after", 16)?;

@@ -116,6 +116,76 @@ pub enum Error {
         current: String,
     },
 
+    /// The symmetric heap cannot hold an allocation besides what is already in use: found
+    /// before the implementation is asked, on every PE alike.
+    #[error(
+        "symmetric heap too small: '{array}' needs {} MiB more, with {} MiB in use, in a heap of \
+         {} MiB ({variable}={current}); raise {variable}, for example {variable}={suggest}",
+        mib(*bytes),
+        mib(*in_use),
+        mib(*capacity)
+    )]
+    HeapTooSmall {
+        /// The array being allocated.
+        array: String,
+        /// The bytes asked for, alignment included.
+        bytes: usize,
+        /// The bytes this crate's allocations already hold.
+        in_use: usize,
+        /// The heap's size, as the implementation reads the variable.
+        capacity: usize,
+        /// The variable that sizes the heap for the implementation in use.
+        variable: &'static str,
+        /// Its current value, or the default.
+        current: String,
+        /// A value that fits what is in use and the request, with a quarter to spare.
+        suggest: String,
+    },
+
+    /// The launcher and the libraries disagree on the job: a launch that would start every
+    /// process as a job of one PE, or MPI and OpenSHMEM that joined different jobs. Found by
+    /// [`Runtime::init`](crate::Runtime::init) on every process ([`crate::doctor`]).
+    #[error("{problem}; {fix}")]
+    Launch {
+        /// What the launcher and the libraries said.
+        problem: String,
+        /// What to launch with instead.
+        fix: String,
+    },
+
+    /// The PEs were started with different libraries or settings, which would end in a hang
+    /// or wrong results. Found by [`Runtime::init`](crate::Runtime::init) on every PE
+    /// ([`crate::doctor`]).
+    #[error("the PEs disagree on {setting}: PE 0 has {first}, PE {pe} has {other}; {fix}")]
+    SettingsDiffer {
+        /// The library or variable.
+        setting: String,
+        /// The lowest PE whose value differs from PE 0's.
+        pe: usize,
+        /// PE 0's value.
+        first: String,
+        /// That PE's value.
+        other: String,
+        /// How to give every PE the same.
+        fix: String,
+    },
+
+    /// A PE runs with address-space randomisation on where Sandia OpenSHMEM reaches the PEs
+    /// of a node through cross-memory attach, which writes at the sender's addresses: the
+    /// first barrier would abort every PE. Found by
+    /// [`Runtime::init`](crate::Runtime::init) on every PE ([`crate::doctor`]).
+    #[error(
+        "PE {pe} runs with address-space randomisation on, and Sandia OpenSHMEM here reaches the \
+         PEs of a node through CMA (process_vm_writev at the sender's addresses), so its first \
+         barrier would abort every PE; start each PE under `setarch $(uname -m) -R` (`srun \
+         --mpi=pmix setarch x86_64 -R ./program`, `mpirun ... setarch x86_64 -R ./program`; \
+         scripts/pe-run does it), or run one PE per node"
+    )]
+    AddressRandomisation {
+        /// The lowest PE with randomisation on (on a node with other PEs).
+        pe: usize,
+    },
+
     /// The symmetric heap no longer has the same layout on every PE: an allocation landed at
     /// different offsets (an earlier allocation or free happened on some PEs only: collectives
     /// issued from several threads, a panic caught on one PE, raw `shmem-sys` allocations).
@@ -423,6 +493,10 @@ impl Error {
             | Error::HeapDiverged { .. }
             | Error::AsymmetricAllocation { .. }
             | Error::HeapExhausted { .. }
+            | Error::HeapTooSmall { .. }
+            | Error::Launch { .. }
+            | Error::SettingsDiffer { .. }
+            | Error::AddressRandomisation { .. }
             | Error::CollectiveArgument(_) => ErrorScope::EveryPe,
             Error::Exchange { problem, .. } => problem.scope(),
             _ => ErrorScope::ThisPe,
@@ -439,6 +513,11 @@ impl ExchangeProblem {
             _ => ErrorScope::ThisPe,
         }
     }
+}
+
+/// Bytes in MiB, rounded up, for messages.
+fn mib(bytes: usize) -> usize {
+    bytes.div_ceil(1 << 20)
 }
 
 /// Formats a message size that may be unknown.

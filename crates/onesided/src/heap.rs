@@ -53,6 +53,8 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     /// # Errors
     /// On every PE alike, so no PE is left waiting:
     /// - [`Error::AsymmetricAllocation`] names the first PE whose request differs from PE 0's;
+    /// - [`Error::HeapTooSmall`] before the implementation is asked, when the heap cannot
+    ///   hold the array beside what is in use ([`Runtime::symmetric_heap`]);
     /// - [`Error::HeapExhausted`] names the variable that sizes the heap;
     /// - [`Error::HeapDiverged`] when the block lands at different heap offsets (an earlier
     ///   collective ran on some PEs only);
@@ -91,6 +93,24 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
             .checked_mul(elem_size)
             .filter(|&b| b <= isize::MAX as usize - align)
             .ok_or_else(|| Error::SizeOverflow { array: name.to_string(), len, elem_size })?;
+        // A block that cannot fit beside what is in use fails before the implementation is
+        // asked (which may print its own errors or abort); every PE has the same figures.
+        let heap = crate::doctor::HeapStatus::now();
+        let block = RawSymmetric::rounded(bytes, align);
+        if let Some(capacity) = heap.capacity
+            && heap.in_use.saturating_add(block) > capacity
+        {
+            drop(collectives);
+            return Err(Error::HeapTooSmall {
+                array: name.to_string(),
+                bytes: block,
+                in_use: heap.in_use,
+                capacity,
+                variable: heap.variable,
+                current: heap.setting,
+                suggest: crate::doctor::HeapStatus::setting_for(heap.in_use.saturating_add(block)),
+            });
+        }
         let raw = RawSymmetric::collective_alloc(bytes, align);
         if let Some(raw) = &raw {
             // SAFETY: the block is fresh, at least `len * size_of::<T>()` bytes long and aligned

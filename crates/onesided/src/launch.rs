@@ -58,18 +58,29 @@ pub fn ensure_launched(pes: usize) {
 pub struct Launch {
     pes: usize,
     bind: Option<bool>,
+    randomise: bool,
 }
 
 impl Launch {
     /// `pes` PEs, bound to cores when there are no more PEs than cores.
     pub fn new(pes: usize) -> Launch {
-        Launch { pes, bind: None }
+        Launch { pes, bind: None, randomise: false }
     }
 
     /// Binds each PE to a core (`true`) or leaves them unbound (`false`, for PEs that run
     /// several threads), in place of the default.
     pub fn bind_to_core(mut self, bind: bool) -> Launch {
         self.bind = Some(bind);
+        self
+    }
+
+    /// With Sandia OpenSHMEM, leaves address-space randomisation on (`true`) rather than
+    /// starting each PE under `setarch -R`: for a build without cross-memory attach, which
+    /// needs no common layout. With CMA, [`Runtime::init`](crate::Runtime::init) then
+    /// refuses to start ([`Error::AddressRandomisation`](crate::Error::AddressRandomisation)).
+    /// Open MPI's OSHMEM needs neither.
+    pub fn address_randomisation(mut self, on: bool) -> Launch {
+        self.randomise = on;
         self
     }
 
@@ -140,7 +151,9 @@ impl Launch {
             }
             // SOS's same-node transport needs the symmetric heap at the same address in
             // every PE (docs/RUNNING.md).
-            command.arg("setarch").arg(std::env::consts::ARCH).arg("-R");
+            if !self.randomise {
+                command.arg("setarch").arg(std::env::consts::ARCH).arg("-R");
+            }
         }
         command.arg(program);
         Ok(command)

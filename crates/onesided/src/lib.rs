@@ -19,6 +19,11 @@
 //!
 //! - [`launch`]: an engine's own binary started as PEs on one node
 //!   ([`launch::ensure_launched`]), without a script.
+//! - [`doctor`]: the start-up failures users hit (a launch that starts each process alone,
+//!   PEs with different libraries or settings, address randomisation under CMA, a heap too
+//!   small), refused on every PE by [`Runtime::init`] and the allocations with the fix; the
+//!   report of what each node got ([`Runtime::collective_report`]), which the
+//!   `onesided-doctor` program prints under the launcher.
 //!
 //! Operations that every PE must call are named `collective_*` or say so under
 //! **Collective** in their documentation. Dropping a symmetric object frees it and is
@@ -61,6 +66,7 @@ mod atomic;
 mod collective;
 mod constants;
 mod counter;
+pub mod doctor;
 pub mod env;
 mod error;
 mod group;
@@ -81,6 +87,7 @@ pub mod watchdog;
 pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
+pub use doctor::{HeapStatus, NodeReport, StartReport};
 pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};

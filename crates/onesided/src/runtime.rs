@@ -11,6 +11,7 @@ use mpi::environment::{Threading, Universe};
 use mpi::topology::SimpleCommunicator;
 
 use crate::constants::Constants;
+use crate::doctor;
 use crate::env;
 use crate::error::{Error, Result};
 use crate::layout::{HeapLayout, SameNodeAccess};
@@ -106,11 +107,19 @@ impl Runtime {
     ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
     /// - [`Error::NodeHeap`] on every PE when `ONESIDED_NODE_HEAP=1` and the heaps of a node
     ///   could not be shared;
+    /// - [`Error::Launch`] on every process when the launch would start each as a job of one
+    ///   PE, or OpenSHMEM's PEs are not the launcher's or MPI's ([`crate::doctor`]);
+    /// - [`Error::SettingsDiffer`] on every PE when the PEs run different OpenSHMEM or MPI
+    ///   libraries, or disagree on the heap size, the library's settings or the transport;
+    /// - [`Error::AddressRandomisation`] on every PE when one runs with address-space
+    ///   randomisation where Sandia OpenSHMEM's cross-memory attach needs it off;
     /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
     pub fn init() -> Result<Runtime> {
         // Checks that leave the libraries untouched come first, so that a corrected retry is
         // possible.
         env::check_launch_environment()?;
+        let var = |name: &str| std::env::var(name).ok();
+        doctor::check_process_manager(&var)?;
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
         let oversubscribed_setting = env::oversubscribed()?;
@@ -130,6 +139,20 @@ impl Runtime {
             // is the world rank (OpenSHMEM's PEs are MPI's ranks under both implementations).
             watchdog::start(universe.world().rank() as usize, wait_timeout);
         }
+        // Before OpenSHMEM starts, whose first barrier already goes through CMA where it is
+        // used: address randomisation there would abort every PE.
+        let node_pes = {
+            use mpi::topology::Communicator;
+            let world = universe.world();
+            let node_pes = watch("MPI_Comm_split_type", None, || world.split_shared(0).size()) as usize;
+            let breaks = node_pes > 1 && doctor::address_randomised() && doctor::library_uses_cma();
+            let check = || doctor::collective_check_randomisation(&world, breaks);
+            if let Err(e) = watch("MPI_Allreduce (the start-up checks)", None, check) {
+                finalize_mpi(universe);
+                return Err(e);
+            }
+            node_pes
+        };
         let mut provided: c_int = 0;
         // SAFETY: MPI is initialised and OpenSHMEM is not (guarded by INITIALISED); `provided`
         // is a valid out-pointer.
@@ -149,9 +172,36 @@ impl Runtime {
                 provided: shmem_thread_level_name(provided),
             });
         }
-        let oversubscribed = oversubscribed_setting.unwrap_or_else(|| node_is_oversubscribed(&universe));
         // SAFETY: OpenSHMEM is initialised.
         let (my_pe, n_pes) = unsafe { (shmem_sys::shmem_my_pe(), shmem_sys::shmem_n_pes()) };
+        // Before the first symmetric allocation, which would hang or crash on a wrong launch or
+        // mixed settings: the doctor's checks, over MPI only, ending every PE with the same
+        // error.
+        let checked = {
+            use mpi::topology::Communicator;
+            let world = universe.world();
+            let pes = (my_pe as usize, n_pes as usize);
+            doctor::check_launch(&var, pes, (world.rank() as usize, world.size() as usize)).and_then(|()| {
+                let check = || {
+                    doctor::collective_check_settings(
+                        &world,
+                        &doctor::implementation_name(),
+                        &doctor::mpi_library_name(),
+                    )
+                };
+                watch("MPI collectives (the start-up checks)", None, check)
+            })
+        };
+        match checked {
+            Ok(()) => {}
+            Err(e) => {
+                // SAFETY: OpenSHMEM is initialised and nothing is allocated.
+                unsafe { shmem_sys::shmem_finalize() };
+                finalize_mpi(universe);
+                return Err(e);
+            }
+        };
+        let oversubscribed = oversubscribed_setting.unwrap_or_else(|| node_is_oversubscribed(node_pes));
         let constants = Constants::read();
         let collectives = match CollectiveScratch::collective_alloc(&constants) {
             Ok(scratch) => scratch,
@@ -353,13 +403,12 @@ impl Drop for Runtime {
     }
 }
 
-/// Whether the PEs on this node (MPI's shared-memory split of the world) outnumber its cores.
+/// Whether the `node_pes` PEs on this node (MPI's shared-memory split of the world)
+/// outnumber its cores.
 ///
 /// The cores are those the kernel has online, not this process's affinity: a PE bound to one
 /// core sees one, though its neighbours have cores of their own.
-fn node_is_oversubscribed(universe: &Universe) -> bool {
-    use mpi::topology::Communicator;
-    let node_pes = watch("MPI_Comm_split_type", None, || universe.world().split_shared(0).size()) as usize;
+fn node_is_oversubscribed(node_pes: usize) -> bool {
     let cores = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .and_then(|list| count_cpu_list(list.trim()))

@@ -1,0 +1,577 @@
+//! The start-up failures users hit, found and named on every PE, and the report of what each
+//! node got.
+//!
+//! [`Runtime::init`](crate::Runtime::init) runs these checks, each ending the start on every
+//! PE with an error that names the fix rather than leaving a hang, a crash or a silently wrong
+//! job:
+//!
+//! 1. **Before the libraries start**: a launcher that started several processes (it says so
+//!    in `SLURM_STEP_NUM_TASKS`, `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE`) but gave this one no
+//!    process-management interface to join them by (no `PMIX_RANK`, `PMI_RANK`, `PMI_FD`,
+//!    `OMPI_COMM_WORLD_RANK`): each process would start as a job of one PE (`srun` without
+//!    `--mpi=pmix`), [`Error::Launch`].
+//! 2. **Once OpenSHMEM has started** (after check 3): its PE count against the launcher's count and against
+//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`].
+//! 3. **Before OpenSHMEM starts**, in one reduction over MPI: address-space randomisation
+//!    where Sandia OpenSHMEM reaches the PEs of a node through CMA, which would abort every PE
+//!    at its first barrier ([`Error::AddressRandomisation`]).
+//! 4. **Before the first symmetric allocation**, in one reduction over MPI: PEs that disagree
+//!    on the OpenSHMEM or MPI library, the heap size, the library's settings or the transport
+//!    ([`Error::SettingsDiffer`]).
+//!
+//! The symmetric heap is checked at every allocation: one that cannot fit what is already in
+//! use plus what is asked fails before the implementation is asked
+//! ([`Error::HeapTooSmall`], [`Runtime::symmetric_heap`]).
+//!
+//! [`Runtime::collective_report`] gathers the rest, the library, heap, transport and mapping
+//! each node got, for the `onesided-doctor` program (run it under the launcher) and the one
+//! line the examples print first.
+
+use std::fmt;
+
+use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+use mpi::datatype::PartitionMut;
+use mpi::topology::{Color, Communicator, SimpleCommunicator};
+
+use crate::env;
+use crate::error::{Error, Result};
+use crate::layout::SameNodeAccess;
+use crate::runtime::Runtime;
+
+/// Variables in which launchers give the job's process count, in the order they are trusted:
+/// Open MPI's `mpirun`/`oshrun` (also when it starts Sandia OpenSHMEM programs), Hydra and
+/// Slurm's PMI-2, a Slurm job step.
+pub const LAUNCH_SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"];
+
+/// Variables through which a process joins its launcher's job: PMIx (Open MPI's launcher,
+/// `srun --mpi=pmix`), PMI-1 and PMI-2 (Hydra, `srun --mpi=pmi2`), Open MPI's own.
+pub const PROCESS_MANAGER_VARIABLES: [&str; 4] = ["PMIX_RANK", "PMI_RANK", "PMI_FD", "OMPI_COMM_WORLD_RANK"];
+
+/// The launcher's process count: the first of [`LAUNCH_SIZE_VARIABLES`] that is set to a
+/// number, with its name.
+fn launcher_size(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, usize)> {
+    LAUNCH_SIZE_VARIABLES
+        .iter()
+        .find_map(|&name| var(name).and_then(|v| v.trim().parse().ok()).map(|n| (name, n)))
+}
+
+/// The fix for a process that could not join its job, by launcher.
+fn launch_fix(variable: &str) -> &'static str {
+    if variable == "SLURM_STEP_NUM_TASKS" {
+        "under Slurm, launch with `srun --mpi=pmix` (the PMIx plugin, which Open MPI and Sandia \
+         OpenSHMEM here are built for; `srun --mpi=list` lists the plugins, and `MpiDefault=pmix` \
+         in slurm.conf makes it the default), or start `mpirun`/`oshrun` inside the allocation"
+    } else {
+        "launch with the `oshrun` or `mpirun` of the OpenSHMEM and MPI the program was built \
+         against (`onesided-doctor` names them), not another installation's"
+    }
+}
+
+/// Check 1: run before either library starts. `var` reads an environment variable.
+pub(crate) fn check_process_manager(var: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+    let Some((variable, size)) = launcher_size(var) else { return Ok(()) };
+    if size <= 1 || PROCESS_MANAGER_VARIABLES.iter().any(|name| var(name).is_some()) {
+        return Ok(());
+    }
+    Err(Error::Launch {
+        problem: format!(
+            "the launcher started {size} processes ({variable}={size}) but gave this one no way to \
+             join them (none of {} is set), so each would run as a job of one PE",
+            PROCESS_MANAGER_VARIABLES.join(", ")
+        ),
+        fix: launch_fix(variable).to_string(),
+    })
+}
+
+/// Check 2: OpenSHMEM's `n_pes` and `my_pe` against the launcher's count and MPI's world.
+pub(crate) fn check_launch(
+    var: &dyn Fn(&str) -> Option<String>,
+    (my_pe, n_pes): (usize, usize),
+    (rank, ranks): (usize, usize),
+) -> Result<()> {
+    if let Some((variable, size)) = launcher_size(var)
+        && size != n_pes
+    {
+        return Err(Error::Launch {
+            problem: format!(
+                "OpenSHMEM started this process as PE {my_pe} of {n_pes}, but the launcher started \
+                 {size} processes ({variable}={size}): the library did not join the launcher's job{}",
+                if n_pes == 1 { ", so each process runs alone" } else { "" }
+            ),
+            fix: launch_fix(variable).to_string(),
+        });
+    }
+    if (my_pe, n_pes) != (rank, ranks) {
+        return Err(Error::Launch {
+            problem: format!(
+                "OpenSHMEM numbers this process PE {my_pe} of {n_pes}, MPI rank {rank} of {ranks}: \
+                 the two libraries joined different jobs"
+            ),
+            fix: "MPI and OpenSHMEM must come from the same installation and one launch: build \
+                  against the MPI of the OpenSHMEM's launcher (Open MPI for both implementations \
+                  here) and start with that launcher"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A setting every PE must share, by name, with this PE's value.
+struct Setting {
+    name: String,
+    value: String,
+    fix: &'static str,
+}
+
+const SAME_ENVIRONMENT: &str = "export the same value to every PE (`mpirun -x VAR`, `oshrun -x VAR`; \
+     `srun` passes the submitting shell's environment unless `--export` says otherwise), and \
+     check the nodes' shell start-up files and modules";
+const SAME_LIBRARIES: &str = "every node must load the same OpenSHMEM and MPI: check `ldd` of the \
+     program, `LD_LIBRARY_PATH` and the loaded modules on each node";
+
+/// The settings the PEs must agree on, with this PE's values.
+fn settings(implementation: &str, mpi_library: &str) -> Vec<Setting> {
+    let library = |name: &str, value: &str| Setting {
+        name: name.to_string(),
+        value: value.to_string(),
+        fix: SAME_LIBRARIES,
+    };
+    let mut all =
+        vec![library("the OpenSHMEM library", implementation), library("the MPI library", mpi_library)];
+    let (heap, _) = env::heap_size_setting();
+    let transport: &[&str] =
+        if cfg!(shmem_sos) { &["SHMEM_OFI_PROVIDER", "FI_PROVIDER"] } else { &["OMPI_MCA_spml", "UCX_TLS"] };
+    let variables =
+        [heap, env::DIRECT, env::WAIT_TIMEOUT, env::NODE_HEAP, env::TRANSPORT, env::OVERSUBSCRIBED];
+    for name in variables.iter().chain(transport) {
+        let value = std::env::var(name).map_or_else(|_| "unset".to_string(), |v| format!("{v:?}"));
+        all.push(Setting { name: (*name).to_string(), value, fix: SAME_ENVIRONMENT });
+    }
+    all
+}
+
+/// FNV-1a: a hash that is the same in every process and build.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Check 3: address-space randomisation where CMA needs it off (`breaks` on this PE), in one
+/// maximum-reduction over MPI that names the lowest such PE. It runs before OpenSHMEM
+/// starts: Sandia OpenSHMEM's first barrier already writes through CMA.
+///
+/// # Collective
+/// Every PE of `world` calls it.
+pub(crate) fn collective_check_randomisation(world: &SimpleCommunicator, breaks: bool) -> Result<()> {
+    // The lowest PE with randomisation on, as the largest complement.
+    let mine = if breaks { u64::MAX - world.rank() as u64 } else { 0 };
+    let mut worst = 0u64;
+    world.all_reduce_into(&mine, &mut worst, SystemOperation::max());
+    if worst > 0 {
+        return Err(Error::AddressRandomisation { pe: (u64::MAX - worst) as usize });
+    }
+    Ok(())
+}
+
+/// Check 4: the settings of every PE against PE 0's, in one maximum-reduction over MPI of
+/// two words per setting. Only when something differs do further broadcasts name the PE
+/// and the values.
+///
+/// # Collective
+/// Every PE of `world` calls it.
+pub(crate) fn collective_check_settings(
+    world: &SimpleCommunicator,
+    implementation: &str,
+    mpi_library: &str,
+) -> Result<()> {
+    let me = world.rank() as u64;
+    let settings = settings(implementation, mpi_library);
+    let k = settings.len();
+    let mut mine = vec![0u64; 2 * k];
+    for (i, s) in settings.iter().enumerate() {
+        let h = fnv1a(&s.value);
+        (mine[i], mine[k + i]) = (h, !h);
+    }
+    let mut all = vec![0u64; 2 * k];
+    world.all_reduce_into(&mine[..], &mut all[..], SystemOperation::max());
+    let Some(i) = (0..k).find(|&i| all[i] != !all[k + i]) else { return Ok(()) };
+    let setting = &settings[i];
+    let first = broadcast_text(world, 0, &setting.value);
+    let differs = if setting.value != first { me } else { u64::MAX };
+    let mut pe = u64::MAX;
+    world.all_reduce_into(&differs, &mut pe, SystemOperation::min());
+    let other = broadcast_text(world, pe as i32, &setting.value);
+    Err(Error::SettingsDiffer {
+        setting: setting.name.clone(),
+        pe: pe as usize,
+        first,
+        other,
+        fix: setting.fix.to_string(),
+    })
+}
+
+/// `text` as PE `root` has it, on every PE of `world`.
+///
+/// # Collective
+/// Every PE of `world` calls it with the same `root`.
+fn broadcast_text(world: &SimpleCommunicator, root: i32, text: &str) -> String {
+    let process = world.process_at_rank(root);
+    let mut len = text.len() as u64;
+    process.broadcast_into(&mut len);
+    let mut bytes = if world.rank() == root { text.as_bytes().to_vec() } else { vec![0u8; len as usize] };
+    process.broadcast_into(&mut bytes[..]);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Whether this process runs with address-space randomisation: not when its personality
+/// says `ADDR_NO_RANDOMIZE` (`setarch -R`) or the kernel has it off
+/// (`kernel.randomize_va_space = 0`).
+pub(crate) fn address_randomised() -> bool {
+    const ADDR_NO_RANDOMIZE: u64 = 0x0040000;
+    let personality = std::fs::read_to_string("/proc/self/personality")
+        .ok()
+        .and_then(|p| u64::from_str_radix(p.trim(), 16).ok())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").unwrap_or_default();
+    personality & ADDR_NO_RANDOMIZE == 0 && kernel.trim() != "0"
+}
+
+/// Whether the OpenSHMEM library in this process reaches the PEs of its node through Linux's
+/// cross-memory attach (Sandia OpenSHMEM built `--with-cma`): whether the loaded library (or
+/// the program, when it is linked in statically) calls `process_vm_writev`. CMA writes at the
+/// sender's own addresses in the receiver, so every PE of a node must have the same layout.
+pub(crate) fn library_uses_cma() -> bool {
+    if !cfg!(shmem_sos) {
+        return false;
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let library = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.rsplit('/').next().is_some_and(|file| file.starts_with("libsma.")))
+        .unwrap_or("/proc/self/exe");
+    std::fs::read(library).is_ok_and(|bytes| bytes.windows(18).any(|w| w == b"process_vm_writev\0"))
+}
+
+/// The OpenSHMEM library's own name and specification version (`shmem_info_get_name`,
+/// `shmem_info_get_version`).
+pub(crate) fn implementation_name() -> String {
+    let mut name = [0 as std::ffi::c_char; 1024];
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: OpenSHMEM is initialised; the buffer is longer than SHMEM_MAX_NAME_LEN (256 in
+    // both implementations), which bounds what shmem_info_get_name writes, terminator
+    // included; the version pointers are valid.
+    unsafe {
+        shmem_sys::shmem_info_get_name(name.as_mut_ptr());
+        shmem_sys::shmem_info_get_version(&mut major, &mut minor);
+    }
+    // SAFETY: shmem_info_get_name wrote a NUL-terminated string into the zeroed buffer.
+    let vendor = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let ours = if cfg!(shmem_sos) { "Sandia OpenSHMEM" } else { "Open MPI's OSHMEM" };
+    let vendor = vendor.trim();
+    if vendor.is_empty() || vendor == ours {
+        format!("{ours} (OpenSHMEM {major}.{minor})")
+    } else {
+        format!("{ours} (OpenSHMEM {major}.{minor}, vendor {vendor})")
+    }
+}
+
+/// `MPI_Get_library_version` up to its first comma (`Open MPI v4.1.4`, `MPICH Version: 4.1`).
+pub(crate) fn mpi_library_name() -> String {
+    mpi::environment::library_version()
+        .map(|v| v.lines().next().unwrap_or("").split(',').next().unwrap_or("").trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// The capacity and use of the symmetric heap on each PE (the same on every PE:
+/// allocations are symmetric, and [`Runtime::init`](crate::Runtime::init) checked that the
+/// PEs share the heap-size setting).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeapStatus {
+    /// The heap's size in bytes, as the implementation reads the setting (`None` when the
+    /// setting cannot be read as a size; the implementation will say so itself).
+    pub capacity: Option<usize>,
+    /// Bytes this crate's allocations hold, alignment included (the implementation keeps a
+    /// little more of its own).
+    pub in_use: usize,
+    /// The variable that sizes the heap for the implementation in use.
+    pub variable: &'static str,
+    /// Its value, or `unset, default ...`.
+    pub setting: String,
+}
+
+impl HeapStatus {
+    /// What the environment and this process's allocations say now.
+    pub(crate) fn now() -> HeapStatus {
+        let (variable, setting) = env::heap_size_setting();
+        let capacity = match std::env::var(variable) {
+            Ok(value) => parse_size(&value),
+            Err(_) => Some(if cfg!(shmem_sos) { 512 << 20 } else { 256 << 20 }),
+        };
+        HeapStatus { capacity, in_use: crate::raw::heap_in_use(), variable, setting }
+    }
+
+    /// A value of the heap variable that fits `bytes` in all, with a quarter to spare, in
+    /// whole MiB or GiB.
+    pub fn setting_for(bytes: usize) -> String {
+        let mib = (bytes as u128 * 5 / 4).div_ceil(1 << 20).max(1);
+        if mib >= 1024 { format!("{}G", mib.div_ceil(1024)) } else { format!("{}M", mib.div_ceil(64) * 64) }
+    }
+}
+
+/// A size as both implementations read their heap variable: a decimal number, then
+/// optionally `k`, `m`, `g` or `t` (either case; powers of 1024); anything after the suffix is
+/// ignored (`2GB` is 2 GiB).
+pub(crate) fn parse_size(value: &str) -> Option<usize> {
+    let value = value.trim();
+    let end = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
+    let number: f64 = value[..end].parse().ok().filter(|n: &f64| n.is_finite())?;
+    let scale = match value[end..].chars().next().map(|c| c.to_ascii_lowercase()) {
+        None => 1.0,
+        Some('k') => 1024.0,
+        Some('m') => 1024.0 * 1024.0,
+        Some('g') => 1024.0 * 1024.0 * 1024.0,
+        Some('t') => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        Some(_) => return None,
+    };
+    let bytes = (number * scale).ceil();
+    (bytes < usize::MAX as f64).then_some(bytes as usize)
+}
+
+/// What one node got, as its lowest PE saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node's host name.
+    pub host: String,
+    /// Its PEs, in increasing order.
+    pub pes: Vec<usize>,
+    /// The rest, one `key: value` line each: the transport, how its PEs reach each other's
+    /// memory, the cores, address-space randomisation.
+    pub lines: Vec<String>,
+}
+
+/// The doctor's report: one line for the whole job, and (on PE 0) what each node got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartReport {
+    /// The job in one line: PEs, nodes, libraries, heap, transport, same-node access.
+    pub summary: String,
+    /// Every node, in the order of their lowest PEs, on PE 0; empty on the other PEs.
+    pub nodes: Vec<NodeReport>,
+}
+
+impl fmt::Display for StartReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.summary)?;
+        for node in &self.nodes {
+            writeln!(f, "node {} (PEs {}):", node.host, pe_ranges(&node.pes))?;
+            for line in &node.lines {
+                writeln!(f, "  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `0-3,6,8-9`.
+fn pe_ranges(pes: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < pes.len() {
+        let mut j = i;
+        while j + 1 < pes.len() && pes[j + 1] == pes[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i { format!("{}-{}", pes[i], pes[j]) } else { pes[i].to_string() });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// The transport this PE was given, from the settings the implementation reads.
+fn transport() -> String {
+    let var = |name: &str| std::env::var(name).ok();
+    if cfg!(shmem_sos) {
+        let provider = var("SHMEM_OFI_PROVIDER")
+            .map(|p| format!("libfabric SHMEM_OFI_PROVIDER={p}"))
+            .or_else(|| var("FI_PROVIDER").map(|p| format!("libfabric FI_PROVIDER={p}")))
+            .unwrap_or_else(|| "libfabric's first provider (SHMEM_OFI_PROVIDER unset)".to_string());
+        let cma = if library_uses_cma() { "CMA" } else { "the provider (no CMA)" };
+        format!("{provider}, within a node {cma}")
+    } else {
+        let spml = var("OMPI_MCA_spml").unwrap_or_else(|| "ucx".to_string());
+        let tls = var("UCX_TLS").map_or_else(|| "UCX_TLS unset".to_string(), |t| format!("UCX_TLS={t}"));
+        let devices = var("UCX_NET_DEVICES").map(|d| format!(", UCX_NET_DEVICES={d}")).unwrap_or_default();
+        format!("spml {spml}, {tls}{devices}")
+    }
+}
+
+impl Runtime {
+    /// The symmetric heap: its capacity by the implementation's setting and what this
+    /// crate's allocations hold.
+    pub fn symmetric_heap(&self) -> HeapStatus {
+        HeapStatus::now()
+    }
+
+    /// What the job got: one line for the whole job, and on PE 0 one entry per node (host,
+    /// PEs, transport, same-node access, cores, address-space randomisation), gathered from
+    /// the lowest PE of each node. The examples print the line first; the `onesided-doctor`
+    /// program prints it all.
+    ///
+    /// # Collective
+    /// Every PE calls it. PE 0 receives one short entry per node; the other PEs send at most
+    /// one and keep nothing.
+    pub fn collective_report(&self) -> Result<StartReport> {
+        let world = self.world();
+        let node_pes = self.node_pes();
+        let leader = node_pes.first() == Some(&self.my_pe());
+        let mut nodes = 0u64;
+        world.all_reduce_into(&u64::from(leader), &mut nodes, SystemOperation::sum());
+        let mut widest = 0u64;
+        world.all_reduce_into(&(node_pes.len() as u64), &mut widest, SystemOperation::max());
+        let heap = self.symmetric_heap();
+        let per_node = if nodes as usize * widest as usize == self.n_pes() {
+            format!("{widest} per node")
+        } else {
+            format!("up to {widest} per node")
+        };
+        let setting = match std::env::var(heap.variable) {
+            Ok(value) => format!("{}={value}", heap.variable),
+            Err(_) => format!("{} unset", heap.variable),
+        };
+        let summary = format!(
+            "{} PEs on {nodes} node{} ({per_node}); {} with {}; heap {} ({setting}); transport {}; \
+             between PEs of a node: {}",
+            self.n_pes(),
+            if nodes == 1 { "" } else { "s" },
+            implementation_name(),
+            mpi_library_name(),
+            heap.capacity.map_or("unreadable".to_string(), |c| format!("{} MiB", c >> 20)),
+            transport(),
+            self.same_node_access(),
+        );
+        let leaders = world.split_by_color(if leader { Color::with_value(0) } else { Color::undefined() });
+        let mut reports = Vec::new();
+        if let Some(leaders) = leaders {
+            let mine = self.node_entry().into_bytes();
+            let root = leaders.process_at_rank(0);
+            if leaders.rank() == 0 {
+                let mut counts = vec![0i32; leaders.size() as usize];
+                root.gather_into_root(&(mine.len() as i32), &mut counts[..]);
+                let displs: Vec<i32> =
+                    counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect();
+                let mut bytes = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
+                {
+                    let mut partition = PartitionMut::new(&mut bytes[..], &counts[..], &displs[..]);
+                    root.gather_varcount_into_root(&mine[..], &mut partition);
+                }
+                for (&start, &count) in displs.iter().zip(&counts) {
+                    let text = String::from_utf8_lossy(&bytes[start as usize..(start + count) as usize])
+                        .into_owned();
+                    reports.push(parse_node_entry(&text));
+                }
+            } else {
+                root.gather_into(&(mine.len() as i32));
+                root.gather_varcount_into(&mine[..]);
+            }
+        }
+        Ok(StartReport { summary, nodes: reports })
+    }
+
+    /// This node's entry, as lines: host, PEs, then `key: value` lines.
+    fn node_entry(&self) -> String {
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let randomisation = if address_randomised() { "on" } else { "off" };
+        let pes: Vec<String> = self.node_pes().iter().map(|pe| pe.to_string()).collect();
+        let access: &SameNodeAccess = self.same_node_access();
+        [
+            crate::layout::host_name(),
+            pes.join(" "),
+            format!("transport: {}", transport()),
+            format!("between its PEs: {access}"),
+            format!(
+                "cores this PE may run on: {cores}; PEs share cores: {}",
+                if self.oversubscribed() { "yes (waits sleep between polls)" } else { "no" }
+            ),
+            format!("address-space randomisation: {randomisation}"),
+            format!("wait timeout: {:?}", self.wait_timeout()),
+        ]
+        .join("\n")
+    }
+}
+
+/// The inverse of [`Runtime::node_entry`].
+fn parse_node_entry(text: &str) -> NodeReport {
+    let mut lines = text.lines();
+    let host = lines.next().unwrap_or("").to_string();
+    let pes = lines.next().unwrap_or("").split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    NodeReport { host, pes, lines: lines.map(str::to_string).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn environment(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn a_step_without_a_process_manager_is_refused_before_start() {
+        let srun_none = environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_STEP_ID", "0")]);
+        let e = check_process_manager(&srun_none).expect_err("no PMI");
+        let message = e.to_string();
+        assert!(message.contains("started 4 processes (SLURM_STEP_NUM_TASKS=4)"), "{message}");
+        assert!(message.contains("srun --mpi=pmix"), "{message}");
+        let srun_pmix = environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("PMIX_RANK", "2")]);
+        assert!(check_process_manager(&srun_pmix).is_ok());
+        let alone = environment(&[("SLURM_STEP_NUM_TASKS", "1")]);
+        assert!(check_process_manager(&alone).is_ok());
+        assert!(check_process_manager(&environment(&[])).is_ok());
+    }
+
+    #[test]
+    fn a_job_of_the_wrong_size_names_the_launchers_count() {
+        let mpirun = environment(&[("OMPI_COMM_WORLD_SIZE", "4"), ("SLURM_STEP_NUM_TASKS", "2")]);
+        let e = check_launch(&mpirun, (0, 1), (0, 1)).expect_err("one PE of four");
+        let message = e.to_string();
+        assert!(message.contains("PE 0 of 1") && message.contains("OMPI_COMM_WORLD_SIZE=4"), "{message}");
+        assert!(message.contains("runs alone") && message.contains("oshrun"), "{message}");
+        assert!(check_launch(&mpirun, (3, 4), (3, 4)).is_ok());
+        let e = check_launch(&environment(&[]), (0, 1), (2, 4)).expect_err("MPI has four");
+        assert!(e.to_string().contains("MPI rank 2 of 4"), "{e}");
+        assert_eq!(e.scope(), crate::ErrorScope::EveryPe);
+    }
+
+    #[test]
+    fn heap_sizes_read_as_the_implementations_read_them() {
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2GB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size(" 64k "), Some(64 << 10));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("2X"), None);
+        assert_eq!(parse_size("99999999999T"), None);
+        assert_eq!(HeapStatus::setting_for(300 << 20), "384M");
+        assert_eq!(HeapStatus::setting_for(1000 << 20), "2G");
+        assert_eq!(HeapStatus::setting_for(1), "64M");
+    }
+
+    #[test]
+    fn pe_lists_are_written_as_ranges() {
+        assert_eq!(pe_ranges(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(pe_ranges(&[5]), "5");
+        assert_eq!(pe_ranges(&[]), "");
+    }
+
+    #[test]
+    fn node_entries_survive_the_gather() {
+        let text = "node1\n4 5 6\ntransport: x\nbetween its PEs: y";
+        let node = parse_node_entry(text);
+        assert_eq!(node.host, "node1");
+        assert_eq!(node.pes, vec![4, 5, 6]);
+        assert_eq!(node.lines, vec!["transport: x", "between its PEs: y"]);
+    }
+}
