@@ -7,12 +7,11 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 /// The launch script, `scripts/pe-run` in the repository.
 pub const PE_RUN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pe-run");
 
-/// Whether this process is a PE started by a launcher (`scripts/pe-run`, or `oshrun` /
-/// `mpirun` directly: Open MPI and Hydra set their own variables).
+/// Whether this process is a PE started by a launcher (`scripts/pe-run`, `oshrun`, `mpirun`,
+/// `srun`): [`onesided::launch::under_launcher`], which knows the variables of Open MPI,
+/// PMIx, Hydra and Slurm job steps.
 pub fn under_launcher() -> bool {
-    ["ONESIDED_PE_RUN", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some())
+    onesided::launch::under_launcher()
 }
 
 /// Variables a launcher gives its processes; a launch from inside a PE must not inherit
