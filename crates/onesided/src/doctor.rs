@@ -48,10 +48,15 @@ pub const LAUNCH_SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"
 pub const PROCESS_MANAGER_VARIABLES: [&str; 4] = ["PMIX_RANK", "PMI_RANK", "PMI_FD", "OMPI_COMM_WORLD_RANK"];
 
 /// The launcher's process count: the first of [`LAUNCH_SIZE_VARIABLES`] that is set to a
-/// number, with its name.
+/// number, with its name. A Slurm step's count counts only for the process the step started
+/// (`SLURM_TASK_PID` is this process, wrappers that `exec` included), not for one started
+/// inside it by another launcher or a shell (`srun --pty bash`).
 fn launcher_size(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, usize)> {
+    let started_by_slurm =
+        var("SLURM_TASK_PID").is_some_and(|pid| pid.trim() == std::process::id().to_string());
     LAUNCH_SIZE_VARIABLES
         .iter()
+        .filter(|&&name| name != "SLURM_STEP_NUM_TASKS" || started_by_slurm)
         .find_map(|&name| var(name).and_then(|v| v.trim().parse().ok()).map(|n| (name, n)))
 }
 
@@ -67,10 +72,13 @@ fn launch_fix(variable: &str) -> &'static str {
     }
 }
 
-/// Check 1: run before either library starts. `var` reads an environment variable.
-pub(crate) fn check_process_manager(var: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+/// Check 1: run before either library starts. `var` reads an environment variable;
+/// `mpi_may_join` says whether the MPI library could join the launcher without any of
+/// [`PROCESS_MANAGER_VARIABLES`] (Slurm's own PMI library, which reads Slurm's variables): then
+/// only check 2 can tell.
+pub(crate) fn check_process_manager(var: &dyn Fn(&str) -> Option<String>, mpi_may_join: bool) -> Result<()> {
     let Some((variable, size)) = launcher_size(var) else { return Ok(()) };
-    if size <= 1 || PROCESS_MANAGER_VARIABLES.iter().any(|name| var(name).is_some()) {
+    if size <= 1 || mpi_may_join || PROCESS_MANAGER_VARIABLES.iter().any(|name| var(name).is_some()) {
         return Ok(());
     }
     Err(Error::Launch {
@@ -116,6 +124,24 @@ pub(crate) fn check_launch(
     Ok(())
 }
 
+/// Every PE's outcome of a check it made alone: `Ok` on every PE when all passed; otherwise
+/// this PE's own error, or on a PE that passed, one naming the lowest PE that did not.
+///
+/// # Collective
+/// Every PE of `world` calls it.
+pub(crate) fn collective_agree(world: &SimpleCommunicator, mine: Result<()>) -> Result<()> {
+    let failed = if mine.is_err() { u64::MAX - world.rank() as u64 } else { 0 };
+    let mut lowest = 0u64;
+    world.all_reduce_into(&failed, &mut lowest, SystemOperation::max());
+    if lowest == 0 {
+        return Ok(());
+    }
+    mine.and(Err(Error::Launch {
+        problem: format!("PE {} found the launch wrong (its message says how)", u64::MAX - lowest),
+        fix: "see that PE's message".to_string(),
+    }))
+}
+
 /// A setting every PE must share, by name, with this PE's value.
 struct Setting {
     name: String,
@@ -129,7 +155,10 @@ const SAME_ENVIRONMENT: &str = "export the same value to every PE (`mpirun -x VA
 const SAME_LIBRARIES: &str = "every node must load the same OpenSHMEM and MPI: check `ldd` of the \
      program, `LD_LIBRARY_PATH` and the loaded modules on each node";
 
-/// The settings the PEs must agree on, with this PE's values.
+/// The settings the PEs must agree on, with this PE's values: the libraries, the heap's size
+/// (in bytes, however written), and the variables whose difference would hang or mislead a
+/// job: the library's paths and heap sharing, the transport. Per-PE policies (the wait
+/// timeout, oversubscription) and UCX's transports (mixed partitions) may differ.
 fn settings(implementation: &str, mpi_library: &str) -> Vec<Setting> {
     let library = |name: &str, value: &str| Setting {
         name: name.to_string(),
@@ -138,12 +167,17 @@ fn settings(implementation: &str, mpi_library: &str) -> Vec<Setting> {
     };
     let mut all =
         vec![library("the OpenSHMEM library", implementation), library("the MPI library", mpi_library)];
-    let (heap, _) = env::heap_size_setting();
+    let (heap, setting) = env::heap_size_setting();
+    let size = heap_capacity(heap)
+        .map_or_else(|| format!("{setting:?}"), |bytes| format!("{bytes} bytes ({setting})"));
+    all.push(Setting {
+        name: format!("the symmetric heap's size ({heap})"),
+        value: size,
+        fix: SAME_ENVIRONMENT,
+    });
     let transport: &[&str] =
-        if cfg!(shmem_sos) { &["SHMEM_OFI_PROVIDER", "FI_PROVIDER"] } else { &["OMPI_MCA_spml", "UCX_TLS"] };
-    let variables =
-        [heap, env::DIRECT, env::WAIT_TIMEOUT, env::NODE_HEAP, env::TRANSPORT, env::OVERSUBSCRIBED];
-    for name in variables.iter().chain(transport) {
+        if cfg!(shmem_sos) { &["SHMEM_OFI_PROVIDER", "FI_PROVIDER"] } else { &["OMPI_MCA_spml"] };
+    for name in [env::DIRECT, env::NODE_HEAP, env::TRANSPORT].iter().chain(transport) {
         let value = std::env::var(name).map_or_else(|_| "unset".to_string(), |v| format!("{v:?}"));
         all.push(Setting { name: (*name).to_string(), value, fix: SAME_ENVIRONMENT });
     }
@@ -220,6 +254,32 @@ fn broadcast_text(world: &SimpleCommunicator, root: i32, text: &str) -> String {
     let mut bytes = if world.rank() == root { text.as_bytes().to_vec() } else { vec![0u8; len as usize] };
     process.broadcast_into(&mut bytes[..]);
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Whether the MPI library loaded in this process might join a launcher through Slurm's own
+/// PMI library, which needs none of [`PROCESS_MANAGER_VARIABLES`]: `false` only for an Open MPI
+/// whose PMI components are known and include neither `s1` nor `s2` (Debian's has PMIx,
+/// Flux and isolated); any other MPI, or one whose components are not found, might.
+pub(crate) fn mpi_may_join_slurm_pmi() -> bool {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let Some(library) = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.rsplit('/').next().is_some_and(|file| file.starts_with("libmpi.so")))
+    else {
+        return true;
+    };
+    let dir = std::path::Path::new(library).parent().unwrap_or(std::path::Path::new("/"));
+    // Where Open MPI 4 keeps its components: <libdir>/openmpi, or Debian's layout.
+    let places = [dir.join("openmpi"), dir.join("openmpi/lib/openmpi3"), dir.join("openmpi/lib/openmpi")];
+    for place in places {
+        let Ok(entries) = std::fs::read_dir(&place) else { continue };
+        let names: Vec<String> = entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
+        if names.iter().any(|n| n.starts_with("mca_pmix_")) {
+            return names.iter().any(|n| n == "mca_pmix_s1.so" || n == "mca_pmix_s2.so");
+        }
+    }
+    true
 }
 
 /// Whether this process runs with address-space randomisation: not when its personality
@@ -303,11 +363,7 @@ impl HeapStatus {
     /// What the environment and this process's allocations say now.
     pub(crate) fn now() -> HeapStatus {
         let (variable, setting) = env::heap_size_setting();
-        let capacity = match std::env::var(variable) {
-            Ok(value) => parse_size(&value),
-            Err(_) => Some(if cfg!(shmem_sos) { 512 << 20 } else { 256 << 20 }),
-        };
-        HeapStatus { capacity, in_use: crate::raw::heap_in_use(), variable, setting }
+        HeapStatus { capacity: heap_capacity(variable), in_use: crate::raw::heap_in_use(), variable, setting }
     }
 
     /// A value of the heap variable that fits `bytes` in all, with a quarter to spare, in
@@ -318,7 +374,17 @@ impl HeapStatus {
     }
 }
 
-/// A size as both implementations read their heap variable: a decimal number, then
+/// The heap's size by `variable` (the one in effect), or the implementation's default.
+fn heap_capacity(variable: &str) -> Option<usize> {
+    match std::env::var(variable) {
+        Ok(value) => parse_size(&value),
+        Err(_) => Some(if cfg!(shmem_sos) { 512 << 20 } else { 256 << 20 }),
+    }
+}
+
+/// A size as Sandia OpenSHMEM reads its heap variable (`%lf%c`), which accepts all that Open
+/// MPI's OSHMEM does (a whole number and at most one suffix letter; it refuses the rest at
+/// start-up itself): a decimal number, then
 /// optionally `k`, `m`, `g` or `t` (either case; powers of 1024); anything after the suffix is
 /// ignored (`2GB` is 2 GiB).
 pub(crate) fn parse_size(value: &str) -> Option<usize> {
@@ -511,7 +577,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn environment(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn environment(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let map: HashMap<String, String> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |name| map.get(name).cloned()
@@ -519,16 +585,25 @@ mod tests {
 
     #[test]
     fn a_step_without_a_process_manager_is_refused_before_start() {
-        let srun_none = environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_STEP_ID", "0")]);
-        let e = check_process_manager(&srun_none).expect_err("no PMI");
+        let pid = std::process::id().to_string();
+        let srun_none =
+            environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_STEP_ID", "0"), ("SLURM_TASK_PID", &pid)]);
+        assert!(check_process_manager(&srun_none, true).is_ok(), "Slurm's PMI might serve the MPI");
+        let e = check_process_manager(&srun_none, false).expect_err("no PMI");
         let message = e.to_string();
         assert!(message.contains("started 4 processes (SLURM_STEP_NUM_TASKS=4)"), "{message}");
         assert!(message.contains("srun --mpi=pmix"), "{message}");
-        let srun_pmix = environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("PMIX_RANK", "2")]);
-        assert!(check_process_manager(&srun_pmix).is_ok());
-        let alone = environment(&[("SLURM_STEP_NUM_TASKS", "1")]);
-        assert!(check_process_manager(&alone).is_ok());
-        assert!(check_process_manager(&environment(&[])).is_ok());
+        let srun_pmix =
+            environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("PMIX_RANK", "2"), ("SLURM_TASK_PID", &pid)]);
+        assert!(check_process_manager(&srun_pmix, false).is_ok());
+        let alone = environment(&[("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_TASK_PID", &pid)]);
+        assert!(check_process_manager(&alone, false).is_ok());
+        assert!(check_process_manager(&environment(&[]), false).is_ok());
+        // A process started inside a step by something else (a shell of `srun --pty bash`):
+        // the step's count is not its job's.
+        let inside = environment(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_TASK_PID", "1")]);
+        assert!(check_process_manager(&inside, false).is_ok());
+        assert!(check_launch(&inside, (0, 2), (0, 2)).is_ok());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! | [`CACHE_DIR`] `ONESIDED_CACHE_DIR` | the same | where calibrations are cached; default `$XDG_CACHE_HOME/onesided`, else `~/.cache/onesided` |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
+//! | [`SMA_HEAP_SIZE`] `SMA_SYMMETRIC_SIZE` | both, when their own is unset | the heap size under its older name |
 //! | [`OMPI_OSC`] `OMPI_MCA_osc` | [`Runtime::init`](crate::Runtime::init) with OSHMEM | must be `ucx`: with Open MPI's default one-sided component every OSHMEM program crashes in `shmem_finalize` |
 //!
 //! `scripts/pe-run` in the repository sets what the launcher needs (`OMPI_MCA_osc=ucx`, the
@@ -54,6 +55,10 @@ pub const OSHMEM_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_HEAP_SIZE";
 
 /// Symmetric heap size of Sandia OpenSHMEM.
 pub const SOS_HEAP_SIZE: &str = "SHMEM_SYMMETRIC_SIZE";
+
+/// The symmetric heap size under its older name (SGI's SHMEM), which both implementations
+/// read when their own variable is unset.
+pub const SMA_HEAP_SIZE: &str = "SMA_SYMMETRIC_SIZE";
 
 /// Open MPI's one-sided component, which must be `ucx` for OSHMEM programs.
 pub const OMPI_OSC: &str = "OMPI_MCA_osc";
@@ -134,15 +139,17 @@ pub(crate) fn oversubscribed() -> Result<Option<bool>> {
     }
 }
 
-/// The heap-size variable of the implementation in use and its current value for messages.
+/// The heap-size variable in effect for the implementation in use and its current value for
+/// messages: the implementation's own, else the older [`SMA_HEAP_SIZE`] both still read, else
+/// the implementation's own with its default.
 pub(crate) fn heap_size_setting() -> (&'static str, String) {
     let (variable, default) =
         if cfg!(shmem_sos) { (SOS_HEAP_SIZE, "512M") } else { (OSHMEM_HEAP_SIZE, "256M") };
-    let current = match std::env::var(variable) {
-        Ok(v) => v,
-        Err(_) => format!("unset, default {default}"),
-    };
-    (variable, current)
+    match (std::env::var(variable), std::env::var(SMA_HEAP_SIZE)) {
+        (Ok(v), _) => (variable, v),
+        (Err(_), Ok(v)) => (SMA_HEAP_SIZE, v),
+        _ => (variable, format!("unset, default {default}")),
+    }
 }
 
 /// Checks that Open MPI will not crash in `shmem_finalize`.

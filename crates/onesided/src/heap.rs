@@ -81,7 +81,12 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
 
         // 1. Every PE asks for the same size: maxima of the values and of their complements.
         let len64 = (len as u64).min(LIMIT);
-        let mut sizes = [len64, LIMIT - len64, elem_size as u64, LIMIT - elem_size as u64].map(|v| v as i64);
+        // The heap in use rides along (its maximum): after an exhaustion that failed on some
+        // PEs only, those that succeeded hold a block the others do not, and the check below
+        // must still come out the same everywhere.
+        let in_use = (crate::raw::heap_in_use() as u64).min(LIMIT);
+        let mut sizes =
+            [len64, LIMIT - len64, elem_size as u64, LIMIT - elem_size as u64, in_use].map(|v| v as i64);
         collectives.reduce_max(rt.n_pes(), &mut sizes);
         if sizes[0] != i64::MAX - sizes[1] || sizes[2] != i64::MAX - sizes[3] {
             drop(collectives);
@@ -97,18 +102,19 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
         // asked (which may print its own errors or abort); every PE has the same figures.
         let heap = crate::doctor::HeapStatus::now();
         let block = RawSymmetric::rounded(bytes, align);
+        let in_use = sizes[4] as usize;
         if let Some(capacity) = heap.capacity
-            && heap.in_use.saturating_add(block) > capacity
+            && in_use.saturating_add(block) > capacity
         {
             drop(collectives);
             return Err(Error::HeapTooSmall {
                 array: name.to_string(),
                 bytes: block,
-                in_use: heap.in_use,
+                in_use,
                 capacity,
                 variable: heap.variable,
                 current: heap.setting,
-                suggest: crate::doctor::HeapStatus::setting_for(heap.in_use.saturating_add(block)),
+                suggest: crate::doctor::HeapStatus::setting_for(in_use.saturating_add(block)),
             });
         }
         let raw = RawSymmetric::collective_alloc(bytes, align);

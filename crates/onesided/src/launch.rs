@@ -25,9 +25,16 @@ const MARK: &str = "ONESIDED_PE_RUN";
 /// Whether this process was started by a launcher (a [`Launch`], `scripts/pe-run`,
 /// `oshrun`, `mpirun`, `srun`): Open MPI, PMIx, Hydra and Slurm job steps set variables of
 /// their own.
+///
+/// A Slurm job step counts only for the process it started (`SLURM_TASK_PID`, wrappers that
+/// `exec` included): a program run from the shell of `srun --pty bash` is not under a
+/// launcher and launches itself.
 pub fn under_launcher() -> bool {
+    let slurm_task =
+        std::env::var("SLURM_TASK_PID").is_ok_and(|pid| pid.trim() == std::process::id().to_string());
     std::env::var_os(MARK).is_some()
-        || ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_ID"]
+        || slurm_task
+        || ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"]
             .iter()
             .any(|v| std::env::var_os(v).is_some())
 }

@@ -119,7 +119,7 @@ impl Runtime {
         // possible.
         env::check_launch_environment()?;
         let var = |name: &str| std::env::var(name).ok();
-        doctor::check_process_manager(&var)?;
+        doctor::check_process_manager(&var, doctor::mpi_may_join_slurm_pmi())?;
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
         let oversubscribed_setting = env::oversubscribed()?;
@@ -160,6 +160,7 @@ impl Runtime {
             shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided)
         });
         if code != 0 {
+            finalize_mpi(universe);
             return Err(Error::InitFailed { code });
         }
         // SAFETY: reading a shim constant.
@@ -181,16 +182,19 @@ impl Runtime {
             use mpi::topology::Communicator;
             let world = universe.world();
             let pes = (my_pe as usize, n_pes as usize);
-            doctor::check_launch(&var, pes, (world.rank() as usize, world.size() as usize)).and_then(|()| {
-                let check = || {
+            let check = || {
+                // Every PE learns whether any found the launch wrong before any branches: a PE
+                // that went on to finalise alone would leave the others waiting.
+                let launch = doctor::check_launch(&var, pes, (world.rank() as usize, world.size() as usize));
+                doctor::collective_agree(&world, launch).and_then(|()| {
                     doctor::collective_check_settings(
                         &world,
                         &doctor::implementation_name(),
                         &doctor::mpi_library_name(),
                     )
-                };
-                watch("MPI collectives (the start-up checks)", None, check)
-            })
+                })
+            };
+            watch("MPI collectives (the start-up checks)", None, check)
         };
         match checked {
             Ok(()) => {}

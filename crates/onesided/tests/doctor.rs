@@ -80,9 +80,12 @@ fn address_randomisation_is_refused_where_cma_needs_it_off() {
         assert!(err.contains("setarch"), "{err}");
         assert!(!err.contains("Signal: Aborted") && !output.status.success(), "{err}");
     } else {
-        // Without CMA (Open MPI's OSHMEM) randomisation is no matter.
+        // Without CMA (Open MPI's OSHMEM, a Sandia OpenSHMEM built without it), or with
+        // randomisation off machine-wide, it is no matter.
         assert!(output.status.success(), "{out}\n{err}");
-        assert!(out.contains("Open MPI's OSHMEM"), "{out}");
-        assert!(out.contains("address-space randomisation: on"), "{out}");
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").unwrap_or_default();
+        if kernel.trim() != "0" {
+            assert!(out.contains("address-space randomisation: on"), "{out}");
+        }
     }
 }
