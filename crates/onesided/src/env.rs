@@ -143,13 +143,19 @@ pub(crate) fn oversubscribed() -> Result<Option<bool>> {
 /// messages: the implementation's own, else the older [`SMA_HEAP_SIZE`] both still read, else
 /// the implementation's own with its default.
 pub(crate) fn heap_size_setting() -> (&'static str, String) {
-    let (variable, default) =
-        if cfg!(shmem_sos) { (SOS_HEAP_SIZE, "512M") } else { (OSHMEM_HEAP_SIZE, "256M") };
+    let variable = if cfg!(shmem_sos) { SOS_HEAP_SIZE } else { OSHMEM_HEAP_SIZE };
+    let default = heap_size_default();
     match (std::env::var(variable), std::env::var(SMA_HEAP_SIZE)) {
         (Ok(v), _) => (variable, v),
         (Err(_), Ok(v)) => (SMA_HEAP_SIZE, v),
         _ => (variable, format!("unset, default {default}")),
     }
+}
+
+/// The symmetric heap's size when no variable sets it: Sandia OpenSHMEM's 512 MiB, Open
+/// MPI's 256 MiB.
+pub(crate) fn heap_size_default() -> &'static str {
+    if cfg!(shmem_sos) { "512M" } else { "256M" }
 }
 
 /// Checks that Open MPI will not crash in `shmem_finalize`.
