@@ -426,7 +426,8 @@ fn run_path(
     let (mut move_x, mut move_f, mut force, mut wait) = (record(), record(), record(), record());
     let mut search = std::time::Duration::ZERO;
     let mut memory = cli::MemoryTrack::new(options.steps.saturating_sub(1));
-    let mut list: Option<PairList> = None;
+    // The pair list, searched again after every repartition into the same buffers.
+    let (mut list, mut list_stale): (Option<PairList>, bool) = (None, true);
     let mut list_isa = None;
     let mut forces = Vec::new();
     let mut fingerprints = cli::resident_vec(steps, (u64::MAX, u64::MAX, u64::MAX));
@@ -483,10 +484,10 @@ fn run_path(
             let before =
                 if options.verify { Some(verify::gather_positions(rt, &halo, n_atoms)?) } else { None };
             halo.collective_repartition(&mut [&mut velocities])?;
-            list = None;
-            // The repartition's temporaries and the old pair list are freed here: give their
-            // pages back, or the allocator keeps them and resident memory drifts up over a
-            // long run while the memory in use stays level.
+            list_stale = true;
+            // The repartition's temporaries are freed here: give their pages back, or the
+            // allocator keeps them and resident memory drifts up over a long run while the
+            // memory in use stays level.
             cli::return_free_memory();
             if let Some(state) = pme.as_mut() {
                 state.home = particles(&halo, topology);
@@ -503,12 +504,18 @@ fn run_path(
         let mut step_view = halo.move_x()?;
         let moved_x = Instant::now();
         let mut force_start = moved_x;
-        if options.kernel == Kernel::Cluster && list.is_none() {
+        if options.kernel == Kernel::Cluster && list_stale {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
-            let built = PairList::for_domain(&step_view, topology, field)?;
+            let built = match list.as_mut() {
+                Some(list) => {
+                    list.rebuild_for_domain(&step_view, topology, field)?;
+                    list
+                }
+                None => list.insert(PairList::for_domain(&step_view, topology, field)?),
+            };
             list_isa = Some(built.isa());
-            list = Some(built);
+            list_stale = false;
             force_start = Instant::now();
             search += force_start - moved_x;
         }

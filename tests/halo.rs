@@ -223,20 +223,27 @@ fn run_with(
     let mut ids: Vec<u32> = halo.global_indices()[..halo.home_count()].to_vec();
     let mut tags: Vec<[u8; 3]> = ids.iter().map(|&g| tag(g)).collect();
     let mut prints = Vec::new();
-    let mut list = None;
+    let (mut list, mut stale): (Option<PairList>, bool) = (None, false);
     for step in 0..steps {
         if step > 0 && step % NSTLIST as u64 == 0 {
             let before = verify::gather_positions(rt, &halo, s.len())?;
             halo.collective_repartition(&mut [&mut velocities, &mut ids, &mut tags])?;
             verify::check_halo(&halo, &before)?;
             check_state_and_fields(&mut halo, &ids, &tags)?;
-            list = None;
+            stale = true;
         }
         let mut view = halo.move_x()?;
+        // After a repartition the list is searched again into its own buffers, as the
+        // example does.
         let list = match &mut list {
+            Some(list) if stale => {
+                list.rebuild_for_domain(&view, &topology, field)?;
+                list
+            }
             Some(list) => list,
             None => list.insert(PairList::for_domain(&view, &topology, field)?),
         };
+        stale = false;
         if step + 1 == steps {
             // The plain cell-list loop, from both ends of every pair, agrees on this domain
             // (over the images made as the halo makes them, then folded back); the pair-list

@@ -2,6 +2,8 @@
 
 use md_halo::PeriodicImage;
 
+use super::keep_room;
+
 /// The images a [`PairList`] makes: what each is, and per stored atom its images, so that
 /// the pass that writes an atom's force adds its images' forces in the same read.
 ///
@@ -16,24 +18,37 @@ pub(super) struct Images {
 }
 
 impl Images {
-    pub(super) fn new(table: &[PeriodicImage], stored: usize) -> Images {
-        if table.is_empty() {
-            return Images::default();
+    /// Indexes `table`, the images of `stored` atoms, in place: the buffers keep their
+    /// capacity from one pair search to the next.
+    pub(super) fn fill(&mut self, table: &[PeriodicImage], stored: usize) {
+        for v in [&mut self.first, &mut self.of_atom] {
+            v.clear();
         }
-        let mut first = vec![0u32; stored + 1];
+        self.table.clear();
+        if table.is_empty() {
+            return;
+        }
+        self.table.extend_from_slice(table);
+        self.first.resize(stored + 1, 0);
         for image in table {
-            first[image.atom as usize + 1] += 1;
+            self.first[image.atom as usize + 1] += 1;
         }
         for a in 0..stored {
-            first[a + 1] += first[a];
+            self.first[a + 1] += self.first[a];
         }
-        let mut fill = first.clone();
-        let mut of_atom = vec![0u32; table.len()];
-        for (k, image) in table.iter().enumerate() {
-            of_atom[fill[image.atom as usize] as usize] = k as u32;
-            fill[image.atom as usize] += 1;
+        self.of_atom.resize(table.len(), 0);
+        // The next free place of each atom's images, counted down from the end of its run.
+        for (k, image) in table.iter().enumerate().rev() {
+            let end = &mut self.first[image.atom as usize + 1];
+            *end -= 1;
+            self.of_atom[*end as usize] = k as u32;
         }
-        Images { table: table.to_vec(), first, of_atom }
+        // Entry a + 1 now holds the start of atom a's run: move every entry down by one.
+        self.first.rotate_left(1);
+        self.first[stored] = table.len() as u32;
+        keep_room(&mut self.table);
+        keep_room(&mut self.first);
+        keep_room(&mut self.of_atom);
     }
 
     /// Local atom `atom`: the stored atom its force goes to, and the image it is, if one.

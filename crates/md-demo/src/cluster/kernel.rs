@@ -3,6 +3,7 @@
 
 use super::layout::{Slots, cluster};
 use super::{Chunk, I_CLUSTER, J_CLUSTER};
+use crate::force::{Electrostatics, ForceField};
 
 /// Mask bit of the pair (i atom `a`, j atom `b`) of an entry.
 const BIT: [[u32; J_CLUSTER]; I_CLUSTER] = {
@@ -84,6 +85,23 @@ pub(super) struct Constants {
     pub(super) beta: f32,
     pub(super) two_beta_over_sqrt_pi: f32,
     pub(super) ewald_shift: f32,
+}
+
+impl Constants {
+    pub(super) fn of(field: &ForceField) -> Constants {
+        let beta = match field.electrostatics() {
+            Electrostatics::Ewald { beta } => beta,
+            Electrostatics::ReactionField => 0.0,
+        };
+        Constants {
+            cutoff2: (field.cutoff * field.cutoff) as f32,
+            k_rf: field.k_rf() as f32,
+            c_rf: field.c_rf() as f32,
+            beta: beta as f32,
+            two_beta_over_sqrt_pi: (beta * std::f64::consts::FRAC_2_SQRT_PI) as f32,
+            ewald_shift: field.ewald_shift() as f32,
+        }
+    }
 }
 
 /// `erfc(x)` and `exp(-x²)` for `x ≥ 0` in single precision, in straight-line code that

@@ -3,7 +3,7 @@
 
 use md_halo::{PeriodicImage, RVec};
 
-use super::{J_CLUSTER, PADDING};
+use super::{J_CLUSTER, PADDING, keep_room};
 use crate::force::bucket;
 
 /// An axis-aligned bounding box; empty (lower above upper) when it holds no atom.
@@ -72,7 +72,8 @@ pub(super) fn gather(atom_of_slot: &[u32], positions: &[RVec], images: &[Periodi
     let n = atom_of_slot.len();
     if slots.x.len() != n {
         for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
-            *v = (0..n).map(far).collect();
+            v.clear();
+            v.extend((0..n).map(far));
         }
     }
     let stored = positions.len();
@@ -89,6 +90,7 @@ pub(super) fn gather(atom_of_slot: &[u32], positions: &[RVec], images: &[Periodi
 
 /// Columns over the x-y plane of the atoms' bounding box, each about as wide as a j-cluster
 /// of atoms is tall.
+#[derive(Clone, Debug, Default)]
 pub(super) struct Columns {
     pub(super) lower: [f32; 2],
     pub(super) width: [f32; 2],
@@ -101,7 +103,9 @@ pub(super) struct Columns {
 }
 
 impl Columns {
-    pub(super) fn new(positions: &[RVec], rlist: f32) -> Columns {
+    /// Sets the columns for `positions`; the buffers keep their capacity (see
+    /// [`slots`](Self::slots)).
+    pub(super) fn fit(&mut self, positions: &[RVec], rlist: f32) {
         let mut all = Bounds::EMPTY;
         for &x in positions {
             all.add(x);
@@ -117,14 +121,9 @@ impl Columns {
         let side = (J_CLUSTER as f32 / density).cbrt().min(rlist.max(1e-3));
         let dims: [usize; 2] =
             std::array::from_fn(|d| ((extent[d] / side).round() as usize).clamp(1, 1 << 12));
-        Columns {
-            lower: [lower[0], lower[1]],
-            width: std::array::from_fn(|d| extent[d] / dims[d] as f32),
-            dims,
-            first: Vec::new(),
-            atoms: Vec::new(),
-            bounds: Vec::new(),
-        }
+        self.lower = [lower[0], lower[1]];
+        self.width = std::array::from_fn(|d| extent[d] / dims[d] as f32);
+        self.dims = dims;
     }
 
     fn column_of(&self, x: RVec) -> [usize; 2] {
@@ -137,9 +136,9 @@ impl Columns {
         self.dims[0] * self.dims[1]
     }
 
-    /// Sorts the atoms into the columns (by z within each, ties by index) and returns the atom
-    /// of every slot; fills `first`, `atoms` and `bounds`.
-    pub(super) fn slots(&mut self, positions: &[RVec]) -> Vec<u32> {
+    /// Sorts the atoms into the columns (by z within each, ties by index) and writes the atom
+    /// of every slot to `atom_of_slot`; fills `first`, `atoms` and `bounds`.
+    pub(super) fn slots(&mut self, positions: &[RVec], atom_of_slot: &mut Vec<u32>) {
         let n_columns = self.count();
         let column: Vec<usize> = positions
             .iter()
@@ -149,10 +148,10 @@ impl Columns {
             })
             .collect();
         let (mut members, start) = bucket(&column, n_columns);
-        self.first = Vec::with_capacity(n_columns + 1);
-        self.atoms = Vec::with_capacity(n_columns);
-        self.bounds = Vec::with_capacity(n_columns);
-        let mut atom_of_slot = Vec::with_capacity(positions.len() + n_columns * J_CLUSTER);
+        self.first.clear();
+        self.atoms.clear();
+        self.bounds.clear();
+        atom_of_slot.clear();
         for c in 0..n_columns {
             let list = &mut members[start[c]..start[c + 1]];
             list.sort_by(|&a, &b| {
@@ -169,7 +168,9 @@ impl Columns {
             atom_of_slot.resize(atom_of_slot.len().next_multiple_of(J_CLUSTER), PADDING);
         }
         self.first.push(atom_of_slot.len());
-        atom_of_slot
+        keep_room(&mut self.first);
+        keep_room(&mut self.atoms);
+        keep_room(&mut self.bounds);
     }
 }
 

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::images::Images;
 use super::kernel::{Constants, Isa};
 use super::layout::{Bounds, Columns, Slots, cluster, gather};
-use super::{CHUNK_CLUSTERS, Chunk, I_CLUSTER, J_CLUSTER, PADDING, PairList};
+use super::{CHUNK_CLUSTERS, Chunk, I_CLUSTER, J_CLUSTER, PADDING, PairList, keep_room};
 use crate::error::{Error, Result};
 use crate::force::{Electrostatics, ForceField, ONE_4PI_EPS0, Topology};
 
@@ -26,7 +26,25 @@ impl PairList {
     /// the forces the images carried across the boundaries
     /// ([`shift_forces`](Self::shift_forces)).
     pub fn for_domain(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> Result<PairList> {
-        let mut list = PairList::build(
+        let mut list = PairList::empty(field);
+        list.rebuild_for_domain(halo, topology, field)?;
+        Ok(list)
+    }
+
+    /// As [`for_domain`](Self::for_domain), in place: the list's buffers keep their capacity
+    /// from one pair search to the next, so that a long run's memory stays level once they
+    /// have their sizes (a list built afresh every search leaves the allocator a different
+    /// set of sizes each time).
+    ///
+    /// # Errors
+    /// As [`PairList::build`]; the list is unchanged on an error.
+    pub fn rebuild_for_domain(
+        &mut self,
+        halo: &HaloExchange<'_>,
+        topology: &Topology,
+        field: &ForceField,
+    ) -> Result<()> {
+        self.rebuild(
             &halo.positions_with_images(),
             halo.global_indices(),
             &halo.pair_owner().zones(),
@@ -35,8 +53,8 @@ impl PairList {
             halo.grid().range() as f64,
             Isa::detect(),
         )?;
-        list.images = Images::new(halo.images(), halo.stored_count());
-        Ok(list)
+        self.images.fill(halo.images(), halo.stored_count());
+        Ok(())
     }
 
     /// The pair list of the atoms at `positions` (global indices `ids`, real-space
@@ -58,6 +76,48 @@ impl PairList {
         rlist: f64,
         isa: Isa,
     ) -> Result<PairList> {
+        let mut list = PairList::empty(field);
+        list.rebuild(positions, ids, zones, topology, field, rlist, isa)?;
+        Ok(list)
+    }
+
+    /// A list of no atoms, to be filled by [`rebuild`](Self::rebuild).
+    fn empty(field: &ForceField) -> PairList {
+        PairList {
+            atom_of_slot: Vec::new(),
+            slot_of_atom: Vec::new(),
+            slots: Slots::default(),
+            chunks: Vec::new(),
+            constants: Constants::of(field),
+            isa: Isa::Baseline,
+            pairs: 0,
+            total: Vec::new(),
+            field: *field,
+            exclusions: Vec::new(),
+            exclusion_params: Vec::new(),
+            images: Images::default(),
+            shift_forces: ShiftForces::default(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// As [`build`](Self::build), in place, keeping the buffers' capacity (see
+    /// [`rebuild_for_domain`](Self::rebuild_for_domain)); the list makes no periodic images
+    /// afterwards.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build); the list is unchanged on an error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rebuild(
+        &mut self,
+        positions: &[RVec],
+        ids: &[u32],
+        zones: &[Zone],
+        topology: &Topology,
+        field: &ForceField,
+        rlist: f64,
+        isa: Isa,
+    ) -> Result<()> {
         if rlist.is_nan() || rlist < field.cutoff {
             return Err(Error::Config(format!(
                 "the pair-list radius {rlist} nm is below the cutoff {} nm: pairs would be missed",
@@ -89,32 +149,49 @@ impl PairList {
                 topology.params.len()
             )));
         }
-        let mut columns = Columns::new(positions, rlist as f32);
-        let atom_of_slot = columns.slots(positions);
-        let mut slot_of_atom = vec![0u32; positions.len()];
+        let PairList { atom_of_slot, slot_of_atom, slots, scratch, .. } = self;
+        let Scratch { columns, molecule, zone, i_bounds, j_bounds, i_summary, j_summary } = scratch;
+        columns.fit(positions, rlist as f32);
+        columns.slots(positions, atom_of_slot);
+        slot_of_atom.clear();
+        slot_of_atom.resize(positions.len(), 0);
+        keep_room(slot_of_atom);
+        keep_room(atom_of_slot);
         for (slot, &atom) in atom_of_slot.iter().enumerate() {
             if atom != PADDING {
                 slot_of_atom[atom as usize] = slot as u32;
             }
         }
         let scale = ONE_4PI_EPS0.sqrt();
-        let param = |slot: usize, f: &dyn Fn(usize) -> f32| match atom_of_slot[slot] {
-            PADDING => 0.0,
-            atom => f(ids[atom as usize] as usize),
-        };
+        let atom_of_slot = &*atom_of_slot;
         let n_slots = atom_of_slot.len();
         let p = &topology.params;
-        let mut slots = Slots {
-            charge: (0..n_slots).map(|s| param(s, &|g| (p[g].charge as f64 * scale) as f32)).collect(),
-            sqrt_c6: (0..n_slots).map(|s| param(s, &|g| (6.0 * p[g].c6 as f64).sqrt() as f32)).collect(),
-            sqrt_c12: (0..n_slots).map(|s| param(s, &|g| (12.0 * p[g].c12 as f64).sqrt() as f32)).collect(),
-            ..Slots::default()
+        let per_slot = |v: &mut Vec<f32>, f: &dyn Fn(usize) -> f32| {
+            refill(
+                v,
+                atom_of_slot.iter().map(|&atom| match atom {
+                    PADDING => 0.0,
+                    atom => f(ids[atom as usize] as usize),
+                }),
+            )
         };
-        let molecule: Vec<u32> = atom_of_slot
-            .iter()
-            .map(|&a| if a == PADDING { PADDING } else { topology.molecules[ids[a as usize] as usize] })
-            .collect();
-        gather(&atom_of_slot, positions, &[], &mut slots);
+        per_slot(&mut slots.charge, &|g| (p[g].charge as f64 * scale) as f32);
+        per_slot(&mut slots.sqrt_c6, &|g| (6.0 * p[g].c6 as f64).sqrt() as f32);
+        per_slot(&mut slots.sqrt_c12, &|g| (12.0 * p[g].c12 as f64).sqrt() as f32);
+        refill(
+            molecule,
+            atom_of_slot
+                .iter()
+                .map(|&a| if a == PADDING { PADDING } else { topology.molecules[ids[a as usize] as usize] }),
+        );
+        // Padding must sit far away again: `gather` places it only when the length changes.
+        for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
+            v.clear();
+        }
+        gather(atom_of_slot, positions, &[], slots);
+        for v in [&mut slots.x, &mut slots.y, &mut slots.z] {
+            keep_room(v);
+        }
         let bounds = |first: usize, len: usize| {
             let mut b = Bounds::EMPTY;
             for &atom in &atom_of_slot[first..first + len] {
@@ -124,79 +201,74 @@ impl PairList {
             }
             b
         };
-        let i_bounds: Vec<Bounds> =
-            (0..n_slots / I_CLUSTER).map(|c| bounds(c * I_CLUSTER, I_CLUSTER)).collect();
+        refill(i_bounds, (0..n_slots / I_CLUSTER).map(|c| bounds(c * I_CLUSTER, I_CLUSTER)));
         // A j-cluster is two consecutive i-clusters.
-        let j_bounds: Vec<Bounds> = i_bounds.chunks(J_CLUSTER / I_CLUSTER).map(Bounds::union).collect();
-        let zone: Vec<u8> =
-            atom_of_slot.iter().map(|&a| zones.get(a as usize).map_or(0, |z| z.bits())).collect();
-        let summaries = |size: usize| -> Vec<Summary> {
-            (0..n_slots / size)
-                .map(|c| {
+        refill(j_bounds, i_bounds.chunks(J_CLUSTER / I_CLUSTER).map(Bounds::union));
+        refill(zone, atom_of_slot.iter().map(|&a| zones.get(a as usize).map_or(0, |z| z.bits())));
+        let summaries = |size: usize, into: &mut Vec<Summary>| {
+            refill(
+                into,
+                (0..n_slots / size).map(|c| {
                     let slots = c * size..(c + 1) * size;
                     Summary::of(&atom_of_slot[slots.clone()], &molecule[slots.clone()], &zone[slots])
-                })
-                .collect()
+                }),
+            )
         };
+        summaries(I_CLUSTER, i_summary);
+        summaries(J_CLUSTER, j_summary);
         let search = Search {
-            columns: &columns,
-            i_bounds: &i_bounds,
-            j_bounds: &j_bounds,
-            atom_of_slot: &atom_of_slot,
-            molecule: &molecule,
-            slots: &slots,
+            columns,
+            i_bounds,
+            j_bounds,
+            atom_of_slot,
+            molecule,
+            slots,
             rlist2: (rlist * rlist) as f32,
             // Rounding of the box distances must never drop a pair within rlist.
             bounds_rlist2: ((rlist * (1.0 + 1e-5) + 1e-6).powi(2)) as f32,
-            zone: &zone,
-            i_summary: summaries(I_CLUSTER),
-            j_summary: summaries(J_CLUSTER),
+            zone,
+            i_summary,
+            j_summary,
         };
         let n_i = n_slots / I_CLUSTER;
-        let chunks: Vec<Chunk> = (0..n_i.div_ceil(CHUNK_CLUSTERS))
-            .into_par_iter()
-            .map(|c| {
-                let range = c * CHUNK_CLUSTERS..((c + 1) * CHUNK_CLUSTERS).min(n_i);
-                match isa {
-                    // SAFETY: `isa.available()` was checked above.
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => unsafe { search_avx512(&search, range, n_slots) },
-                    _ => search.chunk(range, n_slots),
-                }
-            })
-            .collect();
-        let pairs = chunks.iter().flat_map(|c| &c.masks).map(|m| m.count_ones() as usize).sum();
-        let beta = match field.electrostatics() {
-            Electrostatics::Ewald { beta } => beta,
-            Electrostatics::ReactionField => 0.0,
-        };
-        let constants = Constants {
-            cutoff2: (field.cutoff * field.cutoff) as f32,
-            k_rf: field.k_rf() as f32,
-            c_rf: field.c_rf() as f32,
-            beta: beta as f32,
-            two_beta_over_sqrt_pi: (beta * std::f64::consts::FRAC_2_SQRT_PI) as f32,
-            ewald_shift: field.ewald_shift() as f32,
-        };
-        let exclusions = if beta > 0.0 { excluded_pairs(ids, zones, topology) } else { Vec::new() };
-        let exclusion_params =
-            exclusions.iter().map(|pair| pair.map(|a| topology.params[ids[a as usize] as usize])).collect();
-        Ok(PairList {
-            atom_of_slot,
-            slot_of_atom,
-            slots,
-            chunks,
-            constants,
-            isa,
-            pairs,
-            total: vec![0.0; 3 * n_slots],
-            field: *field,
-            exclusions,
-            exclusion_params,
-            images: Images::default(),
-            shift_forces: ShiftForces::default(),
-        })
+        self.chunks.resize_with(n_i.div_ceil(CHUNK_CLUSTERS), Chunk::default);
+        self.chunks.par_iter_mut().enumerate().for_each(|(c, chunk)| {
+            let range = c * CHUNK_CLUSTERS..((c + 1) * CHUNK_CLUSTERS).min(n_i);
+            match isa {
+                // SAFETY: `isa.available()` was checked above.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { search_avx512(&search, range, n_slots, chunk) },
+                _ => search.chunk(range, n_slots, chunk),
+            }
+        });
+        self.pairs = self.chunks.iter().flat_map(|c| &c.masks).map(|m| m.count_ones() as usize).sum();
+        self.constants = Constants::of(field);
+        self.isa = isa;
+        self.total.clear();
+        self.total.resize(3 * n_slots, 0.0);
+        keep_room(&mut self.total);
+        self.field = *field;
+        self.exclusions.clear();
+        self.exclusion_params.clear();
+        if matches!(field.electrostatics(), Electrostatics::Ewald { beta } if beta > 0.0) {
+            self.exclusions.extend(excluded_pairs(ids, zones, topology));
+            self.exclusion_params.extend(
+                self.exclusions.iter().map(|pair| pair.map(|a| topology.params[ids[a as usize] as usize])),
+            );
+            keep_room(&mut self.exclusions);
+            keep_room(&mut self.exclusion_params);
+        }
+        self.images.fill(&[], 0);
+        self.shift_forces = ShiftForces::default();
+        Ok(())
     }
+}
+
+/// Replaces the contents of `v` by `values`, keeping its capacity ([`keep_room`]).
+fn refill<T>(v: &mut Vec<T>, values: impl Iterator<Item = T>) {
+    v.clear();
+    v.extend(values);
+    keep_room(v);
 }
 
 /// The pairs `(i, j)`, `i < j`, of local atoms in one molecule whose zones pair: the excluded
@@ -234,6 +306,21 @@ struct Search<'a> {
     /// Zone bits in slot order.
     zone: &'a [u8],
     /// Per i-cluster and per j-cluster: what the fast path of [`Search::mask`] needs.
+    i_summary: &'a [Summary],
+    j_summary: &'a [Summary],
+}
+
+/// What the pair search needs only while it runs, kept in the list so that its buffers keep
+/// their capacity from one search to the next.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    columns: Columns,
+    /// The molecule and the zone bits of every slot.
+    molecule: Vec<u32>,
+    zone: Vec<u8>,
+    /// The bounding box of every i-cluster and every j-cluster.
+    i_bounds: Vec<Bounds>,
+    j_bounds: Vec<Bounds>,
     i_summary: Vec<Summary>,
     j_summary: Vec<Summary>,
 }
@@ -264,11 +351,14 @@ impl Summary {
 }
 
 impl Search<'_> {
-    /// The entries of i-clusters `range`, and the force buffer they need.
+    /// The entries of i-clusters `range`, and the force buffer they need, into `chunk`
+    /// (whose buffers keep their capacity).
     #[inline(always)]
-    fn chunk(&self, range: std::ops::Range<usize>, n_slots: usize) -> Chunk {
-        let mut chunk =
-            Chunk { lower: (range.start * I_CLUSTER) / J_CLUSTER * J_CLUSTER, ..Chunk::default() };
+    fn chunk(&self, range: std::ops::Range<usize>, n_slots: usize, chunk: &mut Chunk) {
+        for v in [&mut chunk.i_clusters, &mut chunk.starts, &mut chunk.j_clusters, &mut chunk.masks] {
+            v.clear();
+        }
+        chunk.lower = (range.start * I_CLUSTER) / J_CLUSTER * J_CLUSTER;
         let mut upper = (range.end * I_CLUSTER).min(n_slots);
         let columns = self.columns;
         let reach = self.bounds_rlist2.sqrt();
@@ -327,8 +417,12 @@ impl Search<'_> {
                 chunk.starts.push(chunk.j_clusters.len() as u32);
             }
         }
-        chunk.force = vec![0.0; 3 * (upper - chunk.lower)];
-        chunk
+        chunk.force.clear();
+        chunk.force.resize(3 * (upper - chunk.lower), 0.0);
+        for v in [&mut chunk.i_clusters, &mut chunk.starts, &mut chunk.j_clusters, &mut chunk.masks] {
+            keep_room(v);
+        }
+        keep_room(&mut chunk.force);
     }
 
     /// The interacting pairs of an entry; zero when none of them is within `rlist`.
@@ -394,8 +488,13 @@ impl Search<'_> {
 /// The processor must have AVX-512F and AVX-512VL.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
-unsafe fn search_avx512(search: &Search<'_>, range: std::ops::Range<usize>, n_slots: usize) -> Chunk {
-    search.chunk(range, n_slots)
+unsafe fn search_avx512(
+    search: &Search<'_>,
+    range: std::ops::Range<usize>,
+    n_slots: usize,
+    chunk: &mut Chunk,
+) {
+    search.chunk(range, n_slots, chunk)
 }
 
 /// Lane `b` of `lanes` as bit `b`.

@@ -175,6 +175,70 @@ fn forces_are_the_same_bits_for_any_thread_count() {
 }
 
 #[test]
+fn a_list_searched_again_in_place_gives_the_bits_of_a_new_one() {
+    let (big, topology) = water([2, 2, 1]);
+    let (small, _) = water([1, 1, 1]);
+    // The same atoms, one of them moved into a neighbouring column: mostly the same slot
+    // count, with padding where an atom used to be.
+    let moved: Vec<Vec<RVec>> = (0..small.len())
+        .step_by(5)
+        .map(|k| {
+            let mut x = small.positions.clone();
+            x[k] = [x[k][0] + 0.3, x[k][1] - 0.2, x[k][2]];
+            x
+        })
+        .collect();
+    let bits = |list: &mut PairList, x: &[RVec]| {
+        let mut forces = Vec::new();
+        let energy = list.forces_and_energy(x, &mut forces).expect("same atoms");
+        (forces.iter().flatten().map(|f| f.to_bits()).collect::<Vec<u32>>(), energy.to_bits(), list.pairs())
+    };
+    for field in [ForceField::new(0.9), ForceField::ewald(0.9, 3.47)] {
+        let isa = Isa::detect();
+        let mut list = PairList::build(
+            &big.positions,
+            &ids(big.len()),
+            &mixed_zones(big.len()),
+            &topology,
+            &field,
+            1.0,
+            isa,
+        )
+        .expect("valid");
+        let first = bits(&mut list, &big.positions);
+        for x in std::iter::once(&small.positions).chain(&moved).chain([&small.positions]) {
+            let zones = home(x.len());
+            let mut fresh =
+                PairList::build(x, &ids(x.len()), &zones, &topology, &field, 1.0, isa).expect("valid");
+            list.rebuild(x, &ids(x.len()), &zones, &topology, &field, 1.0, isa).expect("valid");
+            assert!(
+                bits(&mut list, x) == bits(&mut fresh, x),
+                "{field:?}: a rebuilt list differs from a new one"
+            );
+        }
+        // Bad input leaves the list as it was.
+        let mut bad = small.positions.clone();
+        bad[3][0] = f32::NAN;
+        let refused = list.rebuild(&bad, &ids(bad.len()), &home(bad.len()), &topology, &field, 1.0, isa);
+        assert!(matches!(refused, Err(Error::Config(m)) if m.contains("local atom 3")));
+        let mut again = PairList::build(
+            &small.positions,
+            &ids(small.len()),
+            &home(small.len()),
+            &topology,
+            &field,
+            1.0,
+            isa,
+        )
+        .expect("valid");
+        assert!(bits(&mut list, &small.positions) == bits(&mut again, &small.positions));
+        list.rebuild(&big.positions, &ids(big.len()), &mixed_zones(big.len()), &topology, &field, 1.0, isa)
+            .expect("valid");
+        assert!(bits(&mut list, &big.positions) == first, "{field:?}: back to the first system, other bits");
+    }
+}
+
+#[test]
 fn tiny_and_empty_systems_work_and_bad_input_is_refused() {
     let (s, topology) = water([1, 1, 1]);
     let field = ForceField::new(0.8);
