@@ -47,8 +47,10 @@
 //! part of the run time spent waiting for it) over the second half of the run, as GROMACS
 //! counts them with `-resethway`, as `dlb path=<p> mode=<m> imbalance_pct=<i> waiting_pct=<w>
 //! moves=<k> step_ms=<t> first_half_imbalance_pct=.. first_half_waiting_pct=..
-//! first_half_moves=.. run_step_ms=<t>` (`step_ms`: the mean wall time of a step in the second
-//! half, `run_step_ms` over the whole run, repartitions and searches included), then the
+//! first_half_moves=.. run_step_ms=<t> balancing=on|off|off-for-good turned_off=<n>`
+//! (`step_ms`: the mean wall time of a step in the second half, `run_step_ms` over the whole
+//! run, repartitions and searches included; `turned_off`: how often `--dlb auto` turned
+//! balancing off for slowing the steps, over the whole run), then the
 //! median per step of each phase under GROMACS's names (Comm. coord.,
 //! Force, Wait + Comm. F with the wait for the slowest PE apart, Neighbor search), the same
 //! as `phases path=<p> comm_coord_us=<t> force_us=<t> wait_us=<t> comm_f_us=<t> search_us=<t>
@@ -604,7 +606,8 @@ fn run_path(
         let late_steps = (options.steps - halfway).max(1) as f64;
         println!(
             "dlb path={} mode={} imbalance_pct={:.2} waiting_pct={:.2} moves={} step_ms={:.4} \
-             first_half_imbalance_pct={:.2} first_half_waiting_pct={:.2} first_half_moves={} run_step_ms={:.4}",
+             first_half_imbalance_pct={:.2} first_half_waiting_pct={:.2} first_half_moves={} run_step_ms={:.4} \
+             balancing={} turned_off={}",
             label(path),
             options.dlb,
             100.0 * balance.imbalance,
@@ -614,7 +617,15 @@ fn run_path(
             100.0 * early.imbalance,
             100.0 * early.waiting,
             early.moves,
-            run_time.as_secs_f64() * 1e3 / options.steps as f64
+            run_time.as_secs_f64() * 1e3 / options.steps as f64,
+            if balance.off_for_good {
+                "off-for-good"
+            } else if balance.balancing {
+                "on"
+            } else {
+                "off"
+            },
+            balance.turned_off
         );
     }
     if options.verify {

@@ -478,7 +478,9 @@ fn automatic_balancing_waits_for_a_cost(rt: &Runtime) -> CaseResult {
             // Even loads for six repartitions, then PE 0 takes twice the others'.
             let heavy = step > 6 * NSTLIST && rt.my_pe() == 0;
             let mut view = halo.move_x()?;
-            view.record_load(Duration::from_millis(if heavy { 20 } else { 10 }));
+            // Recorded loads far above the real step time, so that the waiting they imply
+            // is clear of a busy machine's slow steps.
+            view.record_load(Duration::from_millis(if heavy { 2000 } else { 1000 }));
             view.move_f()?;
             if step % NSTLIST == 0 {
                 halo.collective_repartition(&mut [])?;
@@ -500,6 +502,53 @@ fn automatic_balancing_waits_for_a_cost(rt: &Runtime) -> CaseResult {
             "{mode}: the imbalance went unseen: {report}"
         );
     }
+    Ok(())
+}
+
+/// Under `--dlb auto`, balancing that makes the steps slower is turned off again and the
+/// boundaries go back to equal domains, as GROMACS does: PE 0 records twice the others' load
+/// from the start (far above the real step time, as in the test above), so balancing turns on at the third repartition; from then on every step
+/// sleeps 10 ms (slower than before), and it must be off again within 20 intervals, the grid
+/// uniform a few repartitions later, and stay so (the steps without it are faster again).
+fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
+    let s = system(Shape::Cube);
+    let n = rt.n_pes();
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let mut halo =
+        HaloExchange::builder(rt, grid).load_balancing(Dlb::Auto).collective_from_global(&s.positions)?;
+    let (mut on_at, mut off_at, mut uniform_at) = (None, None, None);
+    for repartition in 1..=40 {
+        let slow = on_at.is_some() && off_at.is_none();
+        for _ in 0..NSTLIST {
+            let mut view = halo.move_x()?;
+            view.record_load(Duration::from_millis(if rt.my_pe() == 0 { 2000 } else { 1000 }));
+            if slow {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            view.move_f()?;
+        }
+        halo.collective_repartition(&mut [])?;
+        let uniform = halo.grid().is_uniform();
+        if on_at.is_none() && !uniform {
+            on_at = Some(repartition);
+        }
+        if on_at.is_some() && off_at.is_none() && halo.collective_load_report()?.turned_off > 0 {
+            off_at = Some(repartition);
+        }
+        if off_at.is_some() && uniform_at.is_none() && uniform {
+            uniform_at = Some(repartition);
+        }
+        ensure!(uniform_at.is_none() || uniform, "repartition {repartition}: balancing came back on");
+    }
+    let report = halo.collective_load_report()?;
+    ensure!(
+        on_at == Some(3),
+        "balancing first moved the boundaries at repartition {on_at:?}, not 3: {report}"
+    );
+    let (on, off) = (on_at.unwrap_or(0), off_at.unwrap_or(u64::MAX));
+    ensure!(off > on && off <= on + 20, "turned on at {on}, off at {off_at:?}: {report}");
+    ensure!(uniform_at.is_some_and(|u| u <= off + 15), "back to equal domains at {uniform_at:?}: {report}");
+    ensure!(report.turned_off == 1 && !report.balancing && !report.off_for_good, "{report}");
     Ok(())
 }
 
@@ -1024,6 +1073,11 @@ fn main() {
         name: "load_balancing_on_every_grid",
         pes: &[8],
         run: load_balancing_on_every_grid,
+    });
+    cases.push(pe_test::Case {
+        name: "automatic_balancing_turns_off_when_slower",
+        pes: &[2],
+        run: automatic_balancing_turns_off_when_slower,
     });
     cases.push(pe_test::Case {
         name: "bad_input_fails_on_every_pe",

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use onesided::{ReduceOp, Runtime};
 
 use crate::error::{Error, Result};
-use crate::grid::DdGrid;
+use crate::grid::{DdGrid, equal_bounds};
 
 /// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,8 +39,10 @@ pub enum Dlb {
     /// Boundaries move at every repartition from the start.
     Yes,
     /// Boundaries start moving once the imbalance has cost 2 % of the run time or more
-    /// (GROMACS's `DD_PERF_LOSS_DLB_ON`), judged at each repartition from the third on, and
-    /// keep moving.
+    /// (GROMACS's `DD_PERF_LOSS_DLB_ON`), judged at each repartition from the third on; as
+    /// GROMACS does, balancing turns itself off again when the steps got slower with it: the
+    /// boundaries go back to equal domains, it is tried again no sooner than 100 repartitions
+    /// later, and after a second such slowdown within 1 000 no more.
     Auto,
 }
 
@@ -90,6 +92,12 @@ pub struct LoadReport {
     /// Of those, how many had some slab held at its narrowest ([`DdGrid::min_width`]) or a
     /// boundary held at the middle of a slab it bounded.
     pub limited: u64,
+    /// Under [`Dlb::Auto`]: how often balancing was turned off because the steps were slower
+    /// with it, over the whole run (a report reset keeps it).
+    pub turned_off: u64,
+    /// Under [`Dlb::Auto`]: whether balancing will no longer be tried (it slowed the run twice,
+    /// or equal domains leave it no room).
+    pub off_for_good: bool,
     /// Steps measured.
     pub steps: u64,
 }
@@ -105,7 +113,14 @@ impl fmt::Display for LoadReport {
             if self.balancing { "on" } else { "off" },
             self.moves,
             self.limited
-        )
+        )?;
+        if self.turned_off > 0 {
+            write!(f, ", turned off {} time(s) for slowing the steps", self.turned_off)?;
+        }
+        if self.off_for_good {
+            f.write_str(", no longer tried")?;
+        }
+        Ok(())
     }
 }
 
@@ -120,12 +135,28 @@ const LOSS_TO_TURN_ON: f64 = 0.02;
 const INTERVALS_BEFORE_AUTO: u64 = 2;
 /// A slab is kept this much wider than its least width, against rounding.
 const MARGIN: f64 = 1.0001;
+/// Under [`Dlb::Auto`], intervals with balancing on between checks that it still helps
+/// (GROMACS's `c_checkTurnDlbOffInterval`).
+const CHECK_OFF_INTERVAL: u64 = 20;
+/// Under [`Dlb::Auto`], after balancing was turned off: intervals before it may be turned on
+/// again (GROMACS's `c_checkTurnDlbOnInterval`), and the span within which a second slowdown
+/// turns it off for good (ten such intervals, as GROMACS counts).
+const RETRY_INTERVAL: u64 = 100;
+/// The weight of the newest interval in the running average of the step time with balancing.
+const AVERAGE_FACTOR: f64 = 0.1;
+/// Under [`Dlb::Auto`], balancing is not tried where equal domains are less than this much
+/// wider than the least width (GROMACS's 1.05 in `turn_on_dlb`): there is no room to move.
+const ROOM_TO_BALANCE: f64 = 1.05;
 
 /// One PE's load measure and the run's totals (the totals are the same on every PE).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Balancer {
     mode: Dlb,
     on: bool,
+    /// Under [`Dlb::Auto`]: when to turn balancing on and off.
+    auto: AutoState,
+    /// The boundaries are on their way back to equal domains after balancing was turned off.
+    returning: bool,
     /// When the last move_x started and returned.
     step_start: Option<Instant>,
     x_done: Option<Instant>,
@@ -146,9 +177,125 @@ pub(crate) struct Balancer {
     total_steps: u64,
 }
 
+/// What [`AutoState::after_interval`] decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    Stay,
+    On,
+    Off,
+}
+
+/// When [`Dlb::Auto`] turns balancing on and off, GROMACS's rules (`dd_partition_system`,
+/// `turn_on_dlb`, `turn_off_dlb` in its `domdec/partition.cpp`), from figures every PE has
+/// alike:
+///
+/// - **On** when the imbalance has cost 2 % of the run time, judged at each interval from the
+///   third on (GROMACS judges every 100 partitionings, to spare the communication; here the
+///   figures come with the repartition's reduction anyway), unless equal domains are within
+///   5 % of the least width, where balancing has no room and is not tried again.
+/// - The mean step time before (over the intervals without balancing) is kept; with balancing
+///   on, a running average of the step time (weight 0.1 for the newest interval). Every 20
+///   intervals, if the average exceeds the time before, balancing is turned **off** and the
+///   boundaries go back to equal domains.
+/// - Once they are back, the first interval is left out (the search and caches settle) and
+///   the second compared with the average under balancing: if it is faster, balancing slowed
+///   the run; a second such finding within 1 000 intervals turns balancing off **for good**,
+///   and after one, it is tried again no sooner than 100 intervals on.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AutoState {
+    /// Intervals seen.
+    intervals: u64,
+    on: bool,
+    /// Intervals since balancing was turned on.
+    on_for: u64,
+    /// Step time without balancing: summed over intervals, and their count.
+    off_time: f64,
+    off_intervals: u64,
+    /// The mean step time before balancing was turned on.
+    before: f64,
+    /// The running average of the step time with balancing on.
+    average: Option<f64>,
+    /// Balancing was turned off; the intervals since the boundaries were back at equal domains.
+    turned_off: bool,
+    back_for: Option<u64>,
+    /// The interval of the last finding that balancing slowed the run.
+    slower_at: Option<u64>,
+    /// No turning on before this interval.
+    not_before: u64,
+    off_for_good: bool,
+    times_off: u64,
+}
+
+impl AutoState {
+    /// The decision after one more interval: `step` its mean step time, `waiting` the run's
+    /// share spent waiting for the imbalance so far, `room` whether equal domains leave room to
+    /// balance, `back` whether the boundaries are at equal domains.
+    pub(crate) fn after_interval(&mut self, step: f64, waiting: f64, room: bool, back: bool) -> Turn {
+        self.intervals += 1;
+        if self.on {
+            self.on_for += 1;
+            let average = self.average.map_or(step, |a| (1.0 - AVERAGE_FACTOR) * a + AVERAGE_FACTOR * step);
+            self.average = Some(average);
+            if self.on_for.is_multiple_of(CHECK_OFF_INTERVAL) && average > self.before {
+                self.on = false;
+                self.turned_off = true;
+                self.back_for = None;
+                self.times_off += 1;
+                (self.off_time, self.off_intervals) = (0.0, 0);
+                return Turn::Off;
+            }
+            return Turn::Stay;
+        }
+        if self.off_for_good || !back {
+            return Turn::Stay;
+        }
+        // Without balancing, at equal domains: the first interval is left out.
+        let back_for = self.back_for.map_or(0, |b| b + 1);
+        self.back_for = Some(back_for);
+        if back_for == 0 {
+            return Turn::Stay;
+        }
+        self.off_time += step;
+        self.off_intervals += 1;
+        if self.turned_off {
+            self.turned_off = false;
+            if self.average.is_some_and(|a| step < a) {
+                if self.slower_at.is_some_and(|at| self.intervals < at + 10 * RETRY_INTERVAL) {
+                    self.off_for_good = true;
+                }
+                self.slower_at = Some(self.intervals);
+                self.not_before = self.intervals + RETRY_INTERVAL;
+                return Turn::Stay;
+            }
+        }
+        if self.intervals <= INTERVALS_BEFORE_AUTO
+            || self.intervals < self.not_before
+            || waiting < LOSS_TO_TURN_ON
+        {
+            return Turn::Stay;
+        }
+        if !room {
+            self.off_for_good = true;
+            return Turn::Stay;
+        }
+        self.on = true;
+        self.on_for = 0;
+        self.before = self.off_time / self.off_intervals as f64;
+        self.average = None;
+        Turn::On
+    }
+}
+
 impl Balancer {
     pub(crate) fn new(mode: Dlb) -> Balancer {
         Balancer { mode, on: mode == Dlb::Yes, ..Balancer::default() }
+    }
+
+    /// Whether equal domains leave balancing room along every split dimension.
+    fn room(grid: &DdGrid) -> bool {
+        (0..3).all(|d| {
+            grid.dims()[d] == 1 || 1.0 / grid.dims()[d] as f64 >= ROOM_TO_BALANCE * grid.min_width(d)
+        })
     }
 
     pub(crate) fn mode(&self) -> Dlb {
@@ -232,11 +379,39 @@ impl Balancer {
         self.total_step += step_time / n;
         self.total_steps += steps;
         self.intervals += 1;
-        if self.mode == Dlb::Auto && !self.on && self.intervals > INTERVALS_BEFORE_AUTO {
-            self.on = self.report().waiting >= LOSS_TO_TURN_ON;
+        if self.mode == Dlb::Auto {
+            let step = step_time / steps as f64;
+            match self.auto.after_interval(
+                step,
+                self.report().waiting,
+                Balancer::room(grid),
+                grid.is_uniform(),
+            ) {
+                Turn::On => self.on = true,
+                Turn::Off => (self.on, self.returning) = (false, true),
+                Turn::Stay => {}
+            }
         }
-        if !may_move || !self.on || total <= 0.0 {
+        if !may_move || !(self.on || self.returning) || total <= 0.0 {
             return Ok(None);
+        }
+        if self.returning {
+            // Back to equal domains within the same limits: balance a load that is even per width.
+            let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
+            for (d, b) in bounds.iter_mut().enumerate() {
+                if dims[d] > 1 {
+                    let widths: Vec<f64> = b.windows(2).map(|w| (w[1] - w[0]) * dims[d] as f64).collect();
+                    *b = balanced_bounds(b, &widths, grid.min_width(d) * MARGIN).0;
+                    if b.windows(2).all(|w| ((w[1] - w[0]) * dims[d] as f64 - 1.0).abs() < 1e-3) {
+                        *b = equal_bounds(dims[d]);
+                    }
+                }
+            }
+            self.returning = (0..3).any(|d| bounds[d] != equal_bounds(dims[d]));
+            if (0..3).all(|d| bounds[d] == grid.bounds(d)) {
+                return Ok(None);
+            }
+            return Ok(Some(grid.with_bounds(bounds)?));
         }
         let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
         let mut limited = false;
@@ -284,6 +459,8 @@ impl Balancer {
             balancing: self.on,
             moves: self.moves,
             limited: self.limited,
+            turned_off: self.auto.times_off,
+            off_for_good: self.auto.off_for_good,
             steps: self.total_steps,
         }
     }
@@ -416,6 +593,74 @@ mod tests {
         let old = uniform(2);
         let (bounds, _) = balanced_bounds(&old, &[0.0, 10.0], 0.01);
         assert!(bounds[1] >= 0.25 && bounds[1] <= 0.75, "{bounds:?}");
+    }
+
+    /// Feeds `n` intervals of step time `step` and waiting share `waiting` (room to balance,
+    /// domains back at equal widths while balancing is off), and returns the decisions.
+    fn feed(auto: &mut AutoState, n: usize, step: f64, waiting: f64) -> Vec<Turn> {
+        (0..n).map(|_| auto.after_interval(step, waiting, true, !auto.on)).collect()
+    }
+
+    #[test]
+    fn auto_turns_on_from_the_third_interval_at_two_percent() {
+        let mut auto = AutoState::default();
+        assert_eq!(feed(&mut auto, 5, 1.0, 0.019), vec![Turn::Stay; 5]);
+        let mut auto = AutoState::default();
+        assert_eq!(feed(&mut auto, 3, 1.0, 0.02), vec![Turn::Stay, Turn::Stay, Turn::On]);
+        // Equal domains with no room to shrink: never tried.
+        let mut cramped = AutoState::default();
+        let turns: Vec<Turn> = (0..200).map(|_| cramped.after_interval(1.0, 0.5, false, true)).collect();
+        assert!(turns.iter().all(|&t| t == Turn::Stay) && cramped.off_for_good);
+    }
+
+    #[test]
+    fn auto_keeps_balancing_that_helps() {
+        let mut auto = AutoState::default();
+        feed(&mut auto, 3, 1.0, 0.1);
+        assert!(auto.on);
+        assert!(feed(&mut auto, 500, 0.8, 0.1).iter().all(|&t| t == Turn::Stay));
+        assert!(auto.on && auto.times_off == 0);
+    }
+
+    #[test]
+    fn auto_turns_off_balancing_that_slows_the_steps_and_gives_up_on_the_second_time() {
+        let mut auto = AutoState::default();
+        feed(&mut auto, 3, 1.0, 0.1);
+        // Slower with balancing: off at the 20th interval with it, not before.
+        let turns = feed(&mut auto, 20, 1.2, 0.1);
+        assert_eq!(turns.iter().position(|&t| t == Turn::Off), Some(19), "{turns:?}");
+        // Two intervals while the boundaries go back, then one left out and one faster than
+        // with balancing: slower with it, so not tried for 100 intervals.
+        assert_eq!(auto.after_interval(1.0, 0.1, true, false), Turn::Stay);
+        assert_eq!(auto.after_interval(1.0, 0.1, true, false), Turn::Stay);
+        let turns = feed(&mut auto, 120, 1.0, 0.1);
+        let on = turns.iter().position(|&t| t == Turn::On).expect("tried again");
+        assert!((99..=101).contains(&on), "tried again {on} intervals after the finding");
+        assert_eq!(auto.times_off, 1);
+        assert!(!auto.off_for_good);
+        // Slower again: off within 20 intervals, and after the second finding within 1 000
+        // intervals, for good.
+        let mut slow = 0;
+        while auto.on {
+            auto.after_interval(1.2, 0.1, true, false);
+            slow += 1;
+        }
+        assert!(slow <= 20 && auto.times_off == 2, "{slow} intervals, {auto:?}");
+        let turns = feed(&mut auto, 3000, 1.0, 0.5);
+        assert!(turns.iter().all(|&t| t == Turn::Stay), "{auto:?}");
+        assert!(auto.off_for_good && !auto.on, "{auto:?}");
+    }
+
+    #[test]
+    fn auto_tries_again_at_once_when_the_steps_without_balancing_are_no_faster() {
+        let mut auto = AutoState::default();
+        feed(&mut auto, 3, 1.0, 0.1);
+        feed(&mut auto, 20, 1.2, 0.1);
+        assert_eq!(auto.times_off, 1);
+        // The steps without balancing are slower still (the system changed): back on at the
+        // first interval after the one left out.
+        let turns = feed(&mut auto, 3, 1.5, 0.1);
+        assert_eq!(turns, vec![Turn::Stay, Turn::On, Turn::Stay], "{turns:?}");
     }
 
     #[test]

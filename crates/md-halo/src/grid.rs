@@ -359,7 +359,7 @@ impl DdGrid {
 }
 
 /// The boundaries of `n` equal domains in fractions: `c / n`, exactly 0 and 1 at the ends.
-fn equal_bounds(n: usize) -> Vec<f64> {
+pub(crate) fn equal_bounds(n: usize) -> Vec<f64> {
     (0..=n).map(|c| c as f64 / n as f64).collect()
 }
 
