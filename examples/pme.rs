@@ -18,12 +18,13 @@
 //! plans; default what the motion can move in the 10 steps between plans), `--relay` (with
 //! `--pme-pes` below the PEs: each particle PE sends all its atoms to one PME rank under its
 //! domain, which passes them on, as GROMACS does; `RedistBuilder::relay`),
-//! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all` (the
+//! `--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|auto|all` (the
 //! redistribution; default onesided-put and mpi),
 //! `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all` (the
 //! transposes; default: ordered-onesided with a one-sided redistribution, mpi with an MPI
-//! one; auto: the one measured fastest for the grid's blocks, cached), `--steps S`, `--verify`, `--energies`, `--threads T`, and `--pes N` when the
-//! program launches itself.
+//! one, auto with auto; auto: the one measured fastest for the grid's blocks, cached; the
+//! redistribution's auto takes the path of the job's slowest link class), `--steps S`,
+//! `--verify`, `--energies`, `--threads T`, and `--pes N` when the program launches itself.
 //!
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
 //! every 10 steps. The overlap planes between slabs travel one-sided (put) with a one-sided
@@ -84,7 +85,7 @@ struct Options {
 
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
 [--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] [--relay] \
-[--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|all] \
+[--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|auto|all] \
 [--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all] [--steps S] [--verify] [--energies] \
 [--threads T] [--pes N]";
 
@@ -260,6 +261,7 @@ fn matching_fft_path(path: RedistPath) -> AlltoallPath {
     match path {
         RedistPath::OneSidedGet | RedistPath::OneSidedPut => AlltoallPath::OrderedOneSided,
         RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => AlltoallPath::Mpi,
+        RedistPath::Auto => AlltoallPath::Auto,
     }
 }
 
@@ -402,15 +404,19 @@ fn run_configuration(
     fft_path: AlltoallPath,
 ) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
-    let overlap = match path {
-        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => ExchangePath::Mpi,
-        RedistPath::OneSidedGet | RedistPath::OneSidedPut => ExchangePath::Put,
-    };
     let mut home = setup.home.clone();
     let builder =
         Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
     let mut redist = builder.collective_build(&home, setup.structure.len())?;
+    // The overlap planes go the way the redistribution went (under auto, the path it took).
+    let overlap = match redist.path() {
+        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => ExchangePath::Mpi,
+        _ => ExchangePath::Put,
+    };
+    if path == RedistPath::Auto && me == 0 {
+        println!("  auto: the redistribution took {} (the job's slowest link class)", redist.path());
+    }
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
     if fft_path == AlltoallPath::Auto && me == 0 {
         println!("  {path} + auto: the transposes took {} (measured fastest)", mesh.fft().path());

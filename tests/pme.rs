@@ -243,6 +243,41 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
     Ok(())
 }
 
+/// `auto` takes the path of the job's slowest link class (the links to other nodes when the
+/// job spans nodes, else this node's), the same on every PE, and then places every atom and
+/// returns every force exactly, as that path does.
+fn auto_takes_the_path_of_the_slowest_link(rt: &Runtime) -> CaseResult {
+    let structure = water([2, 2, 2]);
+    let me = rt.my_pe();
+    let links = rt.collective_links()?;
+    let class = if rt.node_pes().len() < rt.n_pes() { links.other_node } else { links.same_node };
+    let want = match class {
+        ExchangePath::Get => RedistPath::OneSidedGet,
+        ExchangePath::Mpi => RedistPath::Mpi,
+        _ => RedistPath::OneSidedPut,
+    };
+    for pme in layouts(rt.n_pes()) {
+        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+        let mut homes = homes(rt, &structure, &pme)?;
+        let mut redist = Redistribution::builder(rt, grid.clone())
+            .path(RedistPath::Auto)
+            .collective_build(&homes[me], structure.len())?;
+        ensure!(redist.path() == want, "auto took {}, the links say {want} ({links:?})", redist.path());
+        for step in 0..5u64 {
+            if step == 3 {
+                redist.collective_plan(&homes[me])?;
+            }
+            let context = format!("auto ({want}), PME on {pme:?}, step {step}");
+            checked_step(&mut redist, &grid, &homes, me, step, &context)?;
+            moves(&mut homes, step);
+        }
+    }
+    if me == 0 {
+        println!("  auto took {want} for these links ({links:?})");
+    }
+    Ok(())
+}
+
 /// Enough atoms that every PE holds several chunks of the library's parallel placement and
 /// packing (4 096 atoms each): each layout and path, with three threads per PE, every step
 /// checked exactly as on one thread (the layout does not depend on the thread count).
@@ -960,6 +995,11 @@ fn main() {
     ];
     let mut cases = cases.to_vec();
     cases.push(pe_test::Case { name: "pencils_place_every_atom", pes: &[4], run: pencils_place_every_atom });
+    cases.push(pe_test::Case {
+        name: "auto_takes_the_path_of_the_slowest_link",
+        pes: &[2, 4],
+        run: auto_takes_the_path_of_the_slowest_link,
+    });
     cases.push(pe_test::Case {
         name: "relayed_atoms_reach_their_ranks_on_every_path",
         pes: &[3, 4, 6],

@@ -30,6 +30,9 @@
 //! - **mpi-neighbor**: MPI's neighbourhood collectives on distributed graphs of the partners,
 //!   made at each plan: `MPI_Neighbor_alltoall` of the counts, `MPI_Neighbor_alltoallv` of
 //!   the data.
+//! - **auto**: one of the above for every PE, the one the job's slowest link class was
+//!   measured or set fastest on (`onesided`'s links: the other-node class when the job spans
+//!   nodes).
 //!
 //! **Relay** ([`RedistBuilder::relay`], PME on a subset of the PEs): as in GROMACS, each
 //! particle PE sends all its atoms to one PME rank, its relay ([`PmeGrid::relay_rank`]: one
@@ -58,7 +61,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;
 
-use onesided::{GlobalMaxArray, GrowthPolicy, Runtime};
+use onesided::{ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime};
 
 use crate::RVec;
 use crate::error::{Error, Result};
@@ -106,6 +109,13 @@ pub enum RedistPath {
     /// MPI `Neighbor_alltoall` and `Neighbor_alltoallv` on distributed graphs of the
     /// partners.
     MpiNeighbor,
+    /// The path the job's links were measured or set fastest on
+    /// ([`Runtime::collective_links`]): that of the links to other nodes when the job spans
+    /// nodes (the slowest link class, which the step waits for), else that of this node's
+    /// ([`onesided::ExchangePath::Put`] taken as `onesided-put`, `Get` as `onesided-get`,
+    /// `Mpi` as `mpi`). One path for every PE: a PE's partners must take the same one.
+    /// [`Redistribution::path`] says which it took.
+    Auto,
 }
 
 impl RedistPath {
@@ -126,7 +136,31 @@ impl RedistPath {
             RedistPath::Mpi => "mpi",
             RedistPath::MpiAlltoallv => "mpi-alltoallv",
             RedistPath::MpiNeighbor => "mpi-neighbor",
+            RedistPath::Auto => "auto",
         }
+    }
+
+    /// [`Auto`](Self::Auto) made concrete: the path of the job's slowest link class. Other
+    /// paths stay as they are.
+    ///
+    /// # Collective
+    /// Every PE calls it alike (the first call settles the links, [`Runtime::collective_links`]).
+    ///
+    /// # Errors
+    /// What settling the links reports (a bad `ONESIDED_TRANSPORT`, or the calibration's
+    /// communication).
+    pub fn collective_resolve(self, rt: &Runtime) -> Result<RedistPath> {
+        if self != RedistPath::Auto {
+            return Ok(self);
+        }
+        let links = rt.collective_links()?;
+        // Every node holds fewer than all the PEs exactly when there are two or more.
+        let spans_nodes = rt.node_pes().len() < rt.n_pes();
+        Ok(match if spans_nodes { links.other_node } else { links.same_node } {
+            ExchangePath::Get => RedistPath::OneSidedGet,
+            ExchangePath::Mpi => RedistPath::Mpi,
+            _ => RedistPath::OneSidedPut,
+        })
     }
 }
 
@@ -140,10 +174,10 @@ impl FromStr for RedistPath {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<RedistPath> {
-        RedistPath::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+        RedistPath::ALL.into_iter().chain([RedistPath::Auto]).find(|p| p.name() == s).ok_or_else(|| {
             Error::Config(format!(
-                "unknown redistribution path {s:?}: expected onesided-get, onesided-put, mpi, mpi-alltoallv \
-                 or mpi-neighbor"
+                "unknown redistribution path {s:?}: expected onesided-get, onesided-put, mpi, mpi-alltoallv, \
+                 mpi-neighbor or auto"
             ))
         })
     }
@@ -406,6 +440,7 @@ impl<'rt> RedistBuilder<'rt> {
             )));
         }
         let my_rank = grid.rank_of_pe(rt.my_pe());
+        let path = path.collective_resolve(rt)?;
         let hop = Hop { rt, grid: &grid, path, margin };
         match agree_routing(rt, &grid, routing)? {
             None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true),
@@ -459,6 +494,7 @@ impl<'rt> Hop<'_, 'rt> {
             RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false)?),
             RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
             RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
+            RedistPath::Auto => unreachable!("the builder resolves the automatic path first"),
         };
         let buffers = Buffers {
             send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
