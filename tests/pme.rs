@@ -117,22 +117,43 @@ fn checked_step(
 
 /// What PME rank `rank` must hold when the particle PEs relay (`relays[pe]`, the relay PME
 /// rank of each particle PE): by relay PE, each relay's atoms by particle PE, each in its
-/// home order; and how many came from each PE (indexed by PE).
+/// home order; and how many came from each PE (indexed by PE). On a pencil grid of two rows
+/// or more and two columns or more the relays pass the atoms on in two stages, along y within
+/// their row, then along x within the atoms' column: by the PE of the rank of this column in
+/// each row, then by relay PE within that row, by particle PE, in home order; counted from
+/// the ranks of this column.
 fn expected_relayed(
     grid: &PmeGrid,
     homes: &[Vec<Particle>],
     relays: &[Option<usize>],
     rank: usize,
 ) -> (Vec<Particle>, Vec<usize>) {
-    let mut by_pe: Vec<usize> = (0..grid.ranks()).collect();
-    by_pe.sort_by_key(|&q| grid.pe_of(q));
+    let [px, py] = grid.dims();
+    let by_pe = |ranks: Vec<usize>| {
+        let mut ranks = ranks;
+        ranks.sort_by_key(|&q| grid.pe_of(q));
+        ranks
+    };
     let (mut list, mut counts) = (Vec::new(), vec![0; homes.len()]);
-    for q in by_pe {
+    let mut take = |q: usize, from: usize, list: &mut Vec<Particle>| {
         for (home, _) in homes.iter().zip(relays).filter(|(_, relay)| **relay == Some(q)) {
             for p in home.iter().filter(|p| grid.rank_of(p.x) == rank) {
                 list.push(*p);
-                counts[grid.pe_of(q)] += 1;
+                counts[grid.pe_of(from)] += 1;
             }
+        }
+    };
+    if px > 1 && py > 1 {
+        let column = rank % py;
+        for stage_x in by_pe((0..px).map(|a| a * py + column).collect()) {
+            let row = stage_x / py;
+            for relay in by_pe((0..py).map(|b| row * py + b).collect()) {
+                take(relay, stage_x, &mut list);
+            }
+        }
+    } else {
+        for q in by_pe((0..grid.ranks()).collect()) {
+            take(q, q, &mut list);
         }
     }
     (list, counts)
@@ -639,20 +660,34 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
     let structure = water([2, 1, 1]);
     let lx = structure.pbc.diagonal()[0];
     let pme = vec![n - 2, n - 1];
-    let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+    let slabs = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
+    // With six PEs, 2 x 2 pencils on the last four instead (slabs ran with three and four):
+    // the stage along y finds the atom (its row is past its reach) and the stage along x's
+    // vote tells every PME rank.
+    let grids = if n >= 6 {
+        let four: Vec<usize> = (n - 4..n).collect();
+        vec![(four.clone(), PmeGrid::new(structure.pbc.vectors(), SPACING, &four)?.with_pencils([2, 2])?)]
+    } else {
+        vec![(pme.clone(), slabs.clone())]
+    };
+    for (pme, grid) in grids {
+        let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
+        let relays = relays_of(&grid, &domains, n)?;
+        for path in RedistPath::ALL {
+            let mut homes = homes(rt, &structure, &pme)?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .displacement_margin(0.05)
+                .relay(|pe| relays[pe].unwrap_or(usize::MAX))
+                .collective_build(&homes[me], structure.len())?;
+            let pe = particle_pes(n, &pme) - 1;
+            let context = format!("{path} relayed, PME in {:?}", grid.dims());
+            jump_is_reported(&mut redist, &mut homes, Some(&relays), me, pe, 0.5 * lx, &context)?;
+        }
+    }
+    let grid = slabs;
     let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
     let relays = relays_of(&grid, &domains, n)?;
-    for path in RedistPath::ALL {
-        let mut homes = homes(rt, &structure, &pme)?;
-        let mut redist = Redistribution::builder(rt, grid.clone())
-            .path(path)
-            .displacement_margin(0.05)
-            .relay(|pe| relays[pe].unwrap_or(usize::MAX))
-            .collective_build(&homes[me], structure.len())?;
-        let pe = particle_pes(n, &pme) - 1;
-        let context = format!("{path} relayed");
-        jump_is_reported(&mut redist, &mut homes, Some(&relays), me, pe, 0.5 * lx, &context)?;
-    }
     // Relaying needs PME on a subset, and every PE alike.
     let all: Vec<usize> = (0..n).collect();
     let everywhere = PmeGrid::new(structure.pbc.vectors(), SPACING, &all)?;
@@ -1007,7 +1042,7 @@ fn main() {
     });
     cases.push(pe_test::Case {
         name: "a_relayed_atom_past_its_margin_is_reported_everywhere",
-        pes: &[3, 4],
+        pes: &[3, 4, 6],
         run: a_relayed_atom_past_its_margin_is_reported_everywhere,
     });
     cases.push(pe_test::Case {

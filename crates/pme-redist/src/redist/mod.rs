@@ -78,10 +78,10 @@ mod plan;
 mod put;
 mod vote;
 
-pub use partners::planned_targets;
 use partners::{Agreement, Margin};
+pub use partners::{StageTarget, planned_stage_targets, planned_targets};
 use place::place;
-use plan::{Plan, agree_home};
+use plan::{Plan, Stage, agree_home};
 
 /// An atom as it travels to its PME rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
@@ -443,13 +443,29 @@ impl<'rt> RedistBuilder<'rt> {
         let path = path.collective_resolve(rt)?;
         let hop = Hop { rt, grid: &grid, path, margin };
         match agree_routing(rt, &grid, routing)? {
-            None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true),
+            None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true, Stage::Whole),
             Some(via) => {
                 // The first hop never finds an atom too far, and the second's vote has made
                 // every PME rank agree on the step's error before the first returns.
-                let mut first = hop.collective_build(home, my_rank.is_none(), false, via, false)?;
+                let mut first =
+                    hop.collective_build(home, my_rank.is_none(), false, via, false, Stage::Whole)?;
                 let received = first.collective_round_trip(home)?;
-                let onward = hop.collective_build(&received, my_rank.is_some(), true, None, true)?;
+                let [px, py] = grid.dims();
+                let onward = if px > 1 && py > 1 {
+                    // Pencils: the second hop in two stages, along y within the relay's row,
+                    // then along x within each column, each with a few partners; the second
+                    // votes, carrying what the first found.
+                    let pme = my_rank.is_some();
+                    let row = Stage::AlongY { row: my_rank.map_or(0, |r| r / py) };
+                    let mut along_y = hop.collective_build(&received, pme, true, None, false, row)?;
+                    let mut along_x = hop.collective_build(&[], pme, true, None, true, Stage::AlongX)?;
+                    let capacity = along_y.plan.sources().iter().map(|s| s.bound).sum();
+                    along_x.collective_plan_along_x(&along_y.plan.agreed.along_x, capacity)?;
+                    along_y.onward = Some(Box::new(Onward { hop: along_x, forces: Vec::new() }));
+                    along_y
+                } else {
+                    hop.collective_build(&received, my_rank.is_some(), true, None, true, Stage::Whole)?
+                };
                 first.onward = Some(Box::new(Onward { hop: onward, forces: Vec::new() }));
                 Ok(first)
             }
@@ -468,7 +484,8 @@ struct Hop<'a, 'rt> {
 impl<'rt> Hop<'_, 'rt> {
     /// One hop: from the PEs that hold `home` atoms (`particle`) to the PME ranks, each PE
     /// with both roles when `both` does, every atom to `relay` when it is given, with a vote
-    /// on each step's error when `votes`.
+    /// on each step's error when `votes`; `stage` says which stage of a relay's second hop on
+    /// pencils it is (the stage along x is planned by the caller, from the stage before).
     ///
     /// # Collective
     /// Every PE calls it alike.
@@ -479,14 +496,20 @@ impl<'rt> Hop<'_, 'rt> {
         both: bool,
         relay: Option<usize>,
         votes: bool,
+        stage: Stage,
     ) -> Result<Redistribution<'rt>> {
         let Hop { rt, grid, path, margin } = *self;
         let my_rank = grid.rank_of_pe(rt.my_pe());
         let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
         let most_home = agree_home(rt, particle, home)?;
-        // Only a relay's first hop does not vote.
-        let hop = if votes { "" } else { "relay " };
+        // Only a relay's first hop and a stage along y do not vote.
+        let hop = match stage {
+            Stage::AlongY { .. } => "along y ",
+            Stage::AlongX => "along x ",
+            Stage::Whole if votes => "",
+            Stage::Whole => "relay ",
+        };
         let name = |what: &str| format!("pme {}: {hop}{what}", path.name());
         let transport: Box<dyn Transport<'rt> + 'rt> = match path {
             RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
@@ -507,9 +530,12 @@ impl<'rt> Hop<'_, 'rt> {
             force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
         };
         let agreement = Agreement::collective_new(rt, &name)?;
-        let plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes);
+        let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes);
+        plan.stage = stage;
         let mut redist = Redistribution { path, plan, buffers, agreement, transport, onward: None };
-        redist.collective_partners(home)?;
+        if stage != Stage::AlongX {
+            redist.collective_partners(home)?;
+        }
         Ok(redist)
     }
 }
@@ -606,13 +632,40 @@ impl<'rt> Redistribution<'rt> {
     pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
         agree_home(self.plan.rt, self.plan.particle, home)?;
         self.collective_partners(home)?;
-        if self.onward.is_some() {
+        if self.plan.stage != Stage::Whole {
+            // The stage along y: the stage along x plans from what it agreed.
+            let capacity = self.plan.sources().iter().map(|s| s.bound).sum();
+            let along_x = self.plan.agreed.along_x.clone();
+            if let Some(onward) = &mut self.onward {
+                onward.hop.collective_plan_along_x(&along_x, capacity)?;
+            }
+        } else if self.onward.is_some() {
             let received = self.collective_round_trip(home)?;
             if let Some(onward) = &mut self.onward {
                 onward.hop.collective_plan(&received)?;
             }
         }
         Ok(())
+    }
+
+    /// The plan of the stage along x of a relay's second hop: the targets and bounds the stage
+    /// along y agreed (`(rank, bound)`), for up to `capacity` atoms a step.
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_plan_along_x(&mut self, along_x: &[(usize, usize)], capacity: usize) -> Result<()> {
+        let reach = if self.plan.particle {
+            let (mut targets, mut bounds): (Vec<usize>, Vec<usize>) = along_x.iter().copied().unzip();
+            if targets.is_empty() {
+                // Nothing may come here: one target all the same, this rank, to hear of errors.
+                targets.push(self.plan.my_rank.unwrap_or(0));
+                bounds.push(0);
+            }
+            partners::Reach::given(&self.plan.grid, targets, bounds, capacity)
+        } else {
+            partners::Reach::default()
+        };
+        self.collective_partners_with(reach, capacity)
     }
 
     /// One step of this hop alone, with no forces: the atoms this PME rank receives from
@@ -635,7 +688,7 @@ impl<'rt> Redistribution<'rt> {
 
     /// The hop whose PME ranks hold the atoms for the mesh: the second of a relay, or this.
     fn last_hop(&self) -> &Redistribution<'rt> {
-        self.onward.as_ref().map_or(self, |o| &o.hop)
+        self.onward.as_ref().map_or(self, |o| o.hop.last_hop())
     }
 
     /// The partners of the plan for `home`: the reach of each atom, the agreement with the
@@ -644,18 +697,28 @@ impl<'rt> Redistribution<'rt> {
     /// # Collective
     /// Every PE calls it at each plan.
     fn collective_partners(&mut self, home: &[Particle]) -> Result<()> {
+        let reach = self.plan.reach(home);
+        self.collective_partners_with(reach, home.len())
+    }
+
+    /// [`collective_partners`](Self::collective_partners) for a reach already made, for up to
+    /// `home` home atoms.
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_partners_with(&mut self, reach: partners::Reach, home: usize) -> Result<()> {
         let plan = &mut self.plan;
-        let reach = plan.reach(home);
         let agreed = self.agreement.collective_agree(
             plan.rt,
             &plan.grid,
             plan.my_rank,
             &reach.targets,
             &reach.bounds,
+            &reach.rows,
         )?;
         // Each source sends at most its bound, so this is never more than the system.
         let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>();
-        self.buffers.collective_fit(home.len(), share)?;
+        self.buffers.collective_fit(home, share)?;
         let old = plan.replace(reach, agreed);
         // A transport that cannot follow (no memory for its slots, on every PE alike) leaves
         // the old plan in place, whose slots it still has.
@@ -712,7 +775,12 @@ impl<'rt> Redistribution<'rt> {
     /// [`Error::Config`] when `home` is not the plan's number of home atoms (on this PE
     /// only); what the transport reports.
     pub fn redistribute(&mut self, home: &[Particle]) -> Result<Step<'_, 'rt>> {
-        if home.len() != self.plan.home_count() || home.len() > self.buffers.send().capacity() {
+        // The stage along x takes what the stage along y brought, up to its plan's count.
+        let fits = match self.plan.stage {
+            Stage::AlongX => home.len() <= self.plan.home_count(),
+            _ => home.len() == self.plan.home_count(),
+        };
+        if !fits || home.len() > self.buffers.send().capacity() {
             return Err(Error::Config(format!(
                 "PE {} redistributes {} home atoms, but the plan is for {}; after a repartition, \
                  every PE calls collective_plan with its new home atoms",
@@ -733,6 +801,11 @@ impl<'rt> Redistribution<'rt> {
             let origins = &mut onward.hop.plan.origins;
             origins.clear();
             origins.extend(self.plan.src_offsets.iter().zip(self.plan.sources()).map(|(&at, s)| (at, s.pe)));
+            // An error the stage along y found or heard of goes on with the stage along x,
+            // whose vote tells every PME rank.
+            if self.plan.stage != Stage::Whole {
+                onward.hop.plan.inherited = self.plan.pending;
+            }
             drop(onward.hop.redistribute(relayed)?);
         }
         Ok(Step { redist: self })

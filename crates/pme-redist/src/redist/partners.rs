@@ -54,6 +54,64 @@ pub(super) struct Reach {
     /// Per target, the home atoms whose reach includes it: the most it can receive from this
     /// PE while no error is reported.
     pub bounds: Vec<usize>,
+    /// On the stage along y of a relay's second hop ([`Reach::along_y`]), per target: how
+    /// many of the atoms that may go there may then go on to each row (empty elsewhere).
+    pub rows: Vec<RowCounts>,
+}
+
+/// The most rows a [`RowCounts`] names one by one; beyond, it bounds every row alike.
+pub(super) const MOST_ROWS: usize = 7;
+
+/// How many atoms may go on to each row of PME ranks from one column: counts for the rows
+/// `lo..lo + counts.len()` around the ring of rows, or (`every`) at most `every` to any row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct RowCounts {
+    pub lo: usize,
+    pub counts: Vec<usize>,
+    pub every: Option<usize>,
+}
+
+impl RowCounts {
+    /// The counts of `rows` (row, count) sorted by row, on a ring of `ring` rows: the
+    /// shortest run around the ring that holds them, or a bound for every row where that run
+    /// is longer than [`MOST_ROWS`].
+    fn of(rows: &[(usize, usize)], ring: usize) -> RowCounts {
+        let total = rows.iter().map(|&(_, c)| c).sum();
+        if rows.is_empty() {
+            return RowCounts::default();
+        }
+        // The run starts after the largest gap between consecutive rows around the ring.
+        let (mut lo, mut gap) = (rows[0].0, 0);
+        for (k, &(row, _)) in rows.iter().enumerate() {
+            let previous = rows[(k + rows.len() - 1) % rows.len()].0;
+            let g = (row + ring - previous - 1) % ring;
+            if rows.len() > 1 && g > gap {
+                (lo, gap) = (row, g);
+            }
+        }
+        let span = if rows.len() == 1 { 1 } else { ring - gap };
+        if span > MOST_ROWS {
+            return RowCounts { lo: 0, counts: Vec::new(), every: Some(total) };
+        }
+        let mut counts = vec![0; span];
+        for &(row, c) in rows {
+            counts[(row + ring - lo) % ring] += c;
+        }
+        RowCounts { lo, counts, every: None }
+    }
+
+    /// Adds these counts to `per_row` (one entry per row).
+    fn add_to(&self, per_row: &mut [usize]) {
+        let ring = per_row.len();
+        match self.every {
+            Some(bound) => per_row.iter_mut().for_each(|c| *c += bound),
+            None => {
+                for (k, &c) in self.counts.iter().enumerate() {
+                    per_row[(self.lo + k) % ring] += c;
+                }
+            }
+        }
+    }
 }
 
 /// A run of `span` of `ring` places from `lo`, for a change of fraction `df` at fraction `s`
@@ -179,6 +237,52 @@ impl Reach {
         }
     }
 
+    /// The reach of the `home` atoms of a relay in row `row` of a pencil grid, for the stage
+    /// of its second hop along y (GROMACS's minor dimension first): each atom's whole reach,
+    /// rows and columns, as [`new`](Self::new) finds it (the step checks against it), but the
+    /// targets are the ranks of this row in the columns the atoms reach, each bound by the
+    /// atoms whose columns include it, and with, per target, how many of those may go on to
+    /// each row ([`rows`](Self::rows)): the stage along x plans from those.
+    pub fn along_y(grid: &PmeGrid, margin: Margin, home: &[Particle], planned: &[u32], row: usize) -> Reach {
+        let [px, py] = grid.dims();
+        let mut reach = Reach::new(grid, margin, home, planned, row * py);
+        // (column, row) -> atoms that may go to the column and then on to the row.
+        let mut pairs = std::collections::BTreeMap::<(usize, usize), usize>::new();
+        let mut columns = std::collections::BTreeMap::<usize, usize>::new();
+        for i in 0..home.len() {
+            for dc in 0..reach.y_span[i] as usize {
+                let column = (reach.y_lo[i] as usize + dc) % py;
+                *columns.entry(column).or_default() += 1;
+                for dr in 0..reach.span[i] as usize {
+                    *pairs.entry((column, (reach.lo[i] as usize + dr) % px)).or_default() += 1;
+                }
+            }
+        }
+        reach.targets.clear();
+        reach.bounds.clear();
+        for (&column, &bound) in &columns {
+            reach.targets.push(row * py + column);
+            reach.bounds.push(bound);
+            let rows: Vec<(usize, usize)> =
+                pairs.range((column, 0)..(column + 1, 0)).map(|(&(_, r), &c)| (r, c)).collect();
+            reach.rows.push(RowCounts::of(&rows, px));
+        }
+        if reach.targets.is_empty() {
+            // No atoms: one target all the same, this row's first rank, to hear of errors.
+            reach.targets.push(row * py);
+            reach.bounds.push(0);
+            reach.rows.push(RowCounts::default());
+        }
+        reach
+    }
+
+    /// A reach given by the plan before (the stage along x of a relay's second hop, whose home
+    /// atoms change every step): these targets and bounds, for up to `capacity` home atoms, no
+    /// per-atom reach (the stage along y checked each atom's).
+    pub fn given(grid: &PmeGrid, targets: Vec<usize>, bounds: Vec<usize>, capacity: usize) -> Reach {
+        Reach { atoms: capacity, columns: grid.dims()[1] as u32, targets, bounds, ..Reach::default() }
+    }
+
     /// The first home atom whose PME rank in this step (`dest`, of `m` ranks) lies outside
     /// its reach, if any.
     pub fn first_outside(&self, dest: &[u32], m: usize) -> Option<usize> {
@@ -226,6 +330,49 @@ pub fn planned_targets(grid: &PmeGrid, margin: Option<f32>, home: &[Particle]) -
     if home.is_empty() { (Vec::new(), Vec::new()) } else { (reach.targets, reach.bounds) }
 }
 
+/// On a pencil grid, the stage along y of the second hop of a relay in row `row` holding
+/// `home` (what its particle PEs sent it): per target, a rank of that row, the bound on the
+/// atoms it may send there and how many of those may then go on to each row (`(row,
+/// count)`, by row), as the agreement tells the target, which plans its stage along x from
+/// the sum over its sources. Computed without a runtime, as
+/// [`planned_targets`] is; `margin` as there.
+pub fn planned_stage_targets(
+    grid: &PmeGrid,
+    margin: Option<f32>,
+    row: usize,
+    home: &[Particle],
+) -> Vec<StageTarget> {
+    if home.is_empty() {
+        return Vec::new();
+    }
+    let planned: Vec<u32> = home.iter().map(|p| grid.rank_of(p.x) as u32).collect();
+    let reach = Reach::along_y(grid, margin.map_or(Margin::Slab, Margin::Distance), home, &planned, row);
+    let px = grid.dims()[0];
+    reach
+        .targets
+        .iter()
+        .zip(&reach.bounds)
+        .zip(&reach.rows)
+        .map(|((&t, &bound), rows)| {
+            let mut per_row = vec![0; px];
+            rows.add_to(&mut per_row);
+            let rows = per_row.into_iter().enumerate().filter(|&(_, c)| c > 0).collect();
+            StageTarget { rank: t, bound, rows }
+        })
+        .collect()
+}
+
+/// A target of the stage along y of a relay's second hop ([`planned_stage_targets`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageTarget {
+    /// The PME rank, in the relay's row.
+    pub rank: usize,
+    /// The most atoms the relay may send it in a step.
+    pub bound: usize,
+    /// How many of those may go on to each row, `(row, count)` by row.
+    pub rows: Vec<(usize, usize)>,
+}
+
 /// A source of a PME rank, as agreed at the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Source {
@@ -250,15 +397,24 @@ pub(super) struct Agreed {
     /// lines the transports keep.
     pub most_sources: usize,
     pub most_targets: usize,
+    /// On a PME rank that receives the stage along y of a relay's second hop: the ranks of
+    /// its column that the atoms it may receive may go on to, and how many at most to each
+    /// (`(rank, bound)` by rank): the targets of its stage along x.
+    pub along_x: Vec<(usize, usize)>,
 }
 
 /// The symmetric state of the agreement: two slot counters (one per parity of the plan; each
 /// PME rank zeroes the one it used as soon as it has read it) and the table of sources.
 pub(super) struct Agreement<'rt> {
     counters: AtomicArray<'rt, u64>,
-    table: GlobalMaxArray<'rt, [u64; 4]>,
+    table: GlobalMaxArray<'rt, Line>,
     parity: usize,
 }
+
+/// A source's line in a PME rank's table: its PE, bound and index for this target, and the
+/// counts per row that go on from here ([`RowCounts`]: first row, number of rows or
+/// `u64::MAX` for a bound on every row, then the counts), two cache lines.
+type Line = [u64; 5 + MOST_ROWS];
 
 impl<'rt> Agreement<'rt> {
     /// # Collective
@@ -273,11 +429,12 @@ impl<'rt> Agreement<'rt> {
 
     /// Symmetric bytes held.
     pub fn symmetric_bytes(&self) -> usize {
-        2 * size_of::<u64>() + self.table.capacity() * size_of::<[u64; 4]>()
+        2 * size_of::<u64>() + self.table.capacity() * size_of::<Line>()
     }
 
     /// Tells each of this PE's `targets` (PME ranks of `grid`) that it will send at most
-    /// `bounds` atoms, and learns, on a PME rank (`my_rank`), who will send to it.
+    /// `bounds` atoms (and, with `rows`, how many of them may go on to each row), and learns,
+    /// on a PME rank (`my_rank`), who will send to it.
     ///
     /// # Collective
     /// Every PE must call it; two barriers and three reductions.
@@ -288,6 +445,7 @@ impl<'rt> Agreement<'rt> {
         my_rank: Option<usize>,
         targets: &[usize],
         bounds: &[usize],
+        rows: &[RowCounts],
     ) -> Result<Agreed> {
         let (me, p) = (rt.my_pe(), self.parity);
         let mut slots = Vec::with_capacity(targets.len());
@@ -305,12 +463,25 @@ impl<'rt> Agreement<'rt> {
         rt.max_u64(&mut most)?;
         self.table.collective_ensure(fan_in)?;
         for (i, (&t, &slot)) in targets.iter().zip(&slots).enumerate() {
-            let line = [me as u64, bounds[i] as u64, i as u64, 0];
+            let mut line: Line = [0; 5 + MOST_ROWS];
+            line[..3].copy_from_slice(&[me as u64, bounds[i] as u64, i as u64]);
+            if let Some(r) = rows.get(i) {
+                match r.every {
+                    Some(bound) => line[3..6].copy_from_slice(&[0, u64::MAX, bound as u64]),
+                    None => {
+                        line[3] = r.lo as u64;
+                        line[4] = r.counts.len() as u64;
+                        for (k, &c) in r.counts.iter().enumerate() {
+                            line[5 + k] = c as u64;
+                        }
+                    }
+                }
+            }
             self.table.array().put(grid.pe_of(t), slot, &[line])?;
         }
         // Every line is in place before any PME rank reads its table.
         rt.barrier();
-        let mut lines = vec![[0u64; 4]; fan_in];
+        let mut lines = vec![[0u64; 5 + MOST_ROWS]; fan_in];
         self.table.array().read_local(0, &mut lines)?;
         let mut sources: Vec<Source> = lines
             .iter()
@@ -318,8 +489,32 @@ impl<'rt> Agreement<'rt> {
             .map(|(slot, l)| Source { pe: l[0] as usize, bound: l[1] as usize, slot, index: l[2] as usize })
             .collect();
         sources.sort_unstable_by_key(|s| s.pe);
-        Ok(Agreed { slots, sources, most_sources: most[0] as usize, most_targets: most[1] as usize })
+        let along_x = match my_rank {
+            Some(rank) if lines.iter().any(|l| l[4] > 0) => along_x(grid, rank, &lines),
+            _ => Vec::new(),
+        };
+        Ok(Agreed { slots, sources, most_sources: most[0] as usize, most_targets: most[1] as usize, along_x })
     }
+}
+
+/// From its sources' lines, the targets and bounds of the stage along x of PME rank `rank`:
+/// per row of its column, the sum over its sources of the atoms that may go on there.
+fn along_x(grid: &PmeGrid, rank: usize, lines: &[Line]) -> Vec<(usize, usize)> {
+    let [px, py] = grid.dims();
+    let mut per_row = vec![0usize; px];
+    for l in lines {
+        let rows = match l[4] {
+            u64::MAX => RowCounts { every: Some(l[5] as usize), ..RowCounts::default() },
+            span => RowCounts {
+                lo: l[3] as usize,
+                counts: l[5..5 + (span as usize).min(MOST_ROWS)].iter().map(|&c| c as usize).collect(),
+                every: None,
+            },
+        };
+        rows.add_to(&mut per_row);
+    }
+    let column = rank % py;
+    per_row.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(row, &c)| (row * py + column, c)).collect()
 }
 
 #[cfg(test)]
@@ -392,16 +587,72 @@ mod tests {
         assert_eq!(reach.first_outside(&[2, 1, 0, 2], 3), None);
     }
 
+    /// A 4 nm cube on 4 × 4 pencils.
+    fn pencils_4x4() -> PmeGrid {
+        let pes: Vec<usize> = (0..16).collect();
+        let cube = [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]];
+        PmeGrid::with_sizes_in_pencils(cube, [64, 64, 16], &pes, [4, 4]).unwrap()
+    }
+
+    #[test]
+    fn row_counts_take_the_shortest_run_around_the_ring() {
+        let r = RowCounts::of(&[(0, 2), (1, 3), (7, 1)], 8);
+        assert_eq!((r.lo, r.counts.clone(), r.every), (7, vec![1, 2, 3], None));
+        let mut per_row = vec![0; 8];
+        r.add_to(&mut per_row);
+        assert_eq!(per_row, vec![2, 3, 0, 0, 0, 0, 0, 1]);
+        let one = RowCounts::of(&[(5, 4)], 8);
+        assert_eq!((one.lo, one.counts), (5, vec![4]));
+        // More rows than a line names: one bound for every row.
+        let wide: Vec<(usize, usize)> = (0..9).map(|r| (r, 1)).collect();
+        assert_eq!(RowCounts::of(&wide, 10).every, Some(9));
+    }
+
+    #[test]
+    fn the_stage_along_y_counts_what_may_go_on_to_each_row() {
+        let g = pencils_4x4();
+        let home: Vec<Particle> = (0..40)
+            .map(|i| Particle { x: [0.1 * i as f32 % 4.0, 0.37 * i as f32 % 4.0, 1.0], q: 1.0, global: i })
+            .collect();
+        let planned: Vec<u32> = home.iter().map(|p| g.rank_of(p.x) as u32).collect();
+        let margin = Margin::Distance(0.3);
+        let whole = Reach::new(&g, margin, &home, &planned, 0);
+        let row = 2;
+        let stage = Reach::along_y(&g, margin, &home, &planned, row);
+        // The same per-atom reach, so the step checks each atom as the direct hop would.
+        assert_eq!(
+            (&stage.lo, &stage.span, &stage.y_lo, &stage.y_span),
+            (&whole.lo, &whole.span, &whole.y_lo, &whole.y_span)
+        );
+        // Brute force per column of the row and per row beyond.
+        for ((&t, &bound), rows) in stage.targets.iter().zip(&stage.bounds).zip(&stage.rows) {
+            assert_eq!(t / 4, row, "target {t} outside row {row}");
+            let column = t % 4;
+            let reaches = |i: usize, lo: &[u32], span: &[u32], x: usize| {
+                (0..span[i] as usize).any(|k| (lo[i] as usize + k) % 4 == x)
+            };
+            let want_bound =
+                (0..home.len()).filter(|&i| reaches(i, &stage.y_lo, &stage.y_span, column)).count();
+            assert_eq!(bound, want_bound, "column {column}");
+            let mut per_row = vec![0; 4];
+            rows.add_to(&mut per_row);
+            for (a, &count) in per_row.iter().enumerate() {
+                let want = (0..home.len())
+                    .filter(|&i| {
+                        reaches(i, &stage.y_lo, &stage.y_span, column)
+                            && reaches(i, &stage.lo, &stage.span, a)
+                    })
+                    .count();
+                assert_eq!(count, want, "column {column}, row {a}");
+            }
+        }
+        let model = planned_stage_targets(&g, Some(0.3), row, &home);
+        assert_eq!(model.iter().map(|s| s.rank).collect::<Vec<_>>(), stage.targets);
+    }
+
     #[test]
     fn pencils_reach_the_rows_and_columns_a_displacement_can() {
-        let pes: Vec<usize> = (0..16).collect();
-        let g = PmeGrid::with_sizes_in_pencils(
-            [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]],
-            [64, 64, 16],
-            &pes,
-            [4, 4],
-        )
-        .unwrap();
+        let g = pencils_4x4();
         for &(x, y) in &[(0.02f32, 0.02f32), (0.99, 2.01), (1.5, 3.98), (2.2, 1.0)] {
             for &nm in &[0.05f32, 0.4] {
                 let home = [Particle { x: [x, y, 1.0], q: 1.0, global: 0 }];

@@ -15,6 +15,20 @@ use crate::grid::PmeGrid;
 pub(super) const ERROR: u64 = 1 << 63;
 const PE_MASK: u64 = (1 << 31) - 1;
 
+/// The stages of a relay's second hop on a pencil grid, as GROMACS runs them: along y (the
+/// minor dimension) within the relay's row, then along x within each column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// A hop of its own: directly to the atoms' PME ranks, or a relay's first hop.
+    Whole,
+    /// From the relay in row `row` to the ranks of that row in the atoms' columns; checks each
+    /// atom against its whole reach.
+    AlongY { row: usize },
+    /// From there to the atoms' rows; its home atoms change every step, its targets and bounds
+    /// come from the stage along y's agreement.
+    AlongX,
+}
+
 /// The plan and the current step's layout: everything a transport reads and writes besides
 /// the buffers.
 pub(super) struct Plan<'rt> {
@@ -27,6 +41,11 @@ pub(super) struct Plan<'rt> {
     /// The one PME rank every home atom goes to, when this is the first hop of a relay: no
     /// atom then moves too far, whatever its position.
     relay: Option<usize>,
+    /// Which stage of a relay's second hop on a pencil grid this is, if one.
+    pub stage: Stage,
+    /// An error the stage before found or heard of in this step, which this stage carries
+    /// (set before each step of the stage along x).
+    pub inherited: Option<u64>,
     /// Whether the PME ranks vote on each step's error: not on the first hop of a relay,
     /// where no atom can be too far and the second hop's vote has made every PME rank agree
     /// before the return.
@@ -87,6 +106,8 @@ impl<'rt> Plan<'rt> {
             particle,
             margin,
             relay,
+            stage: Stage::Whole,
+            inherited: None,
             votes,
             origins: Vec::new(),
             reach: Reach::default(),
@@ -124,6 +145,9 @@ impl<'rt> Plan<'rt> {
         let mut planned = vec![0u32; home.len()];
         let (mut counts, mut runs) = (Vec::new(), Vec::new());
         place(&self.grid, home, &mut planned, &mut counts, &mut runs, &mut self.chunk_runs);
+        if let Stage::AlongY { row } = self.stage {
+            return Reach::along_y(&self.grid, self.margin, home, &planned, row);
+        }
         // A PE without atoms names its own PME rank if it is one, to hear of the errors.
         Reach::new(&self.grid, self.margin, home, &planned, self.my_rank.unwrap_or(self.rt.my_pe()))
     }
@@ -153,7 +177,7 @@ impl<'rt> Plan<'rt> {
     pub fn begin_step(&mut self, home: &[Particle]) {
         let me = self.rt.my_pe();
         self.calls += 1;
-        self.pending = None;
+        self.pending = self.inherited.take();
         let m = self.grid.ranks();
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
@@ -175,8 +199,29 @@ impl<'rt> Plan<'rt> {
                 *total += count;
             }
         }
-        // Every atom of a relay's first hop goes to the relay, its whole reach.
-        let far = if self.relay.is_some() { None } else { self.reach.first_outside(&dest, m) };
+        // Every atom of a relay's first hop goes to the relay, its whole reach; the stage
+        // along x has no per-atom reach (the stage along y checked it), only targets.
+        let far = match self.stage {
+            _ if self.relay.is_some() => None,
+            Stage::AlongX => (0..m)
+                .find(|&r| self.dest_counts[r] > 0 && self.reach.target_index(r).is_none())
+                .and_then(|r| dest.iter().position(|&d| d as usize == r)),
+            _ => self.reach.first_outside(&dest, m),
+        };
+        if let Stage::AlongY { row } = self.stage {
+            // Checked where each atom belongs; sent to this row's rank in its column.
+            let py = self.grid.dims()[1] as u32;
+            for d in dest.iter_mut() {
+                *d = row as u32 * py + *d % py;
+            }
+            recount(&dest, m, &mut self.chunk_counts, &mut self.runs);
+            self.dest_counts.fill(0);
+            for chunk in self.chunk_counts.chunks_exact(m) {
+                for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
+                    *total += count;
+                }
+            }
+        }
         self.dest = dest;
         if let Some(i) = far {
             let holder = match self.origins.partition_point(|&(first, _)| first <= i) {
@@ -185,7 +230,9 @@ impl<'rt> Plan<'rt> {
             };
             self.pending = Some(marker(home[i].global, holder));
         }
-        self.withheld = far.is_some();
+        // An error inherited from the stage before withholds this stage's atoms too: the step
+        // is lost, and the buffers hold only what a step without error sends.
+        self.withheld = far.is_some() || self.pending.is_some();
         // Only targets have atoms (an atom elsewhere is an error, and then none are sent).
         let mut next = 0;
         for &r in &self.reach.targets {
@@ -323,6 +370,25 @@ impl<'rt> Plan<'rt> {
         match self.pending {
             Some(marked) => Err(decode(marked)),
             None => Ok(()),
+        }
+    }
+}
+
+/// Counts the atoms of each PME rank in `dest` (of `m` ranks) per chunk as `place` cut them
+/// (`chunk_counts` has one row of `m` per chunk, or one for all), and where each run of one
+/// rank starts (each chunk starting one, as `place` leaves them).
+fn recount(dest: &[u32], m: usize, chunk_counts: &mut [usize], runs: &mut Vec<u32>) {
+    chunk_counts.fill(0);
+    runs.clear();
+    let chunks = chunk_counts.len() / m.max(1);
+    let chunk = if chunks > 1 { PARALLEL_MIN } else { dest.len().max(1) };
+    for (c, (counts, part)) in chunk_counts.chunks_exact_mut(m).zip(dest.chunks(chunk)).enumerate() {
+        let start = (c * chunk) as u32;
+        for (i, &d) in part.iter().enumerate() {
+            counts[d as usize] += 1;
+            if i == 0 || part[i - 1] != d {
+                runs.push(start + i as u32);
+            }
         }
     }
 }
