@@ -57,7 +57,7 @@ use md_halo::model::halo_traffic;
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
 use pme_redist::spline::ORDER;
-use pme_redist::{Particle, PmeDecomposition, PmeGrid, planned_targets};
+use pme_redist::{Particle, PmeDecomposition, PmeGrid, planned_stage_targets, planned_targets};
 
 /// A transport's cost model: a message of `b` bytes takes `alpha + b / beta` seconds.
 #[derive(Clone, Debug)]
@@ -421,6 +421,10 @@ struct Redist {
     time: Vec<f64>,
 }
 
+/// A sender's plan for one hop: its own PME rank, if it is one, and per target `(rank,
+/// bound, atoms sent in the step modelled)`.
+type Plan = (Option<usize>, Vec<(usize, usize, usize)>);
+
 /// One hop of the redistribution: who sends what to whom, from the library's own plan
 /// ([`planned_targets`]) for each sender's `homes` (20 B per atom out, 12 B back), every
 /// message counted at both ends and at most one of each per pair and direction.
@@ -457,16 +461,28 @@ impl Hop {
         senders: &[(Option<usize>, Vec<Particle>)],
         histogram: &mut [usize; 6],
     ) -> Hop {
-        let mut hop = Hop::empty(pme.ranks());
-        for (me, home) in senders {
-            let (targets, bounds) = planned_targets(pme, Some(options.margin), home);
-            let mut now = vec![0usize; targets.len()];
-            for p in home {
-                let r = pme.rank_of(p.x);
-                now[targets.binary_search(&r).expect("an atom in its reach at the plan")] += 1;
-            }
+        let plans: Vec<Plan> = senders
+            .iter()
+            .map(|(me, home)| {
+                let (targets, bounds) = planned_targets(pme, Some(options.margin), home);
+                let mut now = vec![0usize; targets.len()];
+                for p in home {
+                    let r = pme.rank_of(p.x);
+                    now[targets.binary_search(&r).expect("an atom in its reach at the plan")] += 1;
+                }
+                (*me, targets.into_iter().zip(bounds).zip(now).map(|((t, b), n)| (t, b, n)).collect())
+            })
+            .collect();
+        Hop::from_plans(options, pme.ranks(), &plans, histogram)
+    }
+
+    /// Every sender's hop from its plan: per target, the bound and the atoms it sends in the
+    /// step modelled (`me`: the sender's own PME rank, whose share is no message).
+    fn from_plans(options: &Options, m: usize, plans: &[Plan], histogram: &mut [usize; 6]) -> Hop {
+        let mut hop = Hop::empty(m);
+        for (me, targets) in plans {
             let (mut msgs, mut time) = (0, vec![0.0f64; options.paths.len()]);
-            for ((&r, &bound), &atoms) in targets.iter().zip(&bounds).zip(&now) {
+            for &(r, bound, atoms) in targets {
                 if Some(r) == *me {
                     hop.bound[r] += bound;
                     hop.received[r] += atoms;
@@ -479,6 +495,15 @@ impl Hop {
             hop.sender_time.push(time);
         }
         hop
+    }
+
+    /// What sending and receiving in this hop costs PME rank `r` on path `i` (`path`): its
+    /// own sends, then per source a round trip of latencies and the bytes.
+    fn pme_time(&self, r: usize, i: usize, path: &Path) -> f64 {
+        let latencies = self.fan_in[r] as f64 / 2.0 * (2.0 + path.extra_latencies());
+        self.sender_time.get(r).map_or(0.0, |t| t[i])
+            + latencies * path.alpha
+            + self.bytes[r] as f64 / path.beta
     }
 
     /// A sender's `atoms` (at most `bound`) to PME rank `r` and their forces back: two
@@ -530,12 +555,12 @@ fn redistribution(
     let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
     let paths = options.paths.len();
     // The first hop: to the PME ranks the atoms reach, or all of a rank's to its relay.
-    let (first, second, memory) = match routing {
+    let (first, onward, memory) = match routing {
         Routing::Direct => {
             let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
             let hop = Hop::new(options, pme, &senders, histogram);
             let memory = fit(most_home.max(hop.bound.iter().copied().max().unwrap_or(0)));
-            (hop, None, memory)
+            (hop, Vec::new(), memory)
         }
         Routing::Relay => {
             let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
@@ -550,13 +575,27 @@ fn redistribution(
                 first.sender_time.push(time);
             }
             // The second hop's messages are between PME ranks: not in the particle ranks' sizes.
-            let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
             let most_relayed = first.received.iter().copied().max().unwrap_or(0);
-            let most_bound = second.bound.iter().copied().max().unwrap_or(0);
-            // The first hop's buffers serve both sides; the second's hold what each relay
-            // sends and what each PME rank can receive.
-            let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
-            (first, Some(second), memory)
+            let [px, py] = pme.dims();
+            if px > 1 && py > 1 {
+                // Pencils: along y within the relay's row, then along x within each column.
+                let (along_y, along_x) = two_stages(options, pme, &relayed);
+                let most_y = along_y.bound.iter().copied().max().unwrap_or(0);
+                let most_x = along_x.bound.iter().copied().max().unwrap_or(0);
+                let memory = fit(most_home.max(most_relayed))
+                    + fit(most_relayed)
+                    + fit(most_y)
+                    + fit(most_y)
+                    + fit(most_x);
+                (first, vec![along_y, along_x], memory)
+            } else {
+                let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
+                let most_bound = second.bound.iter().copied().max().unwrap_or(0);
+                // The first hop's buffers serve both sides; the second's hold what each relay
+                // sends and what each PME rank can receive.
+                let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
+                (first, vec![second], memory)
+            }
         }
     };
     // The particle ranks: as slow as the slowest.
@@ -565,28 +604,29 @@ fn redistribution(
         (0..paths).map(|i| first.sender_time.iter().map(|t| t[i]).fold(0.0, f64::max)).collect();
     // The PME ranks: as slow as the busiest, over both hops.
     let pme_msgs: Vec<usize> = (0..m)
-        .map(|r| first.fan_in[r] + second.as_ref().map_or(0, |h| h.sender_msgs[r] + h.fan_in[r]) + 2 * vote)
+        .map(|r| {
+            first.fan_in[r] + onward.iter().map(|h| h.sender_msgs[r] + h.fan_in[r]).sum::<usize>() + 2 * vote
+        })
         .collect();
     for (i, (total, path)) in time.iter_mut().zip(&options.paths).enumerate() {
         let busiest = (0..m)
             .map(|r| {
-                let latencies = |msgs: usize| msgs as f64 / 2.0 * (2.0 + path.extra_latencies());
-                let mut t = latencies(first.fan_in[r]) * path.alpha + first.bytes[r] as f64 / path.beta;
-                if let Some(h) = &second {
-                    t += h.sender_time[r][i]
-                        + latencies(h.fan_in[r]) * path.alpha
-                        + h.bytes[r] as f64 / path.beta;
-                }
-                t + 2.0 * vote as f64 * path.alpha
+                let latencies = first.fan_in[r] as f64 / 2.0 * (2.0 + path.extra_latencies());
+                let t = latencies * path.alpha + first.bytes[r] as f64 / path.beta;
+                t + onward.iter().map(|h| h.pme_time(r, i, path)).sum::<f64>()
+                    + 2.0 * vote as f64 * path.alpha
             })
             .fold(0.0, f64::max);
         *total = total.max(busiest);
     }
-    let last = second.as_ref().unwrap_or(&first);
-    let forwarded = second.as_ref().map_or(0.0, |h| {
-        let moved = h.bytes.iter().sum::<usize>() / 32;
-        moved as f64 / h.received.iter().sum::<usize>().max(1) as f64
-    });
+    let last = onward.last().unwrap_or(&first);
+    // The share of the atoms that leave their relay for a PME rank of their own.
+    let forwarded = if onward.is_empty() {
+        0.0
+    } else {
+        let relayed: usize = first.received.iter().sum();
+        (relayed - relayed_own(homes, pme, grid)?) as f64 / relayed.max(1) as f64
+    };
     let least_held =
         homes.iter().map(Vec::len).chain(last.received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
     Ok(Redist {
@@ -596,14 +636,73 @@ fn redistribution(
         msgs_particle_max: particle_msgs.iter().copied().max().unwrap_or(0),
         msgs_pme: pme_msgs.iter().sum::<usize>() as f64 / m as f64,
         msgs_pme_max: pme_msgs.iter().copied().max().unwrap_or(0),
-        bytes_pme: (first.bytes.iter().sum::<usize>() + second.as_ref().map_or(0, |h| h.bytes.iter().sum()))
-            as f64
+        bytes_pme: (first.bytes.iter().sum::<usize>()
+            + onward.iter().map(|h| h.bytes.iter().sum::<usize>()).sum::<usize>()) as f64
             / m as f64,
         forwarded,
         memory,
         memory_ratio: memory as f64 / (least_held * 32) as f64,
         time,
     })
+}
+
+/// The atoms whose relay is their own PME rank (they travel no second hop).
+fn relayed_own(
+    homes: &[Vec<Particle>],
+    pme: &PmeGrid,
+    grid: &DdGrid,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let mut own = 0;
+    for (pe, home) in homes.iter().enumerate() {
+        let r = pme.relay_rank(grid.dims(), grid.cell_of(pe))?;
+        own += home.iter().filter(|p| pme.rank_of(p.x) == r).count();
+    }
+    Ok(own)
+}
+
+/// The second hop of a relay on pencils in its two stages, from the library's plans
+/// ([`planned_stage_targets`]): along y, each relay to the ranks of its row in the columns its
+/// atoms reach; along x, each of those to the rows its sources' counts name.
+fn two_stages(options: &Options, pme: &PmeGrid, relayed: &[(Option<usize>, Vec<Particle>)]) -> (Hop, Hop) {
+    let (m, py) = (pme.ranks(), pme.dims()[1]);
+    // What each rank holds after the stage along y, and the rows its sources name.
+    let mut held: Vec<Vec<Particle>> = vec![Vec::new(); m];
+    let mut rows: Vec<std::collections::BTreeMap<usize, usize>> = vec![Default::default(); m];
+    let plans_y: Vec<Plan> = relayed
+        .iter()
+        .map(|(me, home)| {
+            let relay = me.expect("a relay is a PME rank");
+            let row = relay / py;
+            let targets = planned_stage_targets(pme, Some(options.margin), row, home);
+            let mut now = vec![0usize; targets.len()];
+            for p in home {
+                let t = row * py + pme.rank_of(p.x) % py;
+                let k = targets.iter().position(|s| s.rank == t).expect("an atom in its reach at the plan");
+                now[k] += 1;
+                held[t].push(*p);
+            }
+            for target in &targets {
+                for &(a, c) in &target.rows {
+                    *rows[target.rank].entry(a).or_default() += c;
+                }
+            }
+            (*me, targets.iter().zip(now).map(|(s, n)| (s.rank, s.bound, n)).collect())
+        })
+        .collect();
+    let plans_x: Vec<Plan> = (0..m)
+        .map(|r| {
+            let column = r % py;
+            let targets: Vec<(usize, usize, usize)> = rows[r]
+                .iter()
+                .map(|(&a, &bound)| {
+                    let t = a * py + column;
+                    (t, bound, held[r].iter().filter(|p| pme.rank_of(p.x) == t).count())
+                })
+                .collect();
+            (Some(r), targets)
+        })
+        .collect();
+    (Hop::from_plans(options, m, &plans_y, &mut [0; 6]), Hop::from_plans(options, m, &plans_x, &mut [0; 6]))
 }
 
 /// The PME ranks and their `[px, py]` for `wanted` PME ranks, as the options decide: slabs
