@@ -626,9 +626,9 @@ impl<'rt> Redistribution<'rt> {
     /// # Errors
     /// On every PE, the plan left as it was: [`Error::Config`] when a PME-only PE is given
     /// home atoms; [`Error::Comm`] when the symmetric heap cannot hold the grown buffers
-    /// (naming the variable that raises its size). With a relay, an error of the second hop's
-    /// plan leaves the first hop planned anew and the second as it was: plan again before
-    /// the next step.
+    /// (naming the variable that raises its size). With a relay, an error of a later hop's
+    /// plan (the second hop, or on pencils either of its stages) leaves the hops before it
+    /// planned anew and the rest as they were: plan again before the next step.
     pub fn collective_plan(&mut self, home: &[Particle]) -> Result<()> {
         agree_home(self.plan.rt, self.plan.particle, home)?;
         self.collective_partners(home)?;
@@ -735,15 +735,16 @@ impl<'rt> Redistribution<'rt> {
     }
 
     /// The PME ranks this PE sends to under the current plan: a particle PE's targets (its
-    /// relay alone, with a relay), and with a relay a PME rank's onward targets; none
-    /// elsewhere.
+    /// relay alone, with a relay), and with a relay a PME rank's targets in the last hop (on
+    /// pencils, the second stage's: ranks of its column); none elsewhere.
     pub fn targets(&self) -> &[usize] {
         let hop = if self.plan.particle { self } else { self.last_hop() };
         if hop.plan.particle { &hop.plan.reach.targets } else { &[] }
     }
 
     /// The PEs whose atoms this PME rank's mesh receives under the current plan (none
-    /// elsewhere), ascending: particle PEs, or with a relay the relay PME ranks.
+    /// elsewhere), ascending: particle PEs, or with a relay the PME ranks of the last hop (the
+    /// relays, or on pencils the ranks of this column that passed the atoms on).
     pub fn sources(&self) -> Vec<usize> {
         self.last_hop().plan.sources().iter().map(|s| s.pe).collect()
     }
@@ -899,7 +900,8 @@ pub struct Step<'r, 'rt> {
 /// A PME rank's share of one step: the atoms it received, by source PE, and the forces on
 /// them, in the redistribution's own symmetric memory (empty on PEs that are not PME ranks).
 pub struct Mesh<'a> {
-    /// The atoms, by source PE, each source's in its home order.
+    /// The atoms, by source PE, each source's in the order it sent them (its home order; with
+    /// a relay, the order the source received them in).
     pub atoms: &'a [Particle],
     /// One force per atom, for the mesh's gather to write
     /// ([`SlabGrid::gather_into`](crate::SlabGrid::gather_into)): on the one-sided paths the

@@ -63,7 +63,8 @@ pub(super) struct Reach {
 pub(super) const MOST_ROWS: usize = 7;
 
 /// How many atoms may go on to each row of PME ranks from one column: counts for the rows
-/// `lo..lo + counts.len()` around the ring of rows, or (`every`) at most `every` to any row.
+/// `lo..lo + counts.len()` around the ring of rows, or (`every`) at most `every` to any row
+/// (the largest of the counts, where they span more rows than a line names).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct RowCounts {
     pub lo: usize,
@@ -76,7 +77,6 @@ impl RowCounts {
     /// shortest run around the ring that holds them, or a bound for every row where that run
     /// is longer than [`MOST_ROWS`].
     fn of(rows: &[(usize, usize)], ring: usize) -> RowCounts {
-        let total = rows.iter().map(|&(_, c)| c).sum();
         if rows.is_empty() {
             return RowCounts::default();
         }
@@ -91,7 +91,9 @@ impl RowCounts {
         }
         let span = if rows.len() == 1 { 1 } else { ring - gap };
         if span > MOST_ROWS {
-            return RowCounts { lo: 0, counts: Vec::new(), every: Some(total) };
+            // The largest count bounds each row's.
+            let most = rows.iter().map(|&(_, c)| c).max().unwrap_or(0);
+            return RowCounts { lo: 0, counts: Vec::new(), every: Some(most) };
         }
         let mut counts = vec![0; span];
         for &(row, c) in rows {
@@ -413,7 +415,7 @@ pub(super) struct Agreement<'rt> {
 
 /// A source's line in a PME rank's table: its PE, bound and index for this target, and the
 /// counts per row that go on from here ([`RowCounts`]: first row, number of rows or
-/// `u64::MAX` for a bound on every row, then the counts), two cache lines.
+/// `u64::MAX` for a bound on every row, then the counts), 96 bytes.
 type Line = [u64; 5 + MOST_ROWS];
 
 impl<'rt> Agreement<'rt> {
@@ -604,8 +606,8 @@ mod tests {
         let one = RowCounts::of(&[(5, 4)], 8);
         assert_eq!((one.lo, one.counts), (5, vec![4]));
         // More rows than a line names: one bound for every row.
-        let wide: Vec<(usize, usize)> = (0..9).map(|r| (r, 1)).collect();
-        assert_eq!(RowCounts::of(&wide, 10).every, Some(9));
+        let wide: Vec<(usize, usize)> = (0..9).map(|r| (r, 1 + r % 3)).collect();
+        assert_eq!(RowCounts::of(&wide, 10).every, Some(3));
     }
 
     #[test]

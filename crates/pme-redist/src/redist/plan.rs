@@ -228,7 +228,7 @@ impl<'rt> Plan<'rt> {
                 0 => me,
                 k => self.origins[k - 1].1,
             };
-            self.pending = Some(marker(home[i].global, holder));
+            self.note_error(marker(home[i].global, holder));
         }
         // An error inherited from the stage before withholds this stage's atoms too: the step
         // is lost, and the buffers hold only what a step without error sends.
