@@ -508,7 +508,7 @@ fn automatic_balancing_waits_for_a_cost(rt: &Runtime) -> CaseResult {
 /// Under `--dlb auto`, balancing that makes the steps slower is turned off again and the
 /// boundaries go back to equal domains, as GROMACS does: PE 0 records twice the others' load
 /// from the start (far above the real step time, as in the test above), so balancing turns on at the third repartition; from then on every step
-/// sleeps 10 ms (slower than before), and it must be off again within 20 intervals, the grid
+/// sleeps 30 ms (slower than before), and it must be off again within 20 intervals, the grid
 /// uniform a few repartitions later, and stay so (the steps without it are faster again).
 fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
     let s = system(Shape::Cube);
@@ -523,7 +523,7 @@ fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
             let mut view = halo.move_x()?;
             view.record_load(Duration::from_millis(if rt.my_pe() == 0 { 2000 } else { 1000 }));
             if slow {
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(30));
             }
             view.move_f()?;
         }

@@ -155,8 +155,6 @@ pub(crate) struct Balancer {
     on: bool,
     /// Under [`Dlb::Auto`]: when to turn balancing on and off.
     auto: AutoState,
-    /// The boundaries are on their way back to equal domains after balancing was turned off.
-    returning: bool,
     /// When the last move_x started and returned.
     step_start: Option<Instant>,
     x_done: Option<Instant>,
@@ -171,7 +169,6 @@ pub(crate) struct Balancer {
     total_max: f64,
     total_mean: f64,
     total_step: f64,
-    intervals: u64,
     moves: u64,
     limited: u64,
     total_steps: u64,
@@ -227,6 +224,11 @@ pub(crate) struct AutoState {
 }
 
 impl AutoState {
+    /// Whether the boundaries should go back to equal domains: balancing was turned off.
+    pub(crate) fn wants_equal(&self) -> bool {
+        !self.on && self.times_off > 0
+    }
+
     /// The decision after one more interval: `step` its mean step time, `waiting` the run's
     /// share spent waiting for the imbalance so far, `room` whether equal domains leave room to
     /// balance, `back` whether the boundaries are at equal domains.
@@ -246,7 +248,9 @@ impl AutoState {
             }
             return Turn::Stay;
         }
-        if self.off_for_good || !back {
+        // Before balancing was ever turned off the grid is what the exchange was built with,
+        // equal or not; after, the boundaries go back to equal domains first.
+        if self.off_for_good || (self.times_off > 0 && !back) {
             return Turn::Stay;
         }
         // Without balancing, at equal domains: the first interval is left out.
@@ -378,7 +382,6 @@ impl Balancer {
         self.total_mean += total / n;
         self.total_step += step_time / n;
         self.total_steps += steps;
-        self.intervals += 1;
         if self.mode == Dlb::Auto {
             let step = step_time / steps as f64;
             match self.auto.after_interval(
@@ -388,30 +391,23 @@ impl Balancer {
                 grid.is_uniform(),
             ) {
                 Turn::On => self.on = true,
-                Turn::Off => (self.on, self.returning) = (false, true),
+                Turn::Off => self.on = false,
                 Turn::Stay => {}
             }
         }
-        if !may_move || !(self.on || self.returning) || total <= 0.0 {
+        // After balancing was turned off, the boundaries go back to equal domains; decided
+        // from the grid itself, so that a repartition that failed after this call leaves
+        // nothing half done.
+        let returning = self.mode == Dlb::Auto && self.auto.wants_equal() && !grid.is_uniform();
+        if !may_move || !(self.on || returning) {
             return Ok(None);
         }
-        if self.returning {
-            // Back to equal domains within the same limits: balance a load that is even per width.
-            let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
-            for (d, b) in bounds.iter_mut().enumerate() {
-                if dims[d] > 1 {
-                    let widths: Vec<f64> = b.windows(2).map(|w| (w[1] - w[0]) * dims[d] as f64).collect();
-                    *b = balanced_bounds(b, &widths, grid.min_width(d) * MARGIN).0;
-                    if b.windows(2).all(|w| ((w[1] - w[0]) * dims[d] as f64 - 1.0).abs() < 1e-3) {
-                        *b = equal_bounds(dims[d]);
-                    }
-                }
-            }
-            self.returning = (0..3).any(|d| bounds[d] != equal_bounds(dims[d]));
-            if (0..3).all(|d| bounds[d] == grid.bounds(d)) {
-                return Ok(None);
-            }
+        if returning {
+            let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d)));
             return Ok(Some(grid.with_bounds(bounds)?));
+        }
+        if total <= 0.0 {
+            return Ok(None);
         }
         let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
         let mut limited = false;
@@ -469,6 +465,32 @@ impl Balancer {
 /// A time in nanoseconds, capped well inside what the sums over PEs hold.
 fn nanos(time: Duration) -> u64 {
     time.as_nanos().min(u64::MAX as u128 / 4) as u64
+}
+
+/// One step of boundaries `old` back towards equal domains: the furthest along the straight
+/// line to them that moves no boundary past the middle of a slab it bounded (so no atom moves
+/// more than one domain). Every width on the way is a weighted mean of the old one and the
+/// equal one, so none falls below the smaller of the two, and the steps shrink every distance
+/// to equal domains by the same factor (6 steps from six slabs at their least width beside six
+/// wide ones, 7 for sixteen).
+pub(crate) fn toward_equal(old: &[f64]) -> Vec<f64> {
+    let n = old.len() - 1;
+    let equal = equal_bounds(n);
+    let mut t = 1.0f64;
+    for i in 1..n {
+        let to = equal[i] - old[i];
+        // Half the slab on the side it moves towards.
+        let room = if to > 0.0 { 0.5 * (old[i + 1] - old[i]) } else { 0.5 * (old[i] - old[i - 1]) };
+        if to.abs() > room {
+            t = t.min(room / to.abs());
+        }
+    }
+    if t >= 1.0 {
+        return equal;
+    }
+    let mut bounds: Vec<f64> = old.iter().zip(&equal).map(|(&b, &e)| b + t * (e - b)).collect();
+    (bounds[0], bounds[n]) = (0.0, 1.0);
+    bounds
 }
 
 /// New boundaries for one dimension (`old`: its `n + 1` boundaries) from the loads of its `n`
@@ -593,6 +615,43 @@ mod tests {
         let old = uniform(2);
         let (bounds, _) = balanced_bounds(&old, &[0.0, 10.0], 0.01);
         assert!(bounds[1] >= 0.25 && bounds[1] <= 0.75, "{bounds:?}");
+    }
+
+    #[test]
+    fn boundaries_go_back_to_equal_domains_within_the_limits() {
+        // Wide slabs beside slabs at their least width, either way round, and a plain skew.
+        let cases: Vec<(Vec<f64>, f64)> = vec![
+            ([0.7 / 6.0; 6].into_iter().chain([0.05; 6]).collect(), 0.05),
+            ([0.05; 6].into_iter().chain([0.7 / 6.0; 6]).collect(), 0.05),
+            ([0.04; 8].into_iter().chain([0.68 / 8.0; 8]).collect(), 0.04),
+            (vec![0.38, 0.62], 0.1),
+        ];
+        for (widths, least) in cases {
+            let n = widths.len();
+            let mut bounds: Vec<f64> = std::iter::once(0.0)
+                .chain(widths.iter().scan(0.0, |at, w| {
+                    *at += w;
+                    Some(*at)
+                }))
+                .collect();
+            bounds[n] = 1.0;
+            let mut steps = 0;
+            while bounds != uniform(n) {
+                let next = toward_equal(&bounds);
+                for i in 1..n {
+                    let (low, high) = (0.5 * (bounds[i - 1] + bounds[i]), 0.5 * (bounds[i] + bounds[i + 1]));
+                    assert!(
+                        next[i] >= low - 1e-12 && next[i] <= high + 1e-12,
+                        "boundary {i} past a middle: {next:?}"
+                    );
+                }
+                assert!(next.windows(2).all(|w| w[1] - w[0] >= least - 1e-12), "below {least}: {next:?}");
+                assert!(next != bounds, "stuck at {bounds:?}");
+                bounds = next;
+                steps += 1;
+                assert!(steps <= 60, "{n} domains not equal after 60 steps: {bounds:?}");
+            }
+        }
     }
 
     /// Feeds `n` intervals of step time `step` and waiting share `waiting` (room to balance,

@@ -165,26 +165,6 @@ impl PairList {
         self.chunks.iter().map(|c| c.masks.len()).sum()
     }
 
-    /// DEBUG capacity bytes.
-    pub fn debug_capacity(&self) -> usize {
-        let c: usize = self
-            .chunks
-            .iter()
-            .map(|c| {
-                4 * (c.i_clusters.capacity()
-                    + c.starts.capacity()
-                    + c.j_clusters.capacity()
-                    + c.masks.capacity()
-                    + c.force.capacity())
-            })
-            .sum();
-        c + 4
-            * (self.atom_of_slot.capacity()
-                + self.slot_of_atom.capacity()
-                + self.total.capacity()
-                + self.slots.x.capacity() * 6)
-    }
-
     /// The instruction set the kernel runs with.
     pub fn isa(&self) -> Isa {
         self.isa

@@ -264,9 +264,15 @@ impl PairList {
     }
 }
 
-/// Replaces the contents of `v` by `values`, keeping its capacity ([`keep_room`]).
+/// Replaces the contents of `v` by `values`, keeping its capacity; where it must grow, to
+/// 19 % more than `values` holds ([`keep_room`]), before filling, so that no doubling comes
+/// first.
 fn refill<T>(v: &mut Vec<T>, values: impl Iterator<Item = T>) {
     v.clear();
+    let n = values.size_hint().0;
+    if v.capacity() < n {
+        v.reserve_exact(n + n * 19 / 100);
+    }
     v.extend(values);
     keep_room(v);
 }
