@@ -40,9 +40,13 @@
 //! own PME rank. Both hops are redistributions as above on the same path: the first with one
 //! target per particle PE and no vote (no atom can be too far for it), the second among the
 //! PME ranks, whose home atoms are what the relay received, with the margin, the partners and
-//! the vote; the forces come back through the second hop, then the first. A particle PE then
-//! sends one message each way per step; the price is that the atoms outside their relay's
-//! pencil travel twice (the scale model tabulates both routings).
+//! the vote; the forces come back through the second hop, then the first. On pencils the
+//! second hop runs in two stages, as GROMACS's does: along y within the relay's row (each
+//! atom checked against its whole reach), then along x within each column, planned from the
+//! counts per row the first stage's agreement carries, with the vote (`plan::Stage`). A
+//! particle PE then sends one message each way per step; the price is that the atoms outside
+//! their relay's pencil travel twice or three times (the scale model tabulates both
+//! routings).
 //!
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`,
 //! `neighbor.rs`; the one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
@@ -388,7 +392,8 @@ impl<'rt> RedistBuilder<'rt> {
     /// Relays the atoms, as GROMACS does with separate PME ranks: each particle PE sends all
     /// its atoms, every step, to one PME rank (its relay, `relay_of(pe)` for particle PE
     /// `pe`), which passes each on to its own PME rank (a second redistribution, among the
-    /// PME ranks, with the displacement margin; the forces come back the same two hops). A
+    /// PME ranks, with the displacement margin, in two stages on pencils of two rows and two
+    /// columns or more: along y, then along x; the forces come back the same way). A
     /// particle PE then sends one message each way per step whatever the decomposition, and
     /// a PME rank hears from the particle PEs it relays for and from the PME ranks near it.
     /// [`PmeGrid::relay_rank`] gives each domain of a domain grid a relay under it, an even
