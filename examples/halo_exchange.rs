@@ -447,8 +447,10 @@ fn run_path(
                 _ => (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
             };
             let home = particles(&halo, topology);
+            // Every step goes through the mesh, whose transposes carry the vote.
             let redist = Redistribution::builder(rt, pme_grid.clone())
                 .path(redist_path)
+                .vote_in_mesh()
                 .collective_build(&home, n_atoms)
                 .map_err(config)?;
             let mesh = Pme::collective_new(group, pme_grid, *beta, overlap, fft_path).map_err(config)?;

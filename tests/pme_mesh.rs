@@ -14,7 +14,8 @@ use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 use onesided_suite::{ensure, launch};
 use pme_redist::reference::{ewald_sum, serial_fft, serial_pme};
 use pme_redist::{
-    Error, Mesh, Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient,
+    Error, Mesh, Particle, PencilFft, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft,
+    ewald_coefficient,
 };
 
 const WATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
@@ -63,12 +64,19 @@ fn fft_matches_serial_on_every_path(rt: &Runtime) -> CaseResult {
         let grid = PmeGrid::with_sizes(box_vectors, k, &pme)?;
         let group = PeGroup::collective_new(rt, "pme", &pme)?;
         let mut prints = Vec::new();
-        for path in AlltoallPath::ALL {
+        for (p, path) in AlltoallPath::ALL.into_iter().enumerate() {
             let mut fft = SlabFft::collective_new(&group, &grid, path)?;
             let Some(rank) = group.my_rank() else { continue };
             let (lo, hi) = grid.slab(rank);
             let slab: Vec<f32> = (lo * k[1] * k[2]..hi * k[1] * k[2]).map(|i| whole[i] as f32).collect();
-            fft.forward(&slab)?;
+            // The vote the transpose carries: the smallest ballot, held by a different rank
+            // for each path, reaches every rank.
+            let holder = p % pme.len();
+            let agreed = fft.forward_voting(&slab, if rank == holder { 5 } else { 50 + rank as u64 })?;
+            ensure!(
+                agreed == 5,
+                "{path}, PME on {pme:?}: rank {rank} agreed on {agreed}, not 5 (rank {holder}'s)"
+            );
             let lines = fft.spectrum_lines();
             let kzc = fft.complex_z();
             let spectrum = fft.spectrum();
@@ -105,6 +113,26 @@ fn fft_matches_serial_on_every_path(rt: &Runtime) -> CaseResult {
             }
         }
         ensure!(prints.windows(2).all(|w| w[0] == w[1]), "PME on {pme:?}: the paths' spectra differ");
+    }
+    // On 2 x 2 pencils: the row transpose carries each rank's ballot, the column transpose the
+    // row's smallest; every rank ends with the smallest of all, wherever it was.
+    if rt.n_pes() == 4 {
+        let all: Vec<usize> = (0..4).collect();
+        let grid = PmeGrid::with_sizes(box_vectors, k, &all)?.with_pencils([2, 2])?;
+        let rank = grid.rank_of_pe(rt.my_pe()).ok_or("every PE is a PME rank")?;
+        let (planes, lines) = (grid.slab(rank), grid.lines(rank % 2));
+        let pencil = vec![0.0f32; (planes.1 - planes.0) * (lines.1 - lines.0) * k[2]];
+        for path in [AlltoallPath::OrderedOneSided, AlltoallPath::NodeAwareOneSided, AlltoallPath::Mpi] {
+            let mut fft = PencilFft::collective_new(rt, &grid, path)?;
+            for holder in 0..4 {
+                let agreed =
+                    fft.forward_voting(&pencil, if rank == holder { 7 } else { 70 + rank as u64 })?;
+                ensure!(
+                    agreed == 7,
+                    "{path}, pencils: rank {rank} agreed on {agreed}, not rank {holder}'s 7"
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -179,8 +207,11 @@ fn mesh_steps_match_on(
         ];
         for (redist_path, overlap, fft_path) in paths {
             let label = format!("{redist_path}/{fft_path}, PME on {pme:?} as {:?}", grid.dims());
+            // The vote rides in the transposes here (tests/pme.rs covers the redistribution's
+            // own on every path): the same bits either way.
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .path(redist_path)
+                .vote_in_mesh()
                 .collective_build(&homes[me], structure.len())?;
             let mut mesh = Pme::collective_new(&group, &grid, beta, overlap, fft_path)?;
             let mut energies = Vec::new();
@@ -226,6 +257,72 @@ fn mesh_steps_match_on(
             prints.push((energy.to_bits(), fingerprint(&home_forces)));
         }
         ensure!(prints.windows(2).all(|w| w[0] == w[1]), "PME on {pme:?}: the paths differ: {prints:?}");
+    }
+    Ok(())
+}
+
+/// With the vote in the mesh (`RedistBuilder::vote_in_mesh`), on slabs and (with 4 PEs) 2 × 2
+/// pencils and on every path: an atom moved past its margin is reported on every PE, naming
+/// it, the ballots having reached every PME rank through the forward transposes alone; after
+/// a new plan the steps go on; a step whose mesh is skipped ends with an error on every PE
+/// that says so.
+fn the_mesh_carries_the_vote(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let structure = water([2, 1, 1]);
+    let lx = structure.pbc.diagonal()[0];
+    let beta = ewald_coefficient(0.9, 1e-5)?;
+    let all: Vec<usize> = (0..n).collect();
+    let slabs = PmeGrid::new(structure.pbc.vectors(), 0.12, &all)?;
+    let mut grids = vec![slabs.clone()];
+    if n == 4 {
+        grids.push(slabs.with_pencils([2, 2])?);
+    }
+    let group = PeGroup::collective_new(rt, "pme", &all)?;
+    for grid in grids {
+        for (path, overlap, fft_path) in [
+            (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
+            (RedistPath::OneSidedGet, ExchangePath::Put, AlltoallPath::NodeAwareOneSided),
+            (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
+            (RedistPath::MpiNeighbor, ExchangePath::Mpi, AlltoallPath::OrderedMpi),
+        ] {
+            let label = format!("{path}/{fft_path} on {:?}", grid.dims());
+            let mut homes = homes(rt, &structure, &all)?;
+            let mut redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .displacement_margin(0.05)
+                .vote_in_mesh()
+                .collective_build(&homes[me], structure.len())?;
+            let mut mesh = Pme::collective_new(&group, &grid, beta, overlap, fft_path)?;
+            let mut home_forces = vec![[0.0; 3]; homes[me].len()];
+            let mut step =
+                |redist: &mut Redistribution<'_>, homes: &[Vec<Particle>], home_forces: &mut Vec<RVec>| {
+                    home_forces.resize(homes[me].len(), [0.0; 3]);
+                    let mut delivered = redist.redistribute(&homes[me])?;
+                    mesh.collective_step(delivered.mesh())?;
+                    delivered.return_forces(home_forces)
+                };
+            step(&mut redist, &homes, &mut home_forces)?;
+            // The last PE's atom half a box away: past every rank its margin reaches.
+            let (pe, i) = (n - 1, homes[n - 1].len() / 2);
+            homes[pe][i].x[0] = (homes[pe][i].x[0] + 0.5 * lx) % lx;
+            let atom = homes[pe][i].global;
+            let outcome = step(&mut redist, &homes, &mut home_forces);
+            ensure!(
+                matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
+                "{label}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
+            );
+            redist.collective_plan(&homes[me])?;
+            step(&mut redist, &homes, &mut home_forces)?;
+            // A step whose mesh is skipped: no vote, an error on every PE.
+            let delivered = redist.redistribute(&homes[me])?;
+            let forces = vec![[0.0; 3]; delivered.received().len()];
+            let outcome = delivered.return_forces_from(&forces, &mut home_forces);
+            ensure!(
+                matches!(&outcome, Err(Error::Config(m)) if m.contains("vote_in_mesh")),
+                "{label}: PE {me}, a step without its mesh: {outcome:?}"
+            );
+            step(&mut redist, &homes, &mut home_forces)?;
+        }
     }
     Ok(())
 }
@@ -299,23 +396,17 @@ fn bad_parameters_fail_everywhere(rt: &Runtime) -> CaseResult {
     let stray = [Particle { x: [0.1, 0.1, 0.1], q: 1.0, global: 0 }];
     let mut forces = [[0.0f32; 3]];
     if rt.my_pe() != n - 1 {
-        config(
-            mesh.collective_step(Mesh { atoms: &stray, forces: &mut forces }).map(drop),
-            "is not a PME rank",
-        )?;
+        config(mesh.collective_step(Mesh::new(&stray, &mut forces)).map(drop), "is not a PME rank")?;
     }
     // Forces that are not one per particle, on the PME rank; then a step the others complete
     // together with it.
     let mine = rt.my_pe() == n - 1;
     if mine {
-        config(
-            mesh.collective_step(Mesh { atoms: &stray, forces: &mut [] }).map(drop),
-            "one force per particle",
-        )?;
+        config(mesh.collective_step(Mesh::new(&stray, &mut [])).map(drop), "one force per particle")?;
     }
     let (atoms, forces): (&[Particle], &mut [RVec]) =
         if mine { (&stray, &mut forces) } else { (&[], &mut []) };
-    mesh.collective_step(Mesh { atoms, forces })?;
+    mesh.collective_step(Mesh::new(atoms, forces))?;
     ensure!(!mine || forces[0] != [0.0; 3], "the one particle got no force");
     Ok(())
 }
@@ -345,6 +436,7 @@ fn main() {
         mesh_steps_match_in_a_triclinic_box,
         bad_parameters_fail_everywhere,
         example_with_pme_on_a_subset_is_quiet,
+        the_mesh_carries_the_vote,
     ];
     let mut cases = cases.to_vec();
     cases.push(pe_test::Case {

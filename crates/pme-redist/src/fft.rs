@@ -46,6 +46,17 @@ use crate::grid::PmeGrid;
 /// A single-precision complex number, the element of the spectrum.
 pub type Complex32 = Complex<f32>;
 
+/// A ballot of the PME ranks' vote (the smallest wins) as the element a transpose block
+/// carries after its data: the `u64`'s bits, never used as a number.
+pub(crate) fn ballot_element(ballot: u64) -> Complex32 {
+    bytemuck::cast(ballot)
+}
+
+/// The ballot an element made by [`ballot_element`] carries.
+pub(crate) fn ballot_of(element: Complex32) -> u64 {
+    bytemuck::cast(element)
+}
+
 /// The 1-D transforms a rank needs, planned once.
 struct Plans {
     r2c: Arc<dyn RealToComplex<f32>>,
@@ -107,6 +118,9 @@ pub struct SlabFft<'g, 'rt> {
     /// symmetric for the forward transpose's senders.
     spectrum: SymArray<'rt, Complex32>,
     spectrum_len: usize,
+    /// Where the spectrum array's tail starts: one slot per rank, where a rank that writes
+    /// this one's spectrum directly leaves its ballot ([`forward_voting`](Self::forward_voting)).
+    ballots_at: usize,
     /// One real line and one transposed plane.
     line: Vec<f32>,
     plane: Vec<Complex32>,
@@ -163,7 +177,8 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let kzc = k[2] / 2 + 1;
         let x_bounds: Vec<usize> = (0..=m).map(|r| if r < m { grid.slab(r).0 } else { k[0] }).collect();
         let y_bounds = split(k[1], m);
-        let block = (widest(&x_bounds) * widest(&y_bounds) * kzc).max(1);
+        // Each block ends with a ballot of the PME ranks' vote (forward_voting).
+        let block = widest(&x_bounds) * widest(&y_bounds) * kzc + 1;
         let alltoall =
             Alltoall::collective_new(group, "pme fft transpose", block, path).map_err(|e| match e {
                 onesided::Error::InvalidArgument(why) => Error::Config(why),
@@ -180,7 +195,11 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let symmetric =
             |name: &str, len: usize| SymArray::collective_alloc(rt, name, len.max(1)).map_err(Error::Comm);
         let planes_array = symmetric("pme fft planes", widest(&x_bounds) * kzc * k[1])?;
-        let spectrum_array = symmetric("pme fft spectrum", kzc * widest(&y_bounds) * k[0])?;
+        let ballots_at = kzc * widest(&y_bounds) * k[0];
+        let spectrum_array = symmetric("pme fft spectrum", ballots_at + m)?;
+        // SAFETY: no other PE writes this PE's spectrum before it enters its first forward
+        // transpose (they wait for its ready signal); the tail holds no ballot yet.
+        unsafe { spectrum_array.local_range_mut(ballots_at..ballots_at + m) }.fill(ballot_element(u64::MAX));
         Ok(SlabFft {
             k,
             kzc,
@@ -193,6 +212,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             planes_len: planes * kzc * k[1],
             spectrum: spectrum_array,
             spectrum_len: kzc * lines * k[0],
+            ballots_at,
             line: vec![0.0; k[2]],
             plane: vec![Complex32::default(); k[1] * kzc],
             scratch,
@@ -274,6 +294,19 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// [`Error::Config`] on a PE outside the group or for a slab of the wrong length;
     /// [`Error::Comm`] when the transpose fails.
     pub fn forward(&mut self, slab: &[f32]) -> Result<()> {
+        self.forward_voting(slab, u64::MAX).map(drop)
+    }
+
+    /// [`forward`](Self::forward), with this rank's `ballot` in a vote of the PME ranks that
+    /// costs no message of its own: every block of the transpose carries it, and the smallest
+    /// ballot of every rank comes back.
+    ///
+    /// # Collective
+    /// As [`forward`](Self::forward).
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn forward_voting(&mut self, slab: &[f32], ballot: u64) -> Result<u64> {
         let me = self.member("forward")?;
         let [_, ky, kz] = self.k;
         let kzc = self.kzc;
@@ -310,7 +343,12 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let planes: &[Complex32] = my_planes;
         let to_spectrum = self.spectrum.as_ptr();
         let timed = Timed::start();
+        let (ballots_at, data) = (self.ballots_at, self.alltoall.block() - 1);
+        let heard = std::cell::Cell::new(ballot);
         let direct = |r: usize, base: NonNull<Complex32>| {
+            // SAFETY: slot `me` of rank r's ballot tail, inside its array (ballots_at + m),
+            // written by this rank alone and read by r only after the call.
+            unsafe { base.as_ptr().add(ballots_at + me).write(ballot_element(ballot)) };
             let (lo, hi) = (y_bounds[r], y_bounds[r + 1]);
             let lines = hi - lo;
             for kz in 0..kzc {
@@ -334,9 +372,11 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
                 for (run, line) in planes.chunks_exact(ky).enumerate() {
                     out[run * (hi - lo)..(run + 1) * (hi - lo)].copy_from_slice(&line[lo..hi]);
                 }
+                out[data] = ballot_element(ballot);
             })
         };
         let unpack = |s: usize, block: &[Complex32]| {
+            heard.set(heard.get().min(ballot_of(block[data])));
             timed.packing(|| {
                 let x0 = x_bounds[s];
                 let runs = kzc * (y_bounds[me + 1] - y_bounds[me]);
@@ -350,12 +390,18 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let result = unsafe { self.alltoall.collective_run_fused(&self.spectrum, direct, pack, unpack) };
         timed.account(&mut self.transposing, &mut self.exchanging);
         result.map_err(Error::Comm)?;
+        let m = self.x_bounds.len() - 1;
+        // SAFETY: the transpose is over: every rank that wrote a ballot here did so before its
+        // arrived signal, and none writes again before this rank's next ready signal.
+        let tail = unsafe { self.spectrum.local_range_mut(ballots_at..ballots_at + m) };
+        let agreed = tail.iter().map(|&e| ballot_of(e)).fold(heard.get(), u64::min);
+        tail.fill(ballot_element(u64::MAX));
         if self.spectrum_len > 0 {
             // SAFETY: the transpose is over; as in `spectrum_mut`.
             let spectrum = unsafe { self.spectrum.local_range_mut(0..self.spectrum_len) };
             self.plans.x.process_with_scratch(spectrum, &mut self.scratch);
         }
-        Ok(())
+        Ok(agreed)
     }
 
     /// Transforms this rank's part of the spectrum back into its slab of the real grid (the

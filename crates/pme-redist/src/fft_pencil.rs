@@ -27,7 +27,7 @@ use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
 use crate::error::{Error, Result};
-use crate::fft::{Complex32, fft_failed, split, widest};
+use crate::fft::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::grid::PmeGrid;
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] in pencils.
@@ -93,12 +93,13 @@ impl<'rt> PencilFft<'rt> {
                 other => Error::Comm(other),
             })
         };
+        // Each block ends with a ballot of the PME ranks' vote (forward_voting).
         let rows =
-            a2a(PeGroup::collective_split(rt, "pme pencil rows", &rows)?, "pme fft rows", wx * wy * wz)?;
+            a2a(PeGroup::collective_split(rt, "pme pencil rows", &rows)?, "pme fft rows", wx * wy * wz + 1)?;
         let columns = a2a(
             PeGroup::collective_split(rt, "pme pencil columns", &columns)?,
             "pme fft columns",
-            wx * wz * wy2,
+            wx * wz * wy2 + 1,
         )?;
         let (planes, lines, zs, ys) = match place {
             Some((a, b)) => (
@@ -201,6 +202,19 @@ impl<'rt> PencilFft<'rt> {
     /// [`Error::Config`] on a PE that is not a PME rank or for a pencil of the wrong length;
     /// [`Error::Comm`] when a transpose fails.
     pub fn forward(&mut self, pencil: &[f32]) -> Result<()> {
+        self.forward_voting(pencil, u64::MAX).map(drop)
+    }
+
+    /// [`forward`](Self::forward), with this rank's `ballot` in a vote of the PME ranks that
+    /// costs no message of its own: the row transpose's blocks carry it, the column
+    /// transpose's the smallest of the row, and the smallest ballot of every rank comes back.
+    ///
+    /// # Collective
+    /// As [`forward`](Self::forward).
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn forward_voting(&mut self, pencil: &[f32], ballot: u64) -> Result<u64> {
         let (a, b) = self.member("forward")?;
         let [kx, ky, kz] = self.k;
         let kzc = self.kzc;
@@ -228,8 +242,15 @@ impl<'rt> PencilFft<'rt> {
                 for (i, line) in zl.chunks_exact(kzc).enumerate() {
                     out[i * n..(i + 1) * n].copy_from_slice(&line[z0..z1]);
                 }
+                out[block - 1] = ballot_element(ballot);
             })
             .map_err(Error::Comm)?;
+        let py = self.y_bounds.len() - 1;
+        let row = received
+            .chunks_exact(block)
+            .take(py)
+            .map(|from| ballot_of(from[block - 1]))
+            .fold(ballot, u64::min);
         let zs = self.kz_bounds[b + 1] - self.kz_bounds[b];
         for c in 0..self.y_bounds.len() - 1 {
             let (l0, ls) = (self.y_bounds[c], self.y_bounds[c + 1] - self.y_bounds[c]);
@@ -258,8 +279,12 @@ impl<'rt> PencilFft<'rt> {
                 for (i, line) in yl.chunks_exact(ky).enumerate() {
                     out[i * n..(i + 1) * n].copy_from_slice(&line[v0..v1]);
                 }
+                out[block - 1] = ballot_element(row);
             })
             .map_err(Error::Comm)?;
+        let px = self.x_bounds.len() - 1;
+        let agreed =
+            received.chunks_exact(block).take(px).map(|from| ballot_of(from[block - 1])).fold(row, u64::min);
         let ys = self.y2_bounds[a + 1] - self.y2_bounds[a];
         for r in 0..self.x_bounds.len() - 1 {
             let (p0, ps) = (self.x_bounds[r], self.x_bounds[r + 1] - self.x_bounds[r]);
@@ -276,7 +301,7 @@ impl<'rt> PencilFft<'rt> {
         for line in self.spectrum.chunks_exact_mut(kx) {
             self.x.process_with_scratch(line, &mut self.scratch);
         }
-        Ok(())
+        Ok(agreed)
     }
 
     /// Transforms this rank's part of the spectrum back into its pencil of the real grid (the

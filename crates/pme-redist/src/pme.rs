@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::fft::{Complex32, SlabFft};
 use crate::fft_pencil::PencilFft;
 use crate::grid::PmeGrid;
-use crate::redist::Mesh;
+use crate::redist::{Mesh, MeshVote};
 use crate::solve::Reciprocal;
 use crate::spread::SlabGrid;
 
@@ -143,8 +143,12 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     /// # Errors
     /// [`Error::Config`] for atoms on a PE that is not a PME rank, or forces that are not one
     /// per atom; [`Error::Comm`] when communication fails.
+    ///
+    /// Where the redistribution leaves its vote on the step's error to the mesh
+    /// ([`RedistBuilder::vote_in_mesh`](crate::RedistBuilder::vote_in_mesh)), the mesh's
+    /// vote carries it: its forward transposes take every PME rank's ballot to every other.
     pub fn collective_step(&mut self, mesh: Mesh<'_>) -> Result<f64> {
-        let (particles, forces) = (mesh.atoms, mesh.forces);
+        let Mesh { atoms: particles, forces, vote } = mesh;
         let is_member = self.group.my_rank().is_some();
         let me = self.group.runtime().my_pe();
         if !is_member && !particles.is_empty() {
@@ -168,7 +172,13 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         if let Some(solver) = &self.solver {
             let start = Instant::now();
             let comm_before = self.fft.transpose_time();
-            self.fft.forward(self.slab.slab())?;
+            // The redistribution's vote on the step's error rides in the transposes, where it
+            // left the vote to the mesh.
+            let ballot = vote.as_ref().map_or(u64::MAX, MeshVote::ballot);
+            let agreed = self.fft.forward_voting(self.slab.slab(), ballot)?;
+            if let Some(vote) = vote {
+                vote.agree(agreed);
+            }
             let forward = start.elapsed();
             let start = Instant::now();
             energy = solver.solve(self.fft.spectrum_mut())?;
@@ -243,10 +253,12 @@ impl MeshFft<'_, '_> {
         }
     }
 
-    fn forward(&mut self, grid: &[f32]) -> Result<()> {
+    /// The forward transform with this rank's `ballot` in the PME ranks' vote, which its
+    /// transposes carry; the smallest ballot of every rank.
+    fn forward_voting(&mut self, grid: &[f32], ballot: u64) -> Result<u64> {
         match self {
-            MeshFft::Slab(fft) => fft.forward(grid),
-            MeshFft::Pencil(fft) => fft.forward(grid),
+            MeshFft::Slab(fft) => fft.forward_voting(grid, ballot),
+            MeshFft::Pencil(fft) => fft.forward_voting(grid, ballot),
         }
     }
 

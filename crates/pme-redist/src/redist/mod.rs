@@ -360,6 +360,7 @@ pub struct RedistBuilder<'rt> {
     path: RedistPath,
     margin: Margin,
     routing: Routing,
+    mesh_votes: bool,
 }
 
 /// Whether a particle PE sends to the PME ranks directly or through its relay.
@@ -387,6 +388,16 @@ impl<'rt> RedistBuilder<'rt> {
     /// Every PE must pass the same margin.
     pub fn displacement_margin(self, nm: f32) -> Self {
         RedistBuilder { margin: Margin::Distance(nm), ..self }
+    }
+
+    /// Leaves the PME ranks' vote on each step's error to the PME mesh: the ballots ride in the
+    /// forward FFT transposes ([`Pme::collective_step`](crate::Pme::collective_step) with the
+    /// step's [`Step::mesh`]), so the vote costs no message of its own (otherwise ⌈log₂ M⌉
+    /// rounds each way on the one-sided paths, an `MPI_Iallreduce` on MPI's). Every step
+    /// must then go through the mesh before its forces return; one that does not ends with
+    /// an error on every PE.
+    pub fn vote_in_mesh(self) -> Self {
+        RedistBuilder { mesh_votes: true, ..self }
     }
 
     /// Relays the atoms, as GROMACS does with separate PME ranks: each particle PE sends all
@@ -428,7 +439,7 @@ impl<'rt> RedistBuilder<'rt> {
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
         // The buffers follow the bounds of the plan, never more than the system.
         let _ = total_atoms;
-        let RedistBuilder { rt, grid, path, margin, routing } = self;
+        let RedistBuilder { rt, grid, path, margin, routing, mesh_votes } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -446,7 +457,16 @@ impl<'rt> RedistBuilder<'rt> {
         }
         let my_rank = grid.rank_of_pe(rt.my_pe());
         let path = path.collective_resolve(rt)?;
-        let hop = Hop { rt, grid: &grid, path, margin };
+        let mut agreed = [u64::from(mesh_votes), u64::from(!mesh_votes)];
+        rt.max_u64(&mut agreed)?;
+        if agreed == [1, 1] {
+            return Err(Error::CollectiveConfig(
+                "some PEs leave the vote to the PME mesh and some do not: every PE must build its \
+                 redistribution with the same vote_in_mesh"
+                    .to_string(),
+            ));
+        }
+        let hop = Hop { rt, grid: &grid, path, margin, mesh_votes };
         match agree_routing(rt, &grid, routing)? {
             None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true, Stage::Whole),
             Some(via) => {
@@ -484,6 +504,8 @@ struct Hop<'a, 'rt> {
     grid: &'a PmeGrid,
     path: RedistPath,
     margin: Margin,
+    /// The hop that votes leaves it to the mesh.
+    mesh_votes: bool,
 }
 
 impl<'rt> Hop<'_, 'rt> {
@@ -503,7 +525,7 @@ impl<'rt> Hop<'_, 'rt> {
         votes: bool,
         stage: Stage,
     ) -> Result<Redistribution<'rt>> {
-        let Hop { rt, grid, path, margin } = *self;
+        let Hop { rt, grid, path, margin, mesh_votes } = *self;
         let my_rank = grid.rank_of_pe(rt.my_pe());
         let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
@@ -535,8 +557,9 @@ impl<'rt> Hop<'_, 'rt> {
             force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
         };
         let agreement = Agreement::collective_new(rt, &name)?;
-        let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes);
+        let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes && !mesh_votes);
         plan.stage = stage;
+        plan.mesh_votes = votes && mesh_votes;
         let mut redist = Redistribution { path, plan, buffers, agreement, transport, onward: None };
         if stage != Stage::AlongX {
             redist.collective_partners(home)?;
@@ -595,6 +618,7 @@ impl<'rt> Redistribution<'rt> {
             path: RedistPath::OneSidedPut,
             margin: Margin::Slab,
             routing: Routing::Direct,
+            mesh_votes: false,
         }
     }
 
@@ -694,6 +718,14 @@ impl<'rt> Redistribution<'rt> {
     /// The hop whose PME ranks hold the atoms for the mesh: the second of a relay, or this.
     fn last_hop(&self) -> &Redistribution<'rt> {
         self.onward.as_ref().map_or(self, |o| o.hop.last_hop())
+    }
+
+    /// [`last_hop`](Self::last_hop), to change.
+    fn last_hop_mut(&mut self) -> &mut Redistribution<'rt> {
+        match self.onward {
+            Some(ref mut onward) => onward.hop.last_hop_mut(),
+            None => self,
+        }
     }
 
     /// The partners of the plan for `home`: the reach of each atom, the agreement with the
@@ -880,6 +912,13 @@ fn return_with<'rt>(
             home_forces.len()
         )));
     }
+    if plan.mesh_votes && plan.my_rank.is_some() {
+        // The mesh's transposes carried the vote; every PME rank took part, or none did.
+        match plan.mesh_agreed.take() {
+            Some(agreed) => plan.take_vote(agreed),
+            None => plan.note_error(plan::NO_MESH_VOTE),
+        }
+    }
     let unpacked = transport.backward(plan, buffers, forces, home_forces)?;
     plan.outcome()?;
     if !unpacked {
@@ -913,6 +952,37 @@ pub struct Mesh<'a> {
     /// PEs read them where they lie and unpack them into home order in the same pass, with no
     /// staging copy. What they hold before they are written is left from the last step.
     pub forces: &'a mut [RVec],
+    /// This PME rank's part in the vote on the step's error, where the redistribution leaves
+    /// it to the mesh ([`RedistBuilder::vote_in_mesh`]); `None` otherwise.
+    pub vote: Option<MeshVote<'a>>,
+}
+
+impl<'a> Mesh<'a> {
+    /// A mesh's share of atoms and their forces with no vote to carry.
+    pub fn new(atoms: &'a [Particle], forces: &'a mut [RVec]) -> Mesh<'a> {
+        Mesh { atoms, forces, vote: None }
+    }
+}
+
+/// A PME rank's part in the vote on a step's error, carried by the mesh's forward FFT
+/// transposes ([`Pme::collective_step`](crate::Pme::collective_step)): its ballot in, the
+/// smallest of every PME rank's out.
+#[derive(Debug)]
+pub struct MeshVote<'a> {
+    ballot: u64,
+    agreed: &'a mut Option<u64>,
+}
+
+impl MeshVote<'_> {
+    /// This rank's ballot: the smallest error marker it knows of in this step, or `u64::MAX`.
+    pub fn ballot(&self) -> u64 {
+        self.ballot
+    }
+
+    /// Gives the redistribution the smallest ballot of every PME rank.
+    pub fn agree(self, smallest: u64) {
+        *self.agreed = Some(smallest);
+    }
 }
 
 impl fmt::Debug for Step<'_, '_> {
@@ -954,8 +1024,8 @@ impl Step<'_, '_> {
 
     /// The atoms this PME rank received and the forces on them, for the mesh.
     pub fn mesh(&mut self) -> Mesh<'_> {
-        let hop = self.redist.last_hop();
-        let (buffers, received) = (&hop.buffers, hop.plan.received);
+        let Redistribution { buffers, plan, .. } = self.redist.last_hop_mut();
+        let received = plan.received;
         // SAFETY: as in received.
         let atoms = unsafe { buffers.recv().array().local_range(0..received) };
         // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
@@ -967,7 +1037,11 @@ impl Step<'_, '_> {
         // step's `&mut` keeps every other view of it away while the slice lives, and the atoms
         // live in another allocation, so the two views do not overlap.
         let forces = unsafe { buffers.force_send().array().local_range_mut(0..received) };
-        Mesh { atoms, forces }
+        let vote = (plan.mesh_votes && plan.my_rank.is_some()).then(|| {
+            plan.mesh_agreed = None;
+            MeshVote { ballot: plan.ballot(), agreed: &mut plan.mesh_agreed }
+        });
+        Mesh { atoms, forces, vote }
     }
 
     /// Sends the forces the mesh wrote ([`mesh`](Self::mesh)) back to the atoms' PEs, and

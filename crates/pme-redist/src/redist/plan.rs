@@ -46,6 +46,12 @@ pub(super) struct Plan<'rt> {
     /// An error the stage before found or heard of in this step, which this stage carries
     /// (set before each step of the stage along x).
     pub inherited: Option<u64>,
+    /// Whether the mesh votes for this hop ([`RedistBuilder::vote_in_mesh`]): the PME
+    /// ranks' ballots ride in its FFT transposes, and the outcome lands in `mesh_agreed`.
+    ///
+    /// [`RedistBuilder::vote_in_mesh`]: super::RedistBuilder::vote_in_mesh
+    pub mesh_votes: bool,
+    pub mesh_agreed: Option<u64>,
     /// Whether the PME ranks vote on each step's error: not on the first hop of a relay,
     /// where no atom can be too far and the second hop's vote has made every PME rank agree
     /// before the return.
@@ -108,6 +114,8 @@ impl<'rt> Plan<'rt> {
             relay,
             stage: Stage::Whole,
             inherited: None,
+            mesh_votes: false,
+            mesh_agreed: None,
             votes,
             origins: Vec::new(),
             reach: Reach::default(),
@@ -421,7 +429,20 @@ pub(super) fn marker(atom: u32, pe: usize) -> u64 {
 /// another error than an atom too far: no PE names an atom with it.
 pub(super) const RELAY_FAILED: u64 = ERROR | PE_MASK << 32 | u32::MAX as u64;
 
+/// The marker of a step whose redistribution leaves its vote to the mesh
+/// ([`RedistBuilder::vote_in_mesh`](super::RedistBuilder::vote_in_mesh)) but whose mesh did
+/// not vote: after every atom's error, before a relay's failure.
+pub(super) const NO_MESH_VOTE: u64 = ERROR | PE_MASK << 32 | (u32::MAX - 1) as u64;
+
 fn decode(marked: u64) -> Error {
+    if marked == NO_MESH_VOTE {
+        return Error::Config(
+            "this redistribution leaves its vote on each step's error to the PME mesh \
+             (RedistBuilder::vote_in_mesh), but the step's mesh was not computed: give every \
+             step's Step::mesh to Pme::collective_step before returning the forces"
+                .to_string(),
+        );
+    }
     if marked == RELAY_FAILED {
         return Error::Verification(
             "the relay PME rank of this PE failed in the second hop of this step (its own error \
@@ -451,6 +472,8 @@ mod tests {
     fn markers_round_trip() {
         assert_eq!(decode(marker(12345, 3)), Error::MovedTooFar { atom: 12345, pe: 3 });
         assert!(matches!(decode(RELAY_FAILED), Error::Verification(m) if m.contains("relay")));
+        assert!(matches!(decode(NO_MESH_VOTE), Error::Config(m) if m.contains("vote_in_mesh")));
+        assert!(marker(u32::MAX, (1 << 31) - 2) < NO_MESH_VOTE && NO_MESH_VOTE < RELAY_FAILED);
         assert_eq!(decode(marker(u32::MAX, 1 << 20)), Error::MovedTooFar { atom: u32::MAX, pe: 1 << 20 });
         assert!(marker(0, 0) & ERROR != 0);
     }
