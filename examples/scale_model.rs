@@ -30,8 +30,9 @@
 //! Per rank per step it prints the halo exchange's messages and bytes (coordinates out and
 //! forces back, 12 bytes per atom each way, one message per pulse to another rank), the PME
 //! redistribution's (one message per target each way, 20 bytes per atom out and 12 back, as
-//! the `mpi` path sends them; a PME rank also takes part in the error vote, ⌈log₂ M⌉ rounds
-//! each way), mean and most over ranks; the redistribution's symmetric memory per PE (as the
+//! the `mpi` path sends them; the PME ranks' vote on each step's error rides in the FFT
+//! transposes as the examples run it, or with `--vote own` costs ⌈log₂ M⌉ rounds each way),
+//! mean and most over ranks; the redistribution's symmetric memory per PE (as the
 //! library allocates it: a fifth over the most any PE needs, one buffer per side with PME on
 //! separate ranks) and its ratio to the bytes of the atoms the PE holding the fewest holds;
 //! and the FFT transposes' (slabs: one all-to-all among the PME ranks per direction;
@@ -106,13 +107,16 @@ struct Options {
     decomposition: PmeDecomposition,
     margin: f32,
     routings: Vec<Routing>,
+    /// Whether the PME ranks' vote on each step's error rides in the FFT transposes
+    /// (`RedistBuilder::vote_in_mesh`, as the examples run) or costs its own messages.
+    vote_in_mesh: bool,
     paths: Vec<Path>,
     svg: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: scale_model [--gro FILE] [--atoms N | --replicate NX,NY,NZ] [--ranks R1,R2,...] \
 [--cutoff NM] [--buffer NM] [--spacing NM] [--pme-fraction F] [--pme-decomposition slab|pencil|auto] \
-[--margin NM] [--routing direct|relay|both] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
+[--margin NM] [--routing direct|relay|both] [--vote mesh|own] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -127,6 +131,7 @@ fn parse() -> Result<Options, String> {
         decomposition: PmeDecomposition::Auto,
         margin: 0.1,
         routings: vec![Routing::Direct, Routing::Relay],
+        vote_in_mesh: true,
         paths: vec![
             Path::from_pingpong("onesided", 77.1e-9, 225e-6),
             Path::from_pingpong("mpi", 466e-9, 999e-6),
@@ -160,6 +165,13 @@ fn parse() -> Result<Options, String> {
             }
             "--pme-decomposition" => options.decomposition = value()?.parse().map_err(|e| format!("{e}"))?,
             "--margin" => options.margin = cli::length(&flag, &value()?)?,
+            "--vote" => {
+                options.vote_in_mesh = match value()?.as_str() {
+                    "mesh" => true,
+                    "own" => false,
+                    other => return Err(format!("--vote needs mesh or own, got {other:?}")),
+                }
+            }
             "--routing" => {
                 options.routings = match value()?.as_str() {
                     "direct" => vec![Routing::Direct],
@@ -536,8 +548,8 @@ fn bin(size: usize) -> usize {
 /// The redistribution of the particle ranks' `homes` (domains of `grid`) to the PME ranks of
 /// `pme` under `routing`: direct, each particle rank to the PME ranks its atoms can reach
 /// within the margin; or relayed, each to its relay ([`PmeGrid::relay_rank`]), which sends
-/// its atoms on as a particle rank would. The PME ranks vote on each step's error in
-/// ⌈log₂ M⌉ rounds (once, on the last hop).
+/// its atoms on as a particle rank would. The PME ranks vote on each step's error in the
+/// mesh's transposes, or (`--vote own`) in ⌈log₂ M⌉ rounds each way (once, on the last hop).
 fn redistribution(
     options: &Options,
     pme: &PmeGrid,
@@ -549,7 +561,8 @@ fn redistribution(
     let mut all_histogram = halo_histogram;
     let histogram = &mut all_histogram;
     let (n, m) = (homes.len(), pme.ranks());
-    let vote = m.next_power_of_two().trailing_zeros() as usize;
+    // In the mesh the vote rides in the transposes; on its own, ⌈log₂ M⌉ rounds each way.
+    let vote = if options.vote_in_mesh { 0 } else { m.next_power_of_two().trailing_zeros() as usize };
     let over = pme_redist::GROWTH_FACTOR;
     let fit = |atoms: usize| (over * atoms as f64).ceil() as usize * 32;
     let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
