@@ -511,13 +511,7 @@ fn run_path(
         if options.kernel == Kernel::Cluster && list_stale {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
-            let built = match list.as_mut() {
-                Some(list) => {
-                    list.rebuild_for_domain(&step_view, topology, field)?;
-                    list
-                }
-                None => list.insert(PairList::for_domain(&step_view, topology, field)?),
-            };
+            let built = PairList::search_into(&mut list, &step_view, topology, field)?;
             list_isa = Some(built.isa());
             list_stale = false;
             force_start = Instant::now();

@@ -568,12 +568,12 @@ fn redistribution(
     let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
     let paths = options.paths.len();
     // The first hop: to the PME ranks the atoms reach, or all of a rank's to its relay.
-    let (first, onward, memory) = match routing {
+    let (first, onward, memory, forwarded) = match routing {
         Routing::Direct => {
             let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
             let hop = Hop::new(options, pme, &senders, histogram);
             let memory = fit(most_home.max(hop.bound.iter().copied().max().unwrap_or(0)));
-            (hop, Vec::new(), memory)
+            (hop, Vec::new(), memory, 0.0)
         }
         Routing::Relay => {
             let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
@@ -587,6 +587,13 @@ fn redistribution(
                 first.sender_msgs.push(2);
                 first.sender_time.push(time);
             }
+            // The share of the atoms that leave their relay for a PME rank of their own.
+            let total: usize = relayed.iter().map(|(_, atoms)| atoms.len()).sum();
+            let own: usize = relayed
+                .iter()
+                .map(|(r, atoms)| atoms.iter().filter(|p| Some(pme.rank_of(p.x)) == *r).count())
+                .sum();
+            let forwarded = (total - own) as f64 / total.max(1) as f64;
             // The second hop's messages are between PME ranks: not in the particle ranks' sizes.
             let most_relayed = first.received.iter().copied().max().unwrap_or(0);
             let [px, py] = pme.dims();
@@ -600,14 +607,14 @@ fn redistribution(
                     + fit(most_y)
                     + fit(most_y)
                     + fit(most_x);
-                (first, vec![along_y, along_x], memory)
+                (first, vec![along_y, along_x], memory, forwarded)
             } else {
                 let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
                 let most_bound = second.bound.iter().copied().max().unwrap_or(0);
                 // The first hop's buffers serve both sides; the second's hold what each relay
                 // sends and what each PME rank can receive.
                 let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
-                (first, vec![second], memory)
+                (first, vec![second], memory, forwarded)
             }
         }
     };
@@ -633,13 +640,6 @@ fn redistribution(
         *total = total.max(busiest);
     }
     let last = onward.last().unwrap_or(&first);
-    // The share of the atoms that leave their relay for a PME rank of their own.
-    let forwarded = if onward.is_empty() {
-        0.0
-    } else {
-        let relayed: usize = first.received.iter().sum();
-        (relayed - relayed_own(homes, pme, grid)?) as f64 / relayed.max(1) as f64
-    };
     let least_held =
         homes.iter().map(Vec::len).chain(last.received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
     Ok(Redist {
@@ -657,20 +657,6 @@ fn redistribution(
         memory_ratio: memory as f64 / (least_held * 32) as f64,
         time,
     })
-}
-
-/// The atoms whose relay is their own PME rank (they travel no second hop).
-fn relayed_own(
-    homes: &[Vec<Particle>],
-    pme: &PmeGrid,
-    grid: &DdGrid,
-) -> Result<usize, Box<dyn std::error::Error>> {
-    let mut own = 0;
-    for (pe, home) in homes.iter().enumerate() {
-        let r = pme.relay_rank(grid.dims(), grid.cell_of(pe))?;
-        own += home.iter().filter(|p| pme.rank_of(p.x) == r).count();
-    }
-    Ok(own)
 }
 
 /// The second hop of a relay on pencils in its two stages, from the library's plans

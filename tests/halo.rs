@@ -236,12 +236,8 @@ fn run_with(
         // After a repartition the list is searched again into its own buffers, as the
         // example does.
         let list = match &mut list {
-            Some(list) if stale => {
-                list.rebuild_for_domain(&view, &topology, field)?;
-                list
-            }
-            Some(list) => list,
-            None => list.insert(PairList::for_domain(&view, &topology, field)?),
+            Some(list) if !stale => list,
+            _ => PairList::search_into(&mut list, &view, &topology, field)?,
         };
         stale = false;
         if step + 1 == steps {

@@ -31,6 +31,27 @@ impl PairList {
         Ok(list)
     }
 
+    /// The pair search into `slot`: [`rebuild_for_domain`](Self::rebuild_for_domain) of the
+    /// list a previous search left there, or [`for_domain`](Self::for_domain) into an empty
+    /// slot; returns the list.
+    ///
+    /// # Errors
+    /// As [`PairList::build`]; a list in the slot is then unchanged.
+    pub fn search_into<'a>(
+        slot: &'a mut Option<PairList>,
+        halo: &HaloExchange<'_>,
+        topology: &Topology,
+        field: &ForceField,
+    ) -> Result<&'a mut PairList> {
+        match slot {
+            Some(list) => {
+                list.rebuild_for_domain(halo, topology, field)?;
+                Ok(list)
+            }
+            None => Ok(slot.insert(PairList::for_domain(halo, topology, field)?)),
+        }
+    }
+
     /// As [`for_domain`](Self::for_domain), in place: the list's buffers keep their capacity
     /// from one pair search to the next, so that a long run's memory stays level once they
     /// have their sizes (a list built afresh every search leaves the allocator a different

@@ -483,10 +483,9 @@ impl<'rt> RedistBuilder<'rt> {
                     let pme = my_rank.is_some();
                     let row = Stage::AlongY { row: my_rank.map_or(0, |r| r / py) };
                     let mut along_y = hop.collective_build(&received, pme, true, None, false, row)?;
-                    let mut along_x = hop.collective_build(&[], pme, true, None, true, Stage::AlongX)?;
-                    let capacity = along_y.plan.sources().iter().map(|s| s.bound).sum();
-                    along_x.collective_plan_along_x(&along_y.plan.agreed.along_x, capacity)?;
+                    let along_x = hop.collective_build(&[], pme, true, None, true, Stage::AlongX)?;
                     along_y.onward = Some(Box::new(Onward { hop: along_x, forces: Vec::new() }));
+                    along_y.collective_plan_along_x()?;
                     along_y
                 } else {
                     hop.collective_build(&received, my_rank.is_some(), true, None, true, Stage::Whole)?
@@ -662,12 +661,7 @@ impl<'rt> Redistribution<'rt> {
         agree_home(self.plan.rt, self.plan.particle, home)?;
         self.collective_partners(home)?;
         if self.plan.stage != Stage::Whole {
-            // The stage along y: the stage along x plans from what it agreed.
-            let capacity = self.plan.sources().iter().map(|s| s.bound).sum();
-            let along_x = self.plan.agreed.along_x.clone();
-            if let Some(onward) = &mut self.onward {
-                onward.hop.collective_plan_along_x(&along_x, capacity)?;
-            }
+            self.collective_plan_along_x()?;
         } else if self.onward.is_some() {
             let received = self.collective_round_trip(home)?;
             if let Some(onward) = &mut self.onward {
@@ -677,12 +671,27 @@ impl<'rt> Redistribution<'rt> {
         Ok(())
     }
 
-    /// The plan of the stage along x of a relay's second hop: the targets and bounds the stage
-    /// along y agreed (`(rank, bound)`), for up to `capacity` atoms a step.
+    /// On the stage along y of a relay's second hop, plans its onward stage along x: the
+    /// targets and bounds this stage agreed (`(rank, bound)`), for up to what this stage can
+    /// receive a step.
     ///
     /// # Collective
     /// Every PE calls it at each plan.
-    fn collective_plan_along_x(&mut self, along_x: &[(usize, usize)], capacity: usize) -> Result<()> {
+    fn collective_plan_along_x(&mut self) -> Result<()> {
+        let Redistribution { plan, onward, .. } = self;
+        let capacity = plan.sources().iter().map(|s| s.bound).sum();
+        match onward {
+            Some(onward) => onward.hop.collective_plan_given(&plan.agreed.along_x, capacity),
+            None => Ok(()),
+        }
+    }
+
+    /// The plan of the stage along x of a relay's second hop from the targets and bounds the
+    /// stage along y agreed (`(rank, bound)`), for up to `capacity` atoms a step.
+    ///
+    /// # Collective
+    /// Every PE calls it at each plan.
+    fn collective_plan_given(&mut self, along_x: &[(usize, usize)], capacity: usize) -> Result<()> {
         let reach = if self.plan.particle {
             let (mut targets, mut bounds): (Vec<usize>, Vec<usize>) = along_x.iter().copied().unzip();
             if targets.is_empty() {

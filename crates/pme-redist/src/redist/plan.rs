@@ -201,6 +201,16 @@ impl<'rt> Plan<'rt> {
         } else {
             place(&self.grid, home, &mut dest, &mut self.chunk_counts, &mut self.runs, &mut self.chunk_runs);
         }
+        let mut far = None;
+        if let Stage::AlongY { row } = self.stage {
+            // Checked where each atom belongs, then sent to this row's rank in its column.
+            far = self.reach.first_outside(&dest, m);
+            let py = self.grid.dims()[1] as u32;
+            for d in dest.iter_mut() {
+                *d = row as u32 * py + *d % py;
+            }
+            recount(&dest, m, &mut self.chunk_counts, &mut self.runs);
+        }
         self.dest_counts.fill(0);
         for chunk in self.chunk_counts.chunks_exact(m) {
             for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
@@ -209,26 +219,15 @@ impl<'rt> Plan<'rt> {
         }
         // Every atom of a relay's first hop goes to the relay, its whole reach; the stage
         // along x has no per-atom reach (the stage along y checked it), only targets.
-        let far = match self.stage {
-            _ if self.relay.is_some() => None,
-            Stage::AlongX => (0..m)
-                .find(|&r| self.dest_counts[r] > 0 && self.reach.target_index(r).is_none())
-                .and_then(|r| dest.iter().position(|&d| d as usize == r)),
-            _ => self.reach.first_outside(&dest, m),
-        };
-        if let Stage::AlongY { row } = self.stage {
-            // Checked where each atom belongs; sent to this row's rank in its column.
-            let py = self.grid.dims()[1] as u32;
-            for d in dest.iter_mut() {
-                *d = row as u32 * py + *d % py;
+        match self.stage {
+            _ if self.relay.is_some() => {}
+            Stage::AlongY { .. } => {}
+            Stage::AlongX => {
+                far = (0..m)
+                    .find(|&r| self.dest_counts[r] > 0 && self.reach.target_index(r).is_none())
+                    .and_then(|r| dest.iter().position(|&d| d as usize == r));
             }
-            recount(&dest, m, &mut self.chunk_counts, &mut self.runs);
-            self.dest_counts.fill(0);
-            for chunk in self.chunk_counts.chunks_exact(m) {
-                for (total, &count) in self.dest_counts.iter_mut().zip(chunk) {
-                    *total += count;
-                }
-            }
+            Stage::Whole => far = self.reach.first_outside(&dest, m),
         }
         self.dest = dest;
         if let Some(i) = far {
