@@ -36,7 +36,7 @@
 //! verified=<yes|no|off> fingerprint=<hex>`, each time the mean per step on the slowest PE;
 //! the fingerprint covers every PE's energy and forces back at every step, the same for the
 //! same job wherever its PEs run. Before it, a `heap PE <p>` line per PE gives the
-//! redistribution's symmetric memory on that PE against the atoms it holds.
+//! redistribution's symmetric and local memory on that PE against the atoms it holds.
 //!
 //! `--energies` adds, for the coordinates as read (before the first step moves them), the
 //! electrostatic energy by part, in kJ/mol, computed on PE 0 after the steps: `energies atoms=<n>
@@ -487,27 +487,32 @@ fn run_configuration(
     Ok(Outcome { path, fft_path, us, energy, first_energy, verified, prints })
 }
 
-/// Each PE's symmetric memory for the redistribution, printed by PE 0: its bytes, the atoms
-/// it holds (home atoms, or on a PME rank those it received last) and the ratio to their
-/// bytes out and back (32 per atom).
+/// Each PE's memory for the redistribution, printed by PE 0: its symmetric bytes (the same
+/// on every PE) and its own (local) bytes, the atoms it holds (home atoms, or on a PME rank
+/// those it received last) and the ratio of both to their bytes out and back (32 per atom).
 fn print_heap(rt: &Runtime, redist: &Redistribution<'_>, home: usize) -> pme_redist::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let mut table = vec![0u64; 4 * n];
-    table[4 * me] = redist.symmetric_bytes() as u64;
-    table[4 * me + 1] = home as u64;
-    table[4 * me + 2] = redist.last_received() as u64;
-    table[4 * me + 3] = redist.targets().len() as u64;
+    const COLUMNS: usize = 5;
+    let mut table = vec![0u64; COLUMNS * n];
+    let row = &mut table[COLUMNS * me..COLUMNS * (me + 1)];
+    row[0] = redist.symmetric_bytes() as u64;
+    row[1] = redist.local_bytes() as u64;
+    row[2] = home as u64;
+    row[3] = redist.last_received() as u64;
+    row[4] = redist.targets().len() as u64;
     rt.max_u64(&mut table)?;
     if me == 0 {
-        for (pe, row) in table.chunks_exact(4).enumerate() {
-            let held = row[1].max(row[2]).max(1);
+        for (pe, row) in table.chunks_exact(COLUMNS).enumerate() {
+            let held = row[2].max(row[3]).max(1);
             println!(
-                "  heap PE {pe}: redistribution {:.1} KiB for {} home and {} received atoms ({:.1}x their bytes, {} targets)",
+                "  heap PE {pe}: redistribution {:.1} KiB symmetric + {:.1} KiB local for {} home and {} \
+                 received atoms ({:.1}x their bytes, {} targets)",
                 row[0] as f64 / 1024.0,
-                row[1],
+                row[1] as f64 / 1024.0,
                 row[2],
-                row[0] as f64 / (32 * held) as f64,
-                row[3]
+                row[3],
+                (row[0] + row[1]) as f64 / (32 * held) as f64,
+                row[4]
             );
         }
     }

@@ -793,10 +793,19 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
                     .map_or(0, |r| homes.iter().flatten().filter(|p| grid.rank_of(p.x) == r).count()),
             );
             let share = held * (size_of::<Particle>() + size_of::<RVec>());
+            let (symmetric, local) = (redist.symmetric_bytes(), redist.local_bytes());
             ensure!(
-                redist.symmetric_bytes() <= 4 * share + 16 * 1024,
-                "{path}, PME on {pme:?}: {} symmetric bytes on PE {me}, more than four times its share of {share}",
-                redist.symmetric_bytes()
+                symmetric + local <= 4 * share + 16 * 1024,
+                "{path}, PME on {pme:?}: {symmetric} symmetric and {local} local bytes on PE {me}, more \
+                 than four times its share of {share}"
+            );
+            // The MPI paths keep every buffer in the PE's own memory: symmetric only the
+            // agreement's lines.
+            let one_sided = matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
+            ensure!(
+                one_sided || (symmetric <= 16 * 1024 && local >= share),
+                "{path}, PME on {pme:?}: {symmetric} symmetric and {local} local bytes on PE {me} for a \
+                 share of {share}: the MPI paths' buffers belong in local memory"
             );
         }
         if me == 0 {

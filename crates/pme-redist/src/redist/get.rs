@@ -59,8 +59,8 @@ impl<'rt> Transport<'rt> for Get<'rt> {
                 // SAFETY: on the get path only this PE writes its receive buffer, and nothing
                 // reads it during the copy; the range lies inside it (each source sends at
                 // most its bound, and the buffer holds the sum of the bounds).
-                let dst = unsafe { buffers.recv().array().local_range_mut(at..at + count) };
-                buffers.send().array().get(source.pe, lines[j][1] as usize, dst)?;
+                let dst = unsafe { buffers.recv().local_range_mut(at..at + count) };
+                buffers.send().sym().get(source.pe, lines[j][1] as usize, dst)?;
             }
             self.lines.took(source.pe)?;
         }

@@ -258,7 +258,7 @@ impl<'rt> Lines<'rt> {
             // Staged where the sources take them from, once every source has taken those of
             // the last return (forces written in place waited in redistribute).
             self.forces_free(plan)?;
-            buffers.force_send().array().write_local(0, forces.data)?;
+            buffers.force_send().sym().write_local(0, forces.data)?;
         }
         self.vote(plan)?;
         if let Some(force_at) = push {
@@ -267,7 +267,7 @@ impl<'rt> Lines<'rt> {
                     let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
                     if count > 0 {
                         let data = &forces.data[at..at + count];
-                        buffers.force_recv().array().put(source.pe, force_at[j], data)?;
+                        buffers.force_recv().sym().put(source.pe, force_at[j], data)?;
                     }
                 }
             }
@@ -326,7 +326,7 @@ impl<'rt> Lines<'rt> {
         lines: &[Line],
         home_forces: &mut [RVec],
     ) -> Result<bool> {
-        let force_send = buffers.force_send().array();
+        let force_send = buffers.force_send().sym();
         let mut views: Vec<&[RVec]> = vec![&[]; plan.grid.ranks()];
         let mut mapped = true;
         for (i, &r) in plan.reach.targets.iter().enumerate() {
@@ -359,7 +359,7 @@ impl<'rt> Lines<'rt> {
                 // return (a target that puts writes only its own range, and this one leaves
                 // its forces to be read); the range lies inside it (the offsets and counts
                 // cover the home atoms).
-                let dst = unsafe { buffers.force_recv().array().local_range_mut(at..at + count) };
+                let dst = unsafe { buffers.force_recv().local_range_mut(at..at + count) };
                 force_send.get(plan.grid.pe_of(r), lines[i][1] as usize, dst)?;
             }
         }

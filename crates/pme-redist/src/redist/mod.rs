@@ -65,7 +65,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;
 
-use onesided::{ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime};
+use onesided::{ExchangePath, GrowthPolicy, Runtime};
 
 use crate::RVec;
 use crate::error::{Error, Result};
@@ -80,12 +80,14 @@ mod partners;
 mod place;
 mod plan;
 mod put;
+mod store;
 mod vote;
 
 use partners::{Agreement, Margin};
 pub use partners::{StageTarget, planned_stage_targets, planned_targets};
 use place::place;
 use plan::{Plan, Stage, agree_home};
+use store::{Role, Store};
 
 /// An atom as it travels to its PME rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
@@ -248,70 +250,113 @@ struct Forces<'a> {
     in_place: bool,
 }
 
-/// The symmetric buffers the transports move data between.
+/// The buffers the transports move data between, each symmetric where other PEs read or
+/// write it and local otherwise ([`store`]).
 ///
 /// When no PE is both a particle PE and a PME rank (PME on a subset of the PEs), each PE uses
-/// only one side of each pair, so the receive side shares the send side's memory: one array
-/// as large as the larger need, not two.
+/// only one side of each pair, so the receive side shares the send side's memory where both
+/// live alike: one array as large as the larger need, not two.
 struct Buffers<'rt> {
     /// This PE's atoms packed by destination, on the get and MPI paths (the put path packs
-    /// straight into the PME ranks' receive buffer); as large as the most home atoms of any
-    /// PE at the last plan, and grown by each plan that needs more.
-    send: GlobalMaxArray<'rt, Particle>,
-    /// Room for the atoms a PME rank may receive: the sum of its sources' bounds, as large as
-    /// the most of any PME rank at the last plan; `None`: `send` serves.
-    recv: Option<GlobalMaxArray<'rt, Particle>>,
+    /// straight into the PME ranks' receive buffer where it can); room for its home atoms
+    /// (symmetric: the most of any PE at the last plan), grown by each plan that needs more.
+    send: Store<'rt, Particle>,
+    /// Room for the atoms a PME rank may receive: the sum of its sources' bounds (symmetric:
+    /// the most of any PME rank at the last plan); `None`: `send` serves.
+    recv: Option<Store<'rt, Particle>>,
     /// Room for the forces on them, where a PME rank's forces are written ([`Step::mesh`]) or
     /// staged, and where the PEs take them from on the one-sided paths; sized as the receive
     /// buffer; `None`: `force_recv` serves.
-    force_send: Option<GlobalMaxArray<'rt, RVec>>,
+    force_send: Option<Store<'rt, RVec>>,
     /// This PE's home forces, by destination; sized as `send`.
-    force_recv: GlobalMaxArray<'rt, RVec>,
+    force_recv: Store<'rt, RVec>,
 }
 
 impl<'rt> Buffers<'rt> {
-    fn send(&self) -> &GlobalMaxArray<'rt, Particle> {
+    /// The buffers of `path` for `home` home atoms on this PE (`most_home` on any), each pair
+    /// shared unless some PE has `both` roles or its two sides live apart.
+    ///
+    /// # Collective
+    /// Every PE calls it alike.
+    fn collective_new(
+        rt: &'rt Runtime,
+        name: &dyn Fn(&str) -> String,
+        path: RedistPath,
+        (home, most_home): (usize, usize),
+        both: bool,
+    ) -> Result<Self> {
+        let need = |role: Role| if role.symmetric_on(path) { most_home } else { home };
+        let separate = |a: Role, b: Role| both || a.symmetric_on(path) != b.symmetric_on(path);
+        let new_atoms = |what: &str, role: Role, need: usize| {
+            Store::<Particle>::collective_new(rt, &name(what), role, path, need, GROWTH)
+        };
+        let new_forces = |what: &str, role: Role, need: usize| {
+            Store::<RVec>::collective_new(rt, &name(what), role, path, need, GROWTH)
+        };
+        Ok(Buffers {
+            send: new_atoms("send", Role::Send, need(Role::Send))?,
+            recv: separate(Role::Send, Role::Receive)
+                .then(|| new_atoms("receive", Role::Receive, 0))
+                .transpose()?,
+            force_send: separate(Role::ForcesIn, Role::ForcesOut)
+                .then(|| new_forces("forces out", Role::ForcesOut, 0))
+                .transpose()?,
+            force_recv: new_forces("forces in", Role::ForcesIn, need(Role::ForcesIn))?,
+        })
+    }
+
+    fn send(&self) -> &Store<'rt, Particle> {
         &self.send
     }
 
-    fn recv(&self) -> &GlobalMaxArray<'rt, Particle> {
+    fn recv(&self) -> &Store<'rt, Particle> {
         self.recv.as_ref().unwrap_or(&self.send)
     }
 
-    fn force_send(&self) -> &GlobalMaxArray<'rt, RVec> {
+    fn force_send(&self) -> &Store<'rt, RVec> {
         self.force_send.as_ref().unwrap_or(&self.force_recv)
     }
 
-    fn force_recv(&self) -> &GlobalMaxArray<'rt, RVec> {
+    fn force_recv(&self) -> &Store<'rt, RVec> {
         &self.force_recv
     }
 
-    /// Room for `home` atoms to send and, on PME ranks, `share` to receive (every PE's
-    /// request, the largest of each served).
+    /// Room for `home` atoms to send and, on PME ranks, `share` to receive (a symmetric
+    /// buffer: every PE's request, the largest of each served).
     ///
     /// # Collective
     /// Every PE calls it at each plan.
     fn collective_fit(&mut self, home: usize, share: usize) -> Result<()> {
-        match (&mut self.recv, &mut self.force_send) {
-            (Some(recv), Some(force_send)) => {
-                self.send.collective_ensure(home)?;
-                self.force_recv.collective_ensure(home)?;
-                recv.collective_ensure(share)?;
-                force_send.collective_ensure(share)?;
+        match &mut self.recv {
+            Some(recv) => {
+                self.send.collective_ensure(home, GROWTH)?;
+                recv.collective_ensure(share, GROWTH)?;
             }
-            _ => {
-                self.send.collective_ensure(home.max(share))?;
-                self.force_recv.collective_ensure(home.max(share))?;
+            None => self.send.collective_ensure(home.max(share), GROWTH)?,
+        }
+        match &mut self.force_send {
+            Some(force_send) => {
+                self.force_recv.collective_ensure(home, GROWTH)?;
+                force_send.collective_ensure(share, GROWTH)?;
             }
+            None => self.force_recv.collective_ensure(home.max(share), GROWTH)?,
         }
         Ok(())
     }
 
-    /// Symmetric bytes held.
-    fn bytes(&self) -> usize {
-        let atoms = self.send.capacity() + self.recv.as_ref().map_or(0, |r| r.capacity());
-        let forces = self.force_recv.capacity() + self.force_send.as_ref().map_or(0, |f| f.capacity());
-        atoms * size_of::<Particle>() + forces * size_of::<RVec>()
+    /// Bytes held: (symmetric, local).
+    fn bytes(&self) -> (usize, usize) {
+        let mut held = (0, 0);
+        let mut add = |symmetric: bool, bytes: usize| {
+            if symmetric { held.0 += bytes } else { held.1 += bytes }
+        };
+        for atoms in [Some(&self.send), self.recv.as_ref()].into_iter().flatten() {
+            add(atoms.is_symmetric(), atoms.capacity() * size_of::<Particle>());
+        }
+        for forces in [Some(&self.force_recv), self.force_send.as_ref()].into_iter().flatten() {
+            add(forces.is_symmetric(), forces.capacity() * size_of::<RVec>());
+        }
+        held
     }
 }
 
@@ -545,16 +590,8 @@ impl<'rt> Hop<'_, 'rt> {
             RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
             RedistPath::Auto => unreachable!("the builder resolves the automatic path first"),
         };
-        let buffers = Buffers {
-            send: GlobalMaxArray::collective_alloc(rt, &name("send"), most_home, GROWTH)?,
-            recv: both
-                .then(|| GlobalMaxArray::collective_alloc(rt, &name("receive"), 0, GROWTH))
-                .transpose()?,
-            force_send: both
-                .then(|| GlobalMaxArray::collective_alloc(rt, &name("forces out"), 0, GROWTH))
-                .transpose()?,
-            force_recv: GlobalMaxArray::collective_alloc(rt, &name("forces in"), most_home, GROWTH)?,
-        };
+        let own_home = if particle { home.len() } else { 0 };
+        let buffers = Buffers::collective_new(rt, &name, path, (own_home, most_home), both)?;
         let agreement = Agreement::collective_new(rt, &name)?;
         let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes && !mesh_votes);
         plan.stage = stage;
@@ -801,12 +838,22 @@ impl<'rt> Redistribution<'rt> {
         if self.onward.is_some() { self.plan.sources().iter().map(|s| s.pe).collect() } else { Vec::new() }
     }
 
-    /// The symmetric memory this redistribution holds on each PE, in bytes: its buffers
-    /// (sized by the home atoms and by the bounds of the plan), and its transport's slots;
-    /// with a relay, of both hops.
+    /// The symmetric memory this redistribution holds on each PE, in bytes (the same on every
+    /// PE): the buffers other PEs read or write, sized by the most any PE's home atoms or any
+    /// PME rank's bounds need, and its transport's slots; with a relay, of every hop. None of
+    /// the buffers on the MPI paths.
     pub fn symmetric_bytes(&self) -> usize {
-        let own = self.buffers.bytes() + self.agreement.symmetric_bytes() + self.transport.symmetric_bytes();
+        let own =
+            self.buffers.bytes().0 + self.agreement.symmetric_bytes() + self.transport.symmetric_bytes();
         own + self.onward.as_ref().map_or(0, |o| o.hop.symmetric_bytes())
+    }
+
+    /// The memory of this PE's own that the redistribution's buffers hold, in bytes: those no
+    /// other PE reads or writes (every buffer on the MPI paths, the receive sides on the get
+    /// path, the send side on the put path), sized by this PE's own home atoms and bounds;
+    /// with a relay, of every hop.
+    pub fn local_bytes(&self) -> usize {
+        self.buffers.bytes().1 + self.onward.as_ref().map_or(0, |o| o.hop.local_bytes())
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank and
@@ -844,7 +891,7 @@ impl<'rt> Redistribution<'rt> {
             // SAFETY: the first hop's atoms have all arrived (forward returned), and no PE
             // writes this PE's receive buffer again before the next step's forward; the
             // second hop only reads them, into its own buffers.
-            let relayed = unsafe { self.buffers.recv().array().local_range(0..self.plan.received) };
+            let relayed = unsafe { self.buffers.recv().local_range(0..self.plan.received) };
             let origins = &mut onward.hop.plan.origins;
             origins.clear();
             origins.extend(self.plan.src_offsets.iter().zip(self.plan.sources()).map(|(&at, s)| (at, s.pe)));
@@ -895,7 +942,7 @@ impl Redistribution<'_> {
                 // SAFETY: nobody writes the force buffer during the return: other PEs never
                 // write it, and this PE writes it only through a step's mesh, which the
                 // caller's step has consumed.
-                let data = unsafe { self.buffers.force_send().array().local_range(0..self.plan.received) };
+                let data = unsafe { self.buffers.force_send().local_range(0..self.plan.received) };
                 Forces { data, in_place: true }
             }
         };
@@ -933,7 +980,7 @@ fn return_with<'rt>(
     if !unpacked {
         // SAFETY: the forces for this step have all arrived (backward returned); no PE writes
         // this PE's force receive buffer before the next return.
-        let arrived = unsafe { buffers.force_recv().array().local_range(0..n_home) };
+        let arrived = unsafe { buffers.force_recv().local_range(0..n_home) };
         plan.unpack(by_rank::split(arrived, &plan.rank_counts()), home_forces);
     }
     Ok(())
@@ -951,7 +998,7 @@ pub struct Step<'r, 'rt> {
 }
 
 /// A PME rank's share of one step: the atoms it received, by source PE, and the forces on
-/// them, in the redistribution's own symmetric memory (empty on PEs that are not PME ranks).
+/// them, in the redistribution's own buffers (empty on PEs that are not PME ranks).
 pub struct Mesh<'a> {
     /// The atoms, by source PE, each source's in the order it sent them (its home order; with
     /// a relay, the order the source received them in).
@@ -1021,7 +1068,7 @@ impl Step<'_, '_> {
         // SAFETY: other PEs write this PE's receive buffer only inside redistribute (which
         // takes &mut of the redistribution, held by this step), and on the get path nobody but
         // this PE writes it at all.
-        unsafe { hop.buffers.recv().array().local_range(0..hop.plan.received) }
+        unsafe { hop.buffers.recv().local_range(0..hop.plan.received) }
     }
 
     /// How many atoms this PME rank received from each of its sources in this step:
@@ -1036,7 +1083,7 @@ impl Step<'_, '_> {
         let Redistribution { buffers, plan, .. } = self.redist.last_hop_mut();
         let received = plan.received;
         // SAFETY: as in received.
-        let atoms = unsafe { buffers.recv().array().local_range(0..received) };
+        let atoms = unsafe { buffers.recv().local_range(0..received) };
         // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
         // the sources' force receive buffers: another allocation where PEs have both roles,
         // every PE doing PME or a relay's second hop, and otherwise those of PEs that hold no
@@ -1045,7 +1092,7 @@ impl Step<'_, '_> {
         // awaited for every return so far; on the MPI paths only this PE touches it. This
         // step's `&mut` keeps every other view of it away while the slice lives, and the atoms
         // live in another allocation, so the two views do not overlap.
-        let forces = unsafe { buffers.force_send().array().local_range_mut(0..received) };
+        let forces = unsafe { buffers.force_send().local_range_mut(0..received) };
         let vote = (plan.mesh_votes && plan.my_rank.is_some()).then(|| {
             plan.mesh_agreed = None;
             MeshVote { ballot: plan.ballot(), agreed: &mut plan.mesh_agreed }

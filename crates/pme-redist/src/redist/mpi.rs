@@ -247,7 +247,7 @@ impl Mpi {
         let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
         let (sc, sd, rc, rd) =
             (ints(send_counts)?, ints(send_offsets)?, ints(recv_counts)?, ints(recv_offsets)?);
-        // SAFETY: the buffers hold the counted ranges at their offsets (symmetric arrays sized
+        // SAFETY: the buffers hold the counted ranges at their offsets (buffers sized
         // for the home atoms and for the bounds of the sources, or the caller's forces, one
         // per received atom, checked by return_with); no mutable reference to them exists;
         // every PE calls MPI_Alltoallv with matching counts (the counts were exchanged first).
@@ -273,7 +273,7 @@ impl Mpi {
         *self.marker = plan.pending.unwrap_or(0);
         let mut sent = Ok(());
         if plan.particle {
-            let send = buffers.send().array().as_ptr();
+            let send = buffers.send().as_ptr();
             for &r in &plan.reach.targets {
                 let to = plan.grid.pe_of(r);
                 sent = if plan.pending.is_some() {
@@ -328,7 +328,7 @@ impl Mpi {
         }
         plan.take_source_counts(&raw);
         self.vote.start(plan)?;
-        let recv = buffers.recv().array();
+        let recv = buffers.recv();
         let mut messages = probed.into_iter();
         for (j, &value) in raw.iter().enumerate() {
             if value & super::plan::ERROR == 0
@@ -384,7 +384,7 @@ impl Mpi {
     /// forces into place.
     fn receive_forces(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
         let mut outcome = Ok(());
-        let recv = buffers.force_recv().array();
+        let recv = buffers.force_recv();
         for r in plan.reach.targets.clone() {
             let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
             if tag == MARK {
@@ -444,9 +444,9 @@ impl Mpi {
             }
         }
         let received = self.alltoallv(
-            buffers.send().array().as_ptr().cast(),
+            buffers.send().as_ptr().cast(),
             (&send_counts, &send_offsets),
-            buffers.recv().array().as_ptr().cast(),
+            buffers.recv().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<Particle>(),
         );
@@ -492,7 +492,7 @@ impl Mpi {
         self.alltoallv(
             forces.as_ptr().cast(),
             (&send_counts, &send_offsets),
-            buffers.force_recv().array().as_ptr().cast(),
+            buffers.force_recv().as_ptr().cast(),
             (&recv_counts, &recv_offsets),
             size_of::<RVec>(),
         )?;

@@ -154,14 +154,14 @@ impl<'rt> Transport<'rt> for Neighbor {
         let send_offsets: Vec<usize> = targets.iter().map(|&r| plan.dest_offsets[r]).collect();
         // SAFETY: the send buffer holds the packed home atoms at the targets' offsets, the
         // receive buffer the sum of the sources' bounds (each count checked against its
-        // source's just above, none received beyond); both are symmetric arrays nobody else
+        // source's just above, none received beyond); this PE's own buffers, which nobody else
         // touches during the call.
         let received = unsafe {
             Neighbor::data(
                 forward,
-                buffers.send().array().as_ptr().cast(),
+                buffers.send().as_ptr().cast(),
                 (&send_counts, &send_offsets),
-                buffers.recv().array().as_ptr().cast(),
+                buffers.recv().as_ptr().cast(),
                 (&recv_counts, &plan.src_offsets),
                 size_of::<Particle>(),
             )
@@ -204,7 +204,7 @@ impl<'rt> Transport<'rt> for Neighbor {
                 backward,
                 forces.data.as_ptr().cast(),
                 (&send_counts, &plan.src_offsets),
-                buffers.force_recv().array().as_ptr().cast(),
+                buffers.force_recv().as_ptr().cast(),
                 (&recv_counts, &recv_offsets),
                 size_of::<RVec>(),
             )?

@@ -2,10 +2,10 @@
 //! plan), each home atom's reach and PME rank in this step, the counts and offsets per target
 //! and per source that lay out every message, and the errors a step carries to every PE.
 
-use onesided::{GlobalMaxArray, Runtime};
+use onesided::Runtime;
 
 use super::partners::{Agreed, Margin, Reach, Source};
-use super::{PARALLEL_MIN, Particle, by_rank, place};
+use super::{PARALLEL_MIN, Particle, Store, by_rank, place};
 use crate::RVec;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
@@ -286,13 +286,13 @@ impl<'rt> Plan<'rt> {
     /// # Safety
     /// No PE reads this PE's `send` now (the get path's readers of the previous call are
     /// done).
-    pub unsafe fn pack_into(&self, home: &[Particle], send: &GlobalMaxArray<'rt, Particle>) {
+    pub unsafe fn pack_into(&self, home: &[Particle], send: &Store<'rt, Particle>) {
         if self.withheld {
             return;
         }
         // SAFETY: no PE writes this PE's send buffer, and no PE reads it now (the caller's
         // promise); the range holds the home atoms (redistribute checked the capacity).
-        let packed = unsafe { send.array().local_range_mut(0..home.len()) };
+        let packed = unsafe { send.local_range_mut(0..home.len()) };
         self.pack(home, by_rank::split(packed, &self.rank_counts()));
     }
 

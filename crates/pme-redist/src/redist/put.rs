@@ -104,12 +104,11 @@ impl<'rt> Put<'rt> {
         if plan.withheld() {
             return Ok(());
         }
-        let recv: &SymArray<'rt, Particle> = buffers.recv().array();
-        // SAFETY: on the put path no PE reads another's send buffer, and only sources write
-        // into a PME rank's receive buffer, which is this buffer only on a PE that is a PME
-        // rank and no particle PE (then it has no home atoms and this range is empty); this PE
-        // reads it only below; the range holds the home atoms (redistribute checked).
-        let packed = unsafe { buffers.send().array().local_range_mut(0..home.len()) };
+        let recv: &SymArray<'rt, Particle> = buffers.recv().sym();
+        // SAFETY: on the put path the send buffer is this PE's own memory, apart from the
+        // receive buffer ([`super::store`]), which no other PE reads or writes; this PE reads
+        // it only below; the range holds the home atoms (redistribute checked).
+        let packed = unsafe { buffers.send().local_range_mut(0..home.len()) };
         let mut out = by_rank::split(packed, &plan.rank_counts());
         let mut staged = vec![false; plan.grid.ranks()];
         for (i, r, _) in plan.targets() {
@@ -137,7 +136,7 @@ impl<'rt> Put<'rt> {
                 let at = plan.dest_offsets[r];
                 // SAFETY: the send buffer's range for r, just packed; nothing writes it until
                 // this blocking put returns.
-                let data = unsafe { buffers.send().array().local_range(at..at + count) };
+                let data = unsafe { buffers.send().local_range(at..at + count) };
                 recv.put_signal(pe, offers[i][0] as usize, data, &self.lines.delivered, slot, plan.calls)?;
             } else {
                 self.lines.delivered.set(pe, slot, plan.calls)?;
