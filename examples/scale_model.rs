@@ -32,9 +32,11 @@
 //! redistribution's (one message per target each way, 20 bytes per atom out and 12 back, as
 //! the `mpi` path sends them; the PME ranks' vote on each step's error rides in the FFT
 //! transposes as the examples run it, or with `--vote own` costs ⌈log₂ M⌉ rounds each way),
-//! mean and most over ranks; the redistribution's symmetric memory per PE (as the
-//! library allocates it: a fifth over the most any PE needs, one buffer per side with PME on
-//! separate ranks) and its ratio to the bytes of the atoms the PE holding the fewest holds;
+//! mean and most over ranks; the redistribution's buffer memory per PE on each kind of path
+//! (as the library allocates it: symmetric where other PEs read or write a buffer, the most
+//! any PE needs on every PE; this PE's own need elsewhere, every buffer on the MPI paths; a
+//! fifth over), the most of any PE and the most of any PE's against the bytes of the atoms it
+//! holds (home atoms; on a PME rank the most any hop brings it, 32 bytes each);
 //! and the FFT transposes' (slabs: one all-to-all among the PME ranks per direction;
 //! pencils: one within each row and one within each column). The share of halo messages below
 //! 4 KiB goes beside the 2013 report's 70–80 % at 512–768 ranks, with the histogram of halo
@@ -58,7 +60,7 @@ use md_halo::model::halo_traffic;
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
 use pme_redist::spline::ORDER;
-use pme_redist::{Particle, PmeDecomposition, PmeGrid, planned_stage_targets, planned_targets};
+use pme_redist::{Particle, PmeDecomposition, PmeGrid, RVec, planned_stage_targets, planned_targets};
 
 /// A transport's cost model: a message of `b` bytes takes `alpha + b / beta` seconds.
 #[derive(Clone, Debug)]
@@ -425,10 +427,9 @@ struct Redist {
     bytes_pme: f64,
     /// The share of the atoms that travel a second hop.
     forwarded: f64,
-    /// Symmetric bytes per PE, and the most of any PE against the bytes of the atoms the PE
-    /// holding the fewest holds.
-    memory: usize,
-    memory_ratio: f64,
+    /// Per kind of path ([`Class::ALL`]): the redistribution's bytes on the PE that holds the
+    /// most, and the most of any PE's bytes against those of the atoms it holds.
+    memory: [(usize, f64); 3],
     /// Predicted seconds per step per path.
     time: Vec<f64>,
 }
@@ -563,17 +564,13 @@ fn redistribution(
     let (n, m) = (homes.len(), pme.ranks());
     // In the mesh the vote rides in the transposes; on its own, ⌈log₂ M⌉ rounds each way.
     let vote = if options.vote_in_mesh { 0 } else { m.next_power_of_two().trailing_zeros() as usize };
-    let over = pme_redist::GROWTH_FACTOR;
-    let fit = |atoms: usize| (over * atoms as f64).ceil() as usize * 32;
-    let most_home = homes.iter().map(Vec::len).max().unwrap_or(0);
     let paths = options.paths.len();
     // The first hop: to the PME ranks the atoms reach, or all of a rank's to its relay.
-    let (first, onward, memory, forwarded) = match routing {
+    let (first, onward, forwarded) = match routing {
         Routing::Direct => {
             let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
             let hop = Hop::new(options, pme, &senders, histogram);
-            let memory = fit(most_home.max(hop.bound.iter().copied().max().unwrap_or(0)));
-            (hop, Vec::new(), memory, 0.0)
+            (hop, Vec::new(), 0.0)
         }
         Routing::Relay => {
             let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
@@ -595,26 +592,14 @@ fn redistribution(
                 .sum();
             let forwarded = (total - own) as f64 / total.max(1) as f64;
             // The second hop's messages are between PME ranks: not in the particle ranks' sizes.
-            let most_relayed = first.received.iter().copied().max().unwrap_or(0);
             let [px, py] = pme.dims();
             if px > 1 && py > 1 {
                 // Pencils: along y within the relay's row, then along x within each column.
                 let (along_y, along_x) = two_stages(options, pme, &relayed);
-                let most_y = along_y.bound.iter().copied().max().unwrap_or(0);
-                let most_x = along_x.bound.iter().copied().max().unwrap_or(0);
-                let memory = fit(most_home.max(most_relayed))
-                    + fit(most_relayed)
-                    + fit(most_y)
-                    + fit(most_y)
-                    + fit(most_x);
-                (first, vec![along_y, along_x], memory, forwarded)
+                (first, vec![along_y, along_x], forwarded)
             } else {
                 let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
-                let most_bound = second.bound.iter().copied().max().unwrap_or(0);
-                // The first hop's buffers serve both sides; the second's hold what each relay
-                // sends and what each PME rank can receive.
-                let memory = fit(most_home.max(most_relayed)) + fit(most_relayed) + fit(most_bound);
-                (first, vec![second], memory, forwarded)
+                (first, vec![second], forwarded)
             }
         }
     };
@@ -639,9 +624,43 @@ fn redistribution(
             .fold(0.0, f64::max);
         *total = total.max(busiest);
     }
-    let last = onward.last().unwrap_or(&first);
-    let least_held =
-        homes.iter().map(Vec::len).chain(last.received.iter().copied()).filter(|&h| h > 0).min().unwrap_or(1);
+    // The buffers' sides per PE (particle PEs, then the PME ranks): the first hop's senders
+    // are the particle PEs, the later hops' the PME ranks, which send on what the hop before
+    // brought (the stage along x: up to the sum of the stage along y's bounds).
+    let pe_of_rank = |per_rank: &[usize]| {
+        let mut sides = vec![0usize; n];
+        sides.extend_from_slice(per_rank);
+        sides
+    };
+    let mut sides = vec![Sides {
+        home: homes.iter().map(Vec::len).chain(std::iter::repeat_n(0, m)).collect(),
+        share: pe_of_rank(&first.bound),
+        both: false,
+    }];
+    for (k, hop) in onward.iter().enumerate() {
+        let sent = if k == 0 { &first.received } else { &onward[k - 1].bound };
+        sides.push(Sides { home: pe_of_rank(sent), share: pe_of_rank(&hop.bound), both: true });
+    }
+    // What each PE holds: its home atoms, or on a PME rank the most any hop brings it.
+    let mut held = pe_of_rank(&first.received);
+    for (pe, home) in homes.iter().enumerate() {
+        held[pe] = home.len();
+    }
+    for hop in &onward {
+        for (r, &got) in hop.received.iter().enumerate() {
+            held[n + r] = held[n + r].max(got);
+        }
+    }
+    let memory = Class::ALL.map(|class| {
+        let bytes = buffer_bytes(&sides, class);
+        let ratio = bytes
+            .iter()
+            .zip(&held)
+            .filter(|&(_, &h)| h > 0)
+            .map(|(&b, &h)| b as f64 / (32 * h) as f64)
+            .fold(0.0, f64::max);
+        (bytes.iter().copied().max().unwrap_or(0), ratio)
+    });
     Ok(Redist {
         routing,
         all_histogram,
@@ -654,9 +673,65 @@ fn redistribution(
             / m as f64,
         forwarded,
         memory,
-        memory_ratio: memory as f64 / (least_held * 32) as f64,
         time,
     })
+}
+
+/// One hop's buffers per PE (particle PEs, then the PME ranks): the atoms it sends, and
+/// the room for what may reach it (the sum of its sources' bounds); `both` when a PE may do
+/// both (a relay's later hops, among the PME ranks), so that no pair of sides shares a
+/// buffer.
+struct Sides {
+    home: Vec<usize>,
+    share: Vec<usize>,
+    both: bool,
+}
+
+/// The kinds of path, by where the redistribution keeps its buffers.
+#[derive(Clone, Copy)]
+enum Class {
+    /// `onesided-put`: the receive and force sides symmetric, the send side local.
+    Put,
+    /// `onesided-get`: the send side and the forces out symmetric, the rest local.
+    Get,
+    /// Every MPI path: all local.
+    Mpi,
+}
+
+impl Class {
+    const ALL: [Class; 3] = [Class::Put, Class::Get, Class::Mpi];
+}
+
+/// The redistribution's buffer bytes per PE over `hops` on `class`, as the library allocates
+/// them (where no PE has both sides, each pair of sides shares one buffer where both live
+/// alike): a symmetric buffer the most any PE needs, on every PE; a local one this PE's own
+/// need; each a fifth over (`pme_redist::GROWTH_FACTOR`); 20 bytes per atom, 12 per force.
+fn buffer_bytes(hops: &[Sides], class: Class) -> Vec<usize> {
+    let fit = |atoms: usize| (pme_redist::GROWTH_FACTOR * atoms as f64).ceil() as usize;
+    let (atom, force) = (size_of::<Particle>(), size_of::<RVec>());
+    let pes = hops.first().map_or(0, |h| h.home.len());
+    let mut bytes = vec![0usize; pes];
+    for hop in hops {
+        let most = |v: &[usize]| v.iter().copied().max().unwrap_or(0);
+        // One buffer for a pair of sides where it may serve both, else one each.
+        let pair = |h: usize, s: usize| if hop.both { fit(h) + fit(s) } else { fit(h.max(s)) };
+        let (h, s) = (most(&hop.home), most(&hop.share));
+        let symmetric = match class {
+            Class::Put => atom * fit(s) + force * pair(h, s),
+            Class::Get => atom * fit(h) + force * fit(s),
+            Class::Mpi => 0,
+        };
+        for (pe, b) in bytes.iter_mut().enumerate() {
+            let (h, s) = (hop.home[pe], hop.share[pe]);
+            *b += symmetric
+                + match class {
+                    Class::Put => atom * fit(h),
+                    Class::Get => atom * fit(s) + force * fit(h),
+                    Class::Mpi => (atom + force) * pair(h, s),
+                };
+        }
+    }
+    bytes
 }
 
 /// The second hop of a relay on pencils in its two stages, from the library's plans
@@ -733,13 +808,13 @@ fn print_tables(options: &Options, rows: &[Row]) {
     println!();
     println!("Per rank per step (particle ranks for the halo; means over ranks, max where marked):");
     println!(
-        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | routing | redist msgs particle (max) / PME rank (max) | forwarded | all < 4 KiB | redist KiB per PME rank | redist MiB per PE (x share) | FFT block KiB |"
+        "| ranks | DD grid | PME ranks (grid) | atoms/rank | halo msgs | halo KiB (max) | halo < 4 KiB | routing | redist msgs particle (max) / PME rank (max) | forwarded | all < 4 KiB | redist KiB per PME rank | redist memory, KiB on the PE holding most (most x its atoms): put / get / mpi | FFT block KiB |"
     );
     println!("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         for d in &r.redist {
             println!(
-                "| {} | {}x{}x{} | {} = {}x{} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {} | {:.1} ({}) / {:.0} ({}) | {:.0} % | {:.0} % | {:.1} | {:.2} ({:.1}x) | {:.1} |",
+                "| {} | {}x{}x{} | {} = {}x{} ({}x{}x{}) | {:.0} | {:.1} | {:.1} ({:.1}) | {:.0} % | {} | {:.1} ({}) / {:.0} ({}) | {:.0} % | {:.0} % | {:.1} | {} | {:.1} |",
                 r.ranks,
                 r.dims[0],
                 r.dims[1],
@@ -763,8 +838,11 @@ fn print_tables(options: &Options, rows: &[Row]) {
                 100.0 * d.forwarded,
                 share(&d.all_histogram),
                 d.bytes_pme / 1024.0,
-                d.memory as f64 / (1 << 20) as f64,
-                d.memory_ratio,
+                d.memory
+                    .iter()
+                    .map(|&(bytes, ratio)| format!("{:.0} ({ratio:.1}x)", bytes as f64 / 1024.0))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
                 r.fft_block as f64 / 1024.0
             );
         }
