@@ -378,11 +378,10 @@ pub struct Redistribution<'rt> {
     onward: Option<Box<Onward<'rt>>>,
 }
 
-/// The second hop of a relay, and the forces it brings back to the relay PME rank, for the
-/// first hop to return.
+/// The second hop of a relay (the forces it brings back to the relay PME rank land in the
+/// first hop's force buffer, from which the first hop returns them in place).
 struct Onward<'rt> {
     hop: Redistribution<'rt>,
-    forces: Vec<RVec>,
 }
 
 impl fmt::Debug for Redistribution<'_> {
@@ -529,13 +528,13 @@ impl<'rt> RedistBuilder<'rt> {
                     let row = Stage::AlongY { row: my_rank.map_or(0, |r| r / py) };
                     let mut along_y = hop.collective_build(&received, pme, true, None, false, row)?;
                     let along_x = hop.collective_build(&[], pme, true, None, true, Stage::AlongX)?;
-                    along_y.onward = Some(Box::new(Onward { hop: along_x, forces: Vec::new() }));
+                    along_y.onward = Some(Box::new(Onward { hop: along_x }));
                     along_y.collective_plan_along_x()?;
                     along_y
                 } else {
                     hop.collective_build(&received, my_rank.is_some(), true, None, true, Stage::Whole)?
                 };
-                first.onward = Some(Box::new(Onward { hop: onward, forces: Vec::new() }));
+                first.onward = Some(Box::new(Onward { hop: onward }));
                 Ok(first)
             }
         }
@@ -915,8 +914,13 @@ impl Redistribution<'_> {
     fn collective_return(&mut self, forces: Option<&[RVec]>, home_forces: &mut [RVec]) -> Result<()> {
         if let Some(onward) = &mut self.onward {
             // The second hop's forces come to the relay PME rank, and go on from there.
-            onward.forces.resize(self.plan.received, [0.0; 3]);
-            let failed = match onward.hop.collective_return(forces, &mut onward.forces) {
+            let received = self.plan.received;
+            // SAFETY: this hop's force buffer: no PE reads it now (redistribute waited until
+            // every source had taken the last return's forces, and this return's statuses go
+            // out only below), other PEs never write it, and no other view of it lives (the
+            // mesh's is the last hop's, another allocation).
+            let staged = unsafe { self.buffers.force_send().local_range_mut(0..received) };
+            let failed = match onward.hop.collective_return(forces, staged) {
                 Ok(()) => None,
                 // Every PME rank heard of it in the second hop's vote: the first hop's
                 // statuses carry it to every particle PE.
@@ -931,7 +935,9 @@ impl Redistribution<'_> {
                     Some(e)
                 }
             };
-            let forces = Forces { data: &onward.forces, in_place: false };
+            // SAFETY: as above; this PE is done writing it, and it is only read from here on.
+            let data = unsafe { self.buffers.force_send().local_range(0..received) };
+            let forces = Forces { data, in_place: true };
             let first =
                 return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
             return failed.map_or(first, Err);
