@@ -489,10 +489,11 @@ fn run_configuration(
 
 /// Each PE's memory for the redistribution, printed by PE 0: its symmetric bytes (the same
 /// on every PE) and its own (local) bytes, the atoms it holds (home atoms, or on a PME rank
-/// those it received last) and the ratio of both to their bytes out and back (32 per atom).
+/// those it received last, for its mesh and with a relay for the PEs it relays for) and the
+/// ratio of both to the bytes out and back (32 per atom) of the most of those.
 fn print_heap(rt: &Runtime, redist: &Redistribution<'_>, home: usize) -> pme_redist::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    const COLUMNS: usize = 5;
+    const COLUMNS: usize = 6;
     let mut table = vec![0u64; COLUMNS * n];
     let row = &mut table[COLUMNS * me..COLUMNS * (me + 1)];
     row[0] = redist.symmetric_bytes() as u64;
@@ -500,17 +501,19 @@ fn print_heap(rt: &Runtime, redist: &Redistribution<'_>, home: usize) -> pme_red
     row[2] = home as u64;
     row[3] = redist.last_received() as u64;
     row[4] = redist.targets().len() as u64;
+    row[5] = redist.last_relayed() as u64;
     rt.max_u64(&mut table)?;
     if me == 0 {
         for (pe, row) in table.chunks_exact(COLUMNS).enumerate() {
-            let held = row[2].max(row[3]).max(1);
+            let held = row[2].max(row[3]).max(row[5]).max(1);
             println!(
-                "  heap PE {pe}: redistribution {:.1} KiB symmetric + {:.1} KiB local for {} home and {} \
-                 received atoms ({:.1}x their bytes, {} targets)",
+                "  heap PE {pe}: redistribution {:.1} KiB symmetric + {:.1} KiB local for {} home, {} \
+                 received and {} relayed atoms ({:.1}x the most's bytes, {} targets)",
                 row[0] as f64 / 1024.0,
                 row[1] as f64 / 1024.0,
                 row[2],
                 row[3],
+                row[5],
                 (row[0] + row[1]) as f64 / (32 * held) as f64,
                 row[4]
             );

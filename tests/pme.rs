@@ -643,6 +643,19 @@ fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
                     checked_step_via(&mut redist, &grid, &homes, Some(&relays), me, step, &context)?;
                     moves(&mut homes, step);
                 }
+                // On the MPI paths every buffer is the PE's own, and the hops' buffers take
+                // turns in four banks: a particle PE's atoms out and forces back share one,
+                // as large as the atoms (20 bytes each, a fifth over) and no more.
+                if !matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut) {
+                    let (symmetric, local) = (redist.symmetric_bytes(), redist.local_bytes());
+                    let home = homes[me].len();
+                    let atoms = size_of::<Particle>() * (home + home.div_ceil(5)) + 8;
+                    ensure!(
+                        symmetric <= 16 * 1024 && (relays[me].is_none() || local <= atoms),
+                        "{path} relayed, PME on {pme:?} in {dims:?}: {symmetric} symmetric and {local} local \
+                         bytes on PE {me} for {home} home atoms (at most {atoms} local)"
+                    );
+                }
             }
             if me == 0 {
                 println!("  relayed, PME on PEs {pme:?} in {:?}: every path placed every atom", grid.dims());

@@ -63,6 +63,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::rc::Rc;
 use std::str::FromStr;
 
 use onesided::{ExchangePath, GrowthPolicy, Runtime};
@@ -87,7 +88,7 @@ use partners::{Agreement, Margin};
 pub use partners::{StageTarget, planned_stage_targets, planned_targets};
 use place::place;
 use plan::{Plan, Stage, agree_home};
-use store::{Role, Store};
+use store::{Bank, RELAY_BANKS, Role, Store};
 
 /// An atom as it travels to its PME rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
@@ -284,14 +285,16 @@ impl<'rt> Buffers<'rt> {
         path: RedistPath,
         (home, most_home): (usize, usize),
         both: bool,
+        banks: Option<[&Rc<Bank>; 4]>,
     ) -> Result<Self> {
         let need = |role: Role| if role.symmetric_on(path) { most_home } else { home };
         let separate = |a: Role, b: Role| both || a.symmetric_on(path) != b.symmetric_on(path);
+        let bank = |role: Role| banks.map(|b| b[role as usize]);
         let new_atoms = |what: &str, role: Role, need: usize| {
-            Store::<Particle>::collective_new(rt, &name(what), role, path, need, GROWTH)
+            Store::<Particle>::collective_new(rt, &name(what), (role, path), need, GROWTH, bank(role))
         };
         let new_forces = |what: &str, role: Role, need: usize| {
-            Store::<RVec>::collective_new(rt, &name(what), role, path, need, GROWTH)
+            Store::<RVec>::collective_new(rt, &name(what), (role, path), need, GROWTH, bank(role))
         };
         Ok(Buffers {
             send: new_atoms("send", Role::Send, need(Role::Send))?,
@@ -344,19 +347,12 @@ impl<'rt> Buffers<'rt> {
         Ok(())
     }
 
-    /// Bytes held: (symmetric, local).
+    /// Bytes held: (symmetric, local), banks apart.
     fn bytes(&self) -> (usize, usize) {
-        let mut held = (0, 0);
-        let mut add = |symmetric: bool, bytes: usize| {
-            if symmetric { held.0 += bytes } else { held.1 += bytes }
-        };
-        for atoms in [Some(&self.send), self.recv.as_ref()].into_iter().flatten() {
-            add(atoms.is_symmetric(), atoms.capacity() * size_of::<Particle>());
-        }
-        for forces in [Some(&self.force_recv), self.force_send.as_ref()].into_iter().flatten() {
-            add(forces.is_symmetric(), forces.capacity() * size_of::<RVec>());
-        }
-        held
+        let atoms = [Some(&self.send), self.recv.as_ref()].into_iter().flatten().map(Store::bytes);
+        let forces =
+            [Some(&self.force_recv), self.force_send.as_ref()].into_iter().flatten().map(Store::bytes);
+        atoms.chain(forces).fold((0, 0), |(s, l), (ds, dl)| (s + ds, l + dl))
     }
 }
 
@@ -376,6 +372,9 @@ pub struct Redistribution<'rt> {
     /// With a relay ([`RedistBuilder::relay`]), the second hop: from each relay PME rank,
     /// whose received atoms are its home atoms, to the atoms' own PME ranks.
     onward: Option<Box<Onward<'rt>>>,
+    /// With a relay on the MPI paths, the banks its hops' buffers take turns in (held by the
+    /// first hop).
+    banks: Vec<Rc<Bank>>,
 }
 
 /// The second hop of a relay (the forces it brings back to the relay PME rank land in the
@@ -512,12 +511,33 @@ impl<'rt> RedistBuilder<'rt> {
         }
         let hop = Hop { rt, grid: &grid, path, margin, mesh_votes };
         match agree_routing(rt, &grid, routing)? {
-            None => hop.collective_build(home, m == n || my_rank.is_none(), m == n, None, true, Stage::Whole),
+            None => hop.collective_build(
+                home,
+                m == n || my_rank.is_none(),
+                m == n,
+                None,
+                true,
+                (Stage::Whole, None),
+            ),
             Some(via) => {
+                // Where no buffer is symmetric, the hops' buffers take turns in four banks.
+                let all = [Role::Send, Role::Receive, Role::ForcesOut, Role::ForcesIn];
+                let banks: Vec<Rc<Bank>> = if all.iter().any(|r| r.symmetric_on(path)) {
+                    Vec::new()
+                } else {
+                    (0..4).map(|_| Rc::new(Bank::default())).collect()
+                };
+                let banked = |hop: usize| (!banks.is_empty()).then(|| RELAY_BANKS[hop].map(|b| &banks[b]));
                 // The first hop never finds an atom too far, and the second's vote has made
                 // every PME rank agree on the step's error before the first returns.
-                let mut first =
-                    hop.collective_build(home, my_rank.is_none(), false, via, false, Stage::Whole)?;
+                let mut first = hop.collective_build(
+                    home,
+                    my_rank.is_none(),
+                    false,
+                    via,
+                    false,
+                    (Stage::Whole, banked(0)),
+                )?;
                 let received = first.collective_round_trip(home)?;
                 let [px, py] = grid.dims();
                 let onward = if px > 1 && py > 1 {
@@ -526,15 +546,25 @@ impl<'rt> RedistBuilder<'rt> {
                     // votes, carrying what the first found.
                     let pme = my_rank.is_some();
                     let row = Stage::AlongY { row: my_rank.map_or(0, |r| r / py) };
-                    let mut along_y = hop.collective_build(&received, pme, true, None, false, row)?;
-                    let along_x = hop.collective_build(&[], pme, true, None, true, Stage::AlongX)?;
+                    let mut along_y =
+                        hop.collective_build(&received, pme, true, None, false, (row, banked(1)))?;
+                    let along_x =
+                        hop.collective_build(&[], pme, true, None, true, (Stage::AlongX, banked(2)))?;
                     along_y.onward = Some(Box::new(Onward { hop: along_x }));
                     along_y.collective_plan_along_x()?;
                     along_y
                 } else {
-                    hop.collective_build(&received, my_rank.is_some(), true, None, true, Stage::Whole)?
+                    hop.collective_build(
+                        &received,
+                        my_rank.is_some(),
+                        true,
+                        None,
+                        true,
+                        (Stage::Whole, banked(1)),
+                    )?
                 };
                 first.onward = Some(Box::new(Onward { hop: onward }));
+                first.banks = banks;
                 Ok(first)
             }
         }
@@ -555,7 +585,8 @@ impl<'rt> Hop<'_, 'rt> {
     /// One hop: from the PEs that hold `home` atoms (`particle`) to the PME ranks, each PE
     /// with both roles when `both` does, every atom to `relay` when it is given, with a vote
     /// on each step's error when `votes`; `stage` says which stage of a relay's second hop on
-    /// pencils it is (the stage along x is planned by the caller, from the stage before).
+    /// pencils it is (the stage along x is planned by the caller, from the stage before), and
+    /// `banks` by [`Role`] where its local buffers take turns with other hops'.
     ///
     /// # Collective
     /// Every PE calls it alike.
@@ -566,7 +597,7 @@ impl<'rt> Hop<'_, 'rt> {
         both: bool,
         relay: Option<usize>,
         votes: bool,
-        stage: Stage,
+        (stage, banks): (Stage, Option<[&Rc<Bank>; 4]>),
     ) -> Result<Redistribution<'rt>> {
         let Hop { rt, grid, path, margin, mesh_votes } = *self;
         let my_rank = grid.rank_of_pe(rt.my_pe());
@@ -590,12 +621,13 @@ impl<'rt> Hop<'_, 'rt> {
             RedistPath::Auto => unreachable!("the builder resolves the automatic path first"),
         };
         let own_home = if particle { home.len() } else { 0 };
-        let buffers = Buffers::collective_new(rt, &name, path, (own_home, most_home), both)?;
+        let buffers = Buffers::collective_new(rt, &name, path, (own_home, most_home), both, banks)?;
         let agreement = Agreement::collective_new(rt, &name)?;
         let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes && !mesh_votes);
         plan.stage = stage;
         plan.mesh_votes = votes && mesh_votes;
-        let mut redist = Redistribution { path, plan, buffers, agreement, transport, onward: None };
+        let mut redist =
+            Redistribution { path, plan, buffers, agreement, transport, onward: None, banks: Vec::new() };
         if stage != Stage::AlongX {
             redist.collective_partners(home)?;
         }
@@ -837,6 +869,12 @@ impl<'rt> Redistribution<'rt> {
         if self.onward.is_some() { self.plan.sources().iter().map(|s| s.pe).collect() } else { Vec::new() }
     }
 
+    /// With a relay, the atoms this PME rank received in the last step from the particle PEs
+    /// it relays for (zero elsewhere, and without a relay).
+    pub fn last_relayed(&self) -> usize {
+        if self.onward.is_some() { self.plan.received } else { 0 }
+    }
+
     /// The symmetric memory this redistribution holds on each PE, in bytes (the same on every
     /// PE): the buffers other PEs read or write, sized by the most any PE's home atoms or any
     /// PME rank's bounds need, and its transport's slots; with a relay, of every hop. None of
@@ -852,7 +890,8 @@ impl<'rt> Redistribution<'rt> {
     /// path, the send side on the put path), sized by this PE's own home atoms and bounds;
     /// with a relay, of every hop.
     pub fn local_bytes(&self) -> usize {
-        self.buffers.bytes().1 + self.onward.as_ref().map_or(0, |o| o.hop.local_bytes())
+        let banks: usize = self.banks.iter().map(|b| b.bytes()).sum();
+        banks + self.buffers.bytes().1 + self.onward.as_ref().map_or(0, |o| o.hop.local_bytes())
     }
 
     /// Sends every home atom (in the order of the plan's home atoms) to its PME rank and

@@ -11,8 +11,14 @@
 //! most any PE needs, so a particle PE holds as much as the busiest PME rank. A local one
 //! holds what this PE's own role needs (its home atoms, or what can reach it as a PME rank),
 //! with the same fifth to spare, and grows without any other PE.
+//!
+//! On the MPI paths a relay's hops take turns in four [`Bank`]s of local memory, since the
+//! lives of their buffers follow each other in a fixed order ([`RELAY_BANKS`]).
 
+use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::rc::Rc;
 
 use bytemuck::Pod;
 use onesided::{GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
@@ -22,6 +28,7 @@ use crate::error::Result;
 
 /// Which of the four buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
 pub(super) enum Role {
     /// A particle PE's atoms, packed by target.
     Send,
@@ -44,30 +51,98 @@ impl Role {
     }
 }
 
+/// Which [`Bank`] each buffer of a relay's hops takes on the MPI paths, by hop (the first,
+/// the second or the stage along y, the stage along x) and by [`Role`] (send, receive,
+/// forces out, forces in).
+///
+/// A buffer is in use from when it is written until it is read for the last time; buffers
+/// in use at once, or borrowed at once by the calls that nest (each hop's `redistribute`
+/// and return hold their home atoms or home forces while the next hop's run), take different
+/// banks:
+///
+/// - forward, second hop: the first hop's receive side (its home atoms), its send and its
+///   receive sides: banks 0, 1, 2; stage along x: those home atoms still borrowed, the
+///   stage along y's receive side (its home atoms), its send and receive sides: 0, 2, 1, 3;
+/// - the mesh: the last hop's receive side and forces out: 3 and 2 (two hops: 2 and 1);
+/// - the return, stage along x: the first hop's forces out (the second hop unpacks into it),
+///   the stage along y's forces out (likewise), its own forces out and in: 0, 1, 2, 3; then
+///   the stage along y: 0, 1 and its forces in, 3.
+///
+/// The first hop's two pairs of sides are one buffer each (no PE has both roles); on a
+/// particle PE they are its send side and forces in, in use at different times.
+pub(super) const RELAY_BANKS: [[usize; 4]; 3] = [[0, 0, 0, 0], [1, 2, 1, 3], [1, 3, 2, 3]];
+
+/// A block of this PE's memory that buffers whose lives do not overlap take turns in.
+#[derive(Default)]
+pub(super) struct Bank {
+    block: RefCell<Option<Local<u64>>>,
+}
+
+impl Bank {
+    /// Makes the block at least `bytes` long, keeping its contents.
+    fn ensure(&self, bytes: usize) {
+        let words = bytes.div_ceil(size_of::<u64>());
+        let mut block = self.block.borrow_mut();
+        let held = block.as_ref().map_or(0, |b| b.len);
+        if words > held {
+            let grown = Local::zeroed(words);
+            if let Some(old) = block.as_ref() {
+                // SAFETY: both blocks are initialised and hold at least the old length; no
+                // view of the old block lives (banks grow at plans, between steps).
+                unsafe { std::ptr::copy_nonoverlapping(old.ptr.as_ptr(), grown.ptr.as_ptr(), old.len) };
+            }
+            *block = Some(grown);
+        }
+    }
+
+    /// Bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        self.block.borrow().as_ref().map_or(0, |b| b.len * size_of::<u64>())
+    }
+
+    fn as_ptr(&self) -> *mut u64 {
+        self.block.borrow().as_ref().map_or(NonNull::dangling().as_ptr(), |b| b.ptr.as_ptr())
+    }
+}
+
 /// One buffer, symmetric or local.
 pub(super) enum Store<'rt, T: Pod> {
     /// As large as the most any PE needs, on every PE.
     Symmetric(GlobalMaxArray<'rt, T>),
     /// As large as this PE needs.
     Local(Local<T>),
+    /// As large as this PE needs, in a bank other buffers take turns in.
+    Banked(Banked<T>),
+}
+
+/// A buffer's share of a [`Bank`]: its first `len` elements.
+pub(super) struct Banked<T> {
+    bank: Rc<Bank>,
+    len: usize,
+    _elements: PhantomData<T>,
 }
 
 impl<'rt, T: Pod> Store<'rt, T> {
     /// A buffer for `role` on `path`, with room for `need` elements (this PE's; a symmetric
-    /// one for the most of any PE's).
+    /// one for the most of any PE's), in `bank` where it is local and one is given.
     ///
     /// # Collective
     /// Every PE calls it alike (a symmetric buffer is allocated collectively).
     pub(super) fn collective_new(
         rt: &'rt Runtime,
         name: &str,
-        role: Role,
-        path: RedistPath,
+        (role, path): (Role, RedistPath),
         need: usize,
         policy: GrowthPolicy,
+        bank: Option<&Rc<Bank>>,
     ) -> Result<Self> {
         Ok(if role.symmetric_on(path) {
             Store::Symmetric(GlobalMaxArray::collective_alloc(rt, name, need, policy)?)
+        } else if let Some(bank) = bank {
+            assert!(align_of::<T>() <= align_of::<u64>(), "a bank holds elements aligned to 8 bytes at most");
+            let len = grown(need, policy);
+            bank.ensure(len * size_of::<T>());
+            Store::Banked(Banked { bank: Rc::clone(bank), len, _elements: PhantomData })
         } else {
             Store::Local(Local::zeroed(grown(need, policy)))
         })
@@ -91,6 +166,11 @@ impl<'rt, T: Pod> Store<'rt, T> {
                 std::mem::swap(local, &mut grown);
             }
             Store::Local(_) => {}
+            Store::Banked(banked) if need > banked.len => {
+                banked.len = grown(need, policy);
+                banked.bank.ensure(banked.len * size_of::<T>());
+            }
+            Store::Banked(_) => {}
         }
         Ok(())
     }
@@ -100,12 +180,19 @@ impl<'rt, T: Pod> Store<'rt, T> {
         match self {
             Store::Symmetric(array) => array.capacity(),
             Store::Local(local) => local.len,
+            Store::Banked(banked) => banked.len,
         }
     }
 
-    /// Whether the buffer is symmetric.
-    pub(super) fn is_symmetric(&self) -> bool {
-        matches!(self, Store::Symmetric(_))
+    /// Bytes this buffer holds of its own: (symmetric, local); a banked one's bank counts
+    /// apart.
+    pub(super) fn bytes(&self) -> (usize, usize) {
+        let bytes = self.capacity() * size_of::<T>();
+        match self {
+            Store::Symmetric(_) => (bytes, 0),
+            Store::Local(_) => (0, bytes),
+            Store::Banked(_) => (0, 0),
+        }
     }
 
     /// The symmetric array, for other PEs' reads and writes.
@@ -115,7 +202,9 @@ impl<'rt, T: Pod> Store<'rt, T> {
     pub(super) fn sym(&self) -> &SymArray<'rt, T> {
         match self {
             Store::Symmetric(array) => array.array(),
-            Store::Local(_) => unreachable!("a local redistribution buffer used as a symmetric one"),
+            Store::Local(_) | Store::Banked(_) => {
+                unreachable!("a local redistribution buffer used as a symmetric one")
+            }
         }
     }
 
@@ -124,6 +213,8 @@ impl<'rt, T: Pod> Store<'rt, T> {
         match self {
             Store::Symmetric(array) => array.array().as_ptr(),
             Store::Local(local) => local.ptr.as_ptr(),
+            // The bank's block moves only when it grows, at plans, when no view lives.
+            Store::Banked(banked) => banked.bank.as_ptr().cast(),
         }
     }
 
