@@ -702,14 +702,43 @@ impl Class {
     const ALL: [Class; 3] = [Class::Put, Class::Get, Class::Mpi];
 }
 
+/// Which of four banks of local memory each buffer of a relay's hops takes on the MPI paths,
+/// by hop and by side (send, receive, forces out, forces in): `pme_redist`'s
+/// `redist/store.rs` `RELAY_BANKS`, which says why.
+const RELAY_BANKS: [[usize; 4]; 3] = [[0, 0, 0, 0], [1, 2, 1, 3], [1, 3, 2, 3]];
+
 /// The redistribution's buffer bytes per PE over `hops` on `class`, as the library allocates
 /// them (where no PE has both sides, each pair of sides shares one buffer where both live
 /// alike): a symmetric buffer the most any PE needs, on every PE; a local one this PE's own
-/// need; each a fifth over (`pme_redist::GROWTH_FACTOR`); 20 bytes per atom, 12 per force.
+/// need (relayed on MPI, in banks the hops take turns in); each a fifth over
+/// (`pme_redist::GROWTH_FACTOR`); 20 bytes per atom, 12 per force.
 fn buffer_bytes(hops: &[Sides], class: Class) -> Vec<usize> {
     let fit = |atoms: usize| (pme_redist::GROWTH_FACTOR * atoms as f64).ceil() as usize;
     let (atom, force) = (size_of::<Particle>(), size_of::<RVec>());
     let pes = hops.first().map_or(0, |h| h.home.len());
+    if matches!(class, Class::Mpi) && hops.len() > 1 {
+        return (0..pes)
+            .map(|pe| {
+                let mut banks = [0usize; 4];
+                for (k, hop) in hops.iter().enumerate() {
+                    let (h, s) = (hop.home[pe], hop.share[pe]);
+                    // Each side's bytes, in the order of the table's columns; the first
+                    // hop's pairs are one buffer each.
+                    let sides = if hop.both {
+                        [atom * fit(h), atom * fit(s), force * fit(s), force * fit(h)]
+                    } else {
+                        let pair = fit(h.max(s));
+                        [atom * pair, atom * pair, force * pair, force * pair]
+                    };
+                    for (side, bytes) in sides.into_iter().enumerate() {
+                        let bank = &mut banks[RELAY_BANKS[k][side]];
+                        *bank = (*bank).max(bytes);
+                    }
+                }
+                banks.iter().sum()
+            })
+            .collect();
+    }
     let mut bytes = vec![0usize; pes];
     for hop in hops {
         let most = |v: &[usize]| v.iter().copied().max().unwrap_or(0);
