@@ -13,7 +13,8 @@
 //!   100 000 atoms (0.12 nm grid, order 4, ewald-rtol 1e-5 at 0.9 nm): coordinates and charges
 //!   to the PME ranks, spread, FFT, solve, FFT, gather, forces back; one-sided is the put
 //!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
-//!   redistribution, MPI overlaps and `MPI_Alltoall`.
+//!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
+//!   step's error rides in the forward transposes (`RedistBuilder::vote_in_mesh`).
 //!
 //! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_mesh` launches
 //! 2 PEs through scripts/pe-run, one thread each.
@@ -109,8 +110,10 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .collect();
         let mut steps = Vec::new();
         for (name, path, overlap, fft_path) in configurations {
-            let redist =
-                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
+            let redist = Redistribution::builder(rt, grid.clone())
+                .path(path)
+                .vote_in_mesh()
+                .collective_build(&home, system.len())?;
             let mesh = Pme::collective_new(group, &grid, beta, overlap, fft_path)?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));
