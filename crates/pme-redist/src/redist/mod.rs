@@ -976,7 +976,10 @@ impl Redistribution<'_> {
             };
             // SAFETY: as above; this PE is done writing it, and it is only read from here on.
             let data = unsafe { self.buffers.force_send().local_range(0..received) };
-            let forces = Forces { data, in_place: true };
+            // The put path puts them into the sources' force buffers (on one node faster than
+            // each source reading them here: pme_relay, docs/bench/PME-SCALE.md); the others
+            // return them from where they lie.
+            let forces = Forces { data, in_place: self.path != RedistPath::OneSidedPut };
             let first =
                 return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
             return failed.map_or(first, Err);
