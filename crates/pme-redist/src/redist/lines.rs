@@ -239,10 +239,11 @@ impl<'rt> Lines<'rt> {
 
     /// A PME rank's half of the return: the vote, then per source the status of the step and
     /// where its forces lie. The forces are either read by the sources where they lie in this
-    /// rank's force buffer (staged there first unless the mesh wrote them in place), or, with
+    /// rank's force buffer (staged there first unless they are there in place), or, with
     /// `push` (the put path's source offsets in the sources' force receive buffers) and forces
-    /// in the caller's array, put there before the status. The status line says which, so
-    /// that each source acts on what its targets did.
+    /// not in place (in the caller's array, or a put relay's in its force buffer), put there
+    /// before the status. The status line says which, so that each source acts on what its
+    /// targets did.
     pub fn send_back(
         &mut self,
         plan: &mut Plan<'rt>,
@@ -254,11 +255,13 @@ impl<'rt> Lines<'rt> {
             return Ok(());
         }
         let push = push.filter(|_| !forces.in_place);
-        if push.is_none() && !forces.in_place {
+        let force_send = buffers.force_send().sym();
+        if push.is_none() && !forces.in_place && !std::ptr::eq(forces.data.as_ptr(), force_send.as_ptr()) {
             // Staged where the sources take them from, once every source has taken those of
-            // the last return (forces written in place waited in redistribute).
+            // the last return (forces written in place waited in redistribute); forces already
+            // there (a relay's) are not copied onto themselves.
             self.forces_free(plan)?;
-            buffers.force_send().sym().write_local(0, forces.data)?;
+            force_send.write_local(0, forces.data)?;
         }
         self.vote(plan)?;
         if let Some(force_at) = push {

@@ -242,9 +242,10 @@ trait Transport<'rt> {
     }
 }
 
-/// The forces a PME rank returns: one per received atom, in the caller's array or already in
-/// the force staging buffer (`in_place`, where a step's [`Mesh`] handed them out; `data` is
-/// then a view of it).
+/// The forces a PME rank returns: one per received atom, in the caller's array, or already in
+/// the force staging buffer (`data` is then a view of it): `in_place` where the sources are
+/// to read them there (a step's [`Mesh`] handed them out, or a relay's second hop brought
+/// them on the get and MPI paths), not where a put relay pushes them from it.
 #[derive(Clone, Copy)]
 struct Forces<'a> {
     data: &'a [RVec],
@@ -329,20 +330,26 @@ impl<'rt> Buffers<'rt> {
     ///
     /// # Collective
     /// Every PE calls it at each plan.
-    fn collective_fit(&mut self, home: usize, share: usize) -> Result<()> {
-        match &mut self.recv {
-            Some(recv) => {
-                self.send.collective_ensure(home, GROWTH)?;
-                recv.collective_ensure(share, GROWTH)?;
+    ///
+    /// # Safety
+    /// No view of any buffer of the redistribution lives (as [`Store::collective_ensure`]).
+    unsafe fn collective_fit(&mut self, home: usize, share: usize) -> Result<()> {
+        // SAFETY: the caller's promise, for every buffer.
+        unsafe {
+            match &mut self.recv {
+                Some(recv) => {
+                    self.send.collective_ensure(home, GROWTH)?;
+                    recv.collective_ensure(share, GROWTH)?;
+                }
+                None => self.send.collective_ensure(home.max(share), GROWTH)?,
             }
-            None => self.send.collective_ensure(home.max(share), GROWTH)?,
-        }
-        match &mut self.force_send {
-            Some(force_send) => {
-                self.force_recv.collective_ensure(home, GROWTH)?;
-                force_send.collective_ensure(share, GROWTH)?;
+            match &mut self.force_send {
+                Some(force_send) => {
+                    self.force_recv.collective_ensure(home, GROWTH)?;
+                    force_send.collective_ensure(share, GROWTH)?;
+                }
+                None => self.force_recv.collective_ensure(home.max(share), GROWTH)?,
             }
-            None => self.force_recv.collective_ensure(home.max(share), GROWTH)?,
         }
         Ok(())
     }
@@ -378,7 +385,7 @@ pub struct Redistribution<'rt> {
 }
 
 /// The second hop of a relay (the forces it brings back to the relay PME rank land in the
-/// first hop's force buffer, from which the first hop returns them in place).
+/// first hop's force buffer, from which the first hop returns them).
 struct Onward<'rt> {
     hop: Redistribution<'rt>,
 }
@@ -832,7 +839,9 @@ impl<'rt> Redistribution<'rt> {
         )?;
         // Each source sends at most its bound, so this is never more than the system.
         let share = agreed.sources.iter().map(|s| s.bound).sum::<usize>();
-        self.buffers.collective_fit(home, share)?;
+        // SAFETY: plans are made under `&mut` of the first hop (builds, collective_plan), when
+        // no step, and so no view of any buffer, lives.
+        unsafe { self.buffers.collective_fit(home, share)? };
         let old = plan.replace(reach, agreed);
         // A transport that cannot follow (no memory for its slots, on every PE alike) leaves
         // the old plan in place, whose slots it still has.
@@ -923,12 +932,15 @@ impl<'rt> Redistribution<'rt> {
         }
         self.plan.begin_step(home);
         self.transport.forward(&mut self.plan, &self.buffers, home)?;
-        // The PEs' reads of the last step's forces end before the mesh writes them.
+        // The PEs' reads of the last step's forces end before the mesh, or with a relay the
+        // second hop's return, writes them.
         self.transport.forces_free(&self.plan)?;
         if let Some(onward) = &mut self.onward {
-            // SAFETY: the first hop's atoms have all arrived (forward returned), and no PE
-            // writes this PE's receive buffer again before the next step's forward; the
-            // second hop only reads them, into its own buffers.
+            // SAFETY: the first hop's atoms have all arrived (forward returned); no other PE
+            // writes this PE's receive buffer again before the next step's forward, and this
+            // PE writes it (or, on an MPI relay, a buffer sharing its bank) only in the
+            // return, after this view's last use; the second hop only reads them, into
+            // buffers of other banks (RELAY_BANKS).
             let relayed = unsafe { self.buffers.recv().local_range(0..self.plan.received) };
             let origins = &mut onward.hop.plan.origins;
             origins.clear();
@@ -954,10 +966,12 @@ impl Redistribution<'_> {
         if let Some(onward) = &mut self.onward {
             // The second hop's forces come to the relay PME rank, and go on from there.
             let received = self.plan.received;
-            // SAFETY: this hop's force buffer: no PE reads it now (redistribute waited until
-            // every source had taken the last return's forces, and this return's statuses go
-            // out only below), other PEs never write it, and no other view of it lives (the
-            // mesh's is the last hop's, another allocation).
+            // SAFETY: this hop's force buffer: no PE reads it now (on the one-sided paths
+            // redistribute waited until every source had taken the last return's forces, and
+            // this return's statuses go out only below; on MPI only this PE touches it), the
+            // put path's sources write their own force buffers, not this one, and no other
+            // view of it lives: the mesh's are the last hop's buffers, and on an MPI relay no
+            // buffer in use during the later hops' returns shares its bank (RELAY_BANKS).
             let staged = unsafe { self.buffers.force_send().local_range_mut(0..received) };
             let failed = match onward.hop.collective_return(forces, staged) {
                 Ok(()) => None,
@@ -1054,7 +1068,8 @@ pub struct Mesh<'a> {
     /// One force per atom, for the mesh's gather to write
     /// ([`SlabGrid::gather_into`](crate::SlabGrid::gather_into)): on the one-sided paths the
     /// PEs read them where they lie and unpack them into home order in the same pass, with no
-    /// staging copy. What they hold before they are written is left from the last step.
+    /// staging copy. What they hold before they are written is unspecified (left from the
+    /// last step, or on an MPI relay other buffers' bytes).
     pub forces: &'a mut [RVec],
     /// This PME rank's part in the vote on the step's error, where the redistribution leaves
     /// it to the mesh ([`RedistBuilder::vote_in_mesh`]); `None` otherwise.
@@ -1135,11 +1150,11 @@ impl Step<'_, '_> {
         // SAFETY: other PEs never write this PE's force buffer (the put path's returns write
         // the sources' force receive buffers: another allocation where PEs have both roles,
         // every PE doing PME or a relay's second hop, and otherwise those of PEs that hold no
-        // mesh); on the one-sided paths they
-        // read it only between this PE's status and their taken signals, which redistribute
-        // awaited for every return so far; on the MPI paths only this PE touches it. This
-        // step's `&mut` keeps every other view of it away while the slice lives, and the atoms
-        // live in another allocation, so the two views do not overlap.
+        // mesh); on the one-sided paths they read it only between this PE's status and their
+        // taken signals, which redistribute awaited for every return so far; on the MPI paths
+        // only this PE touches it. This step's `&mut` keeps every other view of it away while
+        // the slice lives, and the atoms live in another allocation (on an MPI relay another
+        // bank, RELAY_BANKS), so the two views do not overlap.
         let forces = unsafe { buffers.force_send().local_range_mut(0..received) };
         let vote = (plan.mesh_votes && plan.my_rank.is_some()).then(|| {
             plan.mesh_agreed = None;
@@ -1151,7 +1166,7 @@ impl Step<'_, '_> {
     /// Sends the forces the mesh wrote ([`mesh`](Self::mesh)) back to the atoms' PEs, and
     /// writes this PE's home forces into `home_forces` (one per home atom, in home order).
     /// Nothing is staged on the PME rank; on the one-sided paths each PE reads its forces
-    /// where they lie.
+    /// where they lie (with a relay on the put path, the relay puts them to its particle PEs).
     ///
     /// # Collective
     /// Every PE must call it, or [`return_forces_from`](Self::return_forces_from).

@@ -235,7 +235,8 @@ impl Mpi {
     }
 
     /// Elements of `size` bytes: `send` holds `counts[p]` for PE `p` at `offsets[p]`, and
-    /// `recv` receives `counts[s]` from PE `s` at `offsets[s]`.
+    /// `recv` receives `counts[s]` from PE `s` at `offsets[s]`; the two may be one buffer
+    /// where one side moves nothing (a PE whose two sides share it).
     fn alltoallv(
         &self,
         send: *const u8,
@@ -247,6 +248,8 @@ impl Mpi {
         let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
         let (sc, sd, rc, rd) =
             (ints(send_counts)?, ints(send_offsets)?, ints(recv_counts)?, ints(recv_offsets)?);
+        let mut empty = [0u8; 2];
+        let (send, recv) = apart((send, &sc), (recv, &rc), &mut empty);
         // SAFETY: the buffers hold the counted ranges at their offsets (buffers sized
         // for the home atoms and for the bounds of the sources, or the caller's forces, one
         // per received atom, checked by return_with); no mutable reference to them exists;
@@ -583,4 +586,19 @@ pub(super) fn count_of(bytes: usize) -> Result<c_int> {
 /// An MPI return code as a result.
 pub(super) fn mpi_check(code: c_int, call: &'static str) -> Result<()> {
     if code == 0 { Ok(()) } else { Err(Error::Comm(onesided::Error::Mpi { call, code })) }
+}
+
+/// The send and receive addresses of a vector all-to-all, given their counts, with a side
+/// that moves nothing pointed at a byte of `empty` instead: MPI forbids the same buffer as
+/// input and output, and a PE whose two sides share a buffer passes it as both while one
+/// side is empty.
+pub(super) fn apart(
+    (send, send_counts): (*const u8, &[c_int]),
+    (recv, recv_counts): (*mut u8, &[c_int]),
+    empty: &mut [u8; 2],
+) -> (*const u8, *mut u8) {
+    let [no_send, no_recv] = empty;
+    let send = if send_counts.iter().all(|&c| c == 0) { no_send as *const u8 } else { send };
+    let recv = if recv_counts.iter().all(|&c| c == 0) { no_recv as *mut u8 } else { recv };
+    (send, recv)
 }

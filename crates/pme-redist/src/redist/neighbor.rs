@@ -100,6 +100,8 @@ impl Neighbor {
     ) -> Result<()> {
         let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
         let (sc, sd, rc, rd) = (ints(out.0)?, ints(out.1)?, ints(into.0)?, ints(into.1)?);
+        let mut empty = [0u8; 2];
+        let (send, recv) = super::mpi::apart((send, &sc), (recv, &rc), &mut empty);
         // SAFETY: the caller's promise; one count and offset per neighbour.
         let code = watch("MPI_Neighbor_alltoallv", None, || unsafe {
             ffi::MPI_Neighbor_alltoallv(

@@ -3,9 +3,10 @@
 //! receive buffer; each PME rank, once its sources have announced, offers each source where
 //! its atoms go (by source order, so that the layout is every path's), and the sources write
 //! them there, packed straight into place where the PME rank's memory is mapped, with a
-//! signal. Forces come back put from the caller's array into the sources' force receive
-//! buffers before the status that says so; forces the mesh wrote in place are read by their
-//! PEs where they lie instead, as on the get path ([`Lines::send_back`]).
+//! signal. Forces come back put from the caller's array (or a relay's force buffer, where its
+//! second hop brought them) into the sources' force receive buffers before the status that
+//! says so; forces the mesh wrote in place are read by their PEs where they lie instead, as
+//! on the get path ([`Lines::send_back`]).
 
 use onesided::SymArray;
 

@@ -80,7 +80,10 @@ pub(super) struct Bank {
 
 impl Bank {
     /// Makes the block at least `bytes` long, keeping its contents.
-    fn ensure(&self, bytes: usize) {
+    ///
+    /// # Safety
+    /// No view of the block lives: a longer block is another allocation.
+    unsafe fn ensure(&self, bytes: usize) {
         let words = bytes.div_ceil(size_of::<u64>());
         let mut block = self.block.borrow_mut();
         let held = block.as_ref().map_or(0, |b| b.len);
@@ -88,7 +91,7 @@ impl Bank {
             let grown = Local::zeroed(words);
             if let Some(old) = block.as_ref() {
                 // SAFETY: both blocks are initialised and hold at least the old length; no
-                // view of the old block lives (banks grow at plans, between steps).
+                // view of the old block lives (the caller's promise).
                 unsafe { std::ptr::copy_nonoverlapping(old.ptr.as_ptr(), grown.ptr.as_ptr(), old.len) };
             }
             *block = Some(grown);
@@ -141,7 +144,9 @@ impl<'rt, T: Pod> Store<'rt, T> {
         } else if let Some(bank) = bank {
             assert!(align_of::<T>() <= align_of::<u64>(), "a bank holds elements aligned to 8 bytes at most");
             let len = grown(need, policy);
-            bank.ensure(len * size_of::<T>());
+            // SAFETY: a buffer is made while its redistribution is built: no step, and so no
+            // view of any buffer, lives.
+            unsafe { bank.ensure(len * size_of::<T>()) };
             Store::Banked(Banked { bank: Rc::clone(bank), len, _elements: PhantomData })
         } else {
             Store::Local(Local::zeroed(grown(need, policy)))
@@ -149,11 +154,17 @@ impl<'rt, T: Pod> Store<'rt, T> {
     }
 
     /// Makes room for `need` elements (every PE's, for a symmetric buffer), keeping this PE's
-    /// elements; new ones are zero.
+    /// elements; new ones are zero, but in a bank, where they hold what other buffers left.
     ///
     /// # Collective
     /// Every PE calls it alike when the buffer is symmetric; a local one grows on its own.
-    pub(super) fn collective_ensure(&mut self, need: usize, policy: GrowthPolicy) -> Result<()> {
+    ///
+    /// # Safety
+    /// No view ([`local_range`](Self::local_range), [`local_range_mut`](Self::local_range_mut)
+    /// or a pointer from [`as_ptr`](Self::as_ptr) in use) of any buffer sharing this one's bank
+    /// lives: growing the bank moves it. (The redistribution grows its buffers at builds and
+    /// plans only, under `&mut` of the first hop, when no step and so no view lives.)
+    pub(super) unsafe fn collective_ensure(&mut self, need: usize, policy: GrowthPolicy) -> Result<()> {
         match self {
             Store::Symmetric(array) => {
                 array.collective_ensure(need)?;
@@ -168,7 +179,8 @@ impl<'rt, T: Pod> Store<'rt, T> {
             Store::Local(_) => {}
             Store::Banked(banked) if need > banked.len => {
                 banked.len = grown(need, policy);
-                banked.bank.ensure(banked.len * size_of::<T>());
+                // SAFETY: the caller's promise: no view of the bank lives.
+                unsafe { banked.bank.ensure(banked.len * size_of::<T>()) };
             }
             Store::Banked(_) => {}
         }
@@ -221,7 +233,9 @@ impl<'rt, T: Pod> Store<'rt, T> {
     /// A shared view of elements `range` of this PE's copy.
     ///
     /// # Safety
-    /// No PE (this one included) writes those elements while the slice lives.
+    /// No PE (this one included) writes those elements while the slice lives, neither through
+    /// this buffer nor, in a bank, through another sharing it ([`RELAY_BANKS`] says which may
+    /// be in use at once).
     ///
     /// # Panics
     /// When `range` is not within the buffer (a bug of the caller).
@@ -236,7 +250,7 @@ impl<'rt, T: Pod> Store<'rt, T> {
     ///
     /// # Safety
     /// No PE (this one included) reads or writes those elements while the slice lives, but
-    /// through it.
+    /// through it: neither through this buffer nor, in a bank, through another sharing it.
     ///
     /// # Panics
     /// When `range` is not within the buffer (a bug of the caller).
