@@ -33,14 +33,11 @@ pub fn triple(flag: &str, value: &str) -> Result<[usize; 3], String> {
     }
 }
 
-/// Writes `line` and a newline to standard error in one write. Every PE's error goes through
-/// the launcher to the same terminal: `eprintln!` writes each formatted piece on its own, so
-/// two PEs' lines could interleave mid-line (`PE halo_exchange: PE 4: ... 1: ...`).
+/// Writes `line` and a newline to standard error in one write ([`onesided::launch::say`]):
+/// every PE's error goes through the launcher to the same terminal, where `eprintln!`'s pieces
+/// could interleave mid-line (`PE halo_exchange: PE 4: ... 1: ...`).
 pub fn say(line: &str) {
-    use std::io::Write;
-    let whole = format!("{line}\n");
-    // Nothing better to do with a failure to write an error message.
-    let _ = std::io::stderr().write_all(whole.as_bytes());
+    onesided::launch::say(line);
 }
 
 /// Starts program `name` as a PE: the options parsed by `parse` (an error is printed with its
@@ -59,7 +56,7 @@ pub fn start<T>(
     });
     launch::ensure_launched_with(pes(&options), threads(&options) > 1);
     let rt = Runtime::init().unwrap_or_else(|e| {
-        eprintln!("{name}: {e}");
+        say(&format!("{name}: {e}"));
         std::process::exit(1)
     });
     // The doctor's one line (`onesided-doctor` prints the whole report).

@@ -358,7 +358,9 @@ mod team {
             .failure();
             if let Some(code) = outcome {
                 // Drop cannot return it; a failure means the library no longer knew the team.
-                eprintln!("onesided: shmem_team_destroy failed with {code}; the team was not released");
+                crate::launch::say(&format!(
+                    "onesided: shmem_team_destroy failed with {code}; the team was not released"
+                ));
             }
         }
     }

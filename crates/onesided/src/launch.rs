@@ -22,6 +22,17 @@ const LAUNCHER_PREFIXES: &[&str] = &["OMPI_", "PMIX_", "ORTE_", "OPAL_", "PMI_",
 /// Set in every PE a [`Launch`] starts.
 const MARK: &str = "ONESIDED_PE_RUN";
 
+/// Writes `line` and a newline to standard error in one write. Every PE's messages go
+/// through the launcher to the same stream, and `eprintln!` writes each formatted piece on its
+/// own, so two PEs' lines could interleave mid-line; a line shorter than a pipe's atomic write
+/// (4 KiB on Linux) arrives whole.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let whole = format!("{line}\n");
+    // Nothing better to do with a failure to write a message.
+    let _ = std::io::stderr().write_all(whole.as_bytes());
+}
+
 /// Whether this process was started by a launcher (a [`Launch`], `scripts/pe-run`,
 /// `oshrun`, `mpirun`, `srun`): Open MPI, PMIx, Hydra and Slurm job steps set variables of
 /// their own.

@@ -422,12 +422,12 @@ fn restore_heap(base: usize, staging: usize, len: usize, page: usize, failure: &
         copy_pages_in_use(staging, base, len, page)
     };
     if let Err(why) = copied {
-        eprintln!(
+        crate::launch::say(&format!(
             "onesided: moving the symmetric heap at {base:#x} onto a memory file failed ({failure}), \
              and putting it back failed too ({why}); this PE cannot continue. Set {}=0 to keep \
              the heap where the library put it",
             crate::env::NODE_HEAP
-        );
+        ));
         // SAFETY: ends the process without running exit handlers, which could touch the heap.
         unsafe { libc::_exit(1) };
     }

@@ -237,9 +237,9 @@ pub(crate) fn start(pe: usize, deadline: Duration) {
         }
     });
     if let Err(e) = started {
-        eprintln!(
+        crate::launch::say(&format!(
             "onesided: PE {pe}: the watchdog thread did not start ({e}); blocking calls have no deadline"
-        );
+        ));
     }
 }
 
@@ -260,25 +260,27 @@ fn blocked_line(pe: usize, call: &str, peer: usize, blocked: Duration) -> String
 /// absent from the lines) from calls that do not match (PEs in different calls).
 fn warn(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration) {
     let line = blocked_line(pe, call, peer, blocked);
-    eprintln!("{line}; the job ends if it still has at {deadline:?} (ONESIDED_WAIT_TIMEOUT)");
+    crate::launch::say(&format!(
+        "{line}; the job ends if it still has at {deadline:?} (ONESIDED_WAIT_TIMEOUT)"
+    ));
 }
 
 /// Ends the job for a call that blocked past the deadline.
 fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duration, spent: bool) -> ! {
     let line = blocked_line(pe, call, peer, blocked);
     let spent = if spent { ", which a wait of this PE had already run out" } else { "" };
-    eprintln!(
+    crate::launch::say(&format!(
         "{line}, past the deadline of {deadline:?}{spent} (ONESIDED_WAIT_TIMEOUT): a peer is lost (its node or link down), stopped or dead, or is not \
          taking part; ending the job with status {EXIT_STATUS} (raise ONESIDED_WAIT_TIMEOUT, in seconds, if a PE \
          only computes that long between two calls)",
-    );
+    ));
     // The abort below may block too (the launcher behind the same dead link): end this
     // process then, and the launcher, seeing a PE gone, ends the others.
     let _ = std::thread::Builder::new().name("onesided-exit".to_string()).spawn(move || {
         std::thread::sleep(ABORT_GRACE);
-        eprintln!(
+        crate::launch::say(&format!(
             "onesided: PE {pe}: the job's abort did not return within {ABORT_GRACE:?}; ending this process"
-        );
+        ));
         // SAFETY: `_exit` ends the process at once without running handlers that could
         // block on the peers.
         unsafe { libc::_exit(EXIT_STATUS) }

@@ -47,14 +47,14 @@ fn main() -> ExitCode {
     let rt = match Runtime::init() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("onesided-doctor: start-up failed: {e}");
+            launch::say(&format!("onesided-doctor: start-up failed: {e}"));
             return ExitCode::from(1);
         }
     };
     match check(&rt) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("onesided-doctor: PE {}: {e}", rt.my_pe());
+            launch::say(&format!("onesided-doctor: PE {}: {e}", rt.my_pe()));
             // Every check below is collective and fails on every PE alike, except a wait
             // that timed out; end the job so that none is left waiting.
             if e.scope() == onesided::ErrorScope::ThisPe {
