@@ -85,17 +85,8 @@ impl Bank {
     /// No view of the block lives: a longer block is another allocation.
     unsafe fn ensure(&self, bytes: usize) {
         let words = bytes.div_ceil(size_of::<u64>());
-        let mut block = self.block.borrow_mut();
-        let held = block.as_ref().map_or(0, |b| b.len);
-        if words > held {
-            let grown = Local::zeroed(words);
-            if let Some(old) = block.as_ref() {
-                // SAFETY: both blocks are initialised and hold at least the old length; no
-                // view of the old block lives (the caller's promise).
-                unsafe { std::ptr::copy_nonoverlapping(old.ptr.as_ptr(), grown.ptr.as_ptr(), old.len) };
-            }
-            *block = Some(grown);
-        }
+        // No view of the old block lives (the caller's promise), so it may move.
+        self.block.borrow_mut().get_or_insert_with(|| Local::zeroed(0)).grow(words);
     }
 
     /// Bytes held.
@@ -169,13 +160,8 @@ impl<'rt, T: Pod> Store<'rt, T> {
             Store::Symmetric(array) => {
                 array.collective_ensure(need)?;
             }
-            Store::Local(local) if need > local.len => {
-                let mut grown = Local::zeroed(grown(need, policy));
-                // SAFETY: both blocks are initialised and hold at least the old length; this
-                // PE's exclusive `&mut` means no view of either lives.
-                unsafe { std::ptr::copy_nonoverlapping(local.ptr.as_ptr(), grown.ptr.as_ptr(), local.len) };
-                std::mem::swap(local, &mut grown);
-            }
+            // This PE's exclusive `&mut` means no view of it lives.
+            Store::Local(local) if need > local.len => local.grow(grown(need, policy)),
             Store::Local(_) => {}
             Store::Banked(banked) if need > banked.len => {
                 banked.len = grown(need, policy);
@@ -289,6 +275,18 @@ impl<T: Pod> Local<T> {
         // SAFETY: Box::into_raw never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(block).cast::<T>()) };
         Local { ptr, len }
+    }
+
+    /// Makes the block at least `len` elements long, keeping its contents; new ones are zero.
+    /// The block moves when it grows: no view of it may live (`&mut`).
+    fn grow(&mut self, len: usize) {
+        if len > self.len {
+            let mut grown = Local::zeroed(len);
+            // SAFETY: both blocks are initialised and hold at least the old length, and do
+            // not overlap; `&mut self` means no view of the old one lives.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), grown.ptr.as_ptr(), self.len) };
+            std::mem::swap(self, &mut grown);
+        }
     }
 }
 
