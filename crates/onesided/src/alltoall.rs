@@ -43,6 +43,13 @@ use crate::signal::SignalArray;
 /// saves the copy's time at 0.9 and 2.1 MiB, 96³ and 128³).
 pub const DIRECT_PACK_MIN: usize = 512 * 1024;
 
+/// Timed calls per candidate when [`AlltoallPath::Auto`] calibrates, after a warm-up call.
+const CALIBRATION_CALLS: usize = 5;
+
+/// The most buffer bytes [`AlltoallPath::Auto`]'s candidates may hold at once to be timed
+/// in interleaved rounds; beyond it they are timed one after another.
+const INTERLEAVED_BYTES: usize = 64 << 20;
+
 /// Which algorithm an [`Alltoall`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AlltoallPath {
@@ -57,8 +64,9 @@ pub enum AlltoallPath {
     /// `shmem_alltoall64` / `shmem_alltoall32` on the group as an active set.
     Shmem,
     /// The path measured fastest for this group size and block on this job's nodes: each
-    /// candidate times a few calls at creation, the slowest member's median decides, and the
-    /// choice is cached like the exchanges' links ([`crate::links`]); an all-to-all created
+    /// candidate makes a few calls at creation, interleaved with the others' where their
+    /// buffers fit together, the median call (each timed as its slowest member's) decides,
+    /// and the choice is cached like the exchanges' links ([`crate::links`]); an all-to-all created
     /// so reports the path it took ([`Alltoall::path`]).
     Auto,
 }
@@ -260,8 +268,13 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
     }
 
     /// The path to take for [`AlltoallPath::Auto`]: from the cache, else by timing each
-    /// candidate (a warm-up and three calls on every member; the slowest member's median
-    /// decides, agreed over the job), written to the cache.
+    /// candidate ([`CALIBRATION_CALLS`] calls after a warm-up; a call's time is its slowest
+    /// member's, agreed over the job, and the median call decides), written to the cache.
+    /// Candidates whose buffers fit [`INTERLEAVED_BYTES`] together are timed in interleaved
+    /// rounds, one call of each per round, so that a slow spell of the machine (a peer
+    /// descheduled on an oversubscribed node, a burst of other traffic) weighs on every
+    /// candidate alike; larger ones one after another. From the second round on, a candidate
+    /// whose fastest call took over twice the best median so far makes no more calls.
     ///
     /// # Collective
     /// Every PE of the job, as the creation.
@@ -286,36 +299,77 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         let shmem_fits = rt.max_u64_one(u64::from(unfit))? == 0;
         let candidates: Vec<AlltoallPath> =
             AlltoallPath::ALL.into_iter().filter(|&p| p != AlltoallPath::Shmem || shmem_fits).collect();
-        let mut medians = vec![0u64; AlltoallPath::ALL.len()];
-        for &path in &candidates {
-            let mut alltoall =
-                Alltoall::<T>::collective_new(group, &format!("{name}: calibration"), block, path)?;
-            if group.my_rank().is_some() {
-                let mut times = Vec::with_capacity(3);
-                for call in 0..4 {
-                    let start = std::time::Instant::now();
+        // A candidate's send and receive buffers.
+        let each = bytes.saturating_mul(group.len()).saturating_mul(2);
+        let batches: Vec<Vec<AlltoallPath>> = if each.saturating_mul(candidates.len()) <= INTERLEAVED_BYTES {
+            vec![candidates.clone()]
+        } else {
+            candidates.iter().map(|&p| vec![p]).collect()
+        };
+        let member = group.my_rank().is_some();
+        let mut calls: Vec<Vec<u64>> = vec![Vec::new(); AlltoallPath::ALL.len()];
+        let slot = |p: AlltoallPath| p.index().unwrap_or(0);
+        let median = |times: &[u64]| {
+            let mut sorted = times.to_vec();
+            sorted.sort_unstable();
+            sorted.get(sorted.len() / 2).copied()
+        };
+        for batch in batches {
+            let mut live = Vec::with_capacity(batch.len());
+            for &path in &batch {
+                live.push((
+                    path,
+                    Alltoall::<T>::collective_new(group, &format!("{name}: calibration"), block, path)?,
+                ));
+            }
+            // A warm-up call each (connections, registrations, first touches), not timed.
+            if member {
+                for (_, alltoall) in &mut live {
                     alltoall.collective_run()?;
-                    if call > 0 {
-                        times.push(start.elapsed().as_nanos() as u64);
+                }
+            }
+            for round in 0..CALIBRATION_CALLS {
+                let mut this = vec![0u64; live.len()];
+                if member {
+                    for ((_, alltoall), time) in live.iter_mut().zip(&mut this) {
+                        let start = std::time::Instant::now();
+                        alltoall.collective_run()?;
+                        *time = (start.elapsed().as_nanos() as u64).min(i64::MAX as u64);
                     }
                 }
-                times.sort_unstable();
-                let i = path.index().unwrap_or(0);
-                medians[i] = times[times.len() / 2].min(i64::MAX as u64);
+                rt.max_u64(&mut this)?;
+                for ((path, _), time) in live.iter().zip(this) {
+                    calls[slot(*path)].push(time);
+                }
+                if round >= 1 {
+                    // Every PE holds the same times, so every PE drops the same candidates
+                    // (whose buffers it frees collectively) in the same order.
+                    let best = calls.iter().filter_map(|t| median(t)).min().unwrap_or(u64::MAX);
+                    live.retain(|(path, _)| {
+                        calls[slot(*path)]
+                            .iter()
+                            .min()
+                            .is_some_and(|&fastest| fastest <= best.saturating_mul(2))
+                    });
+                }
             }
         }
-        rt.max_u64(&mut medians)?;
+        let medians: Vec<u64> = calls.iter().map(|t| median(t).unwrap_or(u64::MAX)).collect();
         let best = candidates
             .iter()
             .copied()
-            .min_by_key(|&p| medians[p.index().unwrap_or(0)])
+            .min_by_key(|&p| medians[slot(p)])
             .unwrap_or(AlltoallPath::OrderedOneSided);
         if let Some(file) = cache.filter(|_| rt.my_pe() == 0) {
             let notes: Vec<String> = candidates
                 .iter()
                 .map(|&p| {
-                    let i = p.index().unwrap_or(0);
-                    format!("{p}: {:.2} us, the slowest member's median", medians[i] as f64 / 1e3)
+                    let times = &calls[slot(p)];
+                    format!(
+                        "{p}: {:.2} us, the median of {} calls (each its slowest member's)",
+                        medians[slot(p)] as f64 / 1e3,
+                        times.len()
+                    )
                 })
                 .collect();
             crate::links::write_choice(&file, key, best.name(), &notes);
