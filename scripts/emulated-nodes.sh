@@ -12,6 +12,8 @@
 # OpenSHMEM library sees different hosts: no shared-memory mapping), within a node shared
 # memory as usual. With a rate (NODES_RATE, tc's units such as 1gbit) both ends of every link
 # get a token-bucket filter (tbf), which this kernel has; it has no netem, so no added delay.
+# NODES_QUEUE (tbf latency, default 100ms) bounds how long a packet waits in a link's queue
+# before it is dropped: the depth of a switch port's buffer.
 #
 # Only the objects made here are touched, and nodes_down removes them all; pe-run calls it on
 # every exit. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2.
@@ -71,8 +73,9 @@ nodes_up() {
         fi
         NODES_CREATED_LINKS+=("$veth")
         if [[ -n ${NODES_RATE:-} ]]; then
-            if ! error=$( { tc qdisc add dev "$veth" root tbf rate "$NODES_RATE" burst 256kbit latency 100ms &&
-                ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$NODES_RATE" burst 256kbit latency 100ms; } 2>&1); then
+            local queue=${NODES_QUEUE:-100ms}
+            if ! error=$( { tc qdisc add dev "$veth" root tbf rate "$NODES_RATE" burst 256kbit latency "$queue" &&
+                ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$NODES_RATE" burst 256kbit latency "$queue"; } 2>&1); then
                 flock -u "$lock"; nodes_fail "limiting node $i's link to $NODES_RATE failed ($error)"; return 1
             fi
         fi
