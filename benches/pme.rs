@@ -11,7 +11,10 @@
 //! redistribution's own buffer (the step's `mesh`, as a gather writes them; the writing is
 //! not timed) and return them from there (`return_forces`): no staging copy, and each PE
 //! reads its forces where they lie and unpacks them in the same pass (on the put path too:
-//! the atoms go out by put, the forces come back by pull).
+//! the atoms go out by put, the forces come back by pull). `auto` is
+//! [`RedistPath::Auto`]: the path of the job's slowest link class, measured or cached (on
+//! one node the same-node link's, across emulated nodes the other-node link's), forces
+//! returned in place where it took a one-sided path.
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -101,9 +104,12 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         for (name, path, in_place) in variants.into_iter().chain([
             ("onesided-get-in-place", RedistPath::OneSidedGet, true),
             ("onesided-put-in-place", RedistPath::OneSidedPut, true),
+            ("auto", RedistPath::Auto, true),
         ]) {
             let redist =
                 Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
+            // Auto returns in place where it took a one-sided path, as an engine would.
+            let in_place = in_place && redist.path() != RedistPath::Mpi;
             let home_forces = vec![[0.0; 3]; home.len()];
             let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces, in_place };
             steps.push((name, system.len(), RefCell::new(step)));

@@ -1,6 +1,6 @@
 //! The PME mesh between 2 PEs, both PME ranks, on every all-to-all path in the same run:
 //!
-//! - `pme_fft/{ordered-onesided,node-aware-onesided,ordered-mpi,mpi}/<K>`: a forward and a
+//! - `pme_fft/{ordered-onesided,node-aware-onesided,ordered-mpi,mpi,auto}/<K>`: a forward and a
 //!   backward distributed 3-D FFT of a `K³` grid (K = 48, 96, 128), transposes included;
 //! - `pme_fft_comm/.../<K>`: the same iterations, timing only the two transposes' communication
 //!   as GROMACS's `PME 3D-FFT Comm.` counts it (the all-to-all call without packing and
@@ -14,7 +14,10 @@
 //!   to the PME ranks, spread, FFT, solve, FFT, gather, forces back; one-sided is the put
 //!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
 //!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
-//!   step's error rides in the forward transposes (`RedistBuilder::vote_in_mesh`).
+//!   step's error rides in the forward transposes (`RedistBuilder::vote_in_mesh`);
+//!   `pme_step/auto/<atoms>` takes [`RedistPath::Auto`] and [`AlltoallPath::Auto`] (the
+//!   paths the job's links and the grid's blocks were measured fastest on) and
+//!   [`ExchangePath::Auto`] for the overlaps (per partner, its link's path).
 //!
 //! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_mesh` launches
 //! 2 PEs through scripts/pe-run, one thread each.
@@ -28,12 +31,14 @@ use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
 use onesided_suite::bench::{self, Bench};
 use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient};
 
-/// The transposes benchmarked, with `mpi` (`MPI_Alltoall`) the reference of the ratios.
-const FFT_PATHS: [AlltoallPath; 4] = [
+/// The transposes benchmarked, with `mpi` (`MPI_Alltoall`) the reference of the ratios;
+/// `auto` is the one of the others measured fastest for the grid's blocks at creation.
+const FFT_PATHS: [AlltoallPath; 5] = [
     AlltoallPath::OrderedOneSided,
     AlltoallPath::NodeAwareOneSided,
     AlltoallPath::OrderedMpi,
     AlltoallPath::Mpi,
+    AlltoallPath::Auto,
 ];
 
 fn main() {
@@ -99,6 +104,7 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
     let configurations = [
         ("onesided", RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
         ("mpi", RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
+        ("auto", RedistPath::Auto, ExchangePath::Auto, AlltoallPath::Auto),
     ];
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;

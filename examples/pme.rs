@@ -28,7 +28,8 @@
 //!
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
 //! every 10 steps. The overlap planes between slabs travel one-sided (put) with a one-sided
-//! redistribution and over MPI with an MPI one. `--verify` checks the last step's energy and
+//! redistribution, over MPI with an MPI one, and under `--path auto` each pair on its link's
+//! path (`ExchangePath::Auto`). `--verify` checks the last step's energy and
 //! forces against serial PME in double precision on the same grid, and that every
 //! configuration gave the same bits. The last line per configuration is `summary path=<p>
 //! fft_path=<f> atoms=<n> pes=<k> pme_pes=<m> grid=<KxKxK> steps=<s> redist_x_us= spread_us=
@@ -412,9 +413,11 @@ fn run_configuration(
         .vote_in_mesh();
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
     let mut redist = builder.collective_build(&home, setup.structure.len())?;
-    // The overlap planes go the way the redistribution went (under auto, the path it took).
-    let overlap = match redist.path() {
-        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => ExchangePath::Mpi,
+    // The overlap planes go the way the redistribution went; under auto, per partner the
+    // path of its link.
+    let overlap = match (path, redist.path()) {
+        (RedistPath::Auto, _) => ExchangePath::Auto,
+        (_, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) => ExchangePath::Mpi,
         _ => ExchangePath::Put,
     };
     if path == RedistPath::Auto && me == 0 {
