@@ -5,7 +5,8 @@
 //! ```
 //! `--criterion` defaults to `target/criterion`; `--plots` (default `docs/bench`) receives
 //! `<group>.svg`. Groups given by name limit the report to them. `--headline` prints only the
-//! README's table of headline ratios.
+//! README's table of headline ratios; `--medians` only each benchmark's median, a line
+//! `group/variant/size<TAB>nanoseconds` each, for scripts that build their own tables.
 
 use std::path::PathBuf;
 
@@ -23,14 +24,18 @@ fn run() -> Result<(), String> {
     let mut plots = PathBuf::from("docs/bench");
     let mut only = Vec::new();
     let mut headline = false;
+    let mut medians = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--criterion" => criterion = args.next().ok_or("--criterion needs a directory")?.into(),
             "--plots" => plots = args.next().ok_or("--plots needs a directory")?.into(),
             "--headline" => headline = true,
+            "--medians" => medians = true,
             "-h" | "--help" => {
-                println!("usage: bench-report [--criterion DIR] [--plots DIR] [--headline] [GROUP...]");
+                println!(
+                    "usage: bench-report [--criterion DIR] [--plots DIR] [--headline] [--medians] [GROUP...]"
+                );
                 return Ok(());
             }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
@@ -48,6 +53,12 @@ fn run() -> Result<(), String> {
     }
     if points.is_empty() {
         return Err(format!("no results under {}; run `cargo bench` first", criterion.display()));
+    }
+    if medians {
+        for p in &points {
+            println!("{}/{}/{}\t{}", p.group, p.variant, p.bytes, p.median_ns);
+        }
+        return Ok(());
     }
     let paired = records::read_paired(&criterion.join("paired-ratios.json")).unwrap_or_default();
     print!("{}", report::markdown(&points, &paired));
