@@ -33,12 +33,10 @@ pub fn triple(flag: &str, value: &str) -> Result<[usize; 3], String> {
     }
 }
 
-/// Writes `line` and a newline to standard error in one write ([`onesided::launch::say`]):
-/// every PE's error goes through the launcher to the same terminal, where `eprintln!`'s pieces
-/// could interleave mid-line (`PE halo_exchange: PE 4: ... 1: ...`).
-pub fn say(line: &str) {
-    onesided::launch::say(line);
-}
+/// Writes a line to standard error in one write: every PE's error goes through the launcher
+/// to the same terminal, where `eprintln!`'s pieces could interleave mid-line
+/// (`PE halo_exchange: PE 4: ... 1: ...`).
+pub use onesided::launch::say;
 
 /// Starts program `name` as a PE: the options parsed by `parse` (an error is printed with its
 /// usage and the program exits with status 2, before any PE starts), `pes` PEs launched when
