@@ -31,9 +31,12 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in
-            [("onesided", ExchangePath::Put), ("auto", ExchangePath::Auto), ("mpi", ExchangePath::Mpi)]
-        {
+        for (variant, path) in [
+            ("onesided", ExchangePath::Put),
+            ("auto", ExchangePath::Auto),
+            ("mpi", ExchangePath::Mpi),
+            ("mpi-rma", ExchangePath::MpiRma),
+        ] {
             let halo = HaloExchange::builder(rt, grid.clone())
                 .path(path)
                 .periodic_images(PeriodicImages::Kernel)

@@ -64,6 +64,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         ("buffered", ExchangePath::Buffered, false),
         ("mpi", ExchangePath::Mpi, false),
         ("mpi-2way", ExchangePath::Mpi, true),
+        ("mpi-rma", ExchangePath::MpiRma, false),
         ("auto", ExchangePath::Auto, false),
     ] {
         let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;

@@ -10,8 +10,9 @@
 //! names the built-in table lacks: `NAME charge c6 c12` per line), `--replicate NX,NY,NZ`,
 //! `--cutoff NM`, `--grid NX,NY,NZ` (default: chosen from the PE count), `--steps S`,
 //! `--nstlist K` (repartition and pair-search interval), `--threads T`,
-//! `--path mpi|onesided|auto|both|all` (auto: per neighbour, the path of its link, measured
-//! at the start or cached), `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
+//! `--path mpi|onesided|mpi-rma|auto|both|all` (mpi-rma: the one-sided offset swap over an
+//! MPI-3 window; auto: per neighbour, the path of its link, measured at the start or cached;
+//! all: onesided, mpi, mpi-rma and auto), `--verify`, `--dump-halo DIR`, `--kernel cluster|reference`
 //! (the clustered pair-list kernel, or the plain cell-list loop it is checked against),
 //! `--images kernel|halo` (who makes the periodic images along dimensions of the grid with
 //! one domain: the force kernel, from the stored atoms and a shift, as GROMACS does, the
@@ -104,7 +105,7 @@ enum Kernel {
 }
 
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
-[--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|auto|both|all] [--verify] \
+[--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|mpi-rma|auto|both|all] [--verify] \
 [--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] \
 [--squeeze STEP] [--dlb no|yes|auto] [--pes N]";
 
@@ -146,12 +147,17 @@ fn parse() -> Result<Options, String> {
             "--path" => {
                 options.paths = match value()?.as_str() {
                     "both" => vec![ExchangePath::Put, ExchangePath::Mpi],
-                    "all" => vec![ExchangePath::Put, ExchangePath::Mpi, ExchangePath::Auto],
+                    "all" => {
+                        vec![ExchangePath::Put, ExchangePath::Mpi, ExchangePath::MpiRma, ExchangePath::Auto]
+                    }
                     "onesided" => vec![ExchangePath::Put],
                     "mpi" => vec![ExchangePath::Mpi],
+                    "mpi-rma" => vec![ExchangePath::MpiRma],
                     "auto" => vec![ExchangePath::Auto],
                     other => {
-                        return Err(format!("--path takes mpi, onesided, auto, both or all, got {other:?}"));
+                        return Err(format!(
+                            "--path takes mpi, onesided, mpi-rma, auto, both or all, got {other:?}"
+                        ));
                     }
                 }
             }
@@ -853,6 +859,7 @@ const REPLAY_TOLERANCE: f64 = 1e-4;
 fn label(path: ExchangePath) -> &'static str {
     match path {
         ExchangePath::Mpi => "mpi",
+        ExchangePath::MpiRma => "mpi-rma",
         ExchangePath::Auto => "auto",
         _ => "onesided",
     }

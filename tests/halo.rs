@@ -303,10 +303,12 @@ fn grid_for(
 fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     // Per link class, the path of an `Auto` halo, alternating between grids: on 2 emulated
     // nodes (scripts/test-nodes) a PE's neighbours are of both classes, so its pulses mix the
-    // one-sided and the MPI paths.
+    // one-sided and the MPI paths (on one node, the same-node path serves every pulse).
     let mixed = [
         Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi },
+        Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Get },
         Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get },
+        Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma },
     ];
     for (g, (dims, cutoff, shape)) in grids(rt.n_pes()).into_iter().enumerate() {
         let s = system(shape);

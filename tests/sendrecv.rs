@@ -1,5 +1,5 @@
-//! Send-receive on every path (one-sided put and get, buffered, MPI) under the launcher with
-//! 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
+//! Send-receive on every path (one-sided put and get, buffered, MPI, MPI one-sided) under
+//! the launcher with 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
 //! random per-PE delays, both directions at once, oversized messages rejected, messages
 //! consumed where they lie, offered in place, packed for every PE in one pass, the two sides
 //! of a pair choosing different kinds, and every path giving the same bytes in the same
@@ -53,11 +53,13 @@ enum Route {
 /// Links that mix the paths. On one node every partner takes the same-node path; on 2
 /// emulated nodes (scripts/test-nodes, two PEs a node) every PE has partners of both
 /// classes, so a call splits into two parts run by different transports.
-const MIXED: [Links; 4] = [
+const MIXED: [Links; 6] = [
     Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi },
     Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi },
     Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Put },
     Links { same_node: ExchangePath::Put, other_node: ExchangePath::Get },
+    Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma },
+    Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Mpi },
 ];
 
 /// Every path, then every mix of [`MIXED`].
@@ -377,7 +379,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
                 message.fill(value(me, to, 0, 0));
             }
         };
-        let told = me == victim || (me == 0 && exchange.path_to(victim) == ExchangePath::Put);
+        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
         let outcome = exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run();
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
@@ -390,7 +392,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             let mut got = vec![0u64; 8];
             target.read_local(from * ROOM, &mut got)?;
             if me == victim && from == 0 {
-                if exchange.path_to(0) == ExchangePath::Put {
+                if exchange.path_to(0).announces() {
                     ensure!(got == vec![7; 8], "{path}: the refused message was written");
                 }
             } else {
@@ -426,7 +428,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         // The receiver always learns of it; on the put path the sender, which checks the
         // announced room, does too.
         let victim = 1 % n;
-        let told = me == victim || (me == 0 && exchange.path_to(victim) == ExchangePath::Put);
+        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, count, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
@@ -435,7 +437,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
             Ok(8) => ensure!(!told, "{path}: PE {me} missed the rejection"),
             other => return Err(format!("{path}: PE {me} got {other:?}").into()),
         }
-        if me == victim && exchange.path_to(0) == ExchangePath::Put {
+        if me == victim && exchange.path_to(0).announces() {
             let mut untouched = vec![0u32; 32];
             target.read_local(0, &mut untouched)?;
             ensure!(untouched == vec![7; 32], "{path}: a rejected message was written");
@@ -495,7 +497,7 @@ fn consumed_messages(rt: &Runtime) -> CaseResult {
             .run()
             .map(<[usize]>::to_vec);
         let victim = 1 % n;
-        let told = me == victim || (me == 0 && exchange.path_to(victim) == ExchangePath::Put);
+        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");

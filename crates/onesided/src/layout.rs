@@ -168,12 +168,29 @@ impl HeapLayout {
 /// This PE's Sandia OpenSHMEM heap around `first_block`: the anonymous mapping that holds it
 /// bounds a bisection with `shmem_addr_accessible`, which is exact for the heap's extent.
 fn sos_heap_bounds(first_block: usize) -> std::result::Result<(usize, usize), String> {
+    let (start, end) = node_heap::anonymous_mapping_around(first_block)?;
+    accessible_extent(first_block, start, end)
+}
+
+/// This PE's symmetric heap around `first_block` (its start and length), whatever kind of
+/// mapping holds it: the span `shmem_addr_accessible` accepts within that mapping.
+pub(crate) fn heap_bounds(first_block: usize) -> std::result::Result<(usize, usize), String> {
+    let (start, end) = node_heap::mapping_around(first_block)?;
+    accessible_extent(first_block, start, end)
+}
+
+/// The span around `first_block` within the mapping `start..end` that `shmem_addr_accessible`
+/// accepts, found by bisection, in whole pages.
+fn accessible_extent(
+    first_block: usize,
+    start: usize,
+    end: usize,
+) -> std::result::Result<(usize, usize), String> {
     // SAFETY: OpenSHMEM is initialised.
     let me = unsafe { shmem_sys::shmem_my_pe() };
     // SAFETY: any address may be asked about.
     let accessible =
         |address: usize| unsafe { shmem_sys::shmem_addr_accessible(address as *const c_void, me) } != 0;
-    let (start, end) = node_heap::anonymous_mapping_around(first_block)?;
     if !accessible(first_block) {
         return Err(format!("the first symmetric block {first_block:#x} is not accessible"));
     }

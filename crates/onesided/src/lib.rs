@@ -74,6 +74,7 @@ mod heap;
 pub mod launch;
 mod layout;
 pub mod links;
+mod mpi_window;
 mod node_heap;
 mod raw;
 mod reduce;

@@ -5,9 +5,9 @@
 //! [`env::TRANSPORT`] when it names them; else from the cache file of an earlier calibration
 //! of the same implementation, hosts, PE count and settings; else by calibrating. The
 //! calibration times send-receive calls between PE 0 and one PE of its node and one PE of
-//! another node on each candidate path (the one-sided put and get paths and MPI), at three
-//! message sizes, and gives each class of link the path whose times are the least, summed as
-//! ratios to the fastest at each size. PE 0 decides and every PE takes its decision, so the
+//! another node on each candidate path (the one-sided put and get paths, MPI two-sided and
+//! MPI one-sided), at three message sizes, and gives each class of link the path whose times
+//! are the least, summed as ratios to the fastest at each size. PE 0 decides and every PE takes its decision, so the
 //! PEs agree. Only the two or three PEs that measure exchange anything meanwhile. Where PE 0's
 //! node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the same-node link
 //! keeps the one-sided put unmeasured: two PEs timed while the others sleep cannot show what
@@ -27,7 +27,7 @@ use crate::sendrecv::{Exchange, ExchangePath, Incoming, Outgoing};
 
 /// The paths an [`ExchangePath::Auto`] exchange takes: one to and from the PEs of this node,
 /// one to and from the PEs of other nodes. Each is [`ExchangePath::Put`],
-/// [`ExchangePath::Get`] or [`ExchangePath::Mpi`].
+/// [`ExchangePath::Get`], [`ExchangePath::Mpi`] or [`ExchangePath::MpiRma`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Links {
     /// The path to PEs on this PE's node ([`Runtime::same_node`]).
@@ -37,7 +37,14 @@ pub struct Links {
 }
 
 /// The paths a link may take, in the order their codes number them.
-const LINK_PATHS: [ExchangePath; 3] = [ExchangePath::Put, ExchangePath::Get, ExchangePath::Mpi];
+const LINK_PATHS: [ExchangePath; 4] =
+    [ExchangePath::Put, ExchangePath::Get, ExchangePath::Mpi, ExchangePath::MpiRma];
+
+/// The cache file's name's first part: the links, among this many paths.
+const CACHE_NAME: &str = "links-4paths";
+
+/// How many paths a link may take.
+const PATHS: u64 = LINK_PATHS.len() as u64;
 
 impl Links {
     /// The same path to every PE.
@@ -67,23 +74,24 @@ impl Links {
             if !LINK_PATHS.contains(&path) {
                 return Err(Error::InvalidArgument(format!(
                     "the {class} link cannot take the {path} path: a link takes onesided-put, \
-                     onesided-get or mpi"
+                     onesided-get, mpi or mpi-rma"
                 )));
             }
         }
         Ok(())
     }
 
-    /// A number for the links, the same on every PE (1 to 9; 0 is no links).
+    /// A number for the links, the same on every PE (1 to 16; 0 is no links).
     fn code(&self) -> u64 {
         let index = |p: ExchangePath| LINK_PATHS.iter().position(|&q| q == p).unwrap_or(0) as u64;
-        1 + 3 * index(self.same_node) + index(self.other_node)
+        1 + PATHS * index(self.same_node) + index(self.other_node)
     }
 
     /// The links of [`code`](Self::code).
     fn from_code(code: u64) -> Option<Links> {
-        let i = code.checked_sub(1).filter(|&i| i < 9)? as usize;
-        Some(Links { same_node: LINK_PATHS[i / 3], other_node: LINK_PATHS[i % 3] })
+        let i = code.checked_sub(1).filter(|&i| i < PATHS * PATHS)?;
+        let (same, other) = ((i / PATHS) as usize, (i % PATHS) as usize);
+        Some(Links { same_node: LINK_PATHS[same], other_node: LINK_PATHS[other] })
     }
 }
 
@@ -248,7 +256,8 @@ impl Runtime {
                 LinkChoice { links, source: LinksSource::Environment, measured: Vec::new() }
             }
             TransportSetting::Auto | TransportSetting::Calibrate => {
-                let cache = self.collective_cache_file("links")?;
+                // Named by the candidates: a calibration among fewer paths is not reused.
+                let cache = self.collective_cache_file(CACHE_NAME)?;
                 let cached = match (&cache, setting) {
                     (Some(file), TransportSetting::Auto) if self.my_pe() == 0 => read_cache(file),
                     _ => None,
@@ -548,6 +557,10 @@ mod tests {
         }
         assert_eq!("mpi".parse::<Links>().unwrap(), Links::uniform(ExchangePath::Mpi));
         assert_eq!(
+            "same-node=put,other-node=mpi-rma".parse::<Links>().unwrap(),
+            Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma }
+        );
+        assert_eq!(
             "other-node=mpi".parse::<Links>().unwrap(),
             Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi }
         );
@@ -555,7 +568,7 @@ mod tests {
         assert!("same-node=auto".parse::<Links>().is_err());
         assert!("near=put".parse::<Links>().is_err());
         assert_eq!(Links::from_code(0), None);
-        assert_eq!(Links::from_code(10), None);
+        assert_eq!(Links::from_code(17), None);
         assert_eq!(parse_transport("calibrate").unwrap(), TransportSetting::Calibrate);
         assert_eq!(parse_transport("").unwrap(), TransportSetting::Auto);
         assert!(parse_transport("fast").is_err());

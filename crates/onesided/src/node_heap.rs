@@ -288,6 +288,17 @@ fn open_rdma_device() -> Option<String> {
     })
 }
 
+/// The mapping of this process that contains `address`, of any kind, from `/proc/self/maps`.
+pub(crate) fn mapping_around(address: usize) -> Result<(usize, usize), String> {
+    let maps =
+        std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("reading /proc/self/maps: {e}"))?;
+    maps.lines()
+        .filter_map(parse_maps_line)
+        .find(|(start, end, ..)| (start..end).contains(&&address))
+        .map(|(start, end, ..)| (start, end))
+        .ok_or_else(|| format!("no mapping in /proc/self/maps holds the heap address {address:#x}"))
+}
+
 /// The anonymous private mapping of this process that contains `address`, from
 /// `/proc/self/maps`.
 pub(crate) fn anonymous_mapping_around(address: usize) -> Result<(usize, usize), String> {

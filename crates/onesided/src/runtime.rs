@@ -15,6 +15,7 @@ use crate::doctor;
 use crate::env;
 use crate::error::{Error, Result};
 use crate::layout::{HeapLayout, SameNodeAccess};
+use crate::mpi_window::HeapWindow;
 use crate::scratch::CollectiveScratch;
 use crate::watchdog::{self, watch};
 
@@ -72,6 +73,9 @@ pub struct Runtime {
     collectives: Mutex<CollectiveScratch>,
     /// The paths of `Auto` exchanges, once settled ([`crate::links`]).
     pub(crate) links: Mutex<Option<crate::links::LinkChoice>>,
+    /// The MPI window over the symmetric heap, once an exchange on the MPI one-sided path
+    /// has needed it ([`Runtime::collective_heap_window`]).
+    window: std::sync::OnceLock<HeapWindow>,
     /// MPI must be finalised on the initialising thread.
     _not_send: PhantomData<*const ()>,
 }
@@ -247,6 +251,7 @@ impl Runtime {
             allocations: AtomicU64::new(0),
             collectives: Mutex::new(collectives),
             links: Mutex::new(None),
+            window: std::sync::OnceLock::new(),
             _not_send: PhantomData,
         })
     }
@@ -353,6 +358,21 @@ impl Runtime {
         end_job(code)
     }
 
+    /// The MPI window over this PE's symmetric heap, created at the first call.
+    ///
+    /// # Collective
+    /// Every PE calls it at the same point the first time (creating an exchange on the MPI
+    /// one-sided path does); later calls return the window at once.
+    pub(crate) fn collective_heap_window(&self) -> Result<&HeapWindow> {
+        if let Some(window) = self.window.get() {
+            return Ok(window);
+        }
+        let first_block = self.heap.base();
+        let bounds = crate::layout::heap_bounds(first_block);
+        let window = HeapWindow::collective_new(&self.world(), bounds, first_block)?;
+        Ok(self.window.get_or_init(|| window))
+    }
+
     /// The collective scratch, locked: collectives of one PE's threads never interleave.
     pub(crate) fn lock_collectives(&self) -> std::sync::MutexGuard<'_, CollectiveScratch> {
         self.collectives.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -397,6 +417,8 @@ impl Drop for Runtime {
             // The other PEs would wait for this one forever; end the job instead.
             end_job(1);
         }
+        // Before finalising: freeing the window is an MPI collective.
+        drop(self.window.take());
         self.collectives.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).free();
         // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
         watch("shmem_finalize", None, || unsafe { shmem_sys::shmem_finalize() });

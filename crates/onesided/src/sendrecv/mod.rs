@@ -1,6 +1,7 @@
 //! Send-receive between pairs of PEs: one operation, [`Exchange::call`], whose messages say
-//! what differs, on four paths: one-sided offset swap (put), one-sided pull (get), the
-//! buffered baseline of the 2013 SHMEM port of GROMACS, and MPI two-sided as the reference.
+//! what differs, on five paths: one-sided offset swap (put), one-sided pull (get), the
+//! buffered baseline of the 2013 SHMEM port of GROMACS, MPI two-sided as the reference, and
+//! the offset swap over MPI-3 one-sided (a window on the symmetric heap).
 //!
 //! Every message a PE receives names its final place: a buffer out of a list of symmetric
 //! arrays both sides pass (the coordinate array itself, received in place, or a scratch
@@ -31,9 +32,13 @@
 //! The **MPI** path uses `MPI_Sendrecv` for one message each way and `MPI_Isend`,
 //! `MPI_Irecv` and waits for more, receiving straight into the same final places.
 //!
-//! All four give the same bytes in the same places, whatever kind of message each side
+//! The **MPI one-sided** path is the put path's protocol with every remote write an `MPI_Put`
+//! or `MPI_Accumulate` into a window over the symmetric heap, flushed before the signal that
+//! publishes it.
+//!
+//! All five give the same bytes in the same places, whatever kind of message each side
 //! chose. Each transport is one file behind the [`Transport`] trait (`put.rs`, `get.rs`,
-//! `buffered.rs`, `mpi.rs`), holding its own state; `channel.rs` holds what they share (the
+//! `buffered.rs`, `mpi.rs`, `mpi_rma.rs`), holding its own state; `channel.rs` holds what they share (the
 //! partners' slots and signals, call numbers, the delivery signal's encoding), `call.rs` the
 //! call's builder and what the transports see of it, `validate.rs` the checks made before
 //! anything moves.
@@ -56,6 +61,7 @@ mod delivery;
 mod get;
 mod mixed;
 mod mpi;
+mod mpi_rma;
 mod partners;
 mod put;
 mod validate;
@@ -78,6 +84,10 @@ pub enum ExchangePath {
     Buffered,
     /// MPI two-sided, the reference.
     Mpi,
+    /// MPI-3 one-sided: the put path's offset swap over an MPI window on the symmetric heap
+    /// (`MPI_Put`, `MPI_Win_flush`, signals raised by `MPI_Accumulate`, passive target), for
+    /// networks where MPI's one-sided transport is faster than OpenSHMEM's.
+    MpiRma,
     /// Per partner, the path of its link: one to the PEs of this node and one to the rest,
     /// measured fastest at the first `Auto` exchange, cached, or named by
     /// [`env::TRANSPORT`](crate::env::TRANSPORT) ([`Runtime::collective_links`]).
@@ -86,8 +96,13 @@ pub enum ExchangePath {
 
 impl ExchangePath {
     /// Every path, in the order reports list them.
-    pub const ALL: [ExchangePath; 4] =
-        [ExchangePath::Put, ExchangePath::Get, ExchangePath::Buffered, ExchangePath::Mpi];
+    pub const ALL: [ExchangePath; 5] = [
+        ExchangePath::Put,
+        ExchangePath::Get,
+        ExchangePath::Buffered,
+        ExchangePath::Mpi,
+        ExchangePath::MpiRma,
+    ];
 
     /// The name used on command lines and in benchmark ids.
     pub fn name(self) -> &'static str {
@@ -96,8 +111,17 @@ impl ExchangePath {
             ExchangePath::Get => "onesided-get",
             ExchangePath::Buffered => "buffered",
             ExchangePath::Mpi => "mpi",
+            ExchangePath::MpiRma => "mpi-rma",
             ExchangePath::Auto => "auto",
         }
+    }
+
+    /// Whether receivers announce where their messages go before the senders send (the
+    /// offset swap: the put path and the MPI one-sided path): there a sender checks the room
+    /// and learns of a message too large itself, writes nothing where it would not fit, and
+    /// [`Exchange::post_receives`] takes the announcement off the call.
+    pub fn announces(self) -> bool {
+        matches!(self, ExchangePath::Put | ExchangePath::MpiRma)
     }
 
     /// Whether the path needs [`Exchange::collective_reserve`] before messages that are not
@@ -122,10 +146,11 @@ impl FromStr for ExchangePath {
             "onesided-get" | "get" => Ok(ExchangePath::Get),
             "buffered" => Ok(ExchangePath::Buffered),
             "mpi" => Ok(ExchangePath::Mpi),
+            "mpi-rma" | "rma" => Ok(ExchangePath::MpiRma),
             "auto" => Ok(ExchangePath::Auto),
             other => Err(Error::InvalidArgument(format!(
                 "unknown send-receive path {other:?}: expected onesided-put, onesided-get, \
-                 buffered, mpi or auto"
+                 buffered, mpi, mpi-rma or auto"
             ))),
         }
     }
@@ -366,6 +391,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 ExchangePath::Get => Box::new(get::Get::new()),
                 ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(&mut chan)),
                 ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
+                ExchangePath::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(&chan)?),
                 ExchangePath::Auto => unreachable!("links name concrete paths"),
             })
         };
@@ -462,8 +488,9 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// Announces now where the next call's `incoming` messages go, so that their senders
     /// need not wait for it: the way to take the announcement off the critical path when the
     /// receive regions are known, and free, ahead of time (after the data of the previous
-    /// call has been used). The next call must receive exactly these messages. Only the put
-    /// path announces; the others accept posted receives and ignore them.
+    /// call has been used). The next call must receive exactly these messages. Only the paths
+    /// that [announce](ExchangePath::announces) use it; the others accept posted receives and
+    /// ignore them.
     ///
     /// From the moment of posting, the senders may write into the announced regions.
     ///

@@ -51,7 +51,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
 impl Mpi {
     /// Takes the posted receives, stages the packed messages and sets the tags of `job`.
     fn prepare<'rt, T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
-        // Only the put path announces; the others just take the posted receives.
+        // Only the offset swap announces; the others just take the posted receives.
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             chan.consume_posted(inc, lane)?;
         }

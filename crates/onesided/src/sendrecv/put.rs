@@ -138,9 +138,7 @@ impl<'rt> Put<'rt> {
     }
 
     /// Sender side: where the receiver's announcement on `lane` (in for this call) places a
-    /// message of `count` elements to `to`, as an index into `buffers` and an offset there,
-    /// checked to fit; or the refusal to deliver (`REJECTED`, with `NO_BUFFER` when the two
-    /// PEs passed different buffer lists) and its error.
+    /// message of `count` elements to `to` ([`place`]).
     #[inline]
     fn announced_place<T: Pod>(
         &self,
@@ -150,19 +148,7 @@ impl<'rt> Put<'rt> {
         count: usize,
         lane: &Lane,
     ) -> std::result::Result<(usize, usize), (u64, Error)> {
-        let [buffer, offset, room] = self.announcement(lane.local);
-        let index = buffer as usize;
-        // The receiver checked `offset + room` against its copy of the buffer, and every copy
-        // of a symmetric array has the same length: a place outside ours means different
-        // buffers.
-        let placeable = buffers.get(index).is_some_and(|b| {
-            (offset as usize).checked_add(count.min(room as usize)).is_some_and(|end| end <= b.len())
-        });
-        if placeable && count as u64 <= room {
-            Ok((index, offset as usize))
-        } else {
-            Err(refusal(chan, to, count, [buffer, offset, room], placeable))
-        }
+        place(chan, buffers, to, count, self.announcement(lane.local))
     }
 
     /// Sender side, once the receiver's announcement of this call is in: checks that message
@@ -311,6 +297,31 @@ impl<'rt> Put<'rt> {
         outcome?;
         await_delivered(chan, job, &mut refused)?;
         refused.map_or(Ok(()), Err)
+    }
+}
+
+/// Sender side: where the announcement `[buffer, offset, room]` places a message of `count`
+/// elements to `to`, as an index into `buffers` and an offset there, checked to fit; or the
+/// refusal to deliver (`REJECTED`, with `NO_BUFFER` when the two PEs passed different buffer
+/// lists) and its error.
+#[inline]
+pub(super) fn place<'rt, T: Pod>(
+    chan: &Channel<'rt>,
+    buffers: &[&SymArray<'rt, T>],
+    to: usize,
+    count: usize,
+    [buffer, offset, room]: [u64; 3],
+) -> std::result::Result<(usize, usize), (u64, Error)> {
+    let index = buffer as usize;
+    // The receiver checked `offset + room` against its copy of the buffer, and every copy of a
+    // symmetric array has the same length: a place outside ours means different buffers.
+    let placeable = buffers.get(index).is_some_and(|b| {
+        (offset as usize).checked_add(count.min(room as usize)).is_some_and(|end| end <= b.len())
+    });
+    if placeable && count as u64 <= room {
+        Ok((index, offset as usize))
+    } else {
+        Err(refusal(chan, to, count, [buffer, offset, room], placeable))
     }
 }
 

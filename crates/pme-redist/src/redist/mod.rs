@@ -165,7 +165,9 @@ impl RedistPath {
         let spans_nodes = rt.node_pes().len() < rt.n_pes();
         Ok(match if spans_nodes { links.other_node } else { links.same_node } {
             ExchangePath::Get => RedistPath::OneSidedGet,
-            ExchangePath::Mpi => RedistPath::Mpi,
+            // The redistribution has no MPI one-sided transport: where MPI's one-sided path
+            // beat OpenSHMEM's on the link, MPI's two-sided one takes it.
+            ExchangePath::Mpi | ExchangePath::MpiRma => RedistPath::Mpi,
             _ => RedistPath::OneSidedPut,
         })
     }
