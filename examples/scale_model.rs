@@ -50,7 +50,17 @@
 //! `α` and `β` come from the ping-pong benchmark between 2 PEs on one node of this machine
 //! (docs/bench/RESULTS.md): one-sided 8 B in 77 ns and 4 MiB in 225 µs per round trip, MPI
 //! 466 ns and 999 µs. `--path NAME:ALPHA_US:GB_PER_S` adds a path (repeatable), such as one
-//! measured across nodes. `--svg FILE` draws the predicted halo time per step against ranks.
+//! measured across nodes.
+//!
+//! `--links FILE` (repeatable) adds the paths a links calibration measured, from its cache
+//! file (`ONESIDED_CACHE_DIR`, `links-4paths-*.txt`): each path it timed (`cal:NAME`) and
+//! `cal:auto`, per class of link the path the calibration chose, as `ExchangePath::Auto`
+//! takes it; each with an `α` and `β` per class (to ranks on the same node and to the
+//! others), fitted to the calibration's send-receive calls (a class no file measured takes
+//! the other's). Every message, transpose block and redistribution source is then costed on
+//! the link between its two ranks, `--ranks-per-node K` a node (default 1: every link
+//! crosses), the PME ranks interleaved with the particle ranks as GROMACS places them.
+//! `--svg FILE` draws the predicted halo time per step against ranks.
 
 use std::path::PathBuf;
 
@@ -62,39 +72,186 @@ use onesided_suite::report::{Point, svg_labelled};
 use pme_redist::spline::ORDER;
 use pme_redist::{Particle, PmeDecomposition, PmeGrid, RVec, planned_stage_targets, planned_targets};
 
-/// A transport's cost model: a message of `b` bytes takes `alpha + b / beta` seconds.
+/// One class of link's cost: a message of `b` bytes takes `alpha + b / beta` seconds, and a
+/// redistribution target costs `extra` latencies beyond one message each way.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    alpha: f64,
+    beta: f64,
+    extra: f64,
+}
+
+impl Link {
+    fn time(&self, bytes: usize) -> f64 {
+        self.alpha + bytes as f64 / self.beta
+    }
+}
+
+/// A transport's cost model: a [`Link`] to ranks on the same node and one to the others.
 #[derive(Clone, Debug)]
 struct Path {
     name: String,
-    alpha: f64,
-    beta: f64,
+    same: Link,
+    other: Link,
+    /// Where the PME redistribution takes one path for every pair, as `RedistPath::Auto` does
+    /// (the other-node class's where the job spans nodes): that path's link within a node.
+    /// `None`: each pair's own link.
+    redist_far_same: Option<Link>,
     source: String,
 }
 
 impl Path {
+    /// The same link to every rank. The one-sided paths' put path announces, is offered a
+    /// place and writes (two latencies more per target); MPI sends once each way.
+    fn uniform(name: &str, alpha: f64, beta: f64, source: String) -> Path {
+        let extra = if name.starts_with("onesided") { 2.0 } else { 0.0 };
+        let link = Link { alpha, beta, extra };
+        Path { name: name.to_string(), same: link, other: link, redist_far_same: None, source }
+    }
+
     /// From a ping-pong's round trips of 8 bytes and of 4 MiB.
     fn from_pingpong(name: &str, small_rt: f64, large_rt: f64) -> Path {
         let alpha = small_rt / 2.0;
         let beta = (4 << 20) as f64 / (large_rt / 2.0 - alpha);
-        Path {
-            name: name.to_string(),
-            alpha,
-            beta,
-            source: format!(
-                "ping-pong on one node: 8 B {small_rt:.2e} s, 4 MiB {large_rt:.2e} s per round trip"
-            ),
+        let source =
+            format!("ping-pong on one node: 8 B {small_rt:.2e} s, 4 MiB {large_rt:.2e} s per round trip");
+        Path::uniform(name, alpha, beta, source)
+    }
+
+    /// The link between two ranks, by whether they share a node.
+    fn link(&self, same_node: bool) -> &Link {
+        if same_node { &self.same } else { &self.other }
+    }
+
+    /// The link of the PME redistribution between two ranks, in a job that spans nodes or not.
+    fn redist_link(&self, same_node: bool, spans_nodes: bool) -> &Link {
+        match &self.redist_far_same {
+            Some(far_same) if spans_nodes && same_node => far_same,
+            _ => self.link(same_node),
         }
     }
+}
 
-    /// Latencies per target and step beyond one message each way: the one-sided paths' put
-    /// path announces, is offered a place and writes (two more); MPI sends once each way.
-    fn extra_latencies(&self) -> f64 {
-        if self.name.starts_with("onesided") { 2.0 } else { 0.0 }
+/// Which node each rank runs on: `per_node` ranks a node, the particle and PME ranks
+/// interleaved in rank order as GROMACS places them by default (`-ddorder interleave`: each
+/// PME rank after its share of the particle ranks).
+struct Nodes {
+    particle: Vec<usize>,
+    pme: Vec<usize>,
+    /// Whether the ranks take more than one node.
+    spans: bool,
+}
+
+impl Nodes {
+    fn interleaved(n: usize, m: usize, per_node: usize) -> Nodes {
+        let (mut particle, mut pme) = (Vec::with_capacity(n), Vec::with_capacity(m));
+        let mut rank = 0;
+        for q in 0..m {
+            for _ in q * n / m..(q + 1) * n / m {
+                particle.push(rank / per_node);
+                rank += 1;
+            }
+            pme.push(rank / per_node);
+            rank += 1;
+        }
+        Nodes { particle, pme, spans: rank > per_node }
     }
 
-    fn time(&self, bytes: usize) -> f64 {
-        self.alpha + bytes as f64 / self.beta
+    /// The node of a sender of a hop: PME rank `me`, or else particle rank `index`.
+    fn of_sender(&self, me: Option<usize>, index: usize) -> usize {
+        me.map_or(self.particle[index], |q| self.pme[q])
     }
+}
+
+/// The paths a links calibration's cache files give (`--links`): each path it measured, and
+/// `auto`, per class of link the path chosen by the first file that measured that class, each
+/// class's `beta` from the smallest and largest messages' times and `alpha` from the
+/// smallest's. A send-receive call's time holds its protocol, so no extra latencies. A class
+/// no file measured takes the other's link.
+fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
+    // Per (class, path): (bytes, seconds) measured; per class the path chosen.
+    let mut measured: std::collections::BTreeMap<(bool, String), Vec<(f64, f64)>> = Default::default();
+    let mut chosen: [Option<String>; 2] = [None, None];
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("--links {}: {e}", file.display()))?;
+        let mut named = [None, None];
+        let mut classes = [false, false];
+        for line in text.lines() {
+            if let Some(links) = line.strip_prefix("links ") {
+                for part in links.split(',') {
+                    match part.split_once('=') {
+                        Some(("same-node", path)) => named[0] = Some(path.to_string()),
+                        Some(("other-node", path)) => named[1] = Some(path.to_string()),
+                        _ => {}
+                    }
+                }
+            } else if let Some(note) = line.strip_prefix("# ") {
+                // "CLASS PATH BYTES B: TIME us"
+                let words: Vec<&str> = note.split_whitespace().collect();
+                if let [class, path, bytes, "B:", time, "us"] = words.as_slice()
+                    && let (Ok(bytes), Ok(time)) = (bytes.parse::<f64>(), time.parse::<f64>())
+                {
+                    let same = *class == "same-node";
+                    classes[usize::from(!same)] = true;
+                    measured.entry((same, path.to_string())).or_default().push((bytes, time * 1e-6));
+                }
+            }
+        }
+        for c in 0..2 {
+            if classes[c] && chosen[c].is_none() {
+                chosen[c] = named[c].take();
+            }
+        }
+    }
+    let fit = |points: &[(f64, f64)]| -> Option<(f64, f64)> {
+        let mut points = points.to_vec();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (&(b1, t1), &(b3, t3)) = (points.first()?, points.last()?);
+        // Times that do not grow with size say nothing of a bandwidth (an oversubscribed
+        // calibration's, say): no link.
+        (b3 > b1 && t3 > t1).then(|| {
+            let beta = (b3 - b1) / (t3 - t1);
+            ((t1 - b1 / beta).max(0.0), beta)
+        })
+    };
+    let names: std::collections::BTreeSet<String> = measured.keys().map(|(_, p)| p.clone()).collect();
+    let link_of = |same: bool, name: &str| {
+        let link = |same| measured.get(&(same, name.to_string())).and_then(|p| fit(p));
+        link(same).or_else(|| link(!same)).map(|(alpha, beta)| Link { alpha, beta, extra: 0.0 })
+    };
+    let source = format!(
+        "send-receive calls of a links calibration ({})",
+        files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let mut paths = Vec::new();
+    for name in &names {
+        if let (Some(same), Some(other)) = (link_of(true, name), link_of(false, name)) {
+            let name = format!("cal:{name}");
+            paths.push(Path { name, same, other, redist_far_same: None, source: source.clone() });
+        }
+    }
+    // A class no file measured takes the other's choice.
+    let [Some(near), Some(far)] =
+        [chosen[0].clone().or(chosen[1].clone()), chosen[1].clone().or(chosen[0].clone())]
+    else {
+        return Err("--links: no file holds a calibration's `links` line and measurements".to_string());
+    };
+    match (link_of(true, &near), link_of(false, &far)) {
+        (Some(same), Some(other)) => paths.push(Path {
+            name: "cal:auto".to_string(),
+            same,
+            other,
+            redist_far_same: link_of(true, &far),
+            source: format!("{near} to the same node, {far} to others; {source}"),
+        }),
+        _ => {
+            return Err(format!(
+                "--links: the files do not measure {near} and {far}, the paths chosen, with times \
+                 that grow with the message size"
+            ));
+        }
+    }
+    Ok(paths)
 }
 
 struct Options {
@@ -113,12 +270,15 @@ struct Options {
     /// (`RedistBuilder::vote_in_mesh`, as the examples run) or costs its own messages.
     vote_in_mesh: bool,
     paths: Vec<Path>,
+    /// Ranks a node, for the paths whose links differ by class.
+    ranks_per_node: usize,
     svg: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: scale_model [--gro FILE] [--atoms N | --replicate NX,NY,NZ] [--ranks R1,R2,...] \
 [--cutoff NM] [--buffer NM] [--spacing NM] [--pme-fraction F] [--pme-decomposition slab|pencil|auto] \
-[--margin NM] [--routing direct|relay|both] [--vote mesh|own] [--path NAME:ALPHA_US:GB_PER_S]... [--svg FILE]";
+[--margin NM] [--routing direct|relay|both] [--vote mesh|own] [--path NAME:ALPHA_US:GB_PER_S]... \
+[--links FILE]... [--ranks-per-node K] [--svg FILE]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -138,8 +298,10 @@ fn parse() -> Result<Options, String> {
             Path::from_pingpong("onesided", 77.1e-9, 225e-6),
             Path::from_pingpong("mpi", 466e-9, 999e-6),
         ],
+        ranks_per_node: 1,
         svg: None,
     };
+    let mut links = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
@@ -195,17 +357,18 @@ fn parse() -> Result<Options, String> {
                         "--path needs NAME:ALPHA_US:GB_PER_S, such as tcp:25:0.11, got {v:?}"
                     ));
                 };
-                options.paths.push(Path {
-                    name: parts[0].to_string(),
-                    alpha: alpha_us * 1e-6,
-                    beta: gbps * 1e9,
-                    source: "given on the command line".to_string(),
-                });
+                let source = "given on the command line".to_string();
+                options.paths.push(Path::uniform(parts[0], alpha_us * 1e-6, gbps * 1e9, source));
             }
+            "--links" => links.push(PathBuf::from(value()?)),
+            "--ranks-per-node" => options.ranks_per_node = cli::positive(&flag, &value()?)? as usize,
             "--svg" => options.svg = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
+    }
+    if !links.is_empty() {
+        options.paths.extend(calibrated_paths(&links)?);
     }
     Ok(options)
 }
@@ -265,13 +428,24 @@ fn run(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         copies[2],
         options.spacing
     );
+    let show = |l: &Link| format!("alpha {:.3} us, beta {:.2} GB/s", l.alpha * 1e6, l.beta / 1e9);
     for p in &options.paths {
+        if p.same.alpha == p.other.alpha && p.same.beta == p.other.beta {
+            println!("path {}: {} ({})", p.name, show(&p.same), p.source);
+        } else {
+            println!(
+                "path {}: same node {}; other nodes {} ({})",
+                p.name,
+                show(&p.same),
+                show(&p.other),
+                p.source
+            );
+        }
+    }
+    if options.paths.iter().any(|p| p.same.alpha != p.other.alpha || p.same.beta != p.other.beta) {
         println!(
-            "path {}: alpha {:.3} us, beta {:.2} GB/s ({})",
-            p.name,
-            p.alpha * 1e6,
-            p.beta / 1e9,
-            p.source
+            "{} ranks a node, the PME ranks interleaved with the particle ranks",
+            options.ranks_per_node
         );
     }
     let mut rows = Vec::new();
@@ -326,6 +500,7 @@ fn model(
     let pme = PmeGrid::with_sizes_in_pencils(system.pbc.vectors(), k, &pme_pes, pme_dims)?;
     let traffic = halo_traffic(&grid, &system.positions);
     let n = traffic.len();
+    let nodes = Nodes::interleaved(n, pme_ranks, options.ranks_per_node);
     let mut histogram = [0usize; 6];
     let (mut msgs, mut bytes, mut max_bytes) = (0usize, 0usize, 0usize);
     let mut halo_time = vec![0.0f64; options.paths.len()];
@@ -339,9 +514,10 @@ fn model(
                 rank_bytes += size;
                 histogram[bin(size)] += 1;
             }
+            let same = nodes.particle[domain.pe] == nodes.particle[p.to];
             for (t, path) in rank_time.iter_mut().zip(&options.paths) {
                 // A pulse is a send-receive: as long as its larger message, each way.
-                *t += 2.0 * path.time(12 * p.sent.max(p.received));
+                *t += 2.0 * path.link(same).time(12 * p.sent.max(p.received));
             }
         }
         bytes += rank_bytes;
@@ -358,27 +534,79 @@ fn model(
     let redist = options
         .routings
         .iter()
-        .map(|&routing| redistribution(options, &pme, &grid, &homes, routing, histogram))
+        .map(|&routing| redistribution(options, &pme, &grid, &nodes, &homes, routing, histogram))
         .collect::<Result<Vec<_>, _>>()?;
     // The FFT: slabs, one all-to-all among the M PME ranks per direction, blocks padded to
     // the widest slabs; pencils, one within each row (Py ranks) and one within each column
     // (Px) per direction.
     let kzc = k[2] / 2 + 1;
     let [px, py] = pme_dims;
+    // Per PME rank its partners' links, the slowest rank deciding (rank `a * py + c` is row
+    // `a`, column `c`).
+    let transposes = |row: usize, column: usize| -> Vec<f64> {
+        let same = |q: usize, r: usize| nodes.pme[q] == nodes.pme[r];
+        options
+            .paths
+            .iter()
+            .map(|p| {
+                (0..pme_ranks)
+                    .map(|q| {
+                        let (a, c) = (q / py, q % py);
+                        let along_row: f64 =
+                            (0..py).filter(|&d| d != c).map(|d| p.link(same(q, a * py + d)).time(row)).sum();
+                        let along_column: f64 = (0..px)
+                            .filter(|&b| b != a)
+                            .map(|b| p.link(same(q, b * py + c)).time(column))
+                            .sum();
+                        2.0 * (along_row + along_column)
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect()
+    };
     let (block, fft_time): (usize, Vec<f64>) = if py == 1 {
+        // Slabs: one all-to-all among all M ranks, as if one row of M.
         let block = 8 * k[0].div_ceil(pme_ranks) * k[1].div_ceil(pme_ranks) * kzc;
-        (block, options.paths.iter().map(|p| 2.0 * (pme_ranks - 1) as f64 * p.time(block)).collect())
+        let same = |q: usize, r: usize| nodes.pme[q] == nodes.pme[r];
+        let time = options
+            .paths
+            .iter()
+            .map(|p| {
+                (0..pme_ranks)
+                    .map(|q| {
+                        2.0 * (0..pme_ranks)
+                            .filter(|&r| r != q)
+                            .map(|r| p.link(same(q, r)).time(block))
+                            .sum::<f64>()
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        (block, time)
     } else {
         let (planes, lines) = (k[0].div_ceil(px), k[1].div_ceil(py));
         let row = 8 * planes * lines * kzc.div_ceil(py);
         let column = 8 * planes * kzc.div_ceil(py) * k[1].div_ceil(px);
-        let time = options
-            .paths
-            .iter()
-            .map(|p| 2.0 * ((py - 1) as f64 * p.time(row) + (px - 1) as f64 * p.time(column)))
-            .collect();
-        (row.max(column), time)
+        (row.max(column), transposes(row, column))
     };
+    // An `auto` path's transposes take the one all-to-all measured fastest for the whole group
+    // (`AlltoallPath::Auto`), not a path per pair: here the fastest calibrated path's.
+    let mut fft_time = fft_time;
+    for (i, p) in options.paths.iter().enumerate() {
+        if p.redist_far_same.is_some() {
+            let calibrated = |q: &&Path| q.name.starts_with("cal:") && q.redist_far_same.is_none();
+            let fastest = options
+                .paths
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| calibrated(q))
+                .map(|(j, _)| fft_time[j])
+                .fold(f64::INFINITY, f64::min);
+            if fastest.is_finite() {
+                fft_time[i] = fastest;
+            }
+        }
+    }
     Ok(Row {
         ranks,
         dims: grid.dims(),
@@ -445,22 +673,26 @@ struct Hop {
     /// Per sender: messages (two per target besides itself) and its predicted time per path.
     sender_msgs: Vec<usize>,
     sender_time: Vec<Vec<f64>>,
-    /// Per PME rank: messages from others (two per source besides itself), bytes received
-    /// and returned, the sum of its sources' bounds, and atoms received.
-    fan_in: Vec<usize>,
-    bytes: Vec<usize>,
+    /// Per PME rank: messages from others (two per source besides itself) and bytes received
+    /// and returned, each from the same node and from others (`[same, other]`), the sum of
+    /// its sources' bounds, and atoms received.
+    fan_in: Vec<[usize; 2]>,
+    bytes: Vec<[usize; 2]>,
+    /// Whether the job spans nodes.
+    spans: bool,
     bound: Vec<usize>,
     received: Vec<usize>,
 }
 
 impl Hop {
     /// A hop to `m` PME ranks with no senders yet.
-    fn empty(m: usize) -> Hop {
+    fn empty(m: usize, spans: bool) -> Hop {
         Hop {
+            spans,
             sender_msgs: Vec::new(),
             sender_time: Vec::new(),
-            fan_in: vec![0; m],
-            bytes: vec![0; m],
+            fan_in: vec![[0; 2]; m],
+            bytes: vec![[0; 2]; m],
             bound: vec![0; m],
             received: vec![0; m],
         }
@@ -471,6 +703,7 @@ impl Hop {
     fn new(
         options: &Options,
         pme: &PmeGrid,
+        nodes: &Nodes,
         senders: &[(Option<usize>, Vec<Particle>)],
         histogram: &mut [usize; 6],
     ) -> Hop {
@@ -486,22 +719,29 @@ impl Hop {
                 (*me, targets.into_iter().zip(bounds).zip(now).map(|((t, b), n)| (t, b, n)).collect())
             })
             .collect();
-        Hop::from_plans(options, pme.ranks(), &plans, histogram)
+        Hop::from_plans(options, pme.ranks(), nodes, &plans, histogram)
     }
 
     /// Every sender's hop from its plan: per target, the bound and the atoms it sends in the
     /// step modelled (`me`: the sender's own PME rank, whose share is no message).
-    fn from_plans(options: &Options, m: usize, plans: &[Plan], histogram: &mut [usize; 6]) -> Hop {
-        let mut hop = Hop::empty(m);
-        for (me, targets) in plans {
+    fn from_plans(
+        options: &Options,
+        m: usize,
+        nodes: &Nodes,
+        plans: &[Plan],
+        histogram: &mut [usize; 6],
+    ) -> Hop {
+        let mut hop = Hop::empty(m, nodes.spans);
+        for (index, (me, targets)) in plans.iter().enumerate() {
             let (mut msgs, mut time) = (0, vec![0.0f64; options.paths.len()]);
+            let same = |r: usize| nodes.of_sender(*me, index) == nodes.pme[r];
             for &(r, bound, atoms) in targets {
                 if Some(r) == *me {
                     hop.bound[r] += bound;
                     hop.received[r] += atoms;
                 } else {
                     msgs += 2;
-                    hop.pair(options, r, bound, atoms, histogram, &mut time);
+                    hop.pair(options, (r, same(r)), bound, atoms, histogram, &mut time);
                 }
             }
             hop.sender_msgs.push(msgs);
@@ -513,31 +753,45 @@ impl Hop {
     /// What sending and receiving in this hop costs PME rank `r` on path `i` (`path`): its
     /// own sends, then per source a round trip of latencies and the bytes.
     fn pme_time(&self, r: usize, i: usize, path: &Path) -> f64 {
-        let latencies = self.fan_in[r] as f64 / 2.0 * (2.0 + path.extra_latencies());
-        self.sender_time.get(r).map_or(0.0, |t| t[i])
-            + latencies * path.alpha
-            + self.bytes[r] as f64 / path.beta
+        self.sender_time.get(r).map_or(0.0, |t| t[i]) + self.fan_in_time(r, path)
     }
 
-    /// A sender's `atoms` (at most `bound`) to PME rank `r` and their forces back: two
-    /// messages, their sizes into `histogram` and their time per path added to `time`.
+    /// What PME rank `r`'s sources cost it on `path`: per source a round trip of latencies,
+    /// and the bytes, each over the link of its class.
+    fn fan_in_time(&self, r: usize, path: &Path) -> f64 {
+        [true, false]
+            .into_iter()
+            .enumerate()
+            .map(|(c, same)| {
+                let link = path.redist_link(same, self.spans);
+                let latencies = self.fan_in[r][c] as f64 / 2.0 * (2.0 + link.extra);
+                latencies * link.alpha + self.bytes[r][c] as f64 / link.beta
+            })
+            .sum()
+    }
+
+    /// A sender's `atoms` (at most `bound`) to PME rank `r` (on the sender's node: `same`)
+    /// and their forces back: two messages, their sizes into `histogram` and their time per
+    /// path added to `time`.
     fn pair(
         &mut self,
         options: &Options,
-        r: usize,
+        (r, same): (usize, bool),
         bound: usize,
         atoms: usize,
         histogram: &mut [usize; 6],
         time: &mut [f64],
     ) {
+        let class = usize::from(!same);
         self.bound[r] += bound;
         self.received[r] += atoms;
-        self.fan_in[r] += 2;
-        self.bytes[r] += atoms * 32;
+        self.fan_in[r][class] += 2;
+        self.bytes[r][class] += atoms * 32;
         histogram[bin(atoms * 20)] += 1;
         histogram[bin(atoms * 12)] += 1;
         for (t, path) in time.iter_mut().zip(&options.paths) {
-            *t += path.time(atoms * 20) + path.time(atoms * 12) + path.extra_latencies() * path.alpha;
+            let link = path.redist_link(same, self.spans);
+            *t += link.time(atoms * 20) + link.time(atoms * 12) + link.extra * link.alpha;
         }
     }
 }
@@ -555,6 +809,7 @@ fn redistribution(
     options: &Options,
     pme: &PmeGrid,
     grid: &DdGrid,
+    nodes: &Nodes,
     homes: &[Vec<Particle>],
     routing: Routing,
     halo_histogram: [usize; 6],
@@ -569,18 +824,19 @@ fn redistribution(
     let (first, onward, forwarded) = match routing {
         Routing::Direct => {
             let senders: Vec<_> = homes.iter().map(|h| (None, h.clone())).collect();
-            let hop = Hop::new(options, pme, &senders, histogram);
+            let hop = Hop::new(options, pme, nodes, &senders, histogram);
             (hop, Vec::new(), 0.0)
         }
         Routing::Relay => {
             let mut relayed: Vec<(Option<usize>, Vec<Particle>)> =
                 (0..m).map(|r| (Some(r), Vec::new())).collect();
-            let mut first = Hop::empty(m);
+            let mut first = Hop::empty(m, nodes.spans);
             for (pe, home) in homes.iter().enumerate() {
                 let r = pme.relay_rank(grid.dims(), grid.cell_of(pe))?;
                 relayed[r].1.extend_from_slice(home);
                 let mut time = vec![0.0f64; paths];
-                first.pair(options, r, home.len(), home.len(), histogram, &mut time);
+                let same = nodes.particle[pe] == nodes.pme[r];
+                first.pair(options, (r, same), home.len(), home.len(), histogram, &mut time);
                 first.sender_msgs.push(2);
                 first.sender_time.push(time);
             }
@@ -595,10 +851,10 @@ fn redistribution(
             let [px, py] = pme.dims();
             if px > 1 && py > 1 {
                 // Pencils: along y within the relay's row, then along x within each column.
-                let (along_y, along_x) = two_stages(options, pme, &relayed);
+                let (along_y, along_x) = two_stages(options, pme, nodes, &relayed);
                 (first, vec![along_y, along_x], forwarded)
             } else {
-                let second = Hop::new(options, pme, &relayed, &mut [0; 6]);
+                let second = Hop::new(options, pme, nodes, &relayed, &mut [0; 6]);
                 (first, vec![second], forwarded)
             }
         }
@@ -610,16 +866,17 @@ fn redistribution(
     // The PME ranks: as slow as the busiest, over both hops.
     let pme_msgs: Vec<usize> = (0..m)
         .map(|r| {
-            first.fan_in[r] + onward.iter().map(|h| h.sender_msgs[r] + h.fan_in[r]).sum::<usize>() + 2 * vote
+            let fan_in = |h: &Hop| h.fan_in[r].iter().sum::<usize>();
+            fan_in(&first) + onward.iter().map(|h| h.sender_msgs[r] + fan_in(h)).sum::<usize>() + 2 * vote
         })
         .collect();
     for (i, (total, path)) in time.iter_mut().zip(&options.paths).enumerate() {
         let busiest = (0..m)
             .map(|r| {
-                let latencies = first.fan_in[r] as f64 / 2.0 * (2.0 + path.extra_latencies());
-                let t = latencies * path.alpha + first.bytes[r] as f64 / path.beta;
-                t + onward.iter().map(|h| h.pme_time(r, i, path)).sum::<f64>()
-                    + 2.0 * vote as f64 * path.alpha
+                // The vote's rounds span the PME ranks: across nodes.
+                first.fan_in_time(r, path)
+                    + onward.iter().map(|h| h.pme_time(r, i, path)).sum::<f64>()
+                    + 2.0 * vote as f64 * path.other.alpha
             })
             .fold(0.0, f64::max);
         *total = total.max(busiest);
@@ -668,8 +925,8 @@ fn redistribution(
         msgs_particle_max: particle_msgs.iter().copied().max().unwrap_or(0),
         msgs_pme: pme_msgs.iter().sum::<usize>() as f64 / m as f64,
         msgs_pme_max: pme_msgs.iter().copied().max().unwrap_or(0),
-        bytes_pme: (first.bytes.iter().sum::<usize>()
-            + onward.iter().map(|h| h.bytes.iter().sum::<usize>()).sum::<usize>()) as f64
+        bytes_pme: [&first].into_iter().chain(&onward).flat_map(|h| h.bytes.iter().flatten()).sum::<usize>()
+            as f64
             / m as f64,
         forwarded,
         memory,
@@ -766,7 +1023,12 @@ fn buffer_bytes(hops: &[Sides], class: Class) -> Vec<usize> {
 /// The second hop of a relay on pencils in its two stages, from the library's plans
 /// ([`planned_stage_targets`]): along y, each relay to the ranks of its row in the columns its
 /// atoms reach; along x, each of those to the rows its sources' counts name.
-fn two_stages(options: &Options, pme: &PmeGrid, relayed: &[(Option<usize>, Vec<Particle>)]) -> (Hop, Hop) {
+fn two_stages(
+    options: &Options,
+    pme: &PmeGrid,
+    nodes: &Nodes,
+    relayed: &[(Option<usize>, Vec<Particle>)],
+) -> (Hop, Hop) {
     let (m, py) = (pme.ranks(), pme.dims()[1]);
     // What each rank holds after the stage along y, and the rows its sources name.
     let mut held: Vec<Vec<Particle>> = vec![Vec::new(); m];
@@ -805,7 +1067,10 @@ fn two_stages(options: &Options, pme: &PmeGrid, relayed: &[(Option<usize>, Vec<P
             (Some(r), targets)
         })
         .collect();
-    (Hop::from_plans(options, m, &plans_y, &mut [0; 6]), Hop::from_plans(options, m, &plans_x, &mut [0; 6]))
+    (
+        Hop::from_plans(options, m, nodes, &plans_y, &mut [0; 6]),
+        Hop::from_plans(options, m, nodes, &plans_x, &mut [0; 6]),
+    )
 }
 
 /// The PME ranks and their `[px, py]` for `wanted` PME ranks, as the options decide: slabs
