@@ -29,17 +29,12 @@ impl Channel<'_> {
         count: usize,
         refusal: u64,
     ) -> Result<()> {
-        let count = count as u64;
-        let inline = if refusal != 0 || count >= COUNT_ELSEWHERE {
-            let mut slot = [0u64; STRIDE];
-            slot[0] = count | refusal;
+        let (slot, signal) = delivery(call, count, refusal);
+        if let Some(slot) = slot {
             self.counts.put(to, lane.remote, &[slot])?;
             self.rt.fence();
-            COUNT_ELSEWHERE
-        } else {
-            count
-        };
-        self.from_senders.set(to, lane.remote * STRIDE, call << COUNT_BITS | inline)
+        }
+        self.from_senders.set(to, lane.remote * STRIDE, signal)
     }
 
     /// [`deliver`](Self::deliver) of a message this PE offers in place, at element `offset`
@@ -106,5 +101,20 @@ impl Channel<'_> {
             return Err(self.too_large(inc.from, self.rt.my_pe(), Some(elements), inc.room));
         }
         Ok(elements)
+    }
+}
+
+/// The delivery of call `call` with `count` elements (`refusal`: 0, [`REJECTED`], or
+/// `REJECTED | NO_BUFFER`): the count slot to write before the signal, where the count does
+/// not fit inline or the message was refused, and the delivery signal's value.
+#[inline]
+pub(super) fn delivery(call: u64, count: usize, refusal: u64) -> (Option<[u64; STRIDE]>, u64) {
+    let count = count as u64;
+    if refusal != 0 || count >= COUNT_ELSEWHERE {
+        let mut slot = [0u64; STRIDE];
+        slot[0] = count | refusal;
+        (Some(slot), call << COUNT_BITS | COUNT_ELSEWHERE)
+    } else {
+        (None, call << COUNT_BITS | count)
     }
 }

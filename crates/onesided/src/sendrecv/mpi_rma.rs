@@ -13,8 +13,9 @@
 use bytemuck::Pod;
 
 use super::call::Job;
-use super::channel::{COUNT_BITS, COUNT_ELSEWHERE, Channel, Lane, STRIDE};
-use super::put::place;
+use super::channel::{COUNT_BITS, Channel, Lane, STRIDE};
+use super::delivery::delivery;
+use super::put::{place, take_delivered};
 use super::{Incoming, Transport};
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
@@ -68,15 +69,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for MpiRma<'rt> {
             true,
             |chan, lane| chan.recvs[lane.local] << COUNT_BITS,
             |chan, i, lane| {
-                match chan.delivered_count(job.incoming[i], lane) {
-                    Ok(count) => {
-                        job.received[i] = count;
-                        job.consume_in_place(i, count);
-                    }
-                    Err(e) => {
-                        refused.get_or_insert(e);
-                    }
-                }
+                take_delivered(chan, job, i, lane, &mut refused);
                 Ok(())
             },
         )?;
@@ -169,20 +162,15 @@ fn send<'rt, T: Pod>(
         }
         Err((refusal, e)) => (refusal, Some(e)),
     };
-    let count = count as u64;
-    let inline = if refusal != 0 || count >= COUNT_ELSEWHERE {
-        let mut slot = [0u64; STRIDE];
-        slot[0] = count | refusal;
+    let (slot, signal) = delivery(call, count, refusal);
+    if let Some(slot) = slot {
         let at = chan.counts.element_ptr(lane.remote) as usize;
         // SAFETY: the receiver's count slot for this PE and lane, read by it only after the
         // delivery signal raised below; `slot` lives through the flush.
         unsafe { window.put(to, at, bytemuck::bytes_of(&slot))? };
         window.flush(to)?;
-        COUNT_ELSEWHERE
-    } else {
-        count
-    };
-    window.raise(to, signal_address(chan, true, lane.remote), call << COUNT_BITS | inline)?;
+    }
+    window.raise(to, signal_address(chan, true, lane.remote), signal)?;
     Ok(refused)
 }
 

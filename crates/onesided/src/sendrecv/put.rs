@@ -360,16 +360,28 @@ fn await_delivered<'rt, T: Pod>(
         true,
         |chan, lane| chan.recvs[lane.local] << COUNT_BITS,
         |chan, i, lane| {
-            match chan.delivered_count(job.incoming[i], lane) {
-                Ok(count) => {
-                    job.received[i] = count;
-                    job.consume_in_place(i, count);
-                }
-                Err(e) => {
-                    refused.get_or_insert(e);
-                }
-            }
+            take_delivered(chan, job, i, lane, refused);
             Ok(())
         },
     )
+}
+
+/// Incoming message `i` of a call, delivered on `lane`: notes its count and hands it to the
+/// call's consuming function, or notes its refusal in `refused`.
+pub(super) fn take_delivered<'rt, T: Pod>(
+    chan: &Channel<'rt>,
+    job: &mut Job<'_, 'rt, T>,
+    i: usize,
+    lane: &Lane,
+    refused: &mut Option<Error>,
+) {
+    match chan.delivered_count(job.incoming[i], lane) {
+        Ok(count) => {
+            job.received[i] = count;
+            job.consume_in_place(i, count);
+        }
+        Err(e) => {
+            refused.get_or_insert(e);
+        }
+    }
 }
