@@ -12,9 +12,10 @@
 //! not timed) and return them from there (`return_forces`): no staging copy, and each PE
 //! reads its forces where they lie and unpacks them in the same pass (on the put path too:
 //! the atoms go out by put, the forces come back by pull). `auto` is
-//! [`RedistPath::Auto`]: the path of the job's slowest link class, measured or cached (on
-//! one node the same-node link's, across emulated nodes the other-node link's), forces
-//! returned in place where it took a one-sided path.
+//! [`RedistPath::Auto`]: per link class the path measured or cached fastest (on one node
+//! the same-node link's; across emulated nodes each pair its class's where one class took MPI
+//! and the other a one-sided path, else the other-node link's), forces returned in place
+//! where it took a one-sided path for some pairs.
 //!
 //! `cargo bench --bench pme` launches 2 PEs through scripts/pe-run, one thread each.
 
@@ -25,7 +26,7 @@ use md_demo::types::TypeTable;
 use md_halo::DdGrid;
 use onesided::Runtime;
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, PmeGrid, RVec, RedistPath, Redistribution};
+use pme_redist::{Particle, PmeGrid, RVec, RedistLinks, RedistPath, Redistribution};
 
 const SPACING: f32 = 0.12;
 
@@ -109,7 +110,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             let redist =
                 Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
             // Auto returns in place where it took a one-sided path, as an engine would.
-            let in_place = in_place && redist.path() != RedistPath::Mpi;
+            let in_place = in_place && redist.links() != RedistLinks::uniform(RedistPath::Mpi);
             let home_forces = vec![[0.0; 3]; home.len()];
             let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces, in_place };
             steps.push((name, system.len(), RefCell::new(step)));

@@ -23,7 +23,8 @@
 //! `--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all` (the
 //! transposes; default: ordered-onesided with a one-sided redistribution, mpi with an MPI
 //! one, auto with auto; auto: the one measured fastest for the grid's blocks, cached; the
-//! redistribution's auto takes the path of the job's slowest link class), `--steps S`,
+//! redistribution's auto takes per link class the path its link was measured fastest on,
+//! mixing MPI and one-sided pairs where the classes differ that way), `--steps S`,
 //! `--verify`, `--energies`, `--threads T`, and `--pes N` when the program launches itself.
 //!
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
@@ -421,7 +422,15 @@ fn run_configuration(
         _ => ExchangePath::Put,
     };
     if path == RedistPath::Auto && me == 0 {
-        println!("  auto: the redistribution took {} (the job's slowest link class)", redist.path());
+        let links = redist.links();
+        if links.is_uniform() {
+            println!("  auto: the redistribution took {links} for every pair");
+        } else {
+            println!(
+                "  auto: the redistribution took {} within a node, {} across nodes",
+                links.same_node, links.other_node
+            );
+        }
     }
     let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
     if fft_path == AlltoallPath::Auto && me == 0 {

@@ -94,9 +94,12 @@ struct Path {
     same: Link,
     other: Link,
     /// Where the PME redistribution takes one path for every pair, as `RedistPath::Auto` does
-    /// (the other-node class's where the job spans nodes): that path's link within a node.
-    /// `None`: each pair's own link.
+    /// when both classes chose MPI or both a one-sided path (the other-node class's where the
+    /// job spans nodes): that path's link within a node. `None`: each pair's own link (where
+    /// one class chose MPI and the other a one-sided path, `Auto` mixes them per pair).
     redist_far_same: Option<Link>,
+    /// `cal:auto`: its transposes take the fastest calibrated path's all-to-all.
+    auto: bool,
     source: String,
 }
 
@@ -106,7 +109,7 @@ impl Path {
     fn uniform(name: &str, alpha: f64, beta: f64, source: String) -> Path {
         let extra = if name.starts_with("onesided") { 2.0 } else { 0.0 };
         let link = Link { alpha, beta, extra };
-        Path { name: name.to_string(), same: link, other: link, redist_far_same: None, source }
+        Path { name: name.to_string(), same: link, other: link, redist_far_same: None, auto: false, source }
     }
 
     /// From a ping-pong's round trips of 8 bytes and of 4 MiB.
@@ -227,7 +230,14 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
     for name in &names {
         if let (Some(same), Some(other)) = (link_of(true, name), link_of(false, name)) {
             let name = format!("cal:{name}");
-            paths.push(Path { name, same, other, redist_far_same: None, source: source.clone() });
+            paths.push(Path {
+                name,
+                same,
+                other,
+                redist_far_same: None,
+                auto: false,
+                source: source.clone(),
+            });
         }
     }
     // A class no file measured takes the other's choice.
@@ -241,7 +251,12 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
             name: "cal:auto".to_string(),
             same,
             other,
-            redist_far_same: link_of(true, &far),
+            redist_far_same: if near.starts_with("mpi") != far.starts_with("mpi") {
+                None
+            } else {
+                link_of(true, &far)
+            },
+            auto: true,
             source: format!("{near} to the same node, {far} to others; {source}"),
         }),
         _ => {
@@ -593,8 +608,8 @@ fn model(
     // (`AlltoallPath::Auto`), not a path per pair: here the fastest calibrated path's.
     let mut fft_time = fft_time;
     for (i, p) in options.paths.iter().enumerate() {
-        if p.redist_far_same.is_some() {
-            let calibrated = |q: &&Path| q.name.starts_with("cal:") && q.redist_far_same.is_none();
+        if p.auto {
+            let calibrated = |q: &&Path| q.name.starts_with("cal:") && !q.auto;
             let fastest = options
                 .paths
                 .iter()

@@ -1,5 +1,6 @@
 //! PME redistribution under the launcher with 2, 3 and 4 PEs, with PME on every PE and on a
-//! subset of them, on every path (onesided get and put, MPI pairs and Alltoallv): every atom
+//! subset of them, on every path (onesided get and put, MPI pairs and Alltoallv) and on links
+//! that mix MPI with a one-sided path per link class: every atom
 //! on exactly the PME rank that owns its slab, in the documented order (by source PE, then
 //! the source's home order); every force back at its atom; in a rectangular and in a triclinic
 //! box; with home sets that grow and shrink from one plan to the next; spread slabs and
@@ -18,7 +19,8 @@ use onesided_suite::ensure;
 use onesided_suite::launch;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 use pme_redist::{
-    Error, Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
+    Error, Particle, PmeGrid, RVec, RedistLinks, RedistPath, Redistribution, SlabGrid, serial_gather,
+    serial_spread,
 };
 
 const WATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
@@ -48,6 +50,26 @@ fn charges(structure: &Structure) -> md_demo::Result<Vec<f32>> {
 
 /// Grid spacing in nm: 32 x 16 x 16 points on two water boxes side by side.
 const SPACING: f32 = 0.12;
+
+/// Links that mix MPI with a one-sided path. On one node every pair takes the same-node path;
+/// on 2 emulated nodes (scripts/test-nodes) pairs of both classes take different transports in
+/// the same step.
+const MIXED: [RedistLinks; 3] = [
+    RedistLinks { same_node: RedistPath::OneSidedPut, other_node: RedistPath::Mpi },
+    RedistLinks { same_node: RedistPath::OneSidedGet, other_node: RedistPath::Mpi },
+    RedistLinks { same_node: RedistPath::Mpi, other_node: RedistPath::OneSidedPut },
+];
+
+/// Every path for every pair, then every mix of [`MIXED`].
+fn routes() -> impl Iterator<Item = RedistLinks> {
+    RedistPath::ALL.into_iter().map(RedistLinks::uniform).chain(MIXED)
+}
+
+/// Whether every pair goes by MPI (every buffer is then the PE's own).
+fn all_mpi(links: RedistLinks) -> bool {
+    let mpi = |p| matches!(p, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor);
+    mpi(links.same_node) && mpi(links.other_node)
+}
 
 /// The PME PEs of each layout a job of `n` PEs is tested with: every PE, the last one, and
 /// (with four) the last two.
@@ -243,16 +265,16 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
     let me = rt.my_pe();
     for pme in layouts(rt.n_pes()) {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
-        for path in RedistPath::ALL {
+        for links in routes() {
             let mut homes = homes(rt, structure, &pme)?;
             let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
+                .links(links)
                 .collective_build(&homes[me], structure.len())?;
             for step in 0..9u64 {
                 if step % 4 == 3 {
                     redist.collective_plan(&homes[me])?;
                 }
-                let context = format!("{path}, PME on {pme:?}, step {step}");
+                let context = format!("{links}, PME on {pme:?}, step {step}");
                 checked_step(&mut redist, &grid, &homes, me, step, &context)?;
                 moves(&mut homes, step);
             }
@@ -264,18 +286,26 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
     Ok(())
 }
 
-/// `auto` takes the path of the job's slowest link class (the links to other nodes when the
-/// job spans nodes, else this node's), the same on every PE, and then places every atom and
-/// returns every force exactly, as that path does.
-fn auto_takes_the_path_of_the_slowest_link(rt: &Runtime) -> CaseResult {
+/// `auto` takes per link class the path the job's links say (on one node this node's for
+/// every pair; across nodes each class its own where one is MPI and the other one-sided,
+/// else the other-node class's for every pair), the same on every PE, and then places every
+/// atom and returns every force exactly, as those paths do.
+fn auto_takes_the_path_of_each_link(rt: &Runtime) -> CaseResult {
     let structure = water([2, 2, 2]);
     let me = rt.my_pe();
     let links = rt.collective_links()?;
-    let class = if rt.node_pes().len() < rt.n_pes() { links.other_node } else { links.same_node };
-    let want = match class {
+    let of = |p: ExchangePath| match p {
         ExchangePath::Get => RedistPath::OneSidedGet,
-        ExchangePath::Mpi => RedistPath::Mpi,
+        ExchangePath::Mpi | ExchangePath::MpiRma => RedistPath::Mpi,
         _ => RedistPath::OneSidedPut,
+    };
+    let (same_node, other_node) = (of(links.same_node), of(links.other_node));
+    let want = if rt.node_pes().len() == rt.n_pes() {
+        RedistLinks::uniform(same_node)
+    } else if (same_node == RedistPath::Mpi) != (other_node == RedistPath::Mpi) {
+        RedistLinks { same_node, other_node }
+    } else {
+        RedistLinks::uniform(other_node)
     };
     for pme in layouts(rt.n_pes()) {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
@@ -283,7 +313,7 @@ fn auto_takes_the_path_of_the_slowest_link(rt: &Runtime) -> CaseResult {
         let mut redist = Redistribution::builder(rt, grid.clone())
             .path(RedistPath::Auto)
             .collective_build(&homes[me], structure.len())?;
-        ensure!(redist.path() == want, "auto took {}, the links say {want} ({links:?})", redist.path());
+        ensure!(redist.links() == want, "auto took {}, the links say {want} ({links:?})", redist.links());
         for step in 0..5u64 {
             if step == 3 {
                 redist.collective_plan(&homes[me])?;
@@ -460,16 +490,11 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let serial = serial_spread(&grid, &structure.positions, &charges);
         let mut prints = Vec::new();
-        for path in RedistPath::ALL {
+        for path in routes() {
             let homes = homes(rt, structure, &pme)?;
-            let overlap =
-                if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) {
-                    ExchangePath::Mpi
-                } else {
-                    ExchangePath::Put
-                };
+            let overlap = if all_mpi(path) { ExchangePath::Mpi } else { ExchangePath::Put };
             let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
+                .links(path)
                 .collective_build(&homes[me], structure.len())?;
             let mut slab = SlabGrid::collective_new(rt, &grid, overlap)?;
             let mut delivered = redist.redistribute(&homes[me])?;
@@ -493,10 +518,11 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
                 ensure!(slab.slab().is_empty(), "{path}: PE {me} has no slab but holds values");
             }
             slab.collective_return_overlap()?;
-            // The one-sided paths gather straight into the redistribution's buffer and return
-            // from there; the MPI paths from the gather's vector. The bits must agree.
+            // The one-sided paths (and mixes) gather straight into the redistribution's buffer
+            // and return from there; the MPI paths from the gather's vector. The bits must
+            // agree.
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
-            if matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut) {
+            if !all_mpi(path) {
                 let mesh = delivered.mesh();
                 slab.gather_into(mesh.atoms, mesh.forces);
                 delivered.return_forces(&mut home_forces)?;
@@ -538,10 +564,10 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
     let lx = structure.pbc.diagonal()[0];
     let jump = lx / 2.0;
-    for path in RedistPath::ALL {
+    for path in routes() {
         let mut homes = homes(rt, &structure, &pme)?;
         let mut redist = Redistribution::builder(rt, grid.clone())
-            .path(path)
+            .links(path)
             .collective_build(&homes[me], structure.len())?;
         // Two atoms on different PEs jump: the report names the one on the lower PE.
         let jumpers: Vec<(usize, usize)> = [0, n - 1].iter().map(|&pe| (pe, homes[pe].len() / 2)).collect();
@@ -613,10 +639,10 @@ fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
         }
         for grid in grids {
             let relays = relays_of(&grid, &domains, n)?;
-            for path in RedistPath::ALL {
+            for path in routes() {
                 let mut homes = homes(rt, &structure, &pme)?;
                 let mut redist = Redistribution::builder(rt, grid.clone())
-                    .path(path)
+                    .links(path)
                     .relay(|pe| relays[pe].unwrap_or(usize::MAX))
                     .collective_build(&homes[me], structure.len())?;
                 let dims = grid.dims();
@@ -646,7 +672,7 @@ fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
                 // On the MPI paths every buffer is the PE's own, and the hops' buffers take
                 // turns in four banks: a particle PE's atoms out and forces back share one,
                 // as large as the atoms (20 bytes each, a fifth over) and no more.
-                if !matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut) {
+                if all_mpi(path) {
                     let (symmetric, local) = (redist.symmetric_bytes(), redist.local_bytes());
                     let home = homes[me].len();
                     let atoms = size_of::<Particle>() * (home + home.div_ceil(5)) + 8;
@@ -686,10 +712,10 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
     for (pme, grid) in grids {
         let domains = DdGrid::choose(particle_pes(n, &pme), structure.pbc, 1e-3)?;
         let relays = relays_of(&grid, &domains, n)?;
-        for path in RedistPath::ALL {
+        for path in routes() {
             let mut homes = homes(rt, &structure, &pme)?;
             let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
+                .links(path)
                 .displacement_margin(0.05)
                 .relay(|pe| relays[pe].unwrap_or(usize::MAX))
                 .collective_build(&homes[me], structure.len())?;
@@ -867,10 +893,10 @@ fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     for pme in layouts(n).into_iter().filter(|l| l.len() >= 2) {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let slab = lx / grid.ranks() as f32;
-        for path in RedistPath::ALL {
+        for path in routes() {
             let mut homes = homes(rt, &structure, &pme)?;
             let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
+                .links(path)
                 .displacement_margin(0.05)
                 .collective_build(&homes[me], structure.len())?;
             let pe = particle_pes(n, &pme) - 1;
@@ -957,6 +983,14 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     config(PmeGrid::new(rotated, SPACING, &[0]), "box[0][1] (a_y) is 0.5, not 0")?;
     ensure!("onesided-put".parse::<RedistPath>()? == RedistPath::OneSidedPut, "path names");
     ensure!("nonsense".parse::<RedistPath>().is_err(), "an unknown path is an error");
+    let mixed: RedistLinks = "same-node=onesided-put,other-node=mpi".parse()?;
+    ensure!(mixed == MIXED[0] && mixed.to_string() == "same-node=onesided-put,other-node=mpi", "{mixed}");
+    ensure!("mpi".parse::<RedistLinks>()? == RedistLinks::uniform(RedistPath::Mpi), "uniform links");
+    for bad in
+        ["same-node=onesided-put,other-node=onesided-get", "same-node=auto,other-node=mpi", "same-node=mpi"]
+    {
+        ensure!(bad.parse::<RedistLinks>().is_err(), "links {bad:?} parsed");
+    }
 
     // A PME-only PE given home atoms: every PE fails, naming it.
     let pme_only = format!("PE {} is a PME-only rank", n - 1);
@@ -973,6 +1007,28 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
         outcome.err()
     );
     homes[n - 1].clear();
+
+    // Links one redistribution cannot take, on one PE or all, and different paths on
+    // different PEs: refused on every PE, naming what to change.
+    let two_one_sided =
+        RedistLinks { same_node: RedistPath::OneSidedPut, other_node: RedistPath::OneSidedGet };
+    let odd_one = if me == n - 1 { two_one_sided } else { MIXED[0] };
+    let outcome = Redistribution::builder(rt, grid.clone())
+        .links(odd_one)
+        .collective_build(&homes[me], structure.len());
+    ensure!(
+        matches!(outcome, Err(Error::Config(ref m)) if m.contains("cannot take")),
+        "PE {me}: {:?}",
+        outcome.err()
+    );
+    let path = if me == 0 { RedistPath::Mpi } else { RedistPath::OneSidedPut };
+    let outcome =
+        Redistribution::builder(rt, grid.clone()).path(path).collective_build(&homes[me], structure.len());
+    ensure!(
+        matches!(outcome, Err(Error::CollectiveConfig(ref m)) if m.contains("different redistribution paths")),
+        "PE {me}: {:?}",
+        outcome.err()
+    );
 
     for path in RedistPath::ALL {
         let mut redist = Redistribution::builder(rt, grid.clone())
@@ -1053,9 +1109,9 @@ fn main() {
     let mut cases = cases.to_vec();
     cases.push(pe_test::Case { name: "pencils_place_every_atom", pes: &[4], run: pencils_place_every_atom });
     cases.push(pe_test::Case {
-        name: "auto_takes_the_path_of_the_slowest_link",
+        name: "auto_takes_the_path_of_each_link",
         pes: &[2, 4],
-        run: auto_takes_the_path_of_the_slowest_link,
+        run: auto_takes_the_path_of_each_link,
     });
     cases.push(pe_test::Case {
         name: "relayed_atoms_reach_their_ranks_on_every_path",

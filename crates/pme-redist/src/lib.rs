@@ -82,8 +82,8 @@ pub use grid::{PmeDecomposition, PmeGrid};
 pub use onesided::ErrorScope;
 pub use pme::{MeshFft, Pme, PmeTimes};
 pub use redist::{
-    GROWTH_FACTOR, Mesh, MeshVote, Particle, RedistBuilder, RedistPath, Redistribution, StageTarget, Step,
-    planned_stage_targets, planned_targets,
+    GROWTH_FACTOR, Mesh, MeshVote, Particle, RedistBuilder, RedistLinks, RedistPath, Redistribution,
+    StageTarget, Step, planned_stage_targets, planned_targets,
 };
 pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
 pub use spread::{SlabGrid, serial_gather, serial_spread};

@@ -7,25 +7,66 @@
 //! targets over the calls: the monotonic form of the 2013 `used` counter, which never needs
 //! resetting). Forces come back the same way in reverse ([`Lines::send_back`]), read where
 //! they lie on the node.
+//!
+//! In a redistribution whose links differ ([`super::mixed`]) it serves the pairs of one class.
 
 use onesided::Runtime;
 
-use super::lines::Lines;
-use super::plan::Plan;
+use super::lines::{Line, Lines};
+use super::plan::{Pairs, Plan};
 use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::Result;
 
 /// The get transport.
 pub(super) struct Get<'rt> {
-    lines: Lines<'rt>,
+    pub lines: Lines<'rt>,
 }
 
 impl<'rt> Get<'rt> {
+    /// The transport of the pairs `pairs` serves.
+    ///
     /// # Collective
     /// Every PE allocates the same lines.
-    pub(super) fn collective_new(rt: &'rt Runtime, name: &dyn Fn(&str) -> String, m: usize) -> Result<Self> {
-        Ok(Get { lines: Lines::collective_new(rt, name, m)? })
+    pub(super) fn collective_new(
+        rt: &'rt Runtime,
+        name: &dyn Fn(&str) -> String,
+        m: usize,
+        pairs: Pairs,
+    ) -> Result<Self> {
+        Ok(Get { lines: Lines::collective_new(rt, name, m, pairs)? })
+    }
+
+    /// On a particle PE: packs `home` into the send buffer once every target has taken the
+    /// last call's atoms from it.
+    pub(super) fn pack(&mut self, plan: &Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
+        self.lines.await_taken(plan)?;
+        // SAFETY: every target has taken its share of the previous call (awaited just above),
+        // and none reads the buffer again before this call's announcement, after the packing.
+        unsafe { plan.pack_into(home, buffers.send()) };
+        Ok(())
+    }
+
+    /// On a PME rank whose sources' announcements are in (`announced`, by source): gets the
+    /// atoms of every source served, and tells each it has taken them.
+    pub(super) fn take_atoms(
+        &self,
+        plan: &Plan<'rt>,
+        buffers: &Buffers<'rt>,
+        announced: &[Line],
+    ) -> Result<()> {
+        for (j, source) in plan.sources_of(self.lines.pairs()) {
+            let (count, at) = (plan.src_counts[j], plan.src_offsets[j]);
+            if count > 0 {
+                // SAFETY: on the get path only this PE writes its receive buffer, and nothing
+                // reads it during the copy; the range lies inside it (each source sends at
+                // most its bound, and the buffer holds the sum of the bounds).
+                let dst = unsafe { buffers.recv().local_range_mut(at..at + count) };
+                buffers.send().sym().get(source.pe, announced[j][1] as usize, dst)?;
+            }
+            self.lines.took(source.pe)?;
+        }
+        Ok(())
     }
 }
 
@@ -40,10 +81,7 @@ impl<'rt> Transport<'rt> for Get<'rt> {
 
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
         if plan.particle {
-            self.lines.await_taken(plan)?;
-            // SAFETY: every target has taken its share of the previous call (awaited just
-            // above), and none reads the buffer again before this call's announcement below.
-            unsafe { plan.pack_into(home, buffers.send()) };
+            self.pack(plan, buffers, home)?;
             self.lines.announce(plan)?;
         }
         if plan.my_rank.is_none() {
@@ -53,18 +91,7 @@ impl<'rt> Transport<'rt> for Get<'rt> {
         let raw: Vec<u64> = lines.iter().map(|l| l[0]).collect();
         plan.take_source_counts(&raw);
         self.lines.vote_start(plan)?;
-        for (j, source) in plan.sources().iter().enumerate() {
-            let (count, at) = (plan.src_counts[j], plan.src_offsets[j]);
-            if count > 0 {
-                // SAFETY: on the get path only this PE writes its receive buffer, and nothing
-                // reads it during the copy; the range lies inside it (each source sends at
-                // most its bound, and the buffer holds the sum of the bounds).
-                let dst = unsafe { buffers.recv().local_range_mut(at..at + count) };
-                buffers.send().sym().get(source.pe, lines[j][1] as usize, dst)?;
-            }
-            self.lines.took(source.pe)?;
-        }
-        Ok(())
+        self.take_atoms(plan, buffers, &lines)
     }
 
     fn backward(

@@ -8,10 +8,13 @@
 //!
 //! The slots grow with the most sources of any PME rank and the most targets of any PE,
 //! agreed at each plan, never with the job.
+//!
+//! In a redistribution whose links differ ([`super::mixed`]) the lines serve the pairs of one
+//! class only ([`Pairs`]), and the vote is MPI's.
 
 use onesided::{Runtime, SignalArray, SymArray};
 
-use super::plan::Plan;
+use super::plan::{Pairs, Plan};
 use super::vote::Vote;
 use super::{Buffers, Forces, LINE, by_rank};
 use crate::RVec;
@@ -43,12 +46,12 @@ impl<'rt> Slots<'rt> {
         Ok(self.lines.put_signal(pe, slot, &[line], &self.signals, slot, k)?)
     }
 
-    /// The lines of `slots` (this PE's own) once each signal reaches `k`, as they come.
-    fn await_all(&self, slots: impl Iterator<Item = usize>, k: u64) -> Result<Vec<Line>> {
-        let slots: Vec<usize> = slots.collect();
-        let mut lines = vec![[0u64; LINE]; slots.len()];
-        let mut pending: Vec<(usize, u64)> = slots.iter().map(|&s| (s, k)).collect();
-        let mut which: Vec<usize> = (0..slots.len()).collect();
+    /// The lines of `slots` (this PE's own, each with its index among `n`) once each signal
+    /// reaches `k`, as they come; by index, zero where no slot was awaited.
+    fn await_all(&self, n: usize, slots: impl Iterator<Item = (usize, usize)>, k: u64) -> Result<Vec<Line>> {
+        let mut lines = vec![[0u64; LINE]; n];
+        let (mut pending, mut which): (Vec<(usize, u64)>, Vec<usize>) =
+            slots.map(|(index, slot)| ((slot, k), index)).unzip();
         while !pending.is_empty() {
             let i = self.signals.wait_any_ge(&pending)?;
             let (slot, at) = (pending.swap_remove(i).0, which.swap_remove(i));
@@ -62,6 +65,8 @@ impl<'rt> Slots<'rt> {
 pub(super) struct Lines<'rt> {
     rt: &'rt Runtime,
     name: String,
+    /// The pairs these lines serve.
+    pairs: Pairs,
     /// On a PME rank, per source slot: the source's announcement of the step.
     inbox: Slots<'rt>,
     /// On a particle PE, per target: where the put path's atoms go in this step.
@@ -78,7 +83,8 @@ pub(super) struct Lines<'rt> {
     /// that must be before the forces are written again.
     back_taken: SignalArray<'rt>,
     owed_back_taken: u64,
-    vote: Vote<'rt>,
+    /// The PME ranks' vote, where the lines serve every pair.
+    vote: Option<Vote<'rt>>,
     /// What this PME rank brought to the vote of the current step.
     ballot: u64,
     /// Slots per source side and per target side.
@@ -86,13 +92,22 @@ pub(super) struct Lines<'rt> {
 }
 
 impl<'rt> Lines<'rt> {
+    /// Lines for the pairs `pairs` serves, with the vote of `m` PME ranks where that is
+    /// every pair.
+    ///
     /// # Collective
     /// Every PE allocates the same lines.
-    pub fn collective_new(rt: &'rt Runtime, name: &dyn Fn(&str) -> String, m: usize) -> Result<Self> {
+    pub fn collective_new(
+        rt: &'rt Runtime,
+        name: &dyn Fn(&str) -> String,
+        m: usize,
+        pairs: Pairs,
+    ) -> Result<Self> {
         let slots = |what: &str| Slots::collective_alloc(rt, &name(what), 1);
         Ok(Lines {
             rt,
             name: name(""),
+            pairs,
             inbox: slots("announcements")?,
             offers: slots("offers")?,
             statuses: slots("statuses")?,
@@ -101,10 +116,15 @@ impl<'rt> Lines<'rt> {
             owed_taken: 0,
             back_taken: SignalArray::collective_alloc(rt, &name("forces taken"), 1)?,
             owed_back_taken: 0,
-            vote: Vote::collective_new(rt, name, m)?,
+            vote: (pairs == Pairs::All).then(|| Vote::collective_new(rt, name, m)).transpose()?,
             ballot: u64::MAX,
             capacity: (1, 1),
         })
+    }
+
+    /// The pairs these lines serve.
+    pub fn pairs(&self) -> Pairs {
+        self.pairs
     }
 
     /// Symmetric bytes held.
@@ -113,7 +133,7 @@ impl<'rt> Lines<'rt> {
             + self.offers.bytes()
             + self.statuses.bytes()
             + 8 * (self.delivered.len() + 2)
-            + self.vote.symmetric_bytes()
+            + self.vote.as_ref().map_or(0, Vote::symmetric_bytes)
     }
 
     /// Grows the slots to the plan's most sources and targets (with a fifth to spare).
@@ -143,7 +163,7 @@ impl<'rt> Lines<'rt> {
     /// send buffer may be packed again; then counts this call's.
     pub fn await_taken(&mut self, plan: &Plan<'rt>) -> Result<()> {
         self.taken.wait_ge(0, self.owed_taken)?;
-        self.owed_taken += plan.reach.targets.len() as u64;
+        self.owed_taken += plan.targets_of(self.pairs).count() as u64;
         Ok(())
     }
 
@@ -152,11 +172,11 @@ impl<'rt> Lines<'rt> {
         Ok(self.taken.add(pe, 0, 1)?)
     }
 
-    /// Announces this step to every target: this PE's count for it (or its error), and where
+    /// Announces this step to every target served: this PE's count for it (or its error), and where
     /// its atoms for it start in the packed home order (on the put path, where their forces go
     /// in the force receive buffer).
     pub fn announce(&self, plan: &Plan<'rt>) -> Result<()> {
-        for (_, r, slot) in plan.targets() {
+        for (_, r, slot) in plan.targets_of(self.pairs) {
             let mut line = [0u64; LINE];
             line[0] = plan.count_to(r);
             line[1] = plan.dest_offsets[r] as u64;
@@ -165,9 +185,11 @@ impl<'rt> Lines<'rt> {
         Ok(())
     }
 
-    /// Every source's announcement of this step, in source order, read as each arrives.
+    /// Every source's announcement of this step, in source order, read as each arrives (zero
+    /// lines for the sources not served).
     pub fn announcements(&self, plan: &Plan<'rt>) -> Result<Vec<Line>> {
-        self.inbox.await_all(plan.sources().iter().map(|s| s.slot), plan.calls)
+        let served = plan.sources_of(self.pairs).map(|(j, s)| (j, s.slot));
+        self.inbox.await_all(plan.sources().len(), served, plan.calls)
     }
 
     /// The put path's offer to source `j`: where its atoms go.
@@ -176,9 +198,10 @@ impl<'rt> Lines<'rt> {
         self.offers.put(source.pe, source.index, line, plan.calls)
     }
 
-    /// Every target's offer of this step, by target.
+    /// Every served target's offer of this step, by target.
     pub fn offers(&self, plan: &Plan<'rt>) -> Result<Vec<Line>> {
-        self.offers.await_all(0..plan.reach.targets.len(), plan.calls)
+        let served = plan.targets_of(self.pairs).map(|(i, ..)| (i, i));
+        self.offers.await_all(plan.reach.targets.len(), served, plan.calls)
     }
 
     /// The status of this step to source `j` (after the vote), and where its forces lie.
@@ -187,14 +210,16 @@ impl<'rt> Lines<'rt> {
         self.statuses.put(source.pe, source.index, line, plan.calls)
     }
 
-    /// Every target's status line of this step, by target, each taken into the plan (its
-    /// error, or its count checked: the first mismatch comes back beside the lines, so that
-    /// the caller still tells every target it is done).
+    /// Every served target's status line of this step, by target, each taken into the plan
+    /// (its error, or its count checked: the first mismatch comes back beside the lines, so
+    /// that the caller still tells every target it is done).
     pub fn statuses(&self, plan: &mut Plan<'rt>) -> Result<(Vec<Line>, Result<()>)> {
-        let lines = self.statuses.await_all(0..plan.reach.targets.len(), plan.calls)?;
+        let served: Vec<usize> = plan.targets_of(self.pairs).map(|(i, ..)| i).collect();
+        let lines =
+            self.statuses.await_all(plan.reach.targets.len(), served.iter().map(|&i| (i, i)), plan.calls)?;
         let mut outcome = Ok(());
-        for (i, line) in lines.iter().enumerate() {
-            let taken = plan.take_status(plan.reach.targets[i], line[0]);
+        for i in served {
+            let taken = plan.take_status(plan.reach.targets[i], lines[i][0]);
             if outcome.is_ok() {
                 outcome = taken;
             }
@@ -207,11 +232,11 @@ impl<'rt> Lines<'rt> {
     ///
     /// # Collective
     /// Every PME rank calls it once per step, after the announcements (nothing where the plan
-    /// does not vote).
+    /// does not vote or the lines serve some pairs only).
     pub fn vote_start(&mut self, plan: &Plan<'rt>) -> Result<()> {
-        if let Some(rank) = plan.my_rank.filter(|_| plan.votes) {
+        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.votes), &self.vote) {
             self.ballot = plan.ballot();
-            self.vote.start(&plan.grid, rank, plan.calls, self.ballot)?;
+            vote.start(&plan.grid, rank, plan.calls, self.ballot)?;
         }
         Ok(())
     }
@@ -221,8 +246,8 @@ impl<'rt> Lines<'rt> {
     /// # Collective
     /// Every PME rank calls it once per step, after [`vote_start`](Self::vote_start).
     pub fn vote(&self, plan: &mut Plan<'rt>) -> Result<()> {
-        if let Some(rank) = plan.my_rank.filter(|_| plan.votes) {
-            let agreed = self.vote.finish(&plan.grid, rank, plan.calls, self.ballot)?;
+        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.votes), &self.vote) {
+            let agreed = vote.finish(&plan.grid, rank, plan.calls, self.ballot)?;
             plan.take_vote(agreed);
         }
         Ok(())
@@ -237,8 +262,9 @@ impl<'rt> Lines<'rt> {
         Ok(())
     }
 
-    /// A PME rank's half of the return: the vote, then per source the status of the step and
-    /// where its forces lie. The forces are either read by the sources where they lie in this
+    /// A PME rank's half of the return: the vote (MPI's, taken before, where the lines serve
+    /// some pairs only), then per source served the status of the step and where its forces
+    /// lie. The forces are either read by the sources where they lie in this
     /// rank's force buffer (staged there first unless they are there in place), or, with
     /// `push` (the put path's source offsets in the sources' force receive buffers) and forces
     /// not in place (in the caller's array, or a put relay's in its force buffer), put there
@@ -266,7 +292,7 @@ impl<'rt> Lines<'rt> {
         self.vote(plan)?;
         if let Some(force_at) = push {
             if plan.pending.is_none() {
-                for (j, source) in plan.sources().iter().enumerate() {
+                for (j, source) in plan.sources_of(self.pairs) {
                     let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
                     if count > 0 {
                         let data = &forces.data[at..at + count];
@@ -277,7 +303,8 @@ impl<'rt> Lines<'rt> {
             // The forces land before the statuses that say they are there.
             self.rt.fence();
         }
-        for j in 0..plan.sources().len() {
+        let served: Vec<usize> = plan.sources_of(self.pairs).map(|(j, _)| j).collect();
+        for &j in &served {
             let mut line = [0u64; LINE];
             line[0] = plan.status_to(j);
             line[1] = plan.src_offsets[j] as u64;
@@ -285,15 +312,16 @@ impl<'rt> Lines<'rt> {
             self.status(plan, j, line)?;
         }
         if push.is_none() {
-            self.owed_back_taken += plan.sources().len() as u64;
+            self.owed_back_taken += served.len() as u64;
         }
         Ok(())
     }
 
-    /// A particle PE's half of the return: every target's status, then its forces, read
-    /// where they lie and unpacked into home order in the same pass when every target left
-    /// them in its force buffer on this node (then `true`); otherwise each target's forces
-    /// land in the force receive buffer (got, or put there by the target), to unpack from.
+    /// A particle PE's half of the return: every served target's status, then its forces,
+    /// read where they lie and unpacked into home order in the same pass when every target
+    /// with forces for this PE left them in its force buffer on this node (then `true`);
+    /// otherwise each served target's forces land in the force receive buffer (got, or put
+    /// there by the target), to unpack from.
     /// Each target that left its forces to be read is told when they have been.
     pub fn take_back(
         &mut self,
@@ -338,6 +366,7 @@ impl<'rt> Lines<'rt> {
                 continue;
             }
             if lines[i][2] == 0 {
+                // Put here by the target, or (a zero line) sent by another transport.
                 mapped = false;
                 continue;
             }

@@ -30,9 +30,11 @@
 //! - **mpi-neighbor**: MPI's neighbourhood collectives on distributed graphs of the partners,
 //!   made at each plan: `MPI_Neighbor_alltoall` of the counts, `MPI_Neighbor_alltoallv` of
 //!   the data.
-//! - **auto**: one of the above for every PE, the one the job's slowest link class was
-//!   measured or set fastest on (`onesided`'s links: the other-node class when the job spans
-//!   nodes).
+//! - **auto**: per pair of PEs, the path its link class was measured or set fastest on
+//!   (`onesided`'s links, [`RedistLinks`]): on one node the same-node class's path; across
+//!   nodes, where one class took MPI and the other a one-sided path, each pair its own
+//!   (`mixed.rs`: the MPI part posted around the one-sided part, MPI's vote), else the
+//!   other-node class's path for every pair.
 //!
 //! **Relay** ([`RedistBuilder::relay`], PME on a subset of the PEs): as in GROMACS, each
 //! particle PE sends all its atoms to one PME rank, its relay ([`PmeGrid::relay_rank`]: one
@@ -49,7 +51,8 @@
 //! routings).
 //!
 //! Each transport is one file behind the `Transport` trait (`get.rs`, `put.rs`, `mpi.rs`,
-//! `neighbor.rs`; the one-sided paths' lines and counters in `lines.rs`), handed the plan and the buffers;
+//! `neighbor.rs`, and `mixed.rs` of one-sided and MPI parts; the one-sided paths' lines and
+//! counters in `lines.rs`), handed the plan and the buffers;
 //! `plan.rs` holds what every path shares (the layout of a step, the counts, the errors a
 //! step carries), `place.rs` where each atom goes, and `by_rank.rs` the packing and
 //! unpacking: a step reads the home atoms twice (placement, with the counts per rank and
@@ -75,6 +78,7 @@ use crate::grid::PmeGrid;
 mod by_rank;
 mod get;
 mod lines;
+mod mixed;
 mod mpi;
 mod neighbor;
 mod partners;
@@ -87,6 +91,7 @@ mod vote;
 use partners::{Agreement, Margin};
 pub use partners::{StageTarget, planned_stage_targets, planned_targets};
 use place::place;
+use plan::Pairs;
 use plan::{Plan, Stage, agree_home};
 use store::{Bank, RELAY_BANKS, Role, Store};
 
@@ -116,12 +121,10 @@ pub enum RedistPath {
     /// MPI `Neighbor_alltoall` and `Neighbor_alltoallv` on distributed graphs of the
     /// partners.
     MpiNeighbor,
-    /// The path the job's links were measured or set fastest on
-    /// ([`Runtime::collective_links`]): that of the links to other nodes when the job spans
-    /// nodes (the slowest link class, which the step waits for), else that of this node's
-    /// ([`onesided::ExchangePath::Put`] taken as `onesided-put`, `Get` as `onesided-get`,
-    /// `Mpi` as `mpi`). One path for every PE: a PE's partners must take the same one.
-    /// [`Redistribution::path`] says which it took.
+    /// Per pair of PEs, the path its link class was measured or set fastest on
+    /// ([`Runtime::collective_links`], [`RedistPath::collective_links`]):
+    /// [`onesided::ExchangePath::Put`] taken as `onesided-put`, `Get` as `onesided-get`,
+    /// `Mpi` and `MpiRma` as `mpi`. [`Redistribution::links`] says what it took.
     Auto,
 }
 
@@ -147,7 +150,8 @@ impl RedistPath {
         }
     }
 
-    /// [`Auto`](Self::Auto) made concrete: the path of the job's slowest link class. Other
+    /// [`Auto`](Self::Auto) made one path for every pair: that of the job's slowest link
+    /// class (the links to other nodes when the job spans nodes, else this node's). Other
     /// paths stay as they are.
     ///
     /// # Collective
@@ -157,19 +161,148 @@ impl RedistPath {
     /// What settling the links reports (a bad `ONESIDED_TRANSPORT`, or the calibration's
     /// communication).
     pub fn collective_resolve(self, rt: &Runtime) -> Result<RedistPath> {
+        let links = self.collective_links(rt)?;
+        Ok(if spans_nodes(rt) { links.other_node } else { links.same_node })
+    }
+
+    /// The paths a redistribution on this path takes per link class: [`Auto`](Self::Auto)'s
+    /// from the job's links, any other path for both classes. Under `Auto`, when the job
+    /// spans nodes and one class took MPI and the other a one-sided path, each class keeps
+    /// its own; two different one-sided paths (which one redistribution cannot mix) give every
+    /// pair the other-node class's.
+    ///
+    /// # Collective
+    /// Every PE calls it alike (the first call settles the links, [`Runtime::collective_links`]).
+    ///
+    /// # Errors
+    /// What settling the links reports (a bad `ONESIDED_TRANSPORT`, or the calibration's
+    /// communication).
+    pub fn collective_links(self, rt: &Runtime) -> Result<RedistLinks> {
         if self != RedistPath::Auto {
-            return Ok(self);
+            return Ok(RedistLinks::uniform(self));
         }
         let links = rt.collective_links()?;
-        // Every node holds fewer than all the PEs exactly when there are two or more.
-        let spans_nodes = rt.node_pes().len() < rt.n_pes();
-        Ok(match if spans_nodes { links.other_node } else { links.same_node } {
+        let (same_node, other_node) = (RedistPath::of(links.same_node), RedistPath::of(links.other_node));
+        Ok(if !spans_nodes(rt) {
+            RedistLinks::uniform(same_node)
+        } else if (same_node == RedistPath::Mpi) != (other_node == RedistPath::Mpi) {
+            RedistLinks { same_node, other_node }
+        } else {
+            RedistLinks::uniform(other_node)
+        })
+    }
+
+    /// The redistribution's path for an exchange's: the redistribution has no MPI one-sided
+    /// transport, so where MPI's one-sided path beat OpenSHMEM's on a link, MPI's two-sided
+    /// one takes it.
+    fn of(path: ExchangePath) -> RedistPath {
+        match path {
             ExchangePath::Get => RedistPath::OneSidedGet,
-            // The redistribution has no MPI one-sided transport: where MPI's one-sided path
-            // beat OpenSHMEM's on the link, MPI's two-sided one takes it.
             ExchangePath::Mpi | ExchangePath::MpiRma => RedistPath::Mpi,
             _ => RedistPath::OneSidedPut,
-        })
+        }
+    }
+}
+
+/// Whether the job runs on two nodes or more: then every node holds fewer than all the PEs.
+fn spans_nodes(rt: &Runtime) -> bool {
+    rt.node_pes().len() < rt.n_pes()
+}
+
+/// The paths of a [`Redistribution`] per class of link ([`Runtime::same_node`]): one for the
+/// pairs of PEs on one node, one for the pairs across nodes. Either both the same path, or one
+/// of them [`RedistPath::Mpi`] and the other [`RedistPath::OneSidedPut`] or
+/// [`RedistPath::OneSidedGet`]; then each pair goes by its class's, in the same step
+/// ([`RedistBuilder::links`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RedistLinks {
+    /// The path between PEs of one node.
+    pub same_node: RedistPath,
+    /// The path between PEs of different nodes.
+    pub other_node: RedistPath,
+}
+
+impl RedistLinks {
+    /// The same path for every pair.
+    pub fn uniform(path: RedistPath) -> RedistLinks {
+        RedistLinks { same_node: path, other_node: path }
+    }
+
+    /// Whether both classes take the same path.
+    pub fn is_uniform(&self) -> bool {
+        self.same_node == self.other_node
+    }
+
+    /// `Err` naming what one redistribution cannot take.
+    fn check(&self) -> Result<()> {
+        if self.is_uniform() {
+            return Ok(());
+        }
+        let one_sided = |p: RedistPath| matches!(p, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
+        let mixes = (self.same_node == RedistPath::Mpi && one_sided(self.other_node))
+            || (self.other_node == RedistPath::Mpi && one_sided(self.same_node));
+        if mixes {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "a redistribution cannot take links {self}: one class may take mpi and the other                  onesided-put or onesided-get, or both the same path"
+            )))
+        }
+    }
+
+    /// The path whose buffers serve both classes: the one-sided one where they differ.
+    fn storage(&self) -> RedistPath {
+        if self.same_node == RedistPath::Mpi { self.other_node } else { self.same_node }
+    }
+
+    /// A number for the links (below 64), the same on every PE that has the same links.
+    fn code(&self) -> u64 {
+        let index = |p: RedistPath| {
+            RedistPath::ALL.iter().chain([&RedistPath::Auto]).position(|&q| q == p).unwrap_or(0) as u64
+        };
+        8 * index(self.same_node) + index(self.other_node)
+    }
+}
+
+impl fmt::Display for RedistLinks {
+    /// The path, or `same-node=PATH,other-node=PATH` where they differ.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_uniform() {
+            write!(f, "{}", self.same_node)
+        } else {
+            write!(f, "same-node={},other-node={}", self.same_node, self.other_node)
+        }
+    }
+}
+
+impl FromStr for RedistLinks {
+    type Err = Error;
+
+    /// One path for every pair (`onesided-put`, `mpi`, ..., `auto`), or
+    /// `same-node=PATH,other-node=PATH`.
+    fn from_str(s: &str) -> Result<RedistLinks> {
+        let Some((first, second)) = s.split_once(',') else {
+            return Ok(RedistLinks::uniform(s.trim().parse()?));
+        };
+        let mut links = RedistLinks::uniform(RedistPath::Auto);
+        for part in [first, second] {
+            match part.trim().split_once('=') {
+                Some(("same-node", path)) => links.same_node = path.trim().parse()?,
+                Some(("other-node", path)) => links.other_node = path.trim().parse()?,
+                _ => {
+                    return Err(Error::Config(format!(
+                        "{part:?} in redistribution links {s:?}: expected same-node=PATH,other-node=PATH"
+                    )));
+                }
+            }
+        }
+        if links.same_node == RedistPath::Auto || links.other_node == RedistPath::Auto {
+            return Err(Error::Config(format!(
+                "redistribution links {s:?} name auto for one class: auto chooses for both, alone"
+            )));
+        }
+        links.check()?;
+        Ok(links)
     }
 }
 
@@ -373,7 +506,7 @@ impl<'rt> Buffers<'rt> {
 /// mesh reads the atoms and writes their forces ([`Step::mesh`]); then
 /// [`Step::return_forces`] brings every PE its home atoms' forces in home order.
 pub struct Redistribution<'rt> {
-    path: RedistPath,
+    links: RedistLinks,
     plan: Plan<'rt>,
     buffers: Buffers<'rt>,
     agreement: Agreement<'rt>,
@@ -395,7 +528,7 @@ struct Onward<'rt> {
 impl fmt::Debug for Redistribution<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redistribution")
-            .field("path", &self.path)
+            .field("links", &self.links)
             .field("pme_rank", &self.plan.my_rank)
             .field("pme_ranks", &self.plan.grid.ranks())
             .field("home_count", &self.plan.home_count())
@@ -409,7 +542,7 @@ impl fmt::Debug for Redistribution<'_> {
 pub struct RedistBuilder<'rt> {
     rt: &'rt Runtime,
     grid: PmeGrid,
-    path: RedistPath,
+    links: RedistLinks,
     margin: Margin,
     routing: Routing,
     mesh_votes: bool,
@@ -424,9 +557,17 @@ enum Routing {
 }
 
 impl<'rt> RedistBuilder<'rt> {
-    /// The transport ([`RedistPath::OneSidedPut`] by default).
+    /// The transport for every pair ([`RedistPath::OneSidedPut`] by default;
+    /// [`RedistPath::Auto`] per link class).
     pub fn path(self, path: RedistPath) -> Self {
-        RedistBuilder { path, ..self }
+        RedistBuilder { links: RedistLinks::uniform(path), ..self }
+    }
+
+    /// A transport per link class: each pair of PEs on one node takes `links.same_node`, each
+    /// pair across nodes `links.other_node` ([`RedistLinks`] says which mixes one
+    /// redistribution can take; [`collective_build`](Self::collective_build) refuses others).
+    pub fn links(self, links: RedistLinks) -> Self {
+        RedistBuilder { links, ..self }
     }
 
     /// How far an atom may move, in nm in any direction, between two plans: each particle PE
@@ -484,14 +625,16 @@ impl<'rt> RedistBuilder<'rt> {
     ///
     /// # Errors
     /// On every PE: [`Error::Config`] when the PME ranks do not fit the job, a PME-only PE is
-    /// given home atoms, or a relay is asked for with PME on every PE;
+    /// given home atoms, a relay is asked for with PME on every PE, or the links mix paths
+    /// one redistribution cannot ([`RedistLinks`]); [`Error::CollectiveConfig`] when the PEs
+    /// were given different paths;
     /// [`Error::CollectiveConfig`] when some PEs relay and some do not, or a particle PE names
     /// a relay outside the grid; [`Error::Comm`] when the symmetric heap cannot hold the
     /// buffers.
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
         // The buffers follow the bounds of the plan, never more than the system.
         let _ = total_atoms;
-        let RedistBuilder { rt, grid, path, margin, routing, mesh_votes } = self;
+        let RedistBuilder { rt, grid, links, margin, routing, mesh_votes } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -508,17 +651,38 @@ impl<'rt> RedistBuilder<'rt> {
             )));
         }
         let my_rank = grid.rank_of_pe(rt.my_pe());
-        let path = path.collective_resolve(rt)?;
-        let mut agreed = [u64::from(mesh_votes), u64::from(!mesh_votes)];
+        let valid = links.check();
+        // The largest code and the smallest (as CODES less the largest of CODES less each).
+        const INVALID: u64 = 64;
+        const CODES: u64 = 128;
+        let code = if valid.is_ok() { links.code() } else { INVALID };
+        let mut agreed = [u64::from(mesh_votes), u64::from(!mesh_votes), code, CODES - code];
         rt.max_u64(&mut agreed)?;
-        if agreed == [1, 1] {
+        if agreed[..2] == [1, 1] {
             return Err(Error::CollectiveConfig(
                 "some PEs leave the vote to the PME mesh and some do not: every PE must build its \
                  redistribution with the same vote_in_mesh"
                     .to_string(),
             ));
         }
-        let hop = Hop { rt, grid: &grid, path, margin, mesh_votes };
+        valid?;
+        if agreed[2] == INVALID {
+            return Err(Error::Config(format!(
+                "another PE was given redistribution links one redistribution cannot take (this PE: {links})"
+            )));
+        }
+        if agreed[2] != CODES - agreed[3] {
+            return Err(Error::CollectiveConfig(format!(
+                "the PEs were given different redistribution paths (this PE: {links}): every PE must \
+                 build its redistribution with the same path or links"
+            )));
+        }
+        let links = if links == RedistLinks::uniform(RedistPath::Auto) {
+            RedistPath::Auto.collective_links(rt)?
+        } else {
+            links
+        };
+        let hop = Hop { rt, grid: &grid, links, margin, mesh_votes };
         match agree_routing(rt, &grid, routing)? {
             None => hop.collective_build(
                 home,
@@ -531,7 +695,7 @@ impl<'rt> RedistBuilder<'rt> {
             Some(via) => {
                 // Where no buffer is symmetric, the hops' buffers take turns in four banks.
                 let all = [Role::Send, Role::Receive, Role::ForcesOut, Role::ForcesIn];
-                let banks: Vec<Rc<Bank>> = if all.iter().any(|r| r.symmetric_on(path)) {
+                let banks: Vec<Rc<Bank>> = if all.iter().any(|r| r.symmetric_on(links.storage())) {
                     Vec::new()
                 } else {
                     (0..4).map(|_| Rc::new(Bank::default())).collect()
@@ -584,7 +748,7 @@ impl<'rt> RedistBuilder<'rt> {
 struct Hop<'a, 'rt> {
     rt: &'rt Runtime,
     grid: &'a PmeGrid,
-    path: RedistPath,
+    links: RedistLinks,
     margin: Margin,
     /// The hop that votes leaves it to the mesh.
     mesh_votes: bool,
@@ -608,7 +772,7 @@ impl<'rt> Hop<'_, 'rt> {
         votes: bool,
         (stage, banks): (Stage, Option<[&Rc<Bank>; 4]>),
     ) -> Result<Redistribution<'rt>> {
-        let Hop { rt, grid, path, margin, mesh_votes } = *self;
+        let Hop { rt, grid, links, margin, mesh_votes } = *self;
         let my_rank = grid.rank_of_pe(rt.my_pe());
         let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
@@ -620,23 +784,26 @@ impl<'rt> Hop<'_, 'rt> {
             Stage::Whole if votes => "",
             Stage::Whole => "relay ",
         };
-        let name = |what: &str| format!("pme {}: {hop}{what}", path.name());
-        let transport: Box<dyn Transport<'rt> + 'rt> = match path {
-            RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m)?),
-            RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m)?),
-            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false)?),
-            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true)?),
+        let name = |what: &str| format!("pme {links}: {hop}{what}");
+        let all = Pairs::All;
+        let transport: Box<dyn Transport<'rt> + 'rt> = match links.same_node {
+            _ if !links.is_uniform() => Box::new(mixed::Mixed::collective_new(rt, &name, m, my_rank, links)?),
+            RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m, all)?),
+            RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m, all)?),
+            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false, all)?),
+            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true, all)?),
             RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
             RedistPath::Auto => unreachable!("the builder resolves the automatic path first"),
         };
         let own_home = if particle { home.len() } else { 0 };
-        let buffers = Buffers::collective_new(rt, &name, path, (own_home, most_home), both, banks)?;
+        let buffers =
+            Buffers::collective_new(rt, &name, links.storage(), (own_home, most_home), both, banks)?;
         let agreement = Agreement::collective_new(rt, &name)?;
         let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes && !mesh_votes);
         plan.stage = stage;
         plan.mesh_votes = votes && mesh_votes;
         let mut redist =
-            Redistribution { path, plan, buffers, agreement, transport, onward: None, banks: Vec::new() };
+            Redistribution { links, plan, buffers, agreement, transport, onward: None, banks: Vec::new() };
         if stage != Stage::AlongX {
             redist.collective_partners(home)?;
         }
@@ -691,16 +858,22 @@ impl<'rt> Redistribution<'rt> {
         RedistBuilder {
             rt,
             grid,
-            path: RedistPath::OneSidedPut,
+            links: RedistLinks::uniform(RedistPath::OneSidedPut),
             margin: Margin::Slab,
             routing: Routing::Direct,
             mesh_votes: false,
         }
     }
 
-    /// The path.
+    /// The path: with links that differ per class ([`links`](Self::links)), that of the pairs
+    /// across nodes.
     pub fn path(&self) -> RedistPath {
-        self.path
+        self.links.other_node
+    }
+
+    /// The path of each class of link ([`RedistPath::Auto`] made concrete).
+    pub fn links(&self) -> RedistLinks {
+        self.links
     }
 
     /// This PE's PME rank, if it is one.
@@ -995,7 +1168,7 @@ impl Redistribution<'_> {
             // The put path puts them into the sources' force buffers (on one node faster than
             // each source reading them here: pme_relay, docs/bench/PME-SCALE.md); the others
             // return them from where they lie.
-            let forces = Forces { data, in_place: self.path != RedistPath::OneSidedPut };
+            let forces = Forces { data, in_place: self.links.storage() != RedistPath::OneSidedPut };
             let first =
                 return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
             return failed.map_or(first, Err);

@@ -10,6 +10,10 @@
 //! On both, the PME ranks agree on the error of a step with an `MPI_Iallreduce` on their own
 //! communicator, started once the counts are in and completed before the statuses go out.
 //! Every call completes its sends before it returns, whatever failed.
+//!
+//! In a redistribution whose links differ ([`super::mixed`]) the partner path serves the
+//! pairs of one class, in steps the mixed transport interleaves with the other part's, and
+//! its vote is every PME rank's.
 
 use std::ffi::c_int;
 use std::mem::{MaybeUninit, size_of};
@@ -20,7 +24,7 @@ use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use onesided::Runtime;
 use onesided::watchdog::watch;
 
-use super::plan::Plan;
+use super::plan::{Pairs, Plan};
 use super::{Buffers, Forces, Particle, Transport};
 use crate::RVec;
 use crate::error::{Error, Result};
@@ -30,11 +34,16 @@ pub(super) const DATA: c_int = 1;
 /// Tag of a message that carries an error marker instead.
 const MARK: c_int = 2;
 
+/// The messages of atoms a PME rank probed, by source index, and the first broken bound.
+pub(super) type Probed = (Vec<(usize, ffi::MPI_Message)>, Result<()>);
+
 /// The MPI transport: its communicators, and whether it uses the collectives.
 pub(super) struct Mpi {
     comm: SimpleCommunicator,
-    vote: MpiVote,
+    pub vote: MpiVote,
     alltoallv: bool,
+    /// The pairs the partner path serves.
+    pairs: Pairs,
     requests: Vec<ffi::MPI_Request>,
     /// The error marker this PE sends, where MPI reads it until the sends complete.
     marker: Box<u64>,
@@ -124,12 +133,19 @@ impl MpiVote {
 }
 
 impl Mpi {
+    /// The transport of the pairs `pairs` serves (every pair with `alltoallv`).
+    ///
     /// # Collective
     /// Duplicates the world communicator and splits off the PME ranks'.
-    pub(super) fn collective_new(rt: &Runtime, my_rank: Option<usize>, alltoallv: bool) -> Result<Self> {
+    pub(super) fn collective_new(
+        rt: &Runtime,
+        my_rank: Option<usize>,
+        alltoallv: bool,
+        pairs: Pairs,
+    ) -> Result<Self> {
         let comm = onesided::collective_error_returning_world(rt)?;
         let vote = MpiVote::collective_new(&comm, my_rank);
-        Ok(Mpi { comm, vote, alltoallv, requests: Vec::new(), marker: Box::new(0) })
+        Ok(Mpi { comm, vote, alltoallv, pairs, requests: Vec::new(), marker: Box::new(0) })
     }
 
     /// Starts sending `bytes` bytes from `data` to `to` under `tag`.
@@ -159,7 +175,7 @@ impl Mpi {
     }
 
     /// Completes every send started.
-    fn waitall(&mut self) -> Result<()> {
+    pub(super) fn waitall(&mut self) -> Result<()> {
         let requests = &mut self.requests;
         // SAFETY: every request was started by isend; statuses are ignored.
         let code = watch("MPI_Waitall", None, || unsafe {
@@ -273,46 +289,61 @@ impl Mpi {
     /// The partner path's forward: a message per target, probed and received in source order.
     /// The sends complete before it returns, whatever failed.
     fn forward_partners(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
-        *self.marker = plan.pending.unwrap_or(0);
-        let mut sent = Ok(());
-        if plan.particle {
-            let send = buffers.send().as_ptr();
-            for &r in &plan.reach.targets {
-                let to = plan.grid.pe_of(r);
-                sent = if plan.pending.is_some() {
-                    let marker: *const u64 = &*self.marker;
-                    // SAFETY: the boxed marker stays in place and unchanged until waitall
-                    // below, which every way out of this call passes.
-                    unsafe { self.isend(marker.cast(), size_of::<u64>(), to, MARK) }
-                } else {
-                    // The target's range of the packed send buffer (pointer arithmetic
-                    // only; isend reads it).
-                    let data = send.wrapping_add(plan.dest_offsets[r]).cast();
-                    // SAFETY: the range lies in the send buffer, which nobody writes before
-                    // the next step, after waitall below.
-                    unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA) }
-                };
-                if sent.is_err() {
-                    break;
-                }
-            }
-        }
+        let sent = if plan.particle { self.send_atoms(plan, buffers) } else { Ok(()) };
         let received =
             if sent.is_ok() && plan.my_rank.is_some() { self.receive_atoms(plan, buffers) } else { Ok(()) };
         let waited = self.waitall();
         sent.and(received).and(waited)
     }
 
+    /// A particle PE's sends: to each served target its range of the packed send buffer, or
+    /// this PE's error marker. They complete in [`waitall`](Self::waitall), which every way out
+    /// of the step passes.
+    pub(super) fn send_atoms(&mut self, plan: &Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+        *self.marker = plan.pending.unwrap_or(0);
+        let send = buffers.send().as_ptr();
+        let targets: Vec<usize> = plan.targets_of(self.pairs).map(|(_, r, _)| r).collect();
+        for r in targets {
+            let to = plan.grid.pe_of(r);
+            if plan.pending.is_some() {
+                let marker: *const u64 = &*self.marker;
+                // SAFETY: the boxed marker stays in place and unchanged until waitall, which
+                // every way out of the step passes.
+                unsafe { self.isend(marker.cast(), size_of::<u64>(), to, MARK)? };
+            } else {
+                // The target's range of the packed send buffer (pointer arithmetic only;
+                // isend reads it).
+                let data = send.wrapping_add(plan.dest_offsets[r]).cast();
+                // SAFETY: the range lies in the send buffer, which nobody writes before the
+                // next step, after waitall.
+                unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA)? };
+            }
+        }
+        Ok(())
+    }
+
     /// A PME rank's half of the partner path's forward: each source probed in source order,
     /// its count or error taken, and every message received into place.
     fn receive_atoms(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+        let mut raw = vec![0; plan.sources().len()];
+        let (probed, outcome) = self.probe_sources(plan, &mut raw)?;
+        plan.take_source_counts(&raw);
+        self.vote.start(plan)?;
+        Mpi::receive_probed(plan, buffers, probed)?;
+        outcome
+    }
+
+    /// On a PME rank: probes each served source in source order and writes its count or
+    /// error into `raw` (by source); returns the messages of atoms to receive, by source
+    /// index, and the first broken bound (its message received and dropped, so that none is
+    /// left behind).
+    pub(super) fn probe_sources(&mut self, plan: &Plan<'_>, raw: &mut [u64]) -> Result<Probed> {
         let mut probed = Vec::with_capacity(plan.sources().len());
-        let mut raw = Vec::with_capacity(plan.sources().len());
         let mut outcome = Ok(());
-        for source in plan.sources() {
+        for (j, source) in plan.sources_of(self.pairs) {
             let (message, tag, bytes) = self.probe(source.pe)?;
             if tag == MARK {
-                raw.push(Mpi::receive_marker(message, bytes)?);
+                raw[j] = Mpi::receive_marker(message, bytes)?;
                 continue;
             }
             if outcome.is_ok() {
@@ -323,30 +354,31 @@ impl Mpi {
                 let mut scratch = vec![0u8; bytes];
                 // SAFETY: scratch holds the bytes.
                 unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
-                raw.push(0);
+                raw[j] = 0;
                 continue;
             }
-            raw.push((bytes / size_of::<Particle>()) as u64);
-            probed.push(message);
+            raw[j] = (bytes / size_of::<Particle>()) as u64;
+            probed.push((j, message));
         }
-        plan.take_source_counts(&raw);
-        self.vote.start(plan)?;
+        Ok((probed, outcome))
+    }
+
+    /// Receives the `probed` messages ([`probe_sources`](Self::probe_sources)) into place, once
+    /// the plan has taken the counts.
+    pub(super) fn receive_probed(
+        plan: &Plan<'_>,
+        buffers: &Buffers<'_>,
+        probed: Vec<(usize, ffi::MPI_Message)>,
+    ) -> Result<()> {
         let recv = buffers.recv();
-        let mut messages = probed.into_iter();
-        for (j, &value) in raw.iter().enumerate() {
-            if value & super::plan::ERROR == 0
-                && let Some(message) = messages.next()
-            {
-                let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
-                // SAFETY: the source's range of the receive buffer, which holds the sum of the
-                // bounds (each message checked against its source's just above); only this PE
-                // touches it now.
-                unsafe {
-                    Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())?
-                };
-            }
+        for (j, message) in probed {
+            let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+            // SAFETY: the source's range of the receive buffer, which holds the sum of the
+            // bounds (each message checked against its source's when probed); only this PE
+            // touches it now.
+            unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())? };
         }
-        outcome
+        Ok(())
     }
 
     /// The partner path's backward: a message per source, probed and received by target. The
@@ -357,38 +389,42 @@ impl Mpi {
         buffers: &Buffers<'_>,
         forces: &[RVec],
     ) -> Result<()> {
-        *self.marker = plan.pending.unwrap_or(0);
-        let mut sent = Ok(());
-        if plan.my_rank.is_some() {
-            for (j, source) in plan.sources().iter().enumerate() {
-                sent = if plan.pending.is_some() {
-                    let marker: *const u64 = &*self.marker;
-                    // SAFETY: as in forward_partners.
-                    unsafe { self.isend(marker.cast(), size_of::<u64>(), source.pe, MARK) }
-                } else {
-                    let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
-                    let data = forces[at..at + count].as_ptr().cast();
-                    // SAFETY: a range of the caller's forces, borrowed for this call, which
-                    // waits for the sends below before it returns.
-                    unsafe { self.isend(data, count * size_of::<RVec>(), source.pe, DATA) }
-                };
-                if sent.is_err() {
-                    break;
-                }
-            }
-        }
+        let sent = if plan.my_rank.is_some() { self.send_forces(plan, forces) } else { Ok(()) };
         let received =
             if sent.is_ok() && plan.particle { self.receive_forces(plan, buffers) } else { Ok(()) };
         let waited = self.waitall();
         sent.and(received).and(waited)
     }
 
-    /// A particle PE's half of the partner path's backward: each target's status, and its
-    /// forces into place.
-    fn receive_forces(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
+    /// A PME rank's sends of the return: to each served source its range of `forces`, or the
+    /// step's error marker. They complete in [`waitall`](Self::waitall), which every way out
+    /// of the step passes.
+    pub(super) fn send_forces(&mut self, plan: &Plan<'_>, forces: &[RVec]) -> Result<()> {
+        *self.marker = plan.pending.unwrap_or(0);
+        let sources: Vec<(usize, usize)> = plan.sources_of(self.pairs).map(|(j, s)| (j, s.pe)).collect();
+        for (j, pe) in sources {
+            if plan.pending.is_some() {
+                let marker: *const u64 = &*self.marker;
+                // SAFETY: as in send_atoms.
+                unsafe { self.isend(marker.cast(), size_of::<u64>(), pe, MARK)? };
+            } else {
+                let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+                let data = forces[at..at + count].as_ptr().cast();
+                // SAFETY: a range of the caller's forces, borrowed for the step's return,
+                // which waits for the sends before it returns.
+                unsafe { self.isend(data, count * size_of::<RVec>(), pe, DATA)? };
+            }
+        }
+        Ok(())
+    }
+
+    /// A particle PE's half of the partner path's backward: each served target's status, and
+    /// its forces into place.
+    pub(super) fn receive_forces(&mut self, plan: &mut Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
         let mut outcome = Ok(());
         let recv = buffers.force_recv();
-        for r in plan.reach.targets.clone() {
+        let targets: Vec<usize> = plan.targets_of(self.pairs).map(|(_, r, _)| r).collect();
+        for r in targets {
             let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
             if tag == MARK {
                 plan.note_error(Mpi::receive_marker(message, bytes)?);

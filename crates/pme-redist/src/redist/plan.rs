@@ -29,6 +29,30 @@ pub(super) enum Stage {
     AlongX,
 }
 
+/// Which pairs of PEs a transport serves in a step: every pair, or, in a redistribution
+/// whose links take different paths ([`super::mixed`]), the pairs on one node or those across
+/// nodes. A pair is of one class from both ends, so both ends agree on its transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pairs {
+    /// Every pair.
+    All,
+    /// Pairs whose PEs share a node.
+    SameNode,
+    /// Pairs whose PEs are on different nodes.
+    OtherNode,
+}
+
+impl Pairs {
+    /// Whether the pair of this PE and `pe` is served.
+    pub fn serves(self, rt: &Runtime, pe: usize) -> bool {
+        match self {
+            Pairs::All => true,
+            Pairs::SameNode => rt.same_node(pe),
+            Pairs::OtherNode => !rt.same_node(pe),
+        }
+    }
+}
+
 /// The plan and the current step's layout: everything a transport reads and writes besides
 /// the buffers.
 pub(super) struct Plan<'rt> {
@@ -177,6 +201,16 @@ impl<'rt> Plan<'rt> {
     /// This PME rank's sources by PE.
     pub fn sources(&self) -> &[Source] {
         &self.agreed.sources
+    }
+
+    /// The [`targets`](Self::targets) whose pairs `pairs` serves.
+    pub fn targets_of(&self, pairs: Pairs) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.targets().filter(move |&(_, r, _)| pairs.serves(self.rt, self.grid.pe_of(r)))
+    }
+
+    /// The [`sources`](Self::sources) whose pairs `pairs` serves, by index.
+    pub fn sources_of(&self, pairs: Pairs) -> impl Iterator<Item = (usize, Source)> + '_ {
+        self.sources().iter().copied().enumerate().filter(move |(_, s)| pairs.serves(self.rt, s.pe))
     }
 
     /// Starts a step: places every home atom, counts the atoms per PME rank and lays them out
