@@ -7,12 +7,13 @@
 //! calibration times send-receive calls between PE 0 and one PE of its node and one PE of
 //! another node on each candidate path (the one-sided put and get paths, MPI two-sided and
 //! MPI one-sided), at three message sizes, and gives each class of link the path whose times
-//! are the least, summed as ratios to the fastest at each size. PE 0 decides and every PE takes its decision, so the
-//! PEs agree. Only the two or three PEs that measure exchange anything meanwhile. Where PE 0's
-//! node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the same-node link
-//! keeps the one-sided put unmeasured: two PEs timed while the others sleep cannot show what
-//! MPI's polling costs the rest. Each path, class and size is timed at most 25 ms beyond
-//! three calls, so a slow path costs the calibration little.
+//! are the least, summed as ratios to the fastest at each size. PE 0 decides and every PE
+//! takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
+//! pair measured runs: every other PE waits in the library's wait, which yields the core.
+//! Where PE 0's node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the
+//! same-node link keeps the one-sided put unmeasured: two PEs timed while the others sleep
+//! cannot show what MPI's polling costs the rest. Each path, class and size is timed at most
+//! 25 ms beyond three calls, so a slow path costs the calibration little.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -391,7 +392,8 @@ impl Runtime {
         let largest = SIZES[SIZES.len() - 1] / 8;
         let inbox = SymArray::<u64>::collective_alloc(self, "link calibration inbox", largest)?;
         let data: Vec<u64> = (0..largest as u64).map(|i| i ^ (me as u64) << 40).collect();
-        let released = crate::SignalArray::collective_alloc(self, "link calibration release", 1)?;
+        // Slot 0: the job's release at the end; slot 1: PE 0's go to the peer of a class.
+        let released = crate::SignalArray::collective_alloc(self, "link calibration release", 2)?;
         // Every collective step comes before the measurements, so that the PEs not measuring
         // wait in the release below, not spinning in a collective.
         let mut exchanges = Vec::with_capacity(LINK_PATHS.len());
@@ -403,16 +405,22 @@ impl Runtime {
         }
         // Median per (class, path, size), as nanoseconds, PE 0's.
         let mut medians = [0u64; 2 * LINK_PATHS.len() * SIZES.len()];
-        for (p, exchange) in exchanges.iter_mut().enumerate() {
-            for (class, peer) in pair.iter().enumerate() {
-                let Some(peer) = *peer else { continue };
-                let other = if me == 0 {
-                    peer
-                } else if me == peer {
-                    0
-                } else {
-                    continue;
-                };
+        // One class after the other, every path of it, with the other class's peer waiting in
+        // the library's wait for PE 0's go (not in an exchange's wait, which on MPI polls
+        // without yielding): only the pair measured runs, so that where the job's PEs share
+        // cores (emulated nodes on one machine) a third PE's polling is not what is timed.
+        for (class, peer) in pair.iter().enumerate() {
+            let Some(peer) = *peer else { continue };
+            let other = if me == 0 {
+                released.set(peer, 1, 1)?;
+                peer
+            } else if me == peer {
+                released.wait_ge(1, 1)?;
+                0
+            } else {
+                continue;
+            };
+            for (p, exchange) in exchanges.iter_mut().enumerate() {
                 for (s, (&bytes, &repeats)) in SIZES.iter().zip(&REPEATS).enumerate() {
                     let count = bytes / 8;
                     let mut times = Vec::with_capacity(repeats);
