@@ -9,7 +9,7 @@
 //! MPI one-sided), at three message sizes, and gives each class of link the path whose times
 //! are the least, summed as ratios to the fastest at each size. PE 0 decides and every PE
 //! takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
-//! pair measured runs: every other PE waits in the library's wait, which yields the core.
+//! pair measured runs: every other PE waits napping between polls, leaving it the cores.
 //! Where PE 0's node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the
 //! same-node link keeps the one-sided put unmeasured: two PEs timed while the others sleep
 //! cannot show what MPI's polling costs the rest. Each path, class and size is timed at most
@@ -405,17 +405,18 @@ impl Runtime {
         }
         // Median per (class, path, size), as nanoseconds, PE 0's.
         let mut medians = [0u64; 2 * LINK_PATHS.len() * SIZES.len()];
-        // One class after the other, every path of it, with the other class's peer waiting in
-        // the library's wait for PE 0's go (not in an exchange's wait, which on MPI polls
-        // without yielding): only the pair measured runs, so that where the job's PEs share
-        // cores (emulated nodes on one machine) a third PE's polling is not what is timed.
+        // One class after the other, every path of it, with the other class's peer waiting for
+        // PE 0's go (not in an exchange's wait, which on MPI polls without yielding), napping
+        // as every PE not measured does: only the pair measured runs, so that where the job's
+        // PEs share cores (emulated nodes on one machine) a third PE's polling is not what is
+        // timed.
         for (class, peer) in pair.iter().enumerate() {
             let Some(peer) = *peer else { continue };
             let other = if me == 0 {
                 released.set(peer, 1, 1)?;
                 peer
             } else if me == peer {
-                released.wait_ge(1, 1)?;
+                released.wait_ge_idle(1, 1)?;
                 0
             } else {
                 continue;
@@ -454,11 +455,11 @@ impl Runtime {
                 }
             }
         }
-        // The PEs that did not measure waited in the library's waits, which leave the cores to
-        // the measuring PEs where the node is oversubscribed; PE 0 releases them down a binary
-        // tree, each PE its two children, so that no PE sends more than two signals.
+        // The PEs that did not measure waited napping, which leaves the cores to the measuring
+        // PEs; PE 0 releases them down a binary tree, each PE its two children, so that no PE
+        // sends more than two signals.
         if me != 0 {
-            released.wait_ge(0, 1)?;
+            released.wait_ge_idle(0, 1)?;
         }
         for child in [2 * me + 1, 2 * me + 2] {
             if child < self.n_pes() {

@@ -308,6 +308,26 @@ impl<'rt> SignalArray<'rt> {
         peer: Option<usize>,
         timeout: Duration,
     ) -> Result<u64> {
+        self.wait_ge_polling(index, value, peer, timeout, self.runtime().oversubscribed())
+    }
+
+    /// [`wait_ge`](Self::wait_ge) for a PE that has nothing else to do while other PEs are
+    /// timed (the links calibration): it naps between polls once it has spun a while, as on
+    /// an oversubscribed node, whatever this node's count, so that it leaves the cores to the
+    /// PEs timed (emulated nodes share one machine's cores).
+    pub(crate) fn wait_ge_idle(&self, index: usize, value: u64) -> Result<u64> {
+        self.wait_ge_polling(index, value, None, self.runtime().wait_timeout(), true)
+    }
+
+    /// The wait, napping between polls after a while when `nap`.
+    fn wait_ge_polling(
+        &self,
+        index: usize,
+        value: u64,
+        peer: Option<usize>,
+        timeout: Duration,
+        nap: bool,
+    ) -> Result<u64> {
         self.check_local(index)?;
         // Already there: one acquire load, no polling machinery.
         if self.runtime().all_pes_mapped() {
@@ -317,7 +337,7 @@ impl<'rt> SignalArray<'rt> {
             }
         }
         let mut polls = 0;
-        match poll_until(timeout, self.runtime().oversubscribed(), || self.poll(index, value, &mut polls)) {
+        match poll_until(timeout, nap, || self.poll(index, value, &mut polls)) {
             Ok(()) => Ok(self.load(index)),
             Err(waited) => {
                 self.deadline_spent(timeout);
