@@ -308,18 +308,20 @@ impl<'rt> SignalArray<'rt> {
         peer: Option<usize>,
         timeout: Duration,
     ) -> Result<u64> {
-        self.wait_ge_polling(index, value, peer, timeout, self.runtime().oversubscribed())
+        self.wait_ge_polling(index, value, peer, timeout, self.runtime().oversubscribed(), false)
     }
 
     /// [`wait_ge`](Self::wait_ge) for a PE that has nothing else to do while other PEs are
     /// timed (the links calibration): it naps between polls once it has spun a while, as on
     /// an oversubscribed node, whatever this node's count, so that it leaves the cores to the
-    /// PEs timed (emulated nodes share one machine's cores).
+    /// PEs timed (emulated nodes share one machine's cores), and drives the library's
+    /// progress at every poll, so that no PE waits on it for that.
     pub(crate) fn wait_ge_idle(&self, index: usize, value: u64) -> Result<u64> {
-        self.wait_ge_polling(index, value, None, self.runtime().wait_timeout(), true)
+        self.wait_ge_polling(index, value, None, self.runtime().wait_timeout(), false, true)
     }
 
-    /// The wait, napping between polls after a while when `nap`.
+    /// The wait, napping between polls after a while when `nap`, and `idle` as
+    /// [`wait_ge_idle`](Self::wait_ge_idle) waits.
     fn wait_ge_polling(
         &self,
         index: usize,
@@ -327,6 +329,7 @@ impl<'rt> SignalArray<'rt> {
         peer: Option<usize>,
         timeout: Duration,
         nap: bool,
+        idle: bool,
     ) -> Result<u64> {
         self.check_local(index)?;
         // Already there: one acquire load, no polling machinery.
@@ -337,7 +340,11 @@ impl<'rt> SignalArray<'rt> {
             }
         }
         let mut polls = 0;
-        match poll_until(timeout, nap, || self.poll(index, value, &mut polls)) {
+        // An idle wait polls rarely (it naps), so each of its polls drives the library's
+        // progress: a PE on another node may be waiting for this one to apply its remote
+        // writes (UCX over TCP applies them only while the target progresses).
+        let mut check = || if idle { self.test(index, value) } else { self.poll(index, value, &mut polls) };
+        match poll_until(timeout, nap || idle, &mut check) {
             Ok(()) => Ok(self.load(index)),
             Err(waited) => {
                 self.deadline_spent(timeout);
