@@ -44,6 +44,13 @@ impl<'rt> OneSided<'rt> {
             OneSided::Get(get) => &mut get.lines,
         }
     }
+
+    fn lines_ref(&self) -> &Lines<'rt> {
+        match self {
+            OneSided::Put(put) => &put.lines,
+            OneSided::Get(get) => &get.lines,
+        }
+    }
 }
 
 /// The transport of a redistribution with MPI for the pairs of one class and a one-sided
@@ -154,10 +161,7 @@ impl<'rt> Transport<'rt> for Mixed<'rt> {
     }
 
     fn symmetric_bytes(&self) -> usize {
-        match &self.one_sided {
-            OneSided::Put(put) => put.lines.symmetric_bytes(),
-            OneSided::Get(get) => get.lines.symmetric_bytes(),
-        }
+        self.one_sided.lines_ref().symmetric_bytes()
     }
 
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {

@@ -300,23 +300,40 @@ impl Mpi {
     /// this PE's error marker. They complete in [`waitall`](Self::waitall), which every way out
     /// of the step passes.
     pub(super) fn send_atoms(&mut self, plan: &Plan<'_>, buffers: &Buffers<'_>) -> Result<()> {
-        *self.marker = plan.pending.unwrap_or(0);
         let send = buffers.send().as_ptr();
-        let targets: Vec<usize> = plan.targets_of(self.pairs).map(|(_, r, _)| r).collect();
-        for r in targets {
-            let to = plan.grid.pe_of(r);
-            if plan.pending.is_some() {
+        // Each target's range of the packed send buffer (pointer arithmetic only; isend
+        // reads it).
+        let messages = plan.targets_of(self.pairs).map(|(_, r, _)| {
+            let data = send.wrapping_add(plan.dest_offsets[r]).cast::<u8>().cast_const();
+            (plan.grid.pe_of(r), data, plan.dest_counts[r] * size_of::<Particle>())
+        });
+        let messages: Vec<_> = messages.collect();
+        // SAFETY: the ranges lie in the send buffer, which nobody writes before the next
+        // step, after waitall.
+        unsafe { self.send_each(plan.pending, messages) }
+    }
+
+    /// Starts a message to each of `messages` (PE, data, bytes): its data, or this PE's marker
+    /// where the step carries an error (`pending`).
+    ///
+    /// # Safety
+    /// Each message's data is valid for its bytes of reads, which nobody writes until
+    /// [`waitall`](Self::waitall) returns.
+    unsafe fn send_each(
+        &mut self,
+        pending: Option<u64>,
+        messages: Vec<(usize, *const u8, usize)>,
+    ) -> Result<()> {
+        *self.marker = pending.unwrap_or(0);
+        for (to, data, bytes) in messages {
+            if pending.is_some() {
                 let marker: *const u64 = &*self.marker;
                 // SAFETY: the boxed marker stays in place and unchanged until waitall, which
                 // every way out of the step passes.
                 unsafe { self.isend(marker.cast(), size_of::<u64>(), to, MARK)? };
             } else {
-                // The target's range of the packed send buffer (pointer arithmetic only;
-                // isend reads it).
-                let data = send.wrapping_add(plan.dest_offsets[r]).cast();
-                // SAFETY: the range lies in the send buffer, which nobody writes before the
-                // next step, after waitall.
-                unsafe { self.isend(data, plan.dest_counts[r] * size_of::<Particle>(), to, DATA)? };
+                // SAFETY: the caller's promise.
+                unsafe { self.isend(data, bytes, to, DATA)? };
             }
         }
         Ok(())
@@ -400,22 +417,14 @@ impl Mpi {
     /// step's error marker. They complete in [`waitall`](Self::waitall), which every way out
     /// of the step passes.
     pub(super) fn send_forces(&mut self, plan: &Plan<'_>, forces: &[RVec]) -> Result<()> {
-        *self.marker = plan.pending.unwrap_or(0);
-        let sources: Vec<(usize, usize)> = plan.sources_of(self.pairs).map(|(j, s)| (j, s.pe)).collect();
-        for (j, pe) in sources {
-            if plan.pending.is_some() {
-                let marker: *const u64 = &*self.marker;
-                // SAFETY: as in send_atoms.
-                unsafe { self.isend(marker.cast(), size_of::<u64>(), pe, MARK)? };
-            } else {
-                let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
-                let data = forces[at..at + count].as_ptr().cast();
-                // SAFETY: a range of the caller's forces, borrowed for the step's return,
-                // which waits for the sends before it returns.
-                unsafe { self.isend(data, count * size_of::<RVec>(), pe, DATA)? };
-            }
-        }
-        Ok(())
+        let messages = plan.sources_of(self.pairs).map(|(j, s)| {
+            let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
+            (s.pe, forces[at..at + count].as_ptr().cast(), count * size_of::<RVec>())
+        });
+        let messages: Vec<_> = messages.collect();
+        // SAFETY: ranges of the caller's forces, borrowed for the step's return, which waits
+        // for the sends before it returns.
+        unsafe { self.send_each(plan.pending, messages) }
     }
 
     /// A particle PE's half of the partner path's backward: each served target's status, and
