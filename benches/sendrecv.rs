@@ -5,7 +5,8 @@
 //!   iteration; `onesided-put` (offset swap), `onesided-get`, `buffered` (the 2013 baseline)
 //!   and `mpi` (`MPI_Sendrecv`) carry one message each way; `onesided-2way` and `mpi-2way`
 //!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward; `auto`
-//!   takes the path the link was measured fastest on ([`ExchangePath::Auto`]).
+//!   takes the path the link was measured fastest on for messages of B bytes (an exchange
+//!   per size, reserved for it: [`ExchangePath::Auto`], [`Exchange::collective_reserve`]).
 //! - `alltoall/VARIANT/B`: B bytes per pair of PEs; `ordered-onesided`, `ordered-mpi`,
 //!   `mpi` (`MPI_Alltoall`), `shmem` (`shmem_alltoall64`) and `auto` (the one of them
 //!   measured fastest at creation, [`AlltoallPath::Auto`]).
@@ -65,11 +66,17 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         ("mpi", ExchangePath::Mpi, false),
         ("mpi-2way", ExchangePath::Mpi, true),
         ("mpi-rma", ExchangePath::MpiRma, false),
-        ("auto", ExchangePath::Auto, false),
     ] {
         let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;
         exchange.collective_reserve(max_words)?;
-        exchanges.push((variant, two_way, exchange));
+        exchanges.push((variant, two_way, None, exchange));
+    }
+    // `auto` as a user sizes it: an exchange per message size, which takes the links measured
+    // fastest for its messages.
+    for &bytes in SIZES {
+        let mut exchange = Exchange::<u64>::collective_new(rt, "auto", ExchangePath::Auto)?;
+        exchange.collective_reserve(bytes / 8)?;
+        exchanges.push(("auto", false, Some(bytes), exchange));
     }
     let world = PeGroup::collective_world(rt)?;
     let mut alltoalls = Vec::new();
@@ -88,11 +95,12 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
 
     let mut benches = Vec::new();
     let target = &target;
-    for (variant, two_way, exchange) in &mut exchanges {
+    for (variant, two_way, size, exchange) in &mut exchanges {
         let two_way = *two_way;
-        // One Exchange serves every size of its variant; the bodies take turns with it.
+        // One Exchange serves every size of its variant (or its one size); the bodies take
+        // turns with it.
         let exchange = std::rc::Rc::new(std::cell::RefCell::new(exchange));
-        for &bytes in SIZES {
+        for &bytes in SIZES.iter().filter(|&&b| size.is_none_or(|s| s == b)) {
             let words = bytes / 8;
             let exchange = exchange.clone();
             benches.push(Bench::new("sendrecv", variant, bytes, move |iters| {

@@ -53,9 +53,10 @@
 //! measured across nodes.
 //!
 //! `--links FILE` (repeatable) adds the paths a links calibration measured, from its cache
-//! file (`ONESIDED_CACHE_DIR`, `links-4paths-*.txt`): each path it timed (`cal:NAME`) and
-//! `cal:auto`, per class of link the path the calibration chose, as `ExchangePath::Auto`
-//! takes it; each with an `α` and `β` per class (to ranks on the same node and to the
+//! file (`ONESIDED_CACHE_DIR`, `links-by-size-4paths-*.txt`): each path it timed (`cal:NAME`)
+//! and `cal:auto`, per class of link the path the calibration chose, as `ExchangePath::Auto`
+//! takes it (a halo pulse's messages on the path of their size's range where the calibration
+//! chose per size, as a halo reserves them); each with an `α` and `β` per class (to ranks on the same node and to the
 //! others), fitted to the calibration's send-receive calls (a class no file measured takes
 //! the other's). Every message, transpose block and redistribution source is then costed on
 //! the link between its two ranks, `--ranks-per-node K` a node (default 1: every link
@@ -100,6 +101,9 @@ struct Path {
     redist_far_same: Option<Link>,
     /// `cal:auto`: its transposes take the fastest calibrated path's all-to-all.
     auto: bool,
+    /// `cal:auto` where the calibration chose per range of message sizes: from each size in
+    /// bytes on, the links to the same node and to others of a halo pulse's messages.
+    by_size: Vec<(usize, Link, Link)>,
     source: String,
 }
 
@@ -109,7 +113,15 @@ impl Path {
     fn uniform(name: &str, alpha: f64, beta: f64, source: String) -> Path {
         let extra = if name.starts_with("onesided") { 2.0 } else { 0.0 };
         let link = Link { alpha, beta, extra };
-        Path { name: name.to_string(), same: link, other: link, redist_far_same: None, auto: false, source }
+        Path {
+            name: name.to_string(),
+            same: link,
+            other: link,
+            redist_far_same: None,
+            auto: false,
+            by_size: Vec::new(),
+            source,
+        }
     }
 
     /// From a ping-pong's round trips of 8 bytes and of 4 MiB.
@@ -124,6 +136,21 @@ impl Path {
     /// The link between two ranks, by whether they share a node.
     fn link(&self, same_node: bool) -> &Link {
         if same_node { &self.same } else { &self.other }
+    }
+
+    /// The link of a halo pulse's messages of `bytes` between two ranks: the range of their
+    /// size's where the calibration chose per size, as an exchange reserved for them takes.
+    fn halo_link(&self, same_node: bool, bytes: usize) -> &Link {
+        match self.by_size.iter().rev().find(|(from, _, _)| *from <= bytes) {
+            Some((_, same, other)) => {
+                if same_node {
+                    same
+                } else {
+                    other
+                }
+            }
+            None => self.link(same_node),
+        }
     }
 
     /// The link of the PME redistribution between two ranks, in a job that spans nodes or not.
@@ -175,18 +202,25 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
     // Per (class, path): (bytes, seconds) measured; per class the path chosen.
     let mut measured: std::collections::BTreeMap<(bool, String), Vec<(f64, f64)>> = Default::default();
     let mut chosen: [Option<String>; 2] = [None, None];
+    // The first file's ranges of sizes, each with its paths to the same node and to others.
+    let mut ranges: Option<Vec<(usize, [Option<String>; 2])>> = None;
     for file in files {
         let text = std::fs::read_to_string(file).map_err(|e| format!("--links {}: {e}", file.display()))?;
         let mut named = [None, None];
         let mut classes = [false, false];
         for line in text.lines() {
             if let Some(links) = line.strip_prefix("links ") {
-                for part in links.split(',') {
-                    match part.split_once('=') {
-                        Some(("same-node", path)) => named[0] = Some(path.to_string()),
-                        Some(("other-node", path)) => named[1] = Some(path.to_string()),
-                        _ => {}
-                    }
+                // "LINKS; from BYTES: LINKS; ..."
+                let mut parts = links.split(';');
+                named = class_paths(parts.next().unwrap_or_default());
+                let listed: Vec<(usize, [Option<String>; 2])> = parts
+                    .filter_map(|r| {
+                        let (from, links) = r.trim().strip_prefix("from ")?.split_once(':')?;
+                        Some((from.trim().parse().ok()?, class_paths(links)))
+                    })
+                    .collect();
+                if ranges.is_none() && !listed.is_empty() {
+                    ranges = Some(listed);
                 }
             } else if let Some(note) = line.strip_prefix("# ") {
                 // "CLASS PATH BYTES B: TIME us"
@@ -236,6 +270,7 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
                 other,
                 redist_far_same: None,
                 auto: false,
+                by_size: Vec::new(),
                 source: source.clone(),
             });
         }
@@ -246,6 +281,15 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
     else {
         return Err("--links: no file holds a calibration's `links` line and measurements".to_string());
     };
+    // Per range, a class the range leaves out takes the put path, as the library reads them.
+    let mut by_size = Vec::new();
+    for (from, [range_near, range_far]) in ranges.unwrap_or_default() {
+        let put = || "onesided-put".to_string();
+        let (range_near, range_far) = (range_near.unwrap_or_else(put), range_far.unwrap_or_else(put));
+        if let (Some(same), Some(other)) = (link_of(true, &range_near), link_of(false, &range_far)) {
+            by_size.push((from, same, other));
+        }
+    }
     match (link_of(true, &near), link_of(false, &far)) {
         (Some(same), Some(other)) => paths.push(Path {
             name: "cal:auto".to_string(),
@@ -257,6 +301,7 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
                 link_of(true, &far)
             },
             auto: true,
+            by_size,
             source: format!("{near} to the same node, {far} to others; {source}"),
         }),
         _ => {
@@ -267,6 +312,22 @@ fn calibrated_paths(files: &[PathBuf]) -> Result<Vec<Path>, String> {
         }
     }
     Ok(paths)
+}
+
+/// The paths of `same-node=PATH,other-node=PATH` (or one `PATH` for both), by class.
+fn class_paths(links: &str) -> [Option<String>; 2] {
+    let mut named = [None, None];
+    for part in links.trim().split(',') {
+        match part.trim().split_once('=') {
+            Some(("same-node", path)) => named[0] = Some(path.trim().to_string()),
+            Some(("other-node", path)) => named[1] = Some(path.trim().to_string()),
+            None if !part.trim().is_empty() => {
+                named = [Some(part.trim().to_string()), Some(part.trim().to_string())]
+            }
+            _ => {}
+        }
+    }
+    named
 }
 
 struct Options {
@@ -532,7 +593,8 @@ fn model(
             let same = nodes.particle[domain.pe] == nodes.particle[p.to];
             for (t, path) in rank_time.iter_mut().zip(&options.paths) {
                 // A pulse is a send-receive: as long as its larger message, each way.
-                *t += 2.0 * path.link(same).time(12 * p.sent.max(p.received));
+                let largest = 12 * p.sent.max(p.received);
+                *t += 2.0 * path.halo_link(same, largest).time(largest);
             }
         }
         bytes += rank_bytes;

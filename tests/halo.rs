@@ -14,7 +14,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Dlb, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
-use onesided::{ExchangePath, Links, Runtime};
+use onesided::{ExchangePath, Links, Runtime, SizedLinks};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -304,11 +304,15 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     // Per link class, the path of an `Auto` halo, alternating between grids: on 2 emulated
     // nodes (scripts/test-nodes) a PE's neighbours are of both classes, so its pulses mix the
     // one-sided and the MPI paths (on one node, the same-node path serves every pulse).
-    let mixed = [
-        Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi },
-        Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Get },
-        Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get },
-        Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma },
+    // The third and fifth differ with the size of message, so that pulses of one halo take
+    // different links, and a pulse's coordinates others than its forces.
+    let mixed: [SizedLinks; 6] = [
+        Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi }.into(),
+        Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Get }.into(),
+        "same-node=mpi,other-node=put; from 4k: same-node=put,other-node=mpi; from 12k: get".parse()?,
+        Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get }.into(),
+        "same-node=put,other-node=mpi; from 512: mpi; from 6k: same-node=put,other-node=put".parse()?,
+        Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma }.into(),
     ];
     for (g, (dims, cutoff, shape)) in grids(rt.n_pes()).into_iter().enumerate() {
         let s = system(shape);
@@ -322,8 +326,8 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
             );
             if images == PeriodicImages::Halo {
-                let links = mixed[g % mixed.len()];
-                rt.collective_set_links(links)?;
+                let links = &mixed[g % mixed.len()];
+                rt.collective_set_links(links.clone())?;
                 let auto = run(rt, &s, &grid, &field, (ExchangePath::Auto, images), 9, 4096)?;
                 ensure!(auto == mpi, "{links} and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
             }

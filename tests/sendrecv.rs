@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use bytemuck::Pod;
 use onesided::{
-    Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Links, Offer, Outgoing, Runtime, SymArray,
+    Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Links, Offer, Outgoing, Runtime, SizedLinks,
+    SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -916,6 +917,82 @@ fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// An `Auto` exchange on links that differ with the size of message: each reservation takes
+/// the links of the largest message reserved on any PE, back and forth between three
+/// (one-sided and MPI paths for each class, mixed where the classes differ), and a ring across
+/// the changes, every element stamped with its sender, call and index, arrives whole; a
+/// receive posted on one PE across a reservation that may change the links is refused on every
+/// PE, and the exchange goes on.
+fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let small = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi };
+    let middle = Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get };
+    let large = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Put };
+    let sized = SizedLinks { links: small, by_size: vec![(1 << 10, middle), (16 << 10, large)] };
+    let everyone: Vec<usize> = (0..n).collect();
+    let mut exchange = Exchange::<u64>::collective_with_links(rt, "by size", sized.clone(), &everyone)?;
+    ensure!(exchange.path() == ExchangePath::Auto && exchange.links() == small, "{:?}", exchange.links());
+    let most = 4 << 10;
+    let target = SymArray::<u64>::collective_alloc(rt, "by size target", most)?;
+    let mut call = 0u64;
+    // Elements reserved (8 bytes each; PE 0 reserves the most, which every PE takes), links.
+    let stages =
+        [(16, small), (200, middle), (most, large), (16, small), (most, large), (200, middle), (100, small)];
+    for (elements, want) in stages {
+        let mine = if me == 0 { elements } else { elements / 2 };
+        exchange.collective_reserve(mine)?;
+        ensure!(
+            exchange.links() == want,
+            "{elements} elements reserved: {} taken, not {want}",
+            exchange.links()
+        );
+        for _ in 0..25 {
+            call += 1;
+            let len = |pe: usize| elements - (pe + call as usize) % 3 * (elements / 4);
+            let message: Vec<u64> = (0..len(me)).map(|i| stamp(me, call, i)).collect();
+            let offset = (call as usize * 5) % (most - elements + 1);
+            let incoming = Incoming { from: left, buffer: 0, offset, room: elements };
+            let received = one_each_way(
+                &mut exchange,
+                &[&target],
+                Outgoing::Copy { to: right, data: &message },
+                incoming,
+            )?;
+            ensure!(received == len(left), "{want} call {call}: {received} elements from PE {left}");
+            let mut got = vec![0u64; received];
+            target.read_local(offset, &mut got)?;
+            for (i, &v) in got.iter().enumerate() {
+                ensure!(v == stamp(left, call, i), "{want} call {call} element {i}: {v:#x}");
+            }
+        }
+    }
+    // A receive posted on PE 0 alone: the reservation is refused everywhere, and the call
+    // that consumes it goes through.
+    let incoming = Incoming { from: left, buffer: 0, offset: 0, room: 8 };
+    if me == 0 {
+        exchange.post_receives(&[&target], &[incoming])?;
+    }
+    let outcome = exchange.collective_reserve(most);
+    ensure!(
+        matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedAcrossReserve, .. })),
+        "a reservation across a posted receive: {outcome:?}"
+    );
+    ensure!(exchange.links() == small, "a refused reservation changed the links to {}", exchange.links());
+    let message = [stamp(me, call + 1, 0)];
+    let received =
+        one_each_way(&mut exchange, &[&target], Outgoing::Copy { to: right, data: &message }, incoming)?;
+    ensure!(
+        received == 1 && target.to_vec_local()[0] == stamp(left, call + 1, 0),
+        "the call after the refusal"
+    );
+    // A path given at creation never changes.
+    let mut fixed = Exchange::<u64>::collective_new(rt, "by size, fixed", ExchangePath::Put)?;
+    fixed.collective_reserve(most)?;
+    ensure!(fixed.links() == Links::uniform(ExchangePath::Put), "a fixed path moved to {}", fixed.links());
+    Ok(())
+}
+
 /// An `Auto` exchange: the links are calibrated at the first one (each launch has a cache
 /// directory of its own), every PE takes the same, a second exchange reuses them, and a ring
 /// on them leaves the bytes MPI leaves; links set by the program replace them, the same on
@@ -972,6 +1049,7 @@ fn main() {
         partnered_exchanges,
         mpi_error_leaves_nothing_posted,
         auto_calibrates_once_and_agrees,
+        links_follow_the_message_size,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

@@ -431,6 +431,13 @@ pub enum ExchangeProblem {
         /// The sender.
         from: usize,
     },
+    /// `collective_reserve` on an exchange whose links may change with the reserved size,
+    /// while a receive is posted on some PE.
+    #[error(
+        "a receive is posted on some PE while collective_reserve may change the exchange's links with the \
+         size of its messages; reserve before posting receives"
+    )]
+    PostedAcrossReserve,
     /// A call receives differently from what was posted for it.
     #[error(
         "a receive from PE {from} was posted for another place than this call receives into; a posted receive must be consumed as posted"

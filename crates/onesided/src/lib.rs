@@ -93,7 +93,7 @@ pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use layout::SameNodeAccess;
-pub use links::{LinkChoice, Links, LinksSource};
+pub use links::{LinkChoice, Links, LinksSource, SizedLinks};
 /// The MPI bindings (rsmpi) this crate is built on, for an engine's own two-sided
 /// communication on [`Runtime::world`] with the same version.
 pub use mpi;

@@ -7,7 +7,10 @@
 //! calibration times send-receive calls between PE 0 and one PE of its node and one PE of
 //! another node on each candidate path (the one-sided put and get paths, MPI two-sided and
 //! MPI one-sided), at three message sizes, and gives each class of link the path whose times
-//! are the least, summed as ratios to the fastest at each size. PE 0 decides and every PE
+//! are the least, summed as ratios to the fastest at each size ([`Links`]), and for each range
+//! of sizes around a measured one the path fastest there where it beats that choice by over a
+//! tenth ([`SizedLinks`], which an exchange follows once told the size of its messages by
+//! [`Exchange::collective_reserve`]). PE 0 decides and every PE
 //! takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
 //! pair measured runs: every other PE waits napping between polls, leaving it the cores.
 //! Where PE 0's node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the
@@ -42,10 +45,14 @@ const LINK_PATHS: [ExchangePath; 4] =
     [ExchangePath::Put, ExchangePath::Get, ExchangePath::Mpi, ExchangePath::MpiRma];
 
 /// The cache file's name's first part: the links, among this many paths.
-const CACHE_NAME: &str = "links-4paths";
+const CACHE_NAME: &str = "links-by-size-4paths";
 
 /// How many paths a link may take.
 const PATHS: u64 = LINK_PATHS.len() as u64;
+
+/// Above every code of links or settings ([`SizedLinks::code`]): PEs agree on a code `c` when
+/// the maxima of `c` and of `AGREE_TOP - c` add up to it.
+const AGREE_TOP: u64 = 1 << 60;
 
 impl Links {
     /// The same path to every PE.
@@ -130,6 +137,156 @@ impl FromStr for Links {
     }
 }
 
+/// Links that may differ with the size of an exchange's messages: what a calibration found
+/// fastest for each range of sizes. An [`ExchangePath::Auto`] exchange starts on `links` and,
+/// once [`Exchange::collective_reserve`] has told it the largest message it carries, takes
+/// the links of that size ([`for_bytes`](Self::for_bytes)).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SizedLinks {
+    /// The links for messages of no stated size: the calibration's choice over every size it
+    /// measured.
+    pub links: Links,
+    /// From each size in bytes on, up to the next, the links for messages of that size, in
+    /// ascending order of size (at most [`SizedLinks::MAX_RANGES`]); empty: `links` at every
+    /// size.
+    pub by_size: Vec<(usize, Links)>,
+}
+
+impl SizedLinks {
+    /// The most ranges of sizes a [`SizedLinks`] holds.
+    pub const MAX_RANGES: usize = 4;
+
+    /// The links for messages of up to `bytes` bytes.
+    pub fn for_bytes(&self, bytes: usize) -> Links {
+        self.by_size.iter().rev().find(|(from, _)| *from <= bytes).map_or(self.links, |&(_, links)| links)
+    }
+
+    /// Whether some size takes other links than `links`.
+    pub fn varies(&self) -> bool {
+        self.by_size.iter().any(|&(_, links)| links != self.links)
+    }
+
+    /// Every range's links passed through `f` ([`Links::map`]).
+    pub fn map(&self, f: impl Fn(ExchangePath) -> ExchangePath) -> SizedLinks {
+        SizedLinks {
+            links: self.links.map(&f),
+            by_size: self.by_size.iter().map(|&(from, links)| (from, links.map(&f))).collect(),
+        }
+    }
+
+    /// `Err` naming what cannot serve: a link's path, ranges out of order or too many.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.links.check()?;
+        for &(_, links) in &self.by_size {
+            links.check()?;
+        }
+        if self.by_size.len() > Self::MAX_RANGES {
+            return Err(Error::InvalidArgument(format!(
+                "links for {} ranges of message sizes: at most {} are kept",
+                self.by_size.len(),
+                Self::MAX_RANGES
+            )));
+        }
+        if self.by_size.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::InvalidArgument(format!(
+                "links by message size {self}: the sizes must ascend"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A number for the links, the same on every PE and below 2^60 (the plain links' own
+    /// code where no size differs).
+    pub(crate) fn code(&self) -> u64 {
+        if self.by_size.is_empty() {
+            self.links.code()
+        } else {
+            100 + (fnv1a(self.to_string().as_bytes()) >> 8)
+        }
+    }
+
+    /// The links as words to broadcast: the range count, the links' code, then each range's
+    /// first size and code.
+    fn encode(&self) -> [u64; 2 + 2 * SizedLinks::MAX_RANGES] {
+        let mut words = [0; 2 + 2 * SizedLinks::MAX_RANGES];
+        words[0] = self.by_size.len() as u64;
+        words[1] = self.links.code();
+        for (i, &(from, links)) in self.by_size.iter().take(Self::MAX_RANGES).enumerate() {
+            words[2 + 2 * i] = from as u64;
+            words[3 + 2 * i] = links.code();
+        }
+        words
+    }
+
+    /// The links of [`encode`](Self::encode)'s words; `None` when the words hold none.
+    fn decode(words: &[u64; 2 + 2 * SizedLinks::MAX_RANGES]) -> Option<SizedLinks> {
+        let ranges = usize::try_from(words[0]).ok().filter(|&n| n <= Self::MAX_RANGES)?;
+        let by_size = (0..ranges)
+            .map(|i| Some((words[2 + 2 * i] as usize, Links::from_code(words[3 + 2 * i])?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(SizedLinks { links: Links::from_code(words[1])?, by_size })
+    }
+}
+
+impl From<Links> for SizedLinks {
+    fn from(links: Links) -> SizedLinks {
+        SizedLinks { links, by_size: Vec::new() }
+    }
+}
+
+impl fmt::Display for SizedLinks {
+    /// The links, then `; from BYTES: LINKS` for each range of sizes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.links)?;
+        for (from, links) in &self.by_size {
+            write!(f, "; from {from}: {links}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for SizedLinks {
+    type Err = Error;
+
+    /// Links as [`Links`] reads them, then any number of `; from BYTES: LINKS` (`BYTES` a
+    /// number, or one with `k` or `M` for KiB or MiB): `mpi; from 32k: other-node=onesided-get`.
+    fn from_str(s: &str) -> Result<SizedLinks> {
+        let mut parts = s.split(';');
+        let links = parts.next().unwrap_or_default().parse()?;
+        let mut by_size = Vec::new();
+        for part in parts {
+            let range = part.trim().strip_prefix("from ").and_then(|r| r.split_once(':'));
+            let Some((bytes, range_links)) = range else {
+                return Err(Error::InvalidArgument(format!(
+                    "{part:?} in links {s:?}: expected `from BYTES: LINKS`"
+                )));
+            };
+            let from = parse_bytes(bytes.trim()).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{bytes:?} in links {s:?}: expected a size in bytes (a number, with k or M for \
+                     KiB or MiB)"
+                ))
+            })?;
+            by_size.push((from, range_links.parse()?));
+        }
+        let sized = SizedLinks { links, by_size };
+        sized.check()?;
+        Ok(sized)
+    }
+}
+
+/// `n`, `nk` or `nM` (KiB, MiB) as bytes.
+fn parse_bytes(s: &str) -> Option<usize> {
+    let (digits, scale) = match s.strip_suffix(['k', 'K']) {
+        Some(d) => (d, 1 << 10),
+        None => match s.strip_suffix('M') {
+            Some(d) => (d, 1 << 20),
+            None => (s, 1),
+        },
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(scale)
+}
+
 /// Where the runtime's [`Links`] came from.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -153,8 +310,10 @@ pub enum LinksSource {
 /// measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkChoice {
-    /// The paths.
+    /// The paths for messages of no stated size.
     pub links: Links,
+    /// The paths per range of message sizes ([`SizedLinks::by_size`]).
+    pub by_size: Vec<(usize, Links)>,
     /// Where they came from.
     pub source: LinksSource,
     /// The median time of a send-receive call per link class measured (`true`: same node),
@@ -162,9 +321,16 @@ pub struct LinkChoice {
     pub measured: Vec<(bool, ExchangePath, usize, Duration)>,
 }
 
+impl LinkChoice {
+    /// The paths with their ranges of message sizes.
+    pub fn sized(&self) -> SizedLinks {
+        SizedLinks { links: self.links, by_size: self.by_size.clone() }
+    }
+}
+
 impl fmt::Display for LinkChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (", self.links)?;
+        write!(f, "{} (", self.sized())?;
         match &self.source {
             LinksSource::Environment => write!(f, "{}", env::TRANSPORT)?,
             LinksSource::Set => f.write_str("set by the program")?,
@@ -176,21 +342,21 @@ impl fmt::Display for LinkChoice {
 }
 
 /// What [`env::TRANSPORT`] asks for.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum TransportSetting {
     /// The cache, else a calibration (the default).
     Auto,
     /// A calibration now, whatever the cache holds.
     Calibrate,
     /// These links.
-    Links(Links),
+    Links(SizedLinks),
 }
 
 impl TransportSetting {
-    fn code(self) -> u64 {
+    fn code(&self) -> u64 {
         match self {
             TransportSetting::Auto => 0,
-            TransportSetting::Calibrate => 10,
+            TransportSetting::Calibrate => 50,
             TransportSetting::Links(links) => links.code(),
         }
     }
@@ -207,6 +373,12 @@ pub(crate) fn parse_transport(value: &str) -> Result<TransportSetting> {
 
 /// The message sizes the calibration times, in bytes.
 const SIZES: [usize; 3] = [64, 8 << 10, 128 << 10];
+/// The first size of the range each of [`SIZES`] stands for (the ranges meet halfway between
+/// the sizes, on a logarithmic scale).
+const RANGE_FROM: [usize; 3] = [0, 1 << 10, 32 << 10];
+/// How much faster than a class's path over every size another path must be at one size to
+/// take that size's range: less would follow the noise of a few calls.
+const SIZE_MARGIN: f64 = 0.9;
 /// Timed calls per size at most (after two to warm up).
 const REPEATS: [usize; 3] = [40, 20, 8];
 /// Timed calls per size at least.
@@ -229,19 +401,33 @@ impl Runtime {
     /// On every PE: [`Error::Environment`] when [`env::TRANSPORT`] is malformed or differs
     /// between PEs; what an exchange of the calibration reports.
     pub fn collective_links(&self) -> Result<Links> {
+        Ok(self.collective_sized_links()?.links)
+    }
+
+    /// The links of [`collective_links`](Self::collective_links) with the paths the
+    /// calibration found fastest per range of message sizes ([`SizedLinks`]): what an
+    /// [`ExchangePath::Auto`] exchange follows once [`Exchange::collective_reserve`] has told it
+    /// the size of its messages.
+    ///
+    /// # Collective
+    /// As [`collective_links`](Self::collective_links).
+    ///
+    /// # Errors
+    /// As [`collective_links`](Self::collective_links).
+    pub fn collective_sized_links(&self) -> Result<SizedLinks> {
         if let Some(choice) = self.link_choice() {
-            return Ok(choice.links);
+            return Ok(choice.sized());
         }
         let value = std::env::var(env::TRANSPORT).unwrap_or_default();
         let setting = parse_transport(&value);
-        let code = setting.as_ref().map_or(u64::from(u32::MAX), |s| s.code());
-        let mut agreed = [code, u64::from(u32::MAX) - code];
+        let code = setting.as_ref().map_or(AGREE_TOP, |s| s.code());
+        let mut agreed = [code, AGREE_TOP - code];
         self.max_u64(&mut agreed)?;
         let setting = match setting {
             Err(e) => {
                 return Err(Error::Environment { variable: env::TRANSPORT, value, problem: e.to_string() });
             }
-            Ok(_) if agreed[0] != u64::from(u32::MAX) - agreed[1] => {
+            Ok(_) if agreed[0] != AGREE_TOP - agreed[1] => {
                 return Err(Error::Environment {
                     variable: env::TRANSPORT,
                     value,
@@ -253,9 +439,12 @@ impl Runtime {
             Ok(setting) => setting,
         };
         let choice = match setting {
-            TransportSetting::Links(links) => {
-                LinkChoice { links, source: LinksSource::Environment, measured: Vec::new() }
-            }
+            TransportSetting::Links(sized) => LinkChoice {
+                links: sized.links,
+                by_size: sized.by_size,
+                source: LinksSource::Environment,
+                measured: Vec::new(),
+            },
             TransportSetting::Auto | TransportSetting::Calibrate => {
                 // Named by the candidates: a calibration among fewer paths is not reused.
                 let cache = self.collective_cache_file(CACHE_NAME)?;
@@ -263,34 +452,44 @@ impl Runtime {
                     (Some(file), TransportSetting::Auto) if self.my_pe() == 0 => read_cache(file),
                     _ => None,
                 };
-                let mut code = [cached.map_or(0, |l| l.code())];
-                self.broadcast(0, &mut code)?;
-                match (Links::from_code(code[0]), cache) {
-                    (Some(links), Some(file)) => {
-                        LinkChoice { links, source: LinksSource::Cache(file), measured: Vec::new() }
-                    }
+                let mut words = cached.map_or([0; 2 + 2 * SizedLinks::MAX_RANGES], |l| l.encode());
+                self.broadcast(0, &mut words)?;
+                match (SizedLinks::decode(&words), cache) {
+                    (Some(sized), Some(file)) => LinkChoice {
+                        links: sized.links,
+                        by_size: sized.by_size,
+                        source: LinksSource::Cache(file),
+                        measured: Vec::new(),
+                    },
                     (_, cache) => self.collective_calibrate(cache)?,
                 }
             }
         };
-        let links = choice.links;
+        let sized = choice.sized();
         *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(choice);
-        Ok(links)
+        Ok(sized)
     }
 
     /// Sets the links [`ExchangePath::Auto`] exchanges created from now on take, in place of
-    /// a calibration or [`env::TRANSPORT`].
+    /// a calibration or [`env::TRANSPORT`]: [`Links`], or [`SizedLinks`] with paths per range
+    /// of message sizes.
     ///
     /// # Collective
     /// Every PE must call it, with the same links.
     ///
     /// # Errors
     /// On every PE: [`Error::CollectiveArgument`] when the PEs pass different links;
-    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path.
-    pub fn collective_set_links(&self, links: Links) -> Result<()> {
-        self.collective_agree_links(links, "collective_set_links")?;
-        *self.links.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(LinkChoice { links, source: LinksSource::Set, measured: Vec::new() });
+    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path, or ranges of sizes
+    /// not ascending or too many.
+    pub fn collective_set_links(&self, links: impl Into<SizedLinks>) -> Result<()> {
+        let sized = links.into();
+        self.collective_agree_links(&sized, "collective_set_links")?;
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(LinkChoice {
+            links: sized.links,
+            by_size: sized.by_size,
+            source: LinksSource::Set,
+            measured: Vec::new(),
+        });
         Ok(())
     }
 
@@ -298,13 +497,13 @@ impl Runtime {
     ///
     /// # Collective
     /// One reduction.
-    pub(crate) fn collective_agree_links(&self, links: Links, what: &str) -> Result<()> {
+    pub(crate) fn collective_agree_links(&self, links: &SizedLinks, what: &str) -> Result<()> {
         let valid = links.check();
         let code = if valid.is_ok() { links.code() } else { 0 };
-        let mut agreed = [code, 100 - code];
+        let mut agreed = [code, AGREE_TOP - code];
         self.max_u64(&mut agreed)?;
         valid?;
-        if agreed[0] != 100 - agreed[1] {
+        if agreed[0] != AGREE_TOP - agreed[1] {
             return Err(Error::CollectiveArgument(format!(
                 "{what}: the PEs pass different links (or some pass links that cannot serve); \
                  every PE must pass the same"
@@ -488,6 +687,24 @@ impl Runtime {
             LINK_PATHS[best]
         };
         let links = Links { same_node: choose(0), other_node: choose(1) };
+        // Per range of sizes, the path fastest at its measured size where it beats the class's
+        // own path there by the margin.
+        let fastest_at = |class: usize, s: usize, path: ExchangePath| {
+            let own = LINK_PATHS.iter().position(|&p| p == path).unwrap_or(0);
+            let best = (0..LINK_PATHS.len()).min_by_key(|&q| median(class, q, s)).unwrap_or(own);
+            let faster = (median(class, best, s) as f64) < SIZE_MARGIN * median(class, own, s) as f64;
+            if pair[class].is_some() && faster { LINK_PATHS[best] } else { path }
+        };
+        let by_size: Vec<(usize, Links)> = (0..SIZES.len())
+            .map(|s| {
+                let at = Links {
+                    same_node: fastest_at(0, s, links.same_node),
+                    other_node: fastest_at(1, s, links.other_node),
+                };
+                (RANGE_FROM[s], at)
+            })
+            .collect();
+        let by_size = if by_size.iter().all(|&(_, l)| l == links) { Vec::new() } else { by_size };
         let mut measured = Vec::new();
         for (class, peer) in pair.iter().enumerate() {
             if peer.is_some() {
@@ -499,23 +716,29 @@ impl Runtime {
             }
         }
         let seconds = start.elapsed().as_secs_f64();
+        let sized = SizedLinks { links, by_size };
         let written = match &cache {
-            Some(file) if me == 0 => write_cache(file, &links, &measured).then(|| file.clone()),
+            Some(file) if me == 0 => write_cache(file, &sized, &measured).then(|| file.clone()),
             _ => cache,
         };
-        Ok(LinkChoice { links, source: LinksSource::Calibrated { seconds, cache: written }, measured })
+        Ok(LinkChoice {
+            links,
+            by_size: sized.by_size,
+            source: LinksSource::Calibrated { seconds, cache: written },
+            measured,
+        })
     }
 }
 
 /// The links a cache file holds, if it holds them well formed.
-fn read_cache(file: &std::path::Path) -> Option<Links> {
+fn read_cache(file: &std::path::Path) -> Option<SizedLinks> {
     read_choice(file, "links")?.parse().ok()
 }
 
 /// Writes the calibration's choice and measurements to `file`; whether it could.
 fn write_cache(
     file: &std::path::Path,
-    links: &Links,
+    links: &SizedLinks,
     measured: &[(bool, ExchangePath, usize, Duration)],
 ) -> bool {
     let notes: Vec<String> = measured
@@ -584,13 +807,49 @@ mod tests {
     }
 
     #[test]
+    fn sized_links_parse_print_encode_and_choose_by_size() {
+        let put_mpi = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi };
+        let get = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Get };
+        let sized: SizedLinks =
+            "same-node=onesided-put,other-node=mpi; from 32k: other-node=onesided-get".parse().unwrap();
+        assert_eq!(sized, SizedLinks { links: put_mpi, by_size: vec![(32 << 10, get)] });
+        assert_eq!(sized.to_string().parse::<SizedLinks>().unwrap(), sized);
+        assert_eq!(SizedLinks::decode(&sized.encode()), Some(sized.clone()));
+        assert_eq!(sized.for_bytes(0), put_mpi);
+        assert_eq!(sized.for_bytes((32 << 10) - 1), put_mpi);
+        assert_eq!(sized.for_bytes(32 << 10), get);
+        assert_eq!(sized.for_bytes(usize::MAX), get);
+        assert!(sized.varies());
+        assert!(!SizedLinks::from(put_mpi).varies());
+        assert_eq!(SizedLinks::decode(&SizedLinks::from(get).encode()), Some(get.into()));
+        assert_eq!(SizedLinks::decode(&[0; 2 + 2 * SizedLinks::MAX_RANGES]), None);
+        assert_ne!(sized.code(), SizedLinks::from(put_mpi).code());
+        assert!(sized.code() < AGREE_TOP);
+        assert_eq!(
+            "mpi; from 1M: put".parse::<SizedLinks>().unwrap().by_size,
+            vec![(1 << 20, Links::uniform(ExchangePath::Put))]
+        );
+        assert!("mpi; from 8k: put; from 4k: mpi".parse::<SizedLinks>().is_err());
+        assert!("mpi; 8k: put".parse::<SizedLinks>().is_err());
+        assert!("mpi; from lots: put".parse::<SizedLinks>().is_err());
+        assert!("mpi; from 1k: buffered".parse::<SizedLinks>().is_err());
+        assert!(
+            matches!(parse_transport("mpi; from 64k: onesided-put"), Ok(TransportSetting::Links(s)) if s.varies())
+        );
+    }
+
+    #[test]
     fn a_cache_file_gives_back_its_links() {
         let dir = std::env::temp_dir().join(format!("onesided-links-{}", std::process::id()));
         let file = dir.join("links.txt");
         let links = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi };
         let measured = [(false, ExchangePath::Mpi, 64, Duration::from_micros(25))];
-        assert!(write_cache(&file, &links, &measured));
-        assert_eq!(read_cache(&file), Some(links));
+        assert!(write_cache(&file, &links.into(), &measured));
+        assert_eq!(read_cache(&file), Some(links.into()));
+        let sized =
+            SizedLinks { links, by_size: vec![(0, links), (32 << 10, Links::uniform(ExchangePath::Get))] };
+        assert!(write_cache(&file, &sized, &measured));
+        assert_eq!(read_cache(&file), Some(sized));
         std::fs::write(&file, "links same-node=carrier-pigeon\n").unwrap();
         assert_eq!(read_cache(&file), None);
         std::fs::remove_dir_all(&dir).unwrap();

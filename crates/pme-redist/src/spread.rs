@@ -83,7 +83,7 @@ impl<'rt> SlabGrid<'rt> {
         let widest_planes =
             (0..px).map(|a| grid.slab(a * py).1 - grid.slab(a * py).0).max().unwrap_or(0) + OVERLAP;
         let own = if pencil && rank.is_some() { (hi - lo) * (y_hi - y_lo) * kz } else { 0 };
-        Ok(SlabGrid {
+        let mut slab = SlabGrid {
             grid: grid.clone(),
             rank,
             lo,
@@ -105,7 +105,16 @@ impl<'rt> SlabGrid<'rt> {
             stencils: Vec::new(),
             spread_positions: Vec::new(),
             spread_points: Vec::new(),
-        })
+        };
+        // Each exchange is told its messages' size: on `Auto` it then takes the links measured
+        // fastest for them, and a link on the get path has room for them.
+        let plane_message = if rank.is_some() { OVERLAP * rows * kz } else { 0 };
+        let line_message = if pencil && rank.is_some() { planes * OVERLAP * kz } else { 0 };
+        slab.reduce.collective_reserve(plane_message)?;
+        slab.back.collective_reserve(plane_message)?;
+        slab.reduce_y.collective_reserve(line_message)?;
+        slab.back_y.collective_reserve(line_message)?;
+        Ok(slab)
     }
 
     fn plane_len(&self) -> usize {

@@ -2,7 +2,7 @@
 //! who makes the periodic images, when packing goes parallel), the PEs' agreement on what
 //! they must share, and the allocation and first plan.
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SymArray};
+use onesided::{Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SizedLinks, SymArray};
 
 use super::agree::{min_max, report_atom, setup_hash};
 use super::images::PeriodicImages;
@@ -251,13 +251,17 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         }
         // The coordinates go by the one-sided put on a one-sided link, the forces come back
         // by the pull; MPI links stay MPI.
-        let coordinate_links = match path {
-            ExchangePath::Auto => {
-                rt.collective_links()?.map(|p| if p == ExchangePath::Get { ExchangePath::Put } else { p })
-            }
-            path => Links::uniform(path),
+        // Per size of message where the links' paths differ with it: each pulse takes those
+        // of its messages at every plan.
+        let coordinate_links: SizedLinks = match path {
+            ExchangePath::Auto => rt
+                .collective_sized_links()?
+                .map(|p| if p == ExchangePath::Get { ExchangePath::Put } else { p }),
+            path => Links::uniform(path).into(),
         };
         let force_links = coordinate_links.map(force_path);
+        // The counts and per-atom fields go at repartitions alone, by the links of no size.
+        let plain_links = coordinate_links.links;
         let cell = grid.cell_of(rt.my_pe());
         let name = |what: &str| format!("halo {}: {what}", path.name());
         let coords = GlobalMaxArray::collective_alloc(rt, &name("coordinates"), home.len(), GROWTH)?;
@@ -287,10 +291,15 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                     x: Exchange::collective_with_links(
                         rt,
                         &label("coordinates"),
-                        coordinate_links,
+                        coordinate_links.clone(),
                         &[to, from],
                     )?,
-                    f: Exchange::collective_with_links(rt, &label("forces"), force_links, &[to, from])?,
+                    f: Exchange::collective_with_links(
+                        rt,
+                        &label("forces"),
+                        force_links.clone(),
+                        &[to, from],
+                    )?,
                 });
             }
         }
@@ -314,14 +323,9 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             pulses,
             force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
             forces: GlobalMaxArray::collective_alloc(rt, &name("forces"), 0, GROWTH)?,
-            counts: Exchange::collective_with_links(rt, &name("counts"), coordinate_links, &neighbours)?,
+            counts: Exchange::collective_with_links(rt, &name("counts"), plain_links, &neighbours)?,
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
-            bytes: Exchange::collective_with_links(
-                rt,
-                &name("per-atom fields"),
-                coordinate_links,
-                &neighbours,
-            )?,
+            bytes: Exchange::collective_with_links(rt, &name("per-atom fields"), plain_links, &neighbours)?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
             images,
             image_table: Vec::new(),

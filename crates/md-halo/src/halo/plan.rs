@@ -142,6 +142,11 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
             let (to, from) = (self.pulses[q].to, self.pulses[q].from);
             let count = self.exchange_count(to, send.len(), from)?;
             self.coords.collective_ensure(self.n_local + count)?;
+            // Where the links differ with the size of message, the pulse takes those of its
+            // largest (the same decision on every PE, so the condition is too).
+            if self.pulses[q].x.sized_links().varies() {
+                self.pulses[q].x.collective_reserve(send.len())?;
+            }
             let offset = self.n_local;
             self.pulses[q].send = send;
             self.field_pulse(q, count, &mut records)?;

@@ -51,7 +51,7 @@ use bytemuck::Pod;
 
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
-use crate::links::Links;
+use crate::links::{Links, SizedLinks};
 use crate::runtime::Runtime;
 
 mod buffered;
@@ -313,10 +313,14 @@ pub struct Exchange<'rt, T: Pod> {
     path: ExchangePath,
     /// The path to each class of partner (one for every partner unless `path` is `Auto`).
     links: Links,
+    /// The links per size of message an `Auto` exchange follows at each reservation.
+    sized: SizedLinks,
     /// What every path shares: partners, slots, signals, call numbers.
     chan: Channel<'rt>,
     /// The path's own protocol and state.
     transport: Box<dyn Transport<'rt, T> + 'rt>,
+    /// The transports of links taken before and left at a reservation, kept for a return.
+    spare: Vec<(Links, Box<dyn Transport<'rt, T> + 'rt>)>,
     /// Per-call bookkeeping, kept between calls so that a call allocates nothing.
     work: Work<T>,
 }
@@ -367,7 +371,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         rt: &'rt Runtime,
         name: &str,
         path: ExchangePath,
-        links: Option<Links>,
+        links: Option<SizedLinks>,
         partners: Partners,
     ) -> Result<Self> {
         if std::mem::size_of::<T>() == 0 {
@@ -375,29 +379,43 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 "exchange '{name}': elements of zero size carry nothing to exchange"
             )));
         }
-        let (path, links) = match (path, links) {
-            // Links given that agree are that one path.
-            (ExchangePath::Auto, Some(links)) => {
-                rt.collective_agree_links(links, &format!("exchange '{name}'"))?;
-                (if links.is_uniform() { links.same_node } else { ExchangePath::Auto }, links)
+        let (path, sized) = match (path, links) {
+            // Links given that agree, and do not change with the size, are that one path.
+            (ExchangePath::Auto, Some(sized)) => {
+                rt.collective_agree_links(&sized, &format!("exchange '{name}'"))?;
+                let one = sized.links.is_uniform() && !sized.varies();
+                (if one { sized.links.same_node } else { ExchangePath::Auto }, sized)
             }
-            (ExchangePath::Auto, None) => (ExchangePath::Auto, rt.collective_links()?),
-            (path, _) => (path, Links::uniform(path)),
+            (ExchangePath::Auto, None) => (ExchangePath::Auto, rt.collective_sized_links()?),
+            (path, _) => (path, Links::uniform(path).into()),
         };
+        let links = sized.links;
         let mut chan = Channel::collective_new(rt, name, partners)?;
+        let transport = Self::collective_transport(&mut chan, links)?;
+        Ok(Exchange { path, links, sized, chan, transport, spare: Vec::new(), work: Work::default() })
+    }
+
+    /// The transport of `links` on `chan`.
+    ///
+    /// # Collective
+    /// Every PE builds the same transports (the links are agreed), whatever its partners:
+    /// their construction is collective.
+    fn collective_transport(
+        chan: &mut Channel<'rt>,
+        links: Links,
+    ) -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
+        let rt = chan.rt;
         let mut transport_of = |path: ExchangePath| -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
             Ok(match path {
-                ExchangePath::Put => Box::new(put::Put::collective_new(&chan)?),
+                ExchangePath::Put => Box::new(put::Put::collective_new(chan)?),
                 ExchangePath::Get => Box::new(get::Get::new()),
-                ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(&mut chan)),
+                ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(chan)),
                 ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
-                ExchangePath::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(&chan)?),
+                ExchangePath::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(chan)?),
                 ExchangePath::Auto => unreachable!("links name concrete paths"),
             })
         };
-        // Every PE builds the same transports (the links are agreed), whatever its partners:
-        // their construction is collective.
-        let transport: Box<dyn Transport<'rt, T> + 'rt> = if links.is_uniform() {
+        Ok(if links.is_uniform() {
             transport_of(links.same_node)?
         } else {
             let mut part = |path: ExchangePath| -> Result<mixed::Part<'rt, T>> {
@@ -409,14 +427,21 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             let near = part(links.same_node)?;
             let far = part(links.other_node)?;
             Box::new(mixed::Mixed { near, far })
-        };
-        Ok(Exchange { path, links, chan, transport, work: Work::default() })
+        })
     }
 
-    /// The path to each class of partner: the one path given at creation for both, or the
-    /// runtime's [`Links`] for an [`ExchangePath::Auto`] exchange.
+    /// The path to each class of partner: the one path given at creation for both, or for an
+    /// [`ExchangePath::Auto`] exchange the runtime's [`Links`] (or those given), for the size
+    /// of message last reserved ([`collective_reserve`](Self::collective_reserve)).
     pub fn links(&self) -> Links {
         self.links
+    }
+
+    /// The links per size of message this exchange follows at each
+    /// [`collective_reserve`](Self::collective_reserve) (for a path given at creation, that
+    /// path at every size).
+    pub fn sized_links(&self) -> &SizedLinks {
+        &self.sized
     }
 
     /// The path messages to and from `pe` take.
@@ -439,20 +464,53 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.chan.rt
     }
 
-    /// Symmetric bytes this exchange holds on each PE (slots, signals, staging).
+    /// Symmetric bytes this exchange holds on each PE (slots, signals, staging), for the
+    /// links it takes and those it took before.
     pub fn symmetric_bytes(&self) -> usize {
-        self.chan.symmetric_bytes() + self.transport.symmetric_bytes()
+        let spare: usize = self.spare.iter().map(|(_, t)| t.symmetric_bytes()).sum();
+        self.chan.symmetric_bytes() + self.transport.symmetric_bytes() + spare
     }
 
     /// Makes room for messages of up to `max_message` elements each on the get and buffered
     /// paths (a symmetric buffer grown to the global maximum), for every message but those
-    /// offered in place on the get path. The put and MPI paths need none; for them this only
-    /// checks that every PE calls it.
+    /// offered in place on the get path. The put and MPI paths need none.
+    ///
+    /// On an [`ExchangePath::Auto`] exchange whose links differ with the size of message
+    /// ([`sized_links`](Self::sized_links)), the calls from now on take the links of the
+    /// largest message reserved on any PE: the transport of each class of partner measured
+    /// fastest at that size. Before a change of links it waits until the receivers of the
+    /// last call's offers have taken them ([`wait_taken`](Self::wait_taken)); the transports
+    /// of links left are kept for a return.
     ///
     /// # Collective
     /// Every PE must call it, each with its own `max_message`.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Exchange`] with [`ExchangeProblem::PostedAcrossReserve`] when a
+    /// receive is posted ([`post_receives`](Self::post_receives)) on some PE of an exchange
+    /// whose links may change here: reserve before posting.
     pub fn collective_reserve(&mut self, max_message: usize) -> Result<()> {
-        let largest = self.chan.rt.max_u64_one(max_message as u64)? as usize;
+        let varies = self.sized.varies();
+        let posted = varies && self.chan.posted.iter().any(Option::is_some);
+        let mut agreed = [max_message as u64, u64::from(posted)];
+        self.chan.rt.max_u64(&mut agreed)?;
+        let largest = agreed[0] as usize;
+        if agreed[1] != 0 {
+            return Err(self.chan.refuse(ExchangeProblem::PostedAcrossReserve));
+        }
+        if varies {
+            let links = self.sized.for_bytes(largest.saturating_mul(std::mem::size_of::<T>()));
+            if links != self.links {
+                self.transport.settle(&mut self.chan)?;
+                let next = match self.spare.iter().position(|(l, _)| *l == links) {
+                    Some(i) => self.spare.swap_remove(i).1,
+                    None => Self::collective_transport(&mut self.chan, links)?,
+                };
+                let left = std::mem::replace(&mut self.transport, next);
+                self.spare.push((self.links, left));
+                self.links = links;
+            }
+        }
         self.transport.collective_reserve(&mut self.chan, largest)
     }
 

@@ -7,7 +7,7 @@ use super::channel::{Channel, Lane};
 use super::{Exchange, LANES};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
-use crate::links::Links;
+use crate::links::SizedLinks;
 use crate::runtime::Runtime;
 use crate::sendrecv::ExchangePath;
 
@@ -79,7 +79,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     }
 
     /// As [`collective_with_partners`](Self::collective_with_partners), with the path to
-    /// each class of partner given ([`Links`]) rather than the runtime's: how a user of
+    /// each class of partner given ([`Links`](crate::Links), or [`SizedLinks`] with paths
+    /// per size of message) rather than the runtime's: how a user of
     /// several exchanges derives the links of some from the others' (the halo pulls its
     /// forces where it puts its coordinates).
     ///
@@ -93,17 +94,17 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     pub fn collective_with_links(
         rt: &'rt Runtime,
         name: &str,
-        links: Links,
+        links: impl Into<SizedLinks>,
         partners: &[usize],
     ) -> Result<Self> {
-        Self::collective_listed(rt, name, ExchangePath::Auto, Some(links), partners)
+        Self::collective_listed(rt, name, ExchangePath::Auto, Some(links.into()), partners)
     }
 
     fn collective_listed(
         rt: &'rt Runtime,
         name: &str,
         path: ExchangePath,
-        links: Option<Links>,
+        links: Option<SizedLinks>,
         partners: &[usize],
     ) -> Result<Self> {
         let me = rt.my_pe();
