@@ -695,16 +695,21 @@ impl Runtime {
             let faster = (median(class, best, s) as f64) < SIZE_MARGIN * median(class, own, s) as f64;
             if pair[class].is_some() && faster { LINK_PATHS[best] } else { path }
         };
-        let by_size: Vec<(usize, Links)> = (0..SIZES.len())
-            .map(|s| {
-                let at = Links {
-                    same_node: fastest_at(0, s, links.same_node),
-                    other_node: fastest_at(1, s, links.other_node),
-                };
-                (RANGE_FROM[s], at)
-            })
-            .collect();
-        let by_size = if by_size.iter().all(|&(_, l)| l == links) { Vec::new() } else { by_size };
+        let ranges = (0..SIZES.len()).map(|s| {
+            let at = Links {
+                same_node: fastest_at(0, s, links.same_node),
+                other_node: fastest_at(1, s, links.other_node),
+            };
+            (RANGE_FROM[s], at)
+        });
+        // Only the ranges whose links differ from those below them (the first's from the
+        // links over every size), which hold until the next.
+        let mut by_size: Vec<(usize, Links)> = Vec::new();
+        for (from, at) in ranges {
+            if at != by_size.last().map_or(links, |&(_, below)| below) {
+                by_size.push((from, at));
+            }
+        }
         let mut measured = Vec::new();
         for (class, peer) in pair.iter().enumerate() {
             if peer.is_some() {
