@@ -27,7 +27,9 @@
 //! balancing with GROMACS's `-dlb` meanings, default no: the domain boundaries follow each
 //! PE's force time at every repartition; with several paths the later ones replay the
 //! first path's measured loads, so that every path takes the same boundaries and the paths
-//! stay comparable bit for bit), and `--pes N` when the program launches itself.
+//! stay comparable bit for bit), `--dds F` (GROMACS's `-dds`, with `--dlb yes|auto`: pulses
+//! are provisioned so that a domain may shrink to F of its equal width, default 0.8;
+//! `DdGrid::with_balancing_room`), and `--pes N` when the program launches itself.
 //!
 //! With `--coulomb pme` each step also sends the home atoms to their PME slabs, runs the mesh
 //! (spread, distributed FFT on the library's all-to-all, solve, gather) and brings the
@@ -93,6 +95,8 @@ struct Options {
     rtol: f64,
     squeeze: Option<u64>,
     dlb: Dlb,
+    /// The least domain width balancing may reach, as a fraction of the equal width.
+    dds: f64,
 }
 
 /// Which force kernel computes the step's forces.
@@ -107,7 +111,7 @@ enum Kernel {
 const USAGE: &str = "usage: halo_exchange [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--cutoff NM] \
 [--grid NX,NY,NZ] [--steps S] [--nstlist K] [--threads T] [--path mpi|onesided|mpi-rma|auto|both|all] [--verify] \
 [--dump-halo DIR] [--kernel cluster|reference] [--images kernel|halo] [--coulomb rf|pme] [--spacing NM] [--rtol R] \
-[--squeeze STEP] [--dlb no|yes|auto] [--pes N]";
+[--squeeze STEP] [--dlb no|yes|auto] [--dds F] [--pes N]";
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
@@ -130,6 +134,7 @@ fn parse() -> Result<Options, String> {
         rtol: 1e-5,
         squeeze: None,
         dlb: Dlb::No,
+        dds: 0.8,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -191,6 +196,10 @@ fn parse() -> Result<Options, String> {
             "--squeeze" => options.squeeze = Some(cli::positive(&flag, &value()?)?),
             "--dump-halo" => options.dump_halo = Some(value()?.into()),
             "--dlb" => options.dlb = value()?.parse().map_err(|e| format!("--dlb: {e}"))?,
+            "--dds" => {
+                let v = value()?;
+                options.dds = v.parse().map_err(|_| format!("--dds needs a number, got {v:?}"))?;
+            }
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown option {other:?}\n{USAGE}")),
         }
@@ -282,6 +291,8 @@ fn prepare(rt: &Runtime, options: &Options) -> md_demo::Result<Setup> {
         Some(dims) => DdGrid::new(dims, structure.pbc, range, rt.n_pes())?,
         None => DdGrid::choose(rt.n_pes(), structure.pbc, range)?,
     };
+    // As GROMACS with its DLB on or able to turn on: pulses with room to shrink a domain.
+    let grid = if options.dlb == Dlb::No { grid } else { grid.with_balancing_room(options.dds)? };
     let pme = if options.pme {
         let all: Vec<usize> = (0..rt.n_pes()).collect();
         let pme_grid = PmeGrid::new(structure.pbc.vectors(), options.spacing, &all).map_err(config)?;

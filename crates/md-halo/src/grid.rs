@@ -161,6 +161,35 @@ impl DdGrid {
         Ok(DdGrid { bounds, ..self.clone() })
     }
 
+    /// This grid with as many pulses along each split dimension as let a domain shrink to
+    /// `scaling` of its equal width while its pulses still cover the range: room for a load
+    /// balancer ([`crate::Dlb`]) to narrow a loaded domain, as GROMACS's `-dds` provisions
+    /// (its default is 0.8). A dimension of `n` domains takes at most `n - 1` pulses (a
+    /// domain's halo then spans every other domain along it) and at most [`MAX_PULSES`], so a
+    /// small `scaling` may leave the least width above `scaling` of the equal one. Each pulse
+    /// is one more round of communication in every step; the boundaries stay as they are.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `scaling` is not in (0, 1].
+    pub fn with_balancing_room(&self, scaling: f64) -> Result<DdGrid> {
+        if !(scaling > 0.0 && scaling <= 1.0) {
+            return Err(Error::Config(format!(
+                "a cell size scaling of {scaling}: it is the least width a domain may shrink to, as a \
+                 fraction of the equal width, in (0, 1] (GROMACS's -dds, 0.8 by default)"
+            )));
+        }
+        let mut pulses = self.pulses;
+        for (d, p) in pulses.iter_mut().enumerate() {
+            let n = self.dims[d];
+            // The least width, `scaling / n` in fractions, times the pulses must cover the reach.
+            let most = MAX_PULSES.min(n.saturating_sub(1)).max(*p);
+            while *p < most && (*p as f64) * scaling / (n as f64) < self.reach[d] {
+                *p += 1;
+            }
+        }
+        Ok(DdGrid { pulses, ..self.clone() })
+    }
+
     /// The narrowest a domain along `d` may be, in fractions, whatever its neighbours: the
     /// range in fractions over the pulses, so that any `pulses` consecutive domains cover it.
     pub fn min_width(&self, d: usize) -> f64 {
@@ -463,6 +492,24 @@ mod tests {
         assert!(pbc.height(0) < d as f64 && (grid.reach(0) - 1.0 / pbc.height(0)).abs() < 1e-12);
         let message = DdGrid::new([1, 1, 1], pbc, 2.2, 1).expect_err("height").to_string();
         assert!(message.contains("half the box height along z"), "{message}");
+    }
+
+    #[test]
+    fn balancing_room_adds_pulses_up_to_one_less_than_the_domains() {
+        let slab = PbcBox::rectangular([3.0, 3.0, 9.0]).expect("valid");
+        let grid = DdGrid::new([1, 1, 3], slab, 0.98, 3).expect("fits");
+        assert_eq!(grid.pulses(), [1, 1, 1]);
+        // 0.8 of 3 nm still holds 0.98 nm; 0.3 of it (0.9 nm) takes a second pulse; less is
+        // capped at two pulses for three domains.
+        assert_eq!(grid.with_balancing_room(0.8).expect("fits").pulses(), [1, 1, 1]);
+        let roomy = grid.with_balancing_room(0.3).expect("fits");
+        assert_eq!(roomy.pulses(), [1, 1, 2]);
+        assert!((roomy.min_width(2) - grid.min_width(2) / 2.0).abs() < 1e-12);
+        assert_eq!(roomy.bounds(2), grid.bounds(2));
+        assert_eq!(grid.with_balancing_room(0.01).expect("fits").pulses(), [1, 1, 2]);
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            assert!(matches!(grid.with_balancing_room(bad), Err(Error::Config(_))), "{bad}");
+        }
     }
 
     #[test]
