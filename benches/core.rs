@@ -4,6 +4,9 @@
 //! - `pingpong/onesided/B`: put-with-signal, the partner answers in kind; one round trip per
 //!   iteration. `pingpong/raw/B`: the same through the C library directly (put, fence,
 //!   atomic set, `shmem_wait_until`). `pingpong/mpi/B`: `MPI_Send` / `MPI_Recv`.
+//!   `pingpong/auto/B`: an [`Exchange`] on [`ExchangePath::Auto`] reserved for B bytes, one
+//!   call sending and one receiving per leg: the path the link was measured fastest on for
+//!   messages of that size, as an engine's exchange takes it.
 //! - `put/onesided/B`: a safe put followed by quiet; `put/raw/B`: `shmem_putmem` +
 //!   `shmem_quiet` through the raw bindings, the C library's own latency.
 //! - `get/onesided/B`, `get/raw/B`: blocking get.
@@ -19,7 +22,7 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use mpi::traits::{Communicator, Destination, Source};
-use onesided::{AtomicArray, Runtime, SignalArray, SymArray};
+use onesided::{AtomicArray, Exchange, ExchangePath, Incoming, Outgoing, Runtime, SignalArray, SymArray};
 use onesided_suite::bench::{self, Bench, SIZES};
 
 const LEADER: usize = 0;
@@ -46,6 +49,16 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
     let pair = me ^ 1;
     let paired = pair < rt.n_pes();
     let leads = me.is_multiple_of(2);
+    let partners: Vec<usize> = if paired { vec![pair] } else { Vec::new() };
+    let inbox = SymArray::<u8>::collective_alloc(rt, "bench inbox", max)?;
+    // An `Auto` exchange per size, reserved for it, as an engine sizes its exchanges.
+    let mut exchanges = Vec::new();
+    for &bytes in SIZES {
+        let mut exchange =
+            Exchange::<u8>::collective_with_partners(rt, "pingpong", ExchangePath::Auto, &partners)?;
+        exchange.collective_reserve(bytes)?;
+        exchanges.push(std::cell::RefCell::new(exchange));
+    }
     let mut benches = Vec::new();
     for &bytes in SIZES {
         let (data, signals, source, step) = (&data, &signals, &source, &step);
@@ -91,6 +104,26 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
                         if leads {
                             shmem_sys::shmem_ulonglong_wait_until(signal, cmp_ge, s);
                         }
+                    }
+                }
+            }
+            Ok(start.elapsed())
+        }));
+        let exchange = &exchanges[SIZES.iter().position(|&b| b == bytes).expect("a size")];
+        let inbox = &inbox;
+        benches.push(Bench::new("pingpong", "auto", bytes, move |iters| {
+            let start = Instant::now();
+            if paired {
+                let mut exchange = exchange.borrow_mut();
+                let incoming = [Incoming { from: pair, buffer: 0, offset: 0, room: bytes }];
+                let outgoing = [Outgoing::Copy { to: pair, data: &source[..bytes] }];
+                for _ in 0..iters {
+                    if leads {
+                        exchange.call(&[inbox]).send(&outgoing).run()?;
+                        exchange.call(&[inbox]).receive(&incoming).run()?;
+                    } else {
+                        exchange.call(&[inbox]).receive(&incoming).run()?;
+                        exchange.call(&[inbox]).send(&outgoing).run()?;
                     }
                 }
             }
