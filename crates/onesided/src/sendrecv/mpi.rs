@@ -217,48 +217,6 @@ impl MpiChannel {
             job.received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
             return Ok(());
         }
-        // One message one way (a leg of a ping-pong): the blocking call, without a request to
-        // wait on (not under fault injection, which counts the `MPI_Isend`s).
-        if let ([out], []) = (job.outgoing, incoming)
-            && self.fail_isend.is_none()
-        {
-            let data = job.data(0);
-            let send_bytes = bytes_of(data.len(), size, "a message")?;
-            // SAFETY: the send buffer is a live slice of send_bytes bytes; the rank exists.
-            let code = crate::watchdog::watch("MPI_Send", Some(out.to()), || unsafe {
-                ffi::MPI_Send(
-                    data.as_ptr().cast(),
-                    send_bytes,
-                    bytes_type,
-                    out.to() as c_int,
-                    out_tags[0],
-                    comm,
-                )
-            });
-            return if code == 0 { Ok(()) } else { Err(mpi_error("MPI_Send", code)) };
-        }
-        if let ([], [inc]) = (job.outgoing, incoming) {
-            let room_bytes = bytes_of(inc.room, size, "a receive room")?;
-            let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-            // SAFETY: the receive range lies inside this PE's buffer (checked by the caller:
-            // offset + room <= len) and no reference to it exists; the rank exists; status is
-            // a valid out-pointer.
-            let code = crate::watchdog::watch("MPI_Recv", Some(inc.from), || unsafe {
-                ffi::MPI_Recv(
-                    recv_ptr(inc),
-                    room_bytes,
-                    bytes_type,
-                    inc.from as c_int,
-                    in_tags[0],
-                    comm,
-                    status.as_mut_ptr(),
-                )
-            });
-            check(code, "MPI_Recv", inc)?;
-            // SAFETY: MPI_Recv succeeded and filled the status.
-            job.received[0] = count(unsafe { status.assume_init_ref() }, bytes_type)? / size.max(1);
-            return Ok(());
-        }
         self.post(job)?;
         self.complete(job)
     }
