@@ -322,6 +322,15 @@ pub struct LinkChoice {
 }
 
 impl LinkChoice {
+    /// The choice of `sized`, from `source`, with what was `measured`.
+    fn new(
+        sized: SizedLinks,
+        source: LinksSource,
+        measured: Vec<(bool, ExchangePath, usize, Duration)>,
+    ) -> Self {
+        LinkChoice { links: sized.links, by_size: sized.by_size, source, measured }
+    }
+
     /// The paths with their ranges of message sizes.
     pub fn sized(&self) -> SizedLinks {
         SizedLinks { links: self.links, by_size: self.by_size.clone() }
@@ -441,12 +450,7 @@ impl Runtime {
             Ok(setting) => setting,
         };
         let choice = match setting {
-            TransportSetting::Links(sized) => LinkChoice {
-                links: sized.links,
-                by_size: sized.by_size,
-                source: LinksSource::Environment,
-                measured: Vec::new(),
-            },
+            TransportSetting::Links(sized) => LinkChoice::new(sized, LinksSource::Environment, Vec::new()),
             TransportSetting::Auto | TransportSetting::Calibrate => {
                 // Named by the candidates: a calibration among fewer paths is not reused.
                 let cache = self.collective_cache_file(CACHE_NAME)?;
@@ -457,12 +461,7 @@ impl Runtime {
                 let mut words = cached.map_or([0; 2 + 2 * SizedLinks::MAX_RANGES], |l| l.encode());
                 self.broadcast(0, &mut words)?;
                 match (SizedLinks::decode(&words), cache) {
-                    (Some(sized), Some(file)) => LinkChoice {
-                        links: sized.links,
-                        by_size: sized.by_size,
-                        source: LinksSource::Cache(file),
-                        measured: Vec::new(),
-                    },
+                    (Some(sized), Some(file)) => LinkChoice::new(sized, LinksSource::Cache(file), Vec::new()),
                     (_, cache) => self.collective_calibrate(cache)?,
                 }
             }
@@ -486,12 +485,8 @@ impl Runtime {
     pub fn collective_set_links(&self, links: impl Into<SizedLinks>) -> Result<()> {
         let sized = links.into();
         self.collective_agree_links(&sized, "collective_set_links")?;
-        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(LinkChoice {
-            links: sized.links,
-            by_size: sized.by_size,
-            source: LinksSource::Set,
-            measured: Vec::new(),
-        });
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(LinkChoice::new(sized, LinksSource::Set, Vec::new()));
         Ok(())
     }
 
@@ -728,12 +723,7 @@ impl Runtime {
             Some(file) if me == 0 => write_cache(file, &sized, &measured).then(|| file.clone()),
             _ => cache,
         };
-        Ok(LinkChoice {
-            links,
-            by_size: sized.by_size,
-            source: LinksSource::Calibrated { seconds, cache: written },
-            measured,
-        })
+        Ok(LinkChoice::new(sized, LinksSource::Calibrated { seconds, cache: written }, measured))
     }
 }
 
