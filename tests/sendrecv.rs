@@ -184,13 +184,24 @@ fn ring_built(
             received == expected,
             "{path} call {call}: {received} elements from PE {left}, expected {expected}"
         );
-        let mut got = vec![0u64; received];
-        target.read_local(offset, &mut got)?;
-        for (i, &v) in got.iter().enumerate() {
-            ensure!(v == stamp(left, call, i), "{path} call {call} element {i}: {v:#x}");
-        }
+        let bad = first_unstamped(&target, offset, received, left, call)?;
+        ensure!(bad.is_none(), "{path} call {call}: (element, value) {bad:x?}");
     }
     Ok(target.to_vec_local())
+}
+
+/// The first of `count` elements received at `offset` of `target` that is not the stamp PE
+/// `from` gave it in call `call`, as (index, value).
+fn first_unstamped(
+    target: &SymArray<'_, u64>,
+    offset: usize,
+    count: usize,
+    from: usize,
+    call: u64,
+) -> onesided::Result<Option<(usize, u64)>> {
+    let mut got = vec![0u64; count];
+    target.read_local(offset, &mut got)?;
+    Ok(got.iter().enumerate().find(|&(i, &v)| v != stamp(from, call, i)).map(|(i, &v)| (i, v)))
 }
 
 fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
@@ -711,12 +722,8 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
                 incoming,
             )?;
             ensure!(received == length(left, call), "{path} call {call}: {received}");
-            let mut got = vec![0u64; received];
-            target.read_local(0, &mut got)?;
-            ensure!(
-                got.iter().enumerate().all(|(i, &v)| v == stamp(left, call, i)),
-                "{path} call {call} data"
-            );
+            let bad = first_unstamped(&target, 0, received, left, call)?;
+            ensure!(bad.is_none(), "{path} call {call}: (element, value) {bad:x?}");
             // The data has been used: the next receive may be announced now, and the work in
             // between (a delay here) overlaps the neighbour's wait.
             exchange.post_receives(&[&target], &[incoming])?;
@@ -960,11 +967,8 @@ fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
                 incoming,
             )?;
             ensure!(received == len(left), "{want} call {call}: {received} elements from PE {left}");
-            let mut got = vec![0u64; received];
-            target.read_local(offset, &mut got)?;
-            for (i, &v) in got.iter().enumerate() {
-                ensure!(v == stamp(left, call, i), "{want} call {call} element {i}: {v:#x}");
-            }
+            let bad = first_unstamped(&target, offset, received, left, call)?;
+            ensure!(bad.is_none(), "{want} call {call}: (element, value) {bad:x?}");
         }
     }
     // A receive posted on PE 0 alone: the reservation is refused everywhere, and the call
