@@ -5,9 +5,11 @@
 # on this machine). Open MPI tells nodes apart by hostname: between nodes MPI goes over TCP and
 # OSHMEM maps no peer (shmem_ptr is NULL). UCX, under OSHMEM, tells hosts apart by the boot id:
 # each node gets one of its own (a mount namespace in which /proc/sys/kernel/random/boot_id is
-# a file of the node's), so UCX too uses TCP between nodes. With NODES_SHARED_BOOT_ID=1 the
-# nodes keep the machine's, and UCX joins PEs on different nodes by shared memory while MPI
-# still talks TCP. The Open MPI launcher reaches a node through an rsh agent that enters its
+# a file of the node's), so UCX too uses TCP between nodes, and its own /dev/shm (a tmpfs in
+# its mount namespace, gone with its last process), as real nodes do: what a PE killed leaves
+# there (Open MPI's shared-memory segments) is not found by a later run. With
+# NODES_SHARED_BOOT_ID=1 the nodes keep the machine's boot id and /dev/shm, and UCX joins PEs
+# on different nodes by shared memory while MPI still talks TCP. The Open MPI launcher reaches a node through an rsh agent that enters its
 # namespaces and starts the daemon there; between nodes the PEs talk TCP over the bridge (the
 # OpenSHMEM library sees different hosts: no shared-memory mapping), within a node shared
 # memory as usual. With a rate (NODES_RATE, tc's units such as 1gbit) both ends of every link
@@ -101,7 +103,9 @@ nodes_up() {
         echo '    *) echo "pe-run agent: $host is not an emulated node of this run" >&2; exit 1 ;;'
         echo 'esac'
         echo "dir=$NODES_DIR"
-        echo 'exec ip netns exec "$ns" unshare --uts --mount /bin/sh -c "hostname $name && mount --bind $dir/boot_id.$name /proc/sys/kernel/random/boot_id && $*"'
+        local shm='mount -t tmpfs -o mode=1777 shm-$name /dev/shm && '
+        if [[ ${NODES_SHARED_BOOT_ID:-0} == 1 ]]; then shm=; fi
+        echo 'exec ip netns exec "$ns" unshare --uts --mount /bin/sh -c "hostname $name && mount --bind $dir/boot_id.$name /proc/sys/kernel/random/boot_id && '"$shm"'$*"'
     } >"$NODES_AGENT"
     chmod +x "$NODES_AGENT"
 }
