@@ -151,11 +151,10 @@ impl Launch {
             .unwrap_or_default();
         if ["openmpi", "openrte", "openshmem"].iter().any(|name| text.contains(name)) {
             command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-            if !sos {
-                // Open MPI's OSHMEM crashes in shmem_finalize without UCX's one-sided
-                // component: the user's choice, else that.
-                command.env("OMPI_MCA_osc", std::env::var_os("OMPI_MCA_osc").unwrap_or_else(|| "ucx".into()));
-            }
+            // UCX's one-sided component, the user's choice else: Open MPI's OSHMEM crashes in
+            // shmem_finalize without it, and beside Sandia OpenSHMEM MPI windows across nodes
+            // need it (Debian's configuration leaves it out).
+            command.env("OMPI_MCA_osc", std::env::var_os("OMPI_MCA_osc").unwrap_or_else(|| "ucx".into()));
             let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
             if self.pes > cores {
                 command.arg("--oversubscribe");

@@ -95,6 +95,15 @@ impl HeapWindow {
                  mpi-rma"
             )));
         }
+        // The window's communicator returns errors rather than ending the job: Open MPI may
+        // have no one-sided component that reaches every PE (Debian's configuration leaves
+        // out UCX's, and the rest need shared memory or RDMA), and then every PE must learn
+        // it and go on without the window.
+        let comm = world.duplicate();
+        // SAFETY: `comm` is a valid communicator of this process.
+        check("MPI_Comm_set_errhandler", unsafe {
+            ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN)
+        })?;
         let mut win = MaybeUninit::<ffi::MPI_Win>::uninit();
         // SAFETY: `start..start + len` is this PE's heap, mapped for the life of the runtime,
         // which outlives the window (the runtime frees it before finalising); MPI writes the
@@ -105,11 +114,26 @@ impl HeapWindow {
                 len as ffi::MPI_Aint,
                 1,
                 ffi::RSMPI_INFO_NULL,
-                world.as_raw(),
+                comm.as_raw(),
                 win.as_mut_ptr(),
             )
         };
-        check("MPI_Win_create", code)?;
+        let failed = u64::from(code != ffi::MPI_SUCCESS as i32);
+        let mut anywhere = 0u64;
+        world.all_reduce_into(&failed, &mut anywhere, SystemOperation::max());
+        if anywhere != 0 {
+            // Where it succeeded the window is left unfreed: MPI_Win_free is collective over
+            // every PE, and those where creation failed hold no window to free.
+            let osc = std::env::var(crate::env::OMPI_OSC).unwrap_or_else(|_| "unset".to_string());
+            return Err(Error::InvalidArgument(format!(
+                "PE {me}: MPI could not create a window over the symmetric heaps (MPI_Win_create \
+                 failed {} with error {code}): Open MPI needs a one-sided component that \
+                 reaches every PE, UCX's between nodes ({}={osc}; set it to ucx); or take \
+                 another path than mpi-rma",
+                if failed != 0 { "on this PE" } else { "on another PE" },
+                crate::env::OMPI_OSC,
+            )));
+        }
         // SAFETY: MPI_Win_create succeeded and wrote the handle.
         let win = unsafe { win.assume_init() };
         // SAFETY: `win` is a window of this process; errors return codes from here on rather
@@ -189,6 +213,35 @@ impl HeapWindow {
         };
         check("MPI_Put", code)?;
         self.flush(pe)
+    }
+
+    /// Sets PE `pe`'s signal word at the place of this PE's symmetric address `local` to
+    /// `*source`, without waiting for it to land: the last write of an exchange call, which
+    /// the target sees as it polls, while the origin goes on to work that may not drive MPI
+    /// (an OpenSHMEM wait): a flush there would wait for the target's progress, which over a
+    /// transport that emulates remote writes (UCX over TCP) acknowledges a put only when the
+    /// target next calls into MPI.
+    ///
+    /// # Safety
+    /// `*source` stays unchanged and alive until the next [`flush`](Self::flush) to `pe`,
+    /// which must come before any later write to the same word.
+    pub(crate) unsafe fn raise_unflushed(&self, pe: usize, local: usize, source: &u64) -> Result<()> {
+        let disp = self.displacement(local, 8)?;
+        // SAFETY: the origin is one u64 that the caller keeps until the flush; the target
+        // word lies in the window (displacement checked it).
+        let code = unsafe {
+            ffi::MPI_Put(
+                std::ptr::from_ref(source).cast::<c_void>(),
+                1,
+                ffi::RSMPI_UINT64_T,
+                pe as i32,
+                disp,
+                1,
+                ffi::RSMPI_UINT64_T,
+                self.win,
+            )
+        };
+        check("MPI_Put", code)
     }
 
     /// Completes every put this PE started to `pe`, at `pe`.

@@ -373,6 +373,16 @@ impl Runtime {
         Ok(self.window.get_or_init(|| window))
     }
 
+    /// Drives MPI's progress on the heap window, if an exchange has made one: a PE waiting in
+    /// the library lands what other PEs write through the window, and acknowledges their
+    /// puts, which they may be waiting for (UCX over TCP emulates remote writes with
+    /// messages the target must progress).
+    pub(crate) fn progress_window(&self) {
+        if let Some(window) = self.window.get() {
+            window.progress();
+        }
+    }
+
     /// The collective scratch, locked: collectives of one PE's threads never interleave.
     pub(crate) fn lock_collectives(&self) -> std::sync::MutexGuard<'_, CollectiveScratch> {
         self.collectives.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -251,6 +251,7 @@ impl<'rt> SignalArray<'rt> {
             // SAFETY: progress takes no arguments; the library was initialised with
             // SHMEM_THREAD_MULTIPLE, so any thread of the PE may call it.
             unsafe { shmem_sys::shmem_sys_progress() };
+            self.runtime().progress_window();
         }
         reached
     }

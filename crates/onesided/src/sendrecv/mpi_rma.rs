@@ -8,7 +8,11 @@
 //! writes go through MPI, and waits drive MPI's progress between polls.
 //!
 //! Every write is flushed before the signal that publishes it, and every signal before the
-//! next write to the same PE: MPI does not order puts.
+//! next write to the same PE: MPI does not order puts. The delivery signal, a call's last
+//! write, is flushed only then, at the next write to that PE (or when the exchange is
+//! dropped): its flush would wait for the receiver's progress, and a receiver that has seen
+//! it is free to go on to waits that do not drive MPI (OpenSHMEM's), which with Sandia
+//! OpenSHMEM across nodes left the sender waiting in the flush for good.
 
 use bytemuck::Pod;
 
@@ -33,6 +37,50 @@ pub(super) struct MpiRma<'rt> {
     announced: Vec<Option<[u64; 3]>>,
     /// Which lanes a wait has served.
     served: Vec<bool>,
+    /// Delivery signals raised and not yet flushed, per PE.
+    unflushed: Unflushed,
+}
+
+/// Per PE, the value of the last delivery signal raised to it, the origin of its put, and
+/// whether that put is yet to be flushed. The values live in a boxed slice, which does not
+/// move while a put reads from it.
+struct Unflushed {
+    values: Box<[u64]>,
+    pending: Vec<bool>,
+}
+
+impl Unflushed {
+    /// Flushes the puts to `pe` if a delivery signal to it is pending: before any write to
+    /// it, which must not overtake the signal.
+    fn settle(&mut self, window: &HeapWindow, pe: usize) -> Result<()> {
+        if std::mem::take(&mut self.pending[pe]) {
+            window.flush(pe)?;
+        }
+        Ok(())
+    }
+
+    /// Raises PE `pe`'s signal word at `local` to `value`, flushed at the next write to `pe`.
+    fn raise(&mut self, window: &HeapWindow, pe: usize, local: usize, value: u64) -> Result<()> {
+        self.settle(window, pe)?;
+        self.values[pe] = value;
+        // SAFETY: `values[pe]` is neither changed nor freed before the next flush to `pe`:
+        // `settle` flushes before the next write of it, and `drop` flushes every pending PE.
+        unsafe { window.raise_unflushed(pe, local, &self.values[pe])? };
+        self.pending[pe] = true;
+        Ok(())
+    }
+}
+
+impl Drop for MpiRma<'_> {
+    fn drop(&mut self) {
+        for pe in 0..self.unflushed.pending.len() {
+            // A failed flush leaves nothing to do but keep the origin: leak it.
+            if self.unflushed.settle(self.window, pe).is_err() {
+                std::mem::forget(std::mem::take(&mut self.unflushed.values));
+                return;
+            }
+        }
+    }
 }
 
 impl<'rt, T: Pod> Transport<'rt, T> for MpiRma<'rt> {
@@ -44,7 +92,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for MpiRma<'rt> {
         }
         job.stage_packed();
         let mut refused = None;
-        let (window, announcements) = (self.window, &self.announcements);
+        let (window, announcements, unflushed) = (self.window, &self.announcements, &mut self.unflushed);
         let out_lanes = job.out_lanes;
         await_each(
             window,
@@ -54,7 +102,7 @@ impl<'rt, T: Pod> Transport<'rt, T> for MpiRma<'rt> {
             false,
             |chan, lane| chan.sends[lane.local] + 1,
             |chan, i, lane| {
-                if let Some(e) = send(window, announcements, chan, job, i, lane)? {
+                if let Some(e) = send(window, announcements, unflushed, chan, job, i, lane)? {
                     refused.get_or_insert(e);
                 }
                 Ok(())
@@ -98,6 +146,10 @@ impl<'rt> MpiRma<'rt> {
             announcements,
             announced: vec![None; slots],
             served: Vec::new(),
+            unflushed: Unflushed {
+                values: vec![0; chan.rt.n_pes()].into_boxed_slice(),
+                pending: vec![false; chan.rt.n_pes()],
+            },
         })
     }
 
@@ -105,6 +157,7 @@ impl<'rt> MpiRma<'rt> {
     /// changed), then raises the announcement signal with the call number.
     fn announce(&mut self, chan: &mut Channel<'rt>, inc: &Incoming, lane: &Lane) -> Result<()> {
         let call = chan.next_call(lane.local, false)?;
+        self.unflushed.settle(self.window, lane.peer)?;
         let announcement = [inc.buffer as u64, inc.offset as u64, inc.room as u64];
         if self.announced[lane.local] != Some(announcement) {
             let mut slot = [0u64; STRIDE];
@@ -135,6 +188,7 @@ fn signal_address(chan: &Channel<'_>, from_senders: bool, slot: usize) -> usize 
 fn send<'rt, T: Pod>(
     window: &HeapWindow,
     announcements: &SymArray<'rt, [u64; STRIDE]>,
+    unflushed: &mut Unflushed,
     chan: &mut Channel<'rt>,
     job: &Job<'_, 'rt, T>,
     i: usize,
@@ -142,6 +196,7 @@ fn send<'rt, T: Pod>(
 ) -> Result<Option<Error>> {
     let call = chan.next_call(lane.local, true)?;
     let (to, count) = (job.outgoing[i].to(), job.outgoing[i].len());
+    unflushed.settle(window, to)?;
     assert!(lane.local < announcements.len(), "announcement slot in range");
     // SAFETY: the slot is in bounds; its words are read by copy after the signal that the
     // receiver raised once the put of them was flushed; no reference into it is made.
@@ -170,7 +225,7 @@ fn send<'rt, T: Pod>(
         unsafe { window.put(to, at, bytemuck::bytes_of(&slot))? };
         window.flush(to)?;
     }
-    window.raise(to, signal_address(chan, true, lane.remote), signal)?;
+    unflushed.raise(window, to, signal_address(chan, true, lane.remote), signal)?;
     Ok(refused)
 }
 
