@@ -10,7 +10,8 @@
 //! emulates remote writes (Open MPI's UCX one-sided component over TCP) lands them only when
 //! the target calls into MPI.
 //!
-//! A signal is raised by an `MPI_Put` of one aligned 64-bit element, flushed. MPI promises no
+//! A signal is raised by an `MPI_Put` of one aligned 64-bit element, flushed before the next
+//! write to its PE (see [`HeapWindow::raise_unflushed`]). MPI promises no
 //! atomicity between a put and a load at the target (not for accumulates either); the path
 //! relies, as polling on notified puts over MPI does in practice, on the transports storing an
 //! aligned 8-byte element whole (one store, or a kernel copy of the word). Each signal word has
@@ -41,6 +42,8 @@ pub(crate) struct HeapWindow {
     /// A communicator of its own on which nothing is ever sent: probing it drives MPI's
     /// progress without matching anyone's messages.
     progress: SimpleCommunicator,
+    /// A communicator of its own for the barrier of [`barrier_progressing`](Self::barrier_progressing).
+    fence: SimpleCommunicator,
 }
 
 // SAFETY: the window handle is used only through MPI calls, which are thread-safe under the
@@ -143,7 +146,7 @@ impl HeapWindow {
         })?;
         // SAFETY: as above; the epoch lasts until `drop`.
         check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as i32, win) })?;
-        Ok(HeapWindow { win, start, len, progress: world.duplicate() })
+        Ok(HeapWindow { win, start, len, progress: world.duplicate(), fence: world.duplicate() })
     }
 
     /// The displacement of this PE's symmetric address `local` (of `bytes` bytes), the same
@@ -193,29 +196,6 @@ impl HeapWindow {
     }
 
     /// Sets PE `pe`'s signal word at the place of this PE's symmetric address `local` to
-    /// `value`, and flushes: an aligned 64-bit element, stored whole (see the module's notes).
-    pub(crate) fn raise(&self, pe: usize, local: usize, value: u64) -> Result<()> {
-        let disp = self.displacement(local, 8)?;
-        let source = value;
-        // SAFETY: the origin is one u64, `source`, which lives until the flush below completes
-        // the put; the target word lies in the window (displacement checked it).
-        let code = unsafe {
-            ffi::MPI_Put(
-                (&raw const source).cast::<c_void>(),
-                1,
-                ffi::RSMPI_UINT64_T,
-                pe as i32,
-                disp,
-                1,
-                ffi::RSMPI_UINT64_T,
-                self.win,
-            )
-        };
-        check("MPI_Put", code)?;
-        self.flush(pe)
-    }
-
-    /// Sets PE `pe`'s signal word at the place of this PE's symmetric address `local` to
     /// `*source`, without waiting for it to land: the last write of an exchange call, which
     /// the target sees as it polls, while the origin goes on to work that may not drive MPI
     /// (an OpenSHMEM wait): a flush there would wait for the target's progress, which over a
@@ -248,6 +228,46 @@ impl HeapWindow {
     pub(crate) fn flush(&self, pe: usize) -> Result<()> {
         // SAFETY: the window is in a passive-target epoch to every PE.
         check("MPI_Win_flush", unsafe { ffi::MPI_Win_flush(pe as i32, self.win) })
+    }
+
+    /// Waits until every PE has called it, driving MPI's progress (as [`progress`](Self::progress)
+    /// does) meanwhile, so that the puts other PEs flush to this one complete while it waits;
+    /// fails after `timeout`.
+    ///
+    /// # Collective
+    /// Every PE calls it at the same point.
+    pub(crate) fn barrier_progressing(
+        &self,
+        timeout: std::time::Duration,
+        oversubscribed: bool,
+    ) -> Result<()> {
+        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
+        // SAFETY: `fence` is a communicator of this process; MPI writes the request.
+        check("MPI_Ibarrier", unsafe { ffi::MPI_Ibarrier(self.fence.as_raw(), request.as_mut_ptr()) })?;
+        // SAFETY: MPI_Ibarrier succeeded and wrote the request.
+        let mut request = unsafe { request.assume_init() };
+        let mut failed = None;
+        let waited = crate::signal::poll_until(timeout, oversubscribed, || {
+            let mut done = 0;
+            // SAFETY: `request` is the live request of the barrier; the status is ignored.
+            let code = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            if code != ffi::MPI_SUCCESS as i32 {
+                failed = Some(code);
+                return true;
+            }
+            if done == 0 {
+                self.progress();
+            }
+            done != 0
+        });
+        match (failed, waited) {
+            (Some(code), _) => check("MPI_Test", code),
+            (None, Ok(())) => Ok(()),
+            (None, Err(waited)) => Err(Error::InvalidArgument(format!(
+                "the MPI window's barrier: another PE did not arrive within {waited:?} \
+                 (ONESIDED_WAIT_TIMEOUT)"
+            ))),
+        }
     }
 
     /// Lets MPI land what other PEs write into this one (a probe that matches nothing), and

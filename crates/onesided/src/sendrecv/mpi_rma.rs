@@ -8,11 +8,11 @@
 //! writes go through MPI, and waits drive MPI's progress between polls.
 //!
 //! Every write is flushed before the signal that publishes it, and every signal before the
-//! next write to the same PE: MPI does not order puts. The delivery signal, a call's last
-//! write, is flushed only then, at the next write to that PE (or when the exchange is
-//! dropped): its flush would wait for the receiver's progress, and a receiver that has seen
-//! it is free to go on to waits that do not drive MPI (OpenSHMEM's), which with Sandia
-//! OpenSHMEM across nodes left the sender waiting in the flush for good.
+//! next write to the same PE: MPI does not order puts. The signals themselves are flushed only
+//! then, at the next write to that PE, or when the exchange is dropped (every PE flushing, then
+//! meeting in a barrier whose wait drives MPI): a flush waits for its target's progress, and
+//! a target that has seen the signal is free to go on to waits that drive no MPI (OpenSHMEM's),
+//! which with Sandia OpenSHMEM across nodes left the flushing PE waiting for good.
 
 use bytemuck::Pod;
 
@@ -37,21 +37,36 @@ pub(super) struct MpiRma<'rt> {
     announced: Vec<Option<[u64; 3]>>,
     /// Which lanes a wait has served.
     served: Vec<bool>,
-    /// Delivery signals raised and not yet flushed, per PE.
+    /// Signals raised and not yet flushed, per PE.
     unflushed: Unflushed,
+    /// How long the drop waits for the other PEs, and whether it naps while it does.
+    timeout: std::time::Duration,
+    oversubscribed: bool,
 }
 
-/// Per PE, the value of the last delivery signal raised to it, the origin of its put, and
-/// whether that put is yet to be flushed. The values live in a boxed slice, which does not
-/// move while a put reads from it.
+/// Which signal of a call a PE raised last to another: the receiver's announcement, the
+/// sender's delivery.
+#[derive(Clone, Copy)]
+enum Raised {
+    Announcement = 0,
+    Delivery = 1,
+}
+
+/// Per PE, the values of the last announcement and delivery signals raised to it, the
+/// origins of their puts, and whether puts to it are yet to be flushed. The values live in a
+/// boxed slice, which does not move while a put reads from it.
 struct Unflushed {
     values: Box<[u64]>,
     pending: Vec<bool>,
 }
 
 impl Unflushed {
-    /// Flushes the puts to `pe` if a delivery signal to it is pending: before any write to
-    /// it, which must not overtake the signal.
+    fn new(n_pes: usize) -> Self {
+        Unflushed { values: vec![0; 2 * n_pes].into_boxed_slice(), pending: vec![false; n_pes] }
+    }
+
+    /// Flushes the puts to `pe` if a signal to it is pending: before any write to it, which
+    /// must not overtake the signal.
     fn settle(&mut self, window: &HeapWindow, pe: usize) -> Result<()> {
         if std::mem::take(&mut self.pending[pe]) {
             window.flush(pe)?;
@@ -59,26 +74,40 @@ impl Unflushed {
         Ok(())
     }
 
-    /// Raises PE `pe`'s signal word at `local` to `value`, flushed at the next write to `pe`.
-    fn raise(&mut self, window: &HeapWindow, pe: usize, local: usize, value: u64) -> Result<()> {
+    /// Raises PE `pe`'s signal word at `local` to `value` (a signal of the kind `raised`),
+    /// flushed at the next write to `pe` or at the drop.
+    fn raise(
+        &mut self,
+        window: &HeapWindow,
+        pe: usize,
+        raised: Raised,
+        local: usize,
+        value: u64,
+    ) -> Result<()> {
         self.settle(window, pe)?;
-        self.values[pe] = value;
-        // SAFETY: `values[pe]` is neither changed nor freed before the next flush to `pe`:
-        // `settle` flushes before the next write of it, and `drop` flushes every pending PE.
-        unsafe { window.raise_unflushed(pe, local, &self.values[pe])? };
+        let at = 2 * pe + raised as usize;
+        self.values[at] = value;
+        // SAFETY: `values[at]` is neither changed nor freed before the next flush to `pe`:
+        // `settle` flushes before the next write of it, and the drop flushes every pending PE
+        // (or, failing, leaks the values).
+        unsafe { window.raise_unflushed(pe, local, &self.values[at])? };
         self.pending[pe] = true;
         Ok(())
     }
 }
 
 impl Drop for MpiRma<'_> {
+    /// Every PE drops an exchange at the same point (its memory is freed collectively right
+    /// after). The signals still unflushed are flushed here, and no PE leaves before every
+    /// PE has: a flush waits for its target's progress, which the target drives in this
+    /// barrier's wait, and not in the OpenSHMEM calls that free the exchange's memory.
     fn drop(&mut self) {
-        for pe in 0..self.unflushed.pending.len() {
-            // A failed flush leaves nothing to do but keep the origin: leak it.
-            if self.unflushed.settle(self.window, pe).is_err() {
-                std::mem::forget(std::mem::take(&mut self.unflushed.values));
-                return;
-            }
+        let flushed =
+            (0..self.unflushed.pending.len()).all(|pe| self.unflushed.settle(self.window, pe).is_ok());
+        let met = self.window.barrier_progressing(self.timeout, self.oversubscribed).is_ok();
+        if !(flushed && met) {
+            // A put may still read its origin: keep it for good.
+            std::mem::forget(std::mem::take(&mut self.unflushed.values));
         }
     }
 }
@@ -146,10 +175,9 @@ impl<'rt> MpiRma<'rt> {
             announcements,
             announced: vec![None; slots],
             served: Vec::new(),
-            unflushed: Unflushed {
-                values: vec![0; chan.rt.n_pes()].into_boxed_slice(),
-                pending: vec![false; chan.rt.n_pes()],
-            },
+            unflushed: Unflushed::new(chan.rt.n_pes()),
+            timeout: chan.rt.wait_timeout(),
+            oversubscribed: chan.rt.oversubscribed(),
         })
     }
 
@@ -170,7 +198,8 @@ impl<'rt> MpiRma<'rt> {
             self.window.flush(lane.peer)?;
             self.announced[lane.local] = Some(announcement);
         }
-        self.window.raise(lane.peer, signal_address(chan, false, lane.remote), call)
+        let at = signal_address(chan, false, lane.remote);
+        self.unflushed.raise(self.window, lane.peer, Raised::Announcement, at, call)
     }
 }
 
@@ -225,7 +254,7 @@ fn send<'rt, T: Pod>(
         unsafe { window.put(to, at, bytemuck::bytes_of(&slot))? };
         window.flush(to)?;
     }
-    unflushed.raise(window, to, signal_address(chan, true, lane.remote), signal)?;
+    unflushed.raise(window, to, Raised::Delivery, signal_address(chan, true, lane.remote), signal)?;
     Ok(refused)
 }
 
