@@ -39,9 +39,8 @@ pub(super) struct MpiRma<'rt> {
     served: Vec<bool>,
     /// Signals raised and not yet flushed, per PE.
     unflushed: Unflushed,
-    /// How long the drop waits for the other PEs, and whether it naps while it does.
-    timeout: std::time::Duration,
-    oversubscribed: bool,
+    /// The runtime, whose wait timeout and oversubscription the drop's barrier takes.
+    rt: &'rt crate::Runtime,
 }
 
 /// Which signal of a call a PE raised last to another: the receiver's announcement, the
@@ -104,7 +103,7 @@ impl Drop for MpiRma<'_> {
     fn drop(&mut self) {
         let flushed =
             (0..self.unflushed.pending.len()).all(|pe| self.unflushed.settle(self.window, pe).is_ok());
-        let met = self.window.barrier_progressing(self.timeout, self.oversubscribed).is_ok();
+        let met = self.window.barrier_progressing(self.rt.wait_timeout(), self.rt.oversubscribed()).is_ok();
         if !(flushed && met) {
             // A put may still read its origin: keep it for good.
             std::mem::forget(std::mem::take(&mut self.unflushed.values));
@@ -176,8 +175,7 @@ impl<'rt> MpiRma<'rt> {
             announced: vec![None; slots],
             served: Vec::new(),
             unflushed: Unflushed::new(chan.rt.n_pes()),
-            timeout: chan.rt.wait_timeout(),
-            oversubscribed: chan.rt.oversubscribed(),
+            rt: chan.rt,
         })
     }
 
