@@ -25,7 +25,9 @@
 //! and the reciprocal part on every PE's slab of the grid, `--spacing NM` and `--rtol R` as
 //! GROMACS's `fourier-spacing` and `ewald-rtol`), `--dlb no|yes|auto` (dynamic load
 //! balancing with GROMACS's `-dlb` meanings, default no: the domain boundaries follow each
-//! PE's force time at every repartition; with several paths the later ones replay the
+//! PE's load at every repartition: the update after the last `move_f` and the force kernel,
+//! without the exchanges, the barriers that time them apart, the search, the checks or the
+//! mesh; with several paths the later ones replay the
 //! first path's measured loads, so that every path takes the same boundaries and the paths
 //! stay comparable bit for bit), `--dds F` (GROMACS's `-dds`, with `--dlb yes|auto`: pulses
 //! are provisioned so that a domain may shrink to F of its equal width, default 0.8;
@@ -484,6 +486,8 @@ fn run_path(
         _ => None,
     };
     let mut pme_checks = Ok(String::new());
+    // The update after the last move_f: the first part of the next step's load.
+    let mut advanced = std::time::Duration::ZERO;
     let run_start = Instant::now();
     // The second half of the run, as GROMACS's -resethway counts it.
     let (halfway, mut first_half, mut late_start) = (options.steps / 2, None, run_start);
@@ -505,6 +509,8 @@ fn run_path(
             let before =
                 if options.verify { Some(verify::gather_positions(rt, &halo, n_atoms)?) } else { None };
             halo.collective_repartition(&mut [&mut velocities])?;
+            // A repartition reopens the load region, as it does GROMACS's.
+            advanced = std::time::Duration::ZERO;
             list_stale = true;
             // The repartition's temporaries are freed here: give their pages back, or the
             // allocator keeps them and resident memory drifts up over a long run while the
@@ -548,8 +554,10 @@ fn run_path(
             }
         };
         let computed = Instant::now();
-        // The load balance takes the force computation, not the barrier below.
-        let load = replay.map_or(computed - force_start, |loads| loads[step as usize]);
+        // The load balance takes the update and the kernel: not the barriers around them,
+        // nor move_x (its wait is the neighbour's lateness), nor the search (once in a
+        // repartition interval, which would count wherever it is not the step left out).
+        let load = replay.map_or(advanced + (computed - force_start), |loads| loads[step as usize]);
         step_view.record_load(load);
         loads.push(load);
         let coordinates_print = verify::fingerprint(step_view.coordinates());
@@ -591,10 +599,12 @@ fn run_path(
                 );
             }
         }
+        let advance_start = Instant::now();
         let ids = halo.global_indices()[..halo.home_count()].to_vec();
         for ((x, v), &g) in halo.home_mut().coordinates.iter_mut().zip(&mut velocities).zip(&ids) {
             motion::advance(g, step, x, v);
         }
+        advanced = advance_start.elapsed();
         move_x.push(moved_x - start);
         force.push(computed - force_start);
         move_f.push(moved_f - before_f);

@@ -525,6 +525,56 @@ fn automatic_balancing_waits_for_a_cost(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// A load report between two repartitions (GROMACS's `-resethway` takes one mid-run) leaves
+/// the next repartition the loads of its whole interval: with a report before every
+/// repartition the boundaries move as they do without one (to rounding), and the report
+/// counts every step once.
+fn reports_between_repartitions_keep_the_loads(rt: &Runtime) -> CaseResult {
+    let s = system(Shape::Cube);
+    let n = rt.n_pes();
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let (mut bounds, mut moves) = (Vec::new(), Vec::new());
+    for report_first in [false, true] {
+        let mut halo = HaloExchange::builder(rt, grid.clone())
+            .load_balancing(Dlb::Yes)
+            .collective_from_global(&s.positions)?;
+        let mut reported_steps = 0;
+        for step in 1..=3 * NSTLIST {
+            let mut view = halo.move_x()?;
+            // PE p's load grows with p: the boundaries must move toward the last PE.
+            view.record_load(Duration::from_millis(1000 + 500 * rt.my_pe() as u64));
+            view.move_f()?;
+            if step % NSTLIST == 0 {
+                if report_first {
+                    reported_steps = halo.collective_load_report()?.steps;
+                }
+                halo.collective_repartition(&mut [])?;
+            }
+        }
+        let report = halo.collective_load_report()?;
+        ensure!(
+            report.moves >= 1 && report.steps == (3 * NSTLIST * n) as u64,
+            "report before each repartition {report_first}: {report}"
+        );
+        moves.push(report.moves);
+        ensure!(
+            !report_first || reported_steps == (3 * NSTLIST * n) as u64,
+            "the last report before a repartition counted {reported_steps} steps"
+        );
+        bounds.push(halo.grid().bounds(0).to_vec());
+    }
+    let first = &bounds[0];
+    ensure!(first[n - 1] > (n - 1) as f64 / n as f64, "the last domain did not shrink: {first:?}");
+    ensure!(
+        moves[0] == moves[1] && first.iter().zip(&bounds[1]).all(|(a, b)| (a - b).abs() < 1e-9),
+        "without reports {} moves to {first:?}, with a report before each repartition {} to {:?}",
+        moves[0],
+        moves[1],
+        bounds[1]
+    );
+    Ok(())
+}
+
 /// Under `--dlb auto`, balancing that makes the steps slower is turned off again and the
 /// boundaries go back to equal domains, as GROMACS does: PE 0 records twice the others' load
 /// from the start (far above the real step time, as in the test above), so balancing turns on at the third repartition; from then on every step
@@ -1080,6 +1130,7 @@ fn main() {
         load_balancing_on_every_grid,
         load_balancing_to_the_limits,
         automatic_balancing_waits_for_a_cost,
+        reports_between_repartitions_keep_the_loads,
     ]
     .to_vec();
     // A 2x2x2 grid: eight PEs on this machine's cores, oversubscribed.

@@ -1,12 +1,17 @@
 //! Dynamic load balancing: domain boundaries that follow the measured load, as GROMACS's DLB
 //! moves them (`src/gromacs/domdec/cellsizes.cpp`).
 //!
-//! The load of a PE is its force time between two repartitions: the time from each
-//! [`HaloExchange::move_x`](crate::HaloExchange::move_x) to the [`Step::move_f`]
-//! (crate::Step::move_f) after it, or what the engine measured itself
-//! ([`Step::record_load`](crate::Step::record_load)), summed over the steps with the largest
-//! one left out (a step the system or the network held up says nothing of the domain), as
-//! GROMACS counts its force cycles. At each repartition the PEs sum these per slab of domains
+//! The load of a PE is its step's work outside the exchanges, between two repartitions: the
+//! time from each [`Step::move_f`](crate::Step::move_f) returning to the next
+//! [`HaloExchange::move_x`](crate::HaloExchange::move_x) (the update), restarted when a
+//! repartition returns (so that a search step holds the search but not the repartition's
+//! communication), plus the time from that `move_x` returning to the next `move_f` (the force
+//! work); or what the engine measured itself ([`Step::record_load`](crate::Step::record_load)).
+//! GROMACS's balance region also holds the coordinate halo: its wait is a neighbour's lateness
+//! (the update of a loaded domain is longer), which would count on the domain that waited, so
+//! here it is left out. The loads are summed over the steps with the largest one left out (a
+//! step the system or the network held up says nothing of the domain), as GROMACS counts its
+//! force cycles. At each repartition the PEs sum these per slab of domains
 //! along each split dimension (one reduction of `Nx + Ny + Nz` values, plus one of the largest
 //! load and the step time), and every PE computes the same new boundaries from the same sums:
 //!
@@ -155,11 +160,17 @@ pub(crate) struct Balancer {
     on: bool,
     /// Under [`Dlb::Auto`]: when to turn balancing on and off.
     auto: AutoState,
-    /// When the last move_x started and returned.
+    /// When the last move_x started.
     step_start: Option<Instant>,
-    x_done: Option<Instant>,
+    /// When the step's work last resumed: a move_f, a repartition or a move_x returned.
+    opened: Option<Instant>,
+    /// The step's work before its move_x (the update since the last move_f or repartition).
+    before_x: Duration,
     /// The engine's own measure of this step's load.
     recorded: Option<Duration>,
+    /// The loads per slab a report gathered since the last repartition (empty when none
+    /// did), which the next repartition balances with its own.
+    carried: Vec<u64>,
     /// This interval: summed and largest load, step time, steps.
     load: Duration,
     largest: Duration,
@@ -312,11 +323,20 @@ impl Balancer {
         if let Some(start) = self.step_start.replace(now) {
             self.step_time += now - start;
         }
+        self.before_x = self.opened.take().map_or(Duration::ZERO, |opened| now - opened);
     }
 
-    /// A move_x returned: the force computation starts.
+    /// A move_x returned: the force work starts.
     pub(crate) fn x_done(&mut self) {
-        self.x_done = Some(Instant::now());
+        self.opened = Some(Instant::now());
+    }
+
+    /// A move_f or a repartition returned: the step's work (the update) starts again; a
+    /// repartition restarts it, so that the search step holds the search and not the
+    /// repartition's communication.
+    pub(crate) fn reopen(&mut self) {
+        self.opened = Some(Instant::now());
+        self.before_x = Duration::ZERO;
     }
 
     /// The engine's own measure of this step's load, replacing the time to move_f.
@@ -326,9 +346,9 @@ impl Balancer {
 
     /// A move_f starts: the step's load is known.
     pub(crate) fn f_starts(&mut self) {
-        let load = match (self.recorded.take(), self.x_done.take()) {
+        let load = match (self.recorded.take(), self.opened.take()) {
             (Some(load), _) => load,
-            (None, Some(done)) => done.elapsed(),
+            (None, Some(opened)) => std::mem::take(&mut self.before_x) + opened.elapsed(),
             (None, None) => return,
         };
         self.load += load;
@@ -369,20 +389,29 @@ impl Balancer {
         sums[at + 2] = self.steps;
         rt.all_reduce(ReduceOp::Sum, &mut sums)?;
         let largest = rt.max_u64_one(load)?;
+        // A report's loads count in the next repartition's balance, not only in the totals:
+        // a report between two repartitions must not leave the second one with half the
+        // steps (or none) to balance by.
+        let slabs = at;
+        if self.carried.len() == slabs {
+            for (sum, carried) in sums[..slabs].iter_mut().zip(&self.carried) {
+                *sum += carried;
+            }
+        }
+        self.carried = if may_move { Vec::new() } else { sums[..slabs].to_vec() };
         let n = rt.n_pes() as f64;
         let (total, step_time, steps) = (sums[at] as f64 * 1e-9, sums[at + 1] as f64 * 1e-9, sums[at + 2]);
         self.load = Duration::ZERO;
         self.largest = Duration::ZERO;
         self.step_time = Duration::ZERO;
         self.steps = 0;
-        if steps == 0 {
-            return Ok(None);
+        if steps > 0 {
+            self.total_max += largest as f64 * 1e-9;
+            self.total_mean += total / n;
+            self.total_step += step_time / n;
+            self.total_steps += steps;
         }
-        self.total_max += largest as f64 * 1e-9;
-        self.total_mean += total / n;
-        self.total_step += step_time / n;
-        self.total_steps += steps;
-        if self.mode == Dlb::Auto {
+        if steps > 0 && self.mode == Dlb::Auto {
             let step = step_time / steps as f64;
             match self.auto.after_interval(
                 step,
@@ -406,7 +435,8 @@ impl Balancer {
             let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d)));
             return Ok(Some(grid.with_bounds(bounds)?));
         }
-        if total <= 0.0 {
+        // The loads to balance by: this interval's and a report's since the last repartition.
+        if sums[..dims[0]].iter().sum::<u64>() == 0 {
             return Ok(None);
         }
         let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());

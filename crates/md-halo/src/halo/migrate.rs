@@ -92,6 +92,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     pub fn collective_repartition(&mut self, state: &mut [&mut dyn AtomState]) -> Result<()> {
         self.usable()?;
         let outcome = self.repartition(state);
+        self.balancer.reopen();
         self.note(outcome)
     }
 

@@ -87,10 +87,11 @@ impl<'rt, R: Real> Deref for Step<'_, 'rt, R> {
 }
 
 impl<R: Real> Step<'_, '_, R> {
-    /// This PE's load in this step as the engine measured it (its force computation, say),
-    /// for the load balance ([`crate::Dlb`]), in place of the time from
-    /// [`move_x`](HaloExchange::move_x) to [`move_f`](Self::move_f): for an engine that
-    /// does other work or waits between the two.
+    /// This PE's load in this step as the engine measured it (its update and force
+    /// computation, say), for the load balance ([`crate::Dlb`]), in place of the time from
+    /// the last [`move_f`](Self::move_f) (or repartition) to [`move_x`](HaloExchange::move_x)
+    /// and from `move_x` to this `move_f`: for an engine that does other work or waits in
+    /// between (a barrier, a global reduction, a check) that the boundaries should not follow.
     pub fn record_load(&mut self, load: std::time::Duration) {
         self.halo.balancer.record(load);
     }
@@ -128,6 +129,7 @@ impl<R: Real> Step<'_, '_, R> {
     pub fn move_f(self) -> Result<ShiftForces> {
         self.halo.balancer.f_starts();
         let outcome = self.halo.move_f_pulses();
+        self.halo.balancer.reopen();
         self.halo.note(outcome)
     }
 }
