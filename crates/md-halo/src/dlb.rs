@@ -339,7 +339,7 @@ impl Balancer {
         self.before_x = Duration::ZERO;
     }
 
-    /// The engine's own measure of this step's load, replacing the time to move_f.
+    /// The engine's own measure of this step's load, replacing the work timed here.
     pub(crate) fn record(&mut self, load: Duration) {
         self.recorded = Some(load);
     }
