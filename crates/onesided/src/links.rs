@@ -9,9 +9,9 @@
 //! MPI one-sided), at three message sizes, and gives each class of link the path whose times
 //! are the least, summed as ratios to the fastest at each size ([`Links`]), and for each range
 //! of sizes around a measured one the path fastest there where it beats that choice by over
-//! 30 % (at the largest size, bound by bandwidth, by anything) ([`SizedLinks`], which an exchange follows once told the size of its messages by
-//! [`Exchange::collective_reserve`]). PE 0 decides and every PE
-//! takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
+//! 30 %, or at all at the largest, bandwidth-bound size ([`SizedLinks`], which an exchange
+//! follows once told the size of its messages by [`Exchange::collective_reserve`]). PE 0
+//! decides and every PE takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
 //! pair measured runs: every other PE waits napping between polls, leaving it the cores.
 //! Where PE 0's node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the
 //! same-node link keeps the one-sided put unmeasured: two PEs timed while the others sleep
