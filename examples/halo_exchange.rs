@@ -617,7 +617,8 @@ fn run_path(
         let bounds: Vec<String> = (0..3)
             .filter(|&d| halo.grid().dims()[d] > 1)
             .map(|d| {
-                let b: Vec<String> = halo.grid().bounds(d).iter().map(|b| format!("{b:.3}")).collect();
+                let b: Vec<String> =
+                    halo.grid().bounds(d, [0; 3]).iter().map(|b| format!("{b:.3}")).collect();
                 format!("{}: {}", ["x", "y", "z"][d], b.join(" "))
             })
             .collect();

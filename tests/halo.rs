@@ -300,6 +300,26 @@ fn grid_for(
     Ok(DdGrid::new(dims, s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc), n)?)
 }
 
+/// [`run`] on the one-sided and the MPI path, which must leave the same bits; returns MPI's.
+fn paths_agree(
+    rt: &Runtime,
+    s: &Structure,
+    grid: &DdGrid,
+    field: &ForceField,
+    images: PeriodicImages,
+) -> Result<Prints, Box<dyn std::error::Error>> {
+    let onesided = run(rt, s, grid, field, (ExchangePath::Put, images), 9, 4096)?;
+    let mpi = run(rt, s, grid, field, (ExchangePath::Mpi, images), 9, 4096)?;
+    ensure!(
+        onesided == mpi,
+        "one-sided and MPI differ on {:?} (staggered: {}) with cutoff {}, images by {images:?}",
+        grid.dims(),
+        grid.is_staggered(),
+        field.cutoff
+    );
+    Ok(mpi)
+}
+
 fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     // Per link class, the path of an `Auto` halo, alternating between grids: on 2 emulated
     // nodes (scripts/test-nodes) a PE's neighbours are of both classes, so its pulses mix the
@@ -319,12 +339,7 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
         let field = ForceField::new(cutoff as f64);
         for images in [PeriodicImages::Halo, PeriodicImages::Kernel] {
-            let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, images), 9, 4096)?;
-            let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, images), 9, 4096)?;
-            ensure!(
-                onesided == mpi,
-                "one-sided and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}, images by {images:?}"
-            );
+            let mpi = paths_agree(rt, &s, &grid, &field, images)?;
             if images == PeriodicImages::Halo {
                 let links = &mixed[g % mixed.len()];
                 rt.collective_set_links(links.clone())?;
@@ -364,9 +379,9 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
         if rt.my_pe() == 0 {
             println!(
                 "  {shape:?}, grid {dims:?}: boundaries moved to {:?} / {:?} / {:?}; halo, forces and paths agree",
-                moved.bounds(0),
-                moved.bounds(1),
-                moved.bounds(2)
+                moved.bounds(0, [0; 3]),
+                moved.bounds(1, [0; 3]),
+                moved.bounds(2, [0; 3])
             );
         }
     }
@@ -376,14 +391,14 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
 /// Every PE holds the same boundaries, they moved from `before` along every split dimension,
 /// and no domain is narrower than the least width.
 fn check_boundaries(rt: &Runtime, before: &DdGrid, moved: &DdGrid) -> CaseResult {
-    let bounds: Vec<f64> = (0..3).flat_map(|d| moved.bounds(d).iter().copied()).collect();
+    let bounds: Vec<f64> = (0..3).flat_map(|d| moved.bounds(d, [0; 3]).iter().copied()).collect();
     let hash = verify::fingerprint(&bounds) >> 1;
     let mut agreed = [hash, (i64::MAX as u64) - hash];
     rt.max_u64(&mut agreed)?;
     ensure!(agreed[0] == (i64::MAX as u64) - agreed[1], "the PEs ended on different boundaries");
     for d in (0..3).filter(|&d| before.dims()[d] > 1) {
-        let b = moved.bounds(d);
-        ensure!(b != before.bounds(d), "the boundaries along {d} did not move: {b:?}");
+        let b = moved.bounds(d, [0; 3]);
+        ensure!(b != before.bounds(d, [0; 3]), "the boundaries along {d} did not move: {b:?}");
         let narrowest = b.windows(2).map(|w| w[1] - w[0]).fold(1.0, f64::min);
         ensure!(
             narrowest >= moved.min_width(d),
@@ -454,7 +469,7 @@ fn balance_to_the_limits(rt: &Runtime, s: &Structure, grid: &DdGrid, room: bool)
     let report = halo.collective_load_report()?;
     let largest = rt.max_u64_one(halo.home_count() as u64)?;
     check_boundaries(rt, grid, halo.grid())?;
-    let widths: Vec<f64> = halo.grid().bounds(2).windows(2).map(|w| w[1] - w[0]).collect();
+    let widths: Vec<f64> = halo.grid().bounds(2, [0; 3]).windows(2).map(|w| w[1] - w[0]).collect();
     let least = halo.grid().min_width(2);
     ensure!(report.balancing && report.moves > 0, "with {n} domains along a slab: {report}");
     // Two domains can halve the slab; with more, the slab's share of each is narrower than
@@ -561,7 +576,7 @@ fn reports_between_repartitions_keep_the_loads(rt: &Runtime) -> CaseResult {
             !report_first || reported_steps == (3 * NSTLIST * n) as u64,
             "the last report before a repartition counted {reported_steps} steps"
         );
-        bounds.push(halo.grid().bounds(0).to_vec());
+        bounds.push(halo.grid().bounds(0, [0; 3]).to_vec());
     }
     let first = &bounds[0];
     ensure!(first[n - 1] > (n - 1) as f64 / n as f64, "the last domain did not shrink: {first:?}");
@@ -667,53 +682,125 @@ fn uneven(grid: &DdGrid) -> Option<DdGrid> {
     grid.with_bounds(bounds).ok()
 }
 
+/// `grid` with staggered boundaries, as GROMACS's load balancing leaves them: each row of
+/// domains along y (per x slab) and along z (per x, y column) with its inner boundaries moved
+/// up or down by a share of a domain, alternating from row to row and boundary to
+/// boundary, so that neighbouring rows differ; the largest share of 0.2, 0.1 and 0.05 the
+/// grid allows, or `None` where it has one split dimension or none fits.
+fn staggered(grid: &DdGrid) -> Option<DdGrid> {
+    let dims = grid.dims();
+    if dims.iter().filter(|&&n| n > 1).count() < 2 {
+        return None;
+    }
+    [0.2, 0.1, 0.05].into_iter().find_map(|share| {
+        let rows: [Vec<Vec<f64>>; 3] = std::array::from_fn(|d| {
+            let n = dims[d];
+            let count: usize = dims[..d].iter().product();
+            (0..count)
+                .map(|r| {
+                    (0..=n)
+                        .map(|c| {
+                            // The row's indices summed: a checkerboard over the columns.
+                            let indices = if d == 2 { r / dims[1] + r % dims[1] } else { r };
+                            let sign = if (indices + c) % 2 == 0 { 1.0 } else { -1.0 };
+                            let shift = if c == 0 || c == n || d == 0 { 0.0 } else { share * sign };
+                            (c as f64 + shift) / n as f64
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        grid.with_rows(rows).ok().filter(DdGrid::is_staggered)
+    })
+}
+
+/// Staggered boundaries (each row of domains with its own, [`staggered`]) on the 2-D and 3-D
+/// grids: the halo equals the brute-force search after every repartition (atoms migrating
+/// between rows), the forces and virial match the serial computation with pairs owned by the
+/// zones the atoms arrived along, one-sided and MPI leave the same bits, images by the halo
+/// and by the kernel.
+fn staggered_grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
+    let mut tested = 0;
+    for (dims, cutoff, shape) in grids(rt.n_pes()) {
+        let s = system(shape);
+        let Some(grid) = staggered(&grid_for(&s, dims, cutoff, rt.n_pes())?) else { continue };
+        let field = ForceField::new(cutoff as f64);
+        for images in [PeriodicImages::Halo, PeriodicImages::Kernel] {
+            paths_agree(rt, &s, &grid, &field, images)?;
+        }
+        // The balancer moves rows that share their boundaries: a staggered grid is refused,
+        // on every PE alike.
+        match HaloExchange::builder(rt, grid.clone())
+            .load_balancing(Dlb::Yes)
+            .collective_from_global(&s.positions)
+        {
+            Err(e) => ensure!(e.to_string().contains("DdGrid::with_rows"), "{e}"),
+            Ok(_) => return Err("load balancing took a staggered grid".into()),
+        }
+        tested += 1;
+        if rt.my_pe() == 0 {
+            println!(
+                "  {shape:?}, grid {dims:?}, staggered rows y {:?} z {:?}: halo, forces and paths agree",
+                grid.rows_of_bounds(1),
+                grid.rows_of_bounds(2)
+            );
+        }
+    }
+    ensure!(tested > 0, "no grid of {} PEs could be staggered", rt.n_pes());
+    Ok(())
+}
+
 /// The plan every domain builds collectively, against `md_halo::model`, which computes every
 /// domain's plan in one process without a runtime: the same pulses, the same counts, on
-/// equal domains and on uneven ones.
+/// equal domains, on uneven ones and on staggered ones.
 fn model_matches_the_plan(rt: &Runtime) -> CaseResult {
     let equal = grids(rt.n_pes()).into_iter().map(|(dims, cutoff, shape)| (dims, cutoff, shape, false));
     let moved = grids(rt.n_pes()).into_iter().map(|(dims, cutoff, shape)| (dims, cutoff, shape, true));
     let mut uneven_grids = 0;
+    let mut staggered_grids = 0;
     for (dims, cutoff, shape, moved) in equal.chain(moved) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
-        let grid = match (moved, uneven(&grid)) {
-            (false, _) => grid,
-            (true, Some(grid)) => {
-                uneven_grids += 1;
-                grid
+        let grids = match (moved, uneven(&grid), staggered(&grid)) {
+            (false, ..) => vec![grid],
+            (true, uneven, staggered) => {
+                uneven_grids += usize::from(uneven.is_some());
+                staggered_grids += usize::from(staggered.is_some());
+                uneven.into_iter().chain(staggered).collect()
             }
-            (true, None) => continue,
         };
-        let halo = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
-        let model = md_halo::model::halo_traffic(&grid, &s.positions);
-        let mine = &model[rt.my_pe()];
-        let counts: Vec<(usize, usize)> = mine.pulses.iter().map(|p| (p.sent, p.received)).collect();
-        ensure!(
-            mine.home == halo.home_count() && mine.local() == halo.local_count(),
-            "{dims:?} ({shape:?}): the model has {} home and {} local atoms, the plan {} and {}",
-            mine.home,
-            mine.local(),
-            halo.home_count(),
-            halo.local_count()
-        );
-        ensure!(
-            counts == halo.pulse_counts(),
-            "{dims:?} ({shape:?}): the model's pulses {counts:?} against the plan's {:?}",
-            halo.pulse_counts()
-        );
-        let to: Vec<usize> = mine.pulses.iter().map(|p| p.to).collect();
-        let expected: Vec<usize> = grid
-            .exchange_order()
-            .into_iter()
-            .flat_map(|d| {
-                let below = grid.pe_of(grid.neighbour(grid.cell_of(rt.my_pe()), d, false));
-                std::iter::repeat_n(below, grid.pulses()[d])
-            })
-            .collect();
-        ensure!(to == expected, "{dims:?}: the model sends to {to:?}, the plan to {expected:?}");
+        for grid in grids {
+            let halo = HaloExchange::builder(rt, grid.clone()).collective_from_global(&s.positions)?;
+            let model = md_halo::model::halo_traffic(&grid, &s.positions);
+            let mine = &model[rt.my_pe()];
+            let counts: Vec<(usize, usize)> = mine.pulses.iter().map(|p| (p.sent, p.received)).collect();
+            ensure!(
+                mine.home == halo.home_count() && mine.local() == halo.local_count(),
+                "{dims:?} ({shape:?}): the model has {} home and {} local atoms, the plan {} and {}",
+                mine.home,
+                mine.local(),
+                halo.home_count(),
+                halo.local_count()
+            );
+            ensure!(
+                counts == halo.pulse_counts(),
+                "{dims:?} ({shape:?}): the model's pulses {counts:?} against the plan's {:?}",
+                halo.pulse_counts()
+            );
+            let to: Vec<usize> = mine.pulses.iter().map(|p| p.to).collect();
+            let expected: Vec<usize> = grid
+                .exchange_order()
+                .into_iter()
+                .flat_map(|d| {
+                    let below = grid.pe_of(grid.neighbour(grid.cell_of(rt.my_pe()), d, false));
+                    std::iter::repeat_n(below, grid.pulses()[d])
+                })
+                .collect();
+            ensure!(to == expected, "{dims:?}: the model sends to {to:?}, the plan to {expected:?}");
+        }
     }
     ensure!(uneven_grids > 0, "no grid of {} PEs took uneven domains", rt.n_pes());
+    ensure!(staggered_grids > 0 || rt.n_pes() < 4, "no grid of {} PEs took staggered domains", rt.n_pes());
     Ok(())
 }
 
@@ -1140,6 +1227,12 @@ fn main() {
         run: grids_halos_forces_and_paths_agree,
     });
     cases.push(pe_test::Case { name: "model_matches_the_plan", pes: &[8], run: model_matches_the_plan });
+    // Staggering needs two split dimensions: 2x2x1 and 1x2x2 on 4 PEs, 2x2x2 on 8.
+    cases.push(pe_test::Case {
+        name: "staggered_grids_halos_forces_and_paths_agree",
+        pes: &[4, 8],
+        run: staggered_grids_halos_forces_and_paths_agree,
+    });
     cases.push(pe_test::Case {
         name: "load_balancing_on_every_grid",
         pes: &[8],

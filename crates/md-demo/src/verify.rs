@@ -9,49 +9,59 @@ use onesided::Runtime;
 use crate::error::{Error, Result};
 use crate::force::{ForceField, Topology, serial_forces};
 
-/// One atom as a domain must hold it: global index, position of the image and the fractions
-/// of that image (which decide pair ownership).
-pub type HaloAtom = (u32, RVec, [f64; 3]);
+/// One atom as a domain must hold it: global index, position of the image, the fractions
+/// of that image and its zone's bits (the dimensions it arrived along, which decide pair
+/// ownership).
+pub type HaloAtom = (u32, RVec, [f64; 3], u8);
+
+/// An atom on its way to a domain, dimension by dimension: the domain holding it, its
+/// fractions with the shifts so far, its zone's bits, and along which dimensions it crossed
+/// the periodic boundary.
+#[derive(Clone, Copy)]
+struct Journey {
+    holder: [usize; 3],
+    fraction: [f64; 3],
+    zone: u8,
+    shifted: [bool; 3],
+}
 
 /// The halo domain `cell` must hold, found by brute force over every atom of the system at
-/// `positions` (global order): each image in the region `[lower, upper + reach)` of fractions
-/// in every dimension that is not a home atom. The per-dimension test follows the atom from
-/// its home domain down to the receiver hop by hop, with the same arithmetic as the plan, so
-/// that an atom exactly on a boundary is judged the same way by both.
+/// `positions` (global order): each image that reaches it along the pulses, not a home atom.
+/// The atom is followed from its home domain down to the receiver hop by hop along each
+/// dimension in exchange order, each hop judged by the limits of the holder and the atom's
+/// zone there ([`DdGrid::send_limits`]: the range above the lower face, or above the rows a
+/// staggered grid's corners need), so that an atom exactly on a boundary is judged the same
+/// way by both. On a grid without staggering this is the region `[lower, upper + reach)` of
+/// fractions in every dimension.
 pub fn expected_halo(positions: &[RVec], grid: &DdGrid, cell: [usize; 3]) -> Vec<HaloAtom> {
     let pbc = grid.pbc();
     let mut halo = Vec::new();
     for (g, &x) in positions.iter().enumerate() {
         let (x, s) = pbc.put_in_box(x);
         let home = grid.cell_of_fraction(s);
-        let options: [Vec<(f64, bool)>; 3] =
-            std::array::from_fn(|d| dimension_options(grid, s, home, cell, d));
-        for &(s0, h0) in &options[0] {
-            for &(s1, h1) in &options[1] {
-                for &(s2, h2) in &options[2] {
-                    if h0 || h1 || h2 {
-                        // Shifts as the pulses apply them, in exchange order: one at a time
-                        // along split dimensions; along dimensions of one domain, where the
-                        // image is made from its stored atom, summed first and added at once.
-                        let shifted = [s0 != s[0], s1 != s[1], s2 != s[2]];
-                        let mut image = x;
-                        let mut periodic: Option<RVec> = None;
-                        for d in grid.exchange_order() {
-                            if grid.dims()[d] > 1 {
-                                image = if shifted[d] { pbc.image(image, d) } else { add_zero(image) };
-                            } else if shifted[d] {
-                                let v = pbc.vectors()[d];
-                                let sum = periodic.unwrap_or([0.0; 3]);
-                                periodic = Some(std::array::from_fn(|c| sum[c] + v[c]));
-                            }
-                        }
-                        if let Some(v) = periodic {
-                            image = std::array::from_fn(|c| image[c] + v[c]);
-                        }
-                        halo.push((g as u32, image, [s0, s1, s2]));
-                    }
+        let mut journeys = vec![Journey { holder: home, fraction: s, zone: 0, shifted: [false; 3] }];
+        for d in grid.exchange_order() {
+            journeys = journeys.into_iter().flat_map(|j| along(grid, j, cell, d)).collect();
+        }
+        for j in journeys.into_iter().filter(|j| j.zone != 0) {
+            // Shifts as the pulses apply them, in exchange order: one at a time along split
+            // dimensions; along dimensions of one domain, where the image is made from its
+            // stored atom, summed first and added at once.
+            let mut image = x;
+            let mut periodic: Option<RVec> = None;
+            for d in grid.exchange_order() {
+                if grid.dims()[d] > 1 {
+                    image = if j.shifted[d] { pbc.image(image, d) } else { add_zero(image) };
+                } else if j.shifted[d] {
+                    let v = pbc.vectors()[d];
+                    let sum = periodic.unwrap_or([0.0; 3]);
+                    periodic = Some(std::array::from_fn(|c| sum[c] + v[c]));
                 }
             }
+            if let Some(v) = periodic {
+                image = std::array::from_fn(|c| image[c] + v[c]);
+            }
+            halo.push((g as u32, image, j.fraction, j.zone));
         }
     }
     halo
@@ -62,41 +72,33 @@ fn add_zero(x: RVec) -> RVec {
     x.map(|c| c + 0.0)
 }
 
-/// The fractions along `d` under which the atom with fractions `s` (home domain `home`)
-/// appears on domain `cell`: its own, if it is home along `d`, and the one of the image the
-/// halo brings, if any, with whether it is a halo appearance.
-fn dimension_options(
-    grid: &DdGrid,
-    s: [f64; 3],
-    home: [usize; 3],
-    cell: [usize; 3],
-    d: usize,
-) -> Vec<(f64, bool)> {
+/// The ways the atom on `journey` reaches `cell` along `d`: where it already lies at `cell`'s
+/// index, as it is; and where the pulses bring it (or, with one domain, an image of it), as
+/// it arrives.
+fn along(grid: &DdGrid, journey: Journey, cell: [usize; 3], d: usize) -> Vec<Journey> {
     let n = grid.dims()[d];
-    let mut options = Vec::with_capacity(2);
-    if home[d] == cell[d] {
-        options.push((s[d], false));
+    let mut ways = Vec::with_capacity(2);
+    if journey.holder[d] == cell[d] {
+        ways.push(journey);
     }
-    // Hops from the home domain down to the receiver; with one domain, one hop to itself.
-    let hops = if n == 1 { 1 } else { (home[d] + n - cell[d]) % n };
+    // Hops from the holder down to the receiver; with one domain, one hop to itself.
+    let hops = if n == 1 { 1 } else { (journey.holder[d] + n - cell[d]) % n };
     if hops >= 1 && hops <= grid.pulses()[d] {
-        let (mut fraction, mut holder) = (s[d], home);
-        let mut arrives = true;
+        let mut j = journey;
         for _ in 0..hops {
-            if fraction >= grid.lower(holder)[d] + grid.reach(d) {
-                arrives = false;
-                break;
+            if j.fraction[d] >= grid.send_limits(j.holder, d)[j.zone as usize] {
+                return ways;
             }
-            if holder[d] == 0 {
-                fraction += 1.0;
+            if j.holder[d] == 0 {
+                j.fraction[d] += 1.0;
+                j.shifted[d] = true;
             }
-            holder = grid.neighbour(holder, d, false);
+            j.holder = grid.neighbour(j.holder, d, false);
+            j.zone |= 1 << d;
         }
-        if arrives {
-            options.push((fraction, true));
-        }
+        ways.push(j);
     }
-    options
+    ways
 }
 
 /// Checks this PE's home atoms and halo (indices, image positions and fractions, to the bit)
@@ -119,13 +121,14 @@ pub fn check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
             expected_home.len()
         )));
     }
-    let key = |(g, x, s): &HaloAtom| (*g, x.map(f32::to_bits), s.map(f64::to_bits));
+    let key = |(g, x, s, z): &HaloAtom| (*g, x.map(f32::to_bits), s.map(f64::to_bits), *z);
     let mut expected = expected_halo(positions, grid, cell);
     expected.sort_unstable_by_key(key);
     let x = halo.positions_with_images();
     let fractions = halo.reference_fractions();
+    let owner = halo.pair_owner();
     let mut actual: Vec<HaloAtom> =
-        (n_home..halo.local_count()).map(|i| (ids[i], x[i], fractions[i])).collect();
+        (n_home..halo.local_count()).map(|i| (ids[i], x[i], fractions[i], owner.zone(i).bits())).collect();
     actual.sort_unstable_by_key(key);
     if actual != expected {
         let first = actual

@@ -6,15 +6,16 @@
 //! The plan is built as the exchange builds it: dimension by dimension in the grid's
 //! [exchange order](crate::DdGrid::exchange_order) (split dimensions first), each
 //! domain sends down every local atom (home and received so far) whose reference fraction
-//! along the dimension lies within the range above its lower face; a second pulse forwards
-//! what the first brought; the receiver shifts the fractions of atoms that crossed the
-//! periodic boundary by one. Here every domain's local fractions are kept side by side and
+//! along the dimension lies within the range above its lower face (on a staggered grid, above
+//! the lower face its zone's rows need); a second pulse forwards what the first brought; the
+//! receiver shifts the fractions of atoms that crossed the periodic boundary by one and notes
+//! the dimension in their zone. Here every domain's local fractions are kept side by side and
 //! each pulse delivers to all domains before the next starts.
 
 use rayon::prelude::*;
 
 use crate::grid::DdGrid;
-use crate::halo::sends;
+use crate::halo::{Zone, sends};
 use crate::pbc::RVec;
 
 /// One pulse of one domain's plan.
@@ -54,7 +55,7 @@ impl DomainTraffic {
 /// positions: they are put into the box first), indexed by PE. The counts are those the
 /// exchange's own plan has for the same atoms ([`HaloExchange::pulse_counts`]).
 ///
-/// Memory: three `f64` per local atom of every domain, so about 24 bytes times the atoms
+/// Memory: three `f64` and a byte per local atom of every domain, so about 25 bytes times the atoms
 /// plus their halo copies; 10 million atoms over 4096 domains with a 1 nm range take a few
 /// GiB.
 ///
@@ -63,12 +64,13 @@ pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
     let pbc = *grid.pbc();
     let n = grid.len();
     let dims = grid.dims();
-    // Each domain's local reference fractions, home atoms first.
+    // Each domain's local reference fractions and zones, home atoms first.
     let mut local: Vec<Vec<[f64; 3]>> = vec![Vec::new(); n];
     for &x in positions {
         let s = pbc.unit_fraction(x);
         local[grid.pe_of(grid.cell_of_fraction(s))].push(s);
     }
+    let mut zones: Vec<Vec<Zone>> = local.iter().map(|l| vec![Zone::HOME; l.len()]).collect();
     let mut traffic: Vec<DomainTraffic> = local
         .iter()
         .enumerate()
@@ -77,14 +79,16 @@ pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
     // Where the previous pulse's received atoms start, per domain.
     let mut previous = vec![0..0; n];
     for dim in grid.exchange_order() {
-        let limit: Vec<f64> = (0..n).map(|pe| grid.lower(grid.cell_of(pe))[dim] + grid.reach(dim)).collect();
+        let limits: Vec<[f64; 8]> = (0..n).map(|pe| grid.send_limits(grid.cell_of(pe), dim)).collect();
         for pulse in 0..grid.pulses()[dim] {
             // What every domain sends in this pulse.
-            let sent: Vec<Vec<[f64; 3]>> = (0..n)
+            let sent: Vec<Vec<([f64; 3], Zone)>> = (0..n)
                 .into_par_iter()
                 .map(|pe| {
                     let candidates = if pulse == 0 { 0..local[pe].len() } else { previous[pe].clone() };
-                    sends(&local[pe], candidates, dim, limit[pe]).map(|i| local[pe][i as usize]).collect()
+                    sends(&local[pe], &zones[pe], candidates, dim, limits[pe])
+                        .map(|i| (local[pe][i as usize], zones[pe][i as usize]))
+                        .collect()
                 })
                 .collect();
             // Delivered to the domain below, which shifts atoms that crossed the boundary.
@@ -94,13 +98,14 @@ pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
                 let from = grid.pe_of(grid.neighbour(cell, dim, true));
                 let receives_shifted = cell[dim] + 1 == dims[dim];
                 let start = local[pe].len();
-                local[pe].extend(sent[from].iter().map(|&s| {
+                local[pe].extend(sent[from].iter().map(|&(s, _)| {
                     let mut s = s;
                     if receives_shifted {
                         s[dim] += 1.0;
                     }
                     s
                 }));
+                zones[pe].extend(sent[from].iter().map(|&(_, zone)| zone.received_along(dim)));
                 previous[pe] = start..local[pe].len();
                 traffic[pe].pulses.push(PulseTraffic {
                     dim,

@@ -431,26 +431,26 @@ impl Balancer {
             return Ok(None);
         }
         if returning {
-            let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d)));
+            let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d, cell)));
             return Ok(Some(grid.with_bounds(bounds)?));
         }
         // The loads to balance by: this interval's and a report's since the last repartition.
         if sums[..dims[0]].iter().sum::<u64>() == 0 {
             return Ok(None);
         }
-        let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d).to_vec());
+        let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d, cell).to_vec());
         let mut limited = false;
         let mut at = 0;
         for d in 0..3 {
             if dims[d] > 1 {
                 let loads: Vec<f64> = sums[at..at + dims[d]].iter().map(|&l| l as f64).collect();
-                let (moved, held) = balanced_bounds(grid.bounds(d), &loads, grid.min_width(d) * MARGIN);
+                let (moved, held) = balanced_bounds(grid.bounds(d, cell), &loads, grid.min_width(d) * MARGIN);
                 bounds[d] = moved;
                 limited |= held;
             }
             at += dims[d];
         }
-        if (0..3).all(|d| bounds[d] == grid.bounds(d)) {
+        if (0..3).all(|d| bounds[d] == grid.bounds(d, cell)) {
             return Ok(None);
         }
         self.moves += 1;

@@ -34,7 +34,7 @@ pub(super) fn setup_hash(
     let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
     words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
     words.push(grid.range().to_bits() as u64);
-    words.extend((0..3).flat_map(|d| grid.bounds(d).iter().map(|b| b.to_bits())));
+    words.extend((0..3).flat_map(|d| grid.rows_of_bounds(d).iter().flatten().map(|b| b.to_bits())));
     words.extend(path.name().bytes().map(u64::from));
     words.push(buffer.map_or(u64::MAX, |b| b.to_bits() as u64));
     words.push(real_bytes as u64);

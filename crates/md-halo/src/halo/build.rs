@@ -235,6 +235,14 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                 rt.n_pes()
             )));
         }
+        if dlb != Dlb::No && grid.is_staggered() {
+            return Err(Error::CollectiveConfig(
+                "load balancing moves boundaries that every row of domains shares, and this grid's \
+                 rows have boundaries of their own (DdGrid::with_rows): build it with \
+                 Dlb::No, or give the balancer a grid whose rows share theirs"
+                    .to_string(),
+            ));
+        }
         if path.needs_reserve() && path != ExchangePath::Auto {
             return Err(Error::CollectiveConfig(format!(
                 "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
@@ -309,8 +317,6 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         debug_assert!(pulses[exchanged_pulses..].iter().all(|p| p.to == rt.my_pe()));
         let mut halo = HaloExchange {
             rt,
-            lower: grid.lower(cell),
-            upper: grid.upper(cell),
             grid,
             cell,
             path,
@@ -318,6 +324,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             parallel_min,
             ids: Vec::new(),
             reference: Vec::new(),
+            zones: Vec::new(),
             n_home: 0,
             n_local: 0,
             pulses,

@@ -100,71 +100,68 @@ impl<R: Real> PeriodicImage<R> {
     }
 }
 
-/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`]): it does when
-/// the corner of the pair (the componentwise minimum of their fractions when the plan was
-/// built) lies in its home cell. Across all domains every pair within the interaction range
-/// is owned exactly once, in whichever images the domains hold it.
+/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`]): GROMACS's
+/// eighth-shell rule on the domains the two atoms came from. An atom's home domain lies some
+/// pulses above this one along each dimension it was received along (its [`Zone`]); the
+/// domain computes a pair when, along every dimension, at least one of the two was not
+/// received along it: this domain is the componentwise lowest of their two home domains.
+/// Across all domains every pair within the interaction range is owned exactly once, in
+/// whichever images the domains hold it, staggered boundaries included. Without staggering
+/// it is the pair whose corner (the componentwise minimum of the two atoms' fractions) lies
+/// in the domain.
 #[derive(Clone, Copy, Debug)]
 pub struct PairOwner<'a> {
-    pub(super) reference: &'a [[f64; 3]],
-    pub(super) lower: [f64; 3],
-    pub(super) upper: [f64; 3],
+    pub(super) zones: &'a [Zone],
 }
 
 impl PairOwner<'_> {
     /// Whether the domain computes the interaction of local atoms `i` and `j`.
     #[inline]
     pub fn owns(&self, i: usize, j: usize) -> bool {
-        let (a, b) = (&self.reference[i], &self.reference[j]);
-        (0..3).all(|d| {
-            let corner = a[d].min(b[d]);
-            self.lower[d] <= corner && corner < self.upper[d]
-        })
+        self.zones[i].pairs_with(self.zones[j])
     }
 
-    /// The zone of local atom `i`: where its reference fractions lie against the domain, per
-    /// dimension, so that [`Zone::pairs_with`] answers [`owns`](Self::owns) from two bytes.
+    /// The zone of local atom `i`: the dimensions it was received along, so that
+    /// [`Zone::pairs_with`] answers [`owns`](Self::owns) from two bytes.
     pub fn zone(&self, i: usize) -> Zone {
-        let mut bits = 0u8;
-        for (d, &s) in self.reference[i].iter().enumerate() {
-            bits |= u8::from(s < self.lower[d]) << d | u8::from(s >= self.upper[d]) << (d + 3);
-        }
-        Zone(bits)
+        self.zones[i]
     }
 
     /// The zones of all local atoms, in local order.
     pub fn zones(&self) -> Vec<Zone> {
-        (0..self.reference.len()).map(|i| self.zone(i)).collect()
+        self.zones.to_vec()
     }
 }
 
-/// Where a local atom lies against its domain, per dimension: below the domain's lower
-/// boundary, within it, or at or above its upper boundary (a halo atom from above). A domain
-/// computes a pair when, along every dimension, the lower of the two atoms lies within the
-/// domain: neither is below, and not both are above. Home atoms are [`Zone::HOME`]. A force
-/// kernel keeps one byte per atom and decides ownership with two bit operations, for any
-/// number of atoms at once.
+/// How a local atom reached its domain: bit `d` is set when it was received along dimension
+/// `d` (from a domain above, or as a periodic image along a dimension of one domain), which
+/// places its home domain above this one along `d`. A domain computes a pair when no
+/// dimension has both atoms' bits set. Home atoms are [`Zone::HOME`]. A force kernel keeps
+/// one byte per atom and decides ownership with two bit operations, for any number of atoms
+/// at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(transparent)]
 pub struct Zone(u8);
 
 impl Zone {
-    /// Within the domain along every dimension.
+    /// Not received along any dimension: a home atom.
     pub const HOME: Zone = Zone(0);
-    /// Bits `0..3`: below the domain along dimension `d`.
-    pub const BELOW: u8 = 0b000_111;
-    /// Bits `3..6`: at or above the domain's upper boundary along dimension `d - 3`.
-    pub const ABOVE: u8 = 0b111_000;
+    /// Bits `0..3`: received along dimension `d`, from above.
+    pub const ABOVE: u8 = 0b111;
 
-    /// The zone with these bits ([`BELOW`](Self::BELOW) and [`ABOVE`](Self::ABOVE)); other bits
-    /// are dropped.
+    /// The zone with these bits ([`ABOVE`](Self::ABOVE)); other bits are dropped.
     pub fn from_bits(bits: u8) -> Zone {
-        Zone(bits & (Self::BELOW | Self::ABOVE))
+        Zone(bits & Self::ABOVE)
     }
 
     /// The bits of the zone.
     pub fn bits(self) -> u8 {
         self.0
+    }
+
+    /// This zone, received along `d` as well.
+    pub(crate) fn received_along(self, d: usize) -> Zone {
+        Zone(self.0 | 1 << d)
     }
 
     /// Whether the domain computes the pair of an atom in zone `self` with one in `other`:
@@ -177,7 +174,7 @@ impl Zone {
     /// [`pairs_with`](Self::pairs_with) on raw bits, for vectorised loops.
     #[inline(always)]
     pub fn pair_bits(a: u8, b: u8) -> bool {
-        ((a | b) & Self::BELOW) == 0 && (a & b & Self::ABOVE) == 0
+        (a & b & Self::ABOVE) == 0
     }
 }
 
@@ -186,31 +183,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zones_decide_ownership_as_the_fractions_do() {
-        // Fractions below, on and inside both boundaries, and above, in every combination.
-        let values = [0.1, 0.25, 0.3, 0.49999, 0.5, 0.7, 1.2];
-        let mut reference = Vec::new();
-        for &x in &values {
-            for &y in &values {
-                for &z in &[0.1, 0.3, 0.6] {
-                    reference.push([x, y, z]);
-                }
+    fn a_pair_is_owned_unless_both_came_along_one_dimension() {
+        let zones: Vec<Zone> = (0..8).map(Zone::from_bits).collect();
+        let owner = PairOwner { zones: &zones };
+        for i in 0..8 {
+            for j in 0..8 {
+                let shared = (0..3).any(|d| i & j & (1 << d) != 0);
+                assert_eq!(owner.owns(i, j), !shared, "zones {i:03b} and {j:03b}");
+                assert_eq!(zones[i].pairs_with(zones[j]), !shared);
             }
         }
-        let owner = PairOwner { reference: &reference, lower: [0.25, 0.25, 0.25], upper: [0.5, 0.5, 0.5] };
-        let zones = owner.zones();
-        let mut owned = 0;
-        for i in 0..reference.len() {
-            for j in 0..reference.len() {
-                let want = owner.owns(i, j);
-                assert_eq!(zones[i].pairs_with(zones[j]), want, "{:?} and {:?}", reference[i], reference[j]);
-                owned += usize::from(want);
-            }
-        }
-        assert!(owned > 0 && owned < reference.len() * reference.len());
-        assert_eq!(
-            owner.zone(reference.iter().position(|r| *r == [0.3, 0.3, 0.3]).expect("inside")),
-            Zone::HOME
-        );
+        assert!(owner.owns(0, 7) && !owner.owns(1, 3) && owner.owns(1, 6));
+        assert_eq!(Zone::from_bits(0xff).bits(), 0b111);
+        assert_eq!(Zone::HOME.received_along(1).received_along(2).bits(), 0b110);
     }
 }

@@ -83,9 +83,6 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     rt: &'rt Runtime,
     grid: DdGrid,
     cell: [usize; 3],
-    /// This domain's corners in fractions.
-    lower: [f64; 3],
-    upper: [f64; 3],
     path: ExchangePath,
     /// Home atoms, then halo atoms: current positions (home positions are not wrapped between
     /// repartitions, so that the plan's periodic shifts stay valid).
@@ -95,8 +92,10 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     /// Global indices of the local atoms, in the same order.
     ids: Vec<u32>,
     /// Fractions of the local atoms' positions when the plan was built (home atoms in the
-    /// unit cell, halo atoms with their image shifts), which decide pair ownership.
+    /// unit cell, halo atoms with their image shifts), which decide what the plan sends.
     reference: Vec<[f64; 3]>,
+    /// The dimensions each local atom was received along, which decide pair ownership.
+    zones: Vec<Zone>,
     n_home: usize,
     n_local: usize,
     pulses: Vec<Pulse<'rt, R>>,
@@ -279,12 +278,12 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Which pairs of local atoms this domain computes, as a small value that threads of a
     /// force kernel can share ([`PairOwner::owns`], or per atom [`PairOwner::zone`]).
     pub fn pair_owner(&self) -> PairOwner<'_> {
-        PairOwner { reference: &self.reference, lower: self.lower, upper: self.upper }
+        PairOwner { zones: &self.zones }
     }
 
     /// Fractions of the local atoms' positions when the plan was built, with halo atoms'
     /// image shifts (a halo atom shifted by box vector `d` has fraction `d` at least 1):
-    /// what [`pair_owner`](Self::pair_owner) compares.
+    /// what the plan's send rule compares.
     pub fn reference_fractions(&self) -> &[[f64; 3]] {
         &self.reference
     }

@@ -9,30 +9,35 @@ use onesided::{Incoming, Outgoing};
 use rayon::prelude::*;
 
 use super::agree::{TOP, check_count};
-use super::{HaloExchange, PeriodicImage, parallel};
+use super::{HaloExchange, PeriodicImage, Zone, parallel};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
-/// What the plan sends about each halo atom once: its global index and the fractions of its
-/// position (with the image shifts), which decide pair ownership.
+/// What the plan sends about each halo atom once: its global index, its zone on the sender
+/// (the dimensions it arrived along, which with the one it is sent along decide pair
+/// ownership) and the fractions of its position (with the image shifts).
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
 #[repr(C)]
 pub(super) struct HaloRecord {
     global: u32,
-    padding: u32,
+    zone: u8,
+    padding: [u8; 3],
     fraction: [f64; 3],
 }
 
 /// The local atoms among `candidates` that a pulse along `dim` sends down: those whose
-/// reference fraction lies below `limit` (the domain's lower face plus the range). The one
-/// rule of the plan, shared by the exchange and by [`crate::model`].
-pub(crate) fn sends(
-    reference: &[[f64; 3]],
+/// reference fraction lies below the limit of their zone (the range above the domain's lower
+/// face, or above a higher lower face of a row of domains above it where the grid is
+/// staggered: [`DdGrid::send_limits`]). The one rule of the plan, shared by
+/// the exchange and by [`crate::model`].
+pub(crate) fn sends<'a>(
+    reference: &'a [[f64; 3]],
+    zones: &'a [Zone],
     candidates: std::ops::Range<usize>,
     dim: usize,
-    limit: f64,
-) -> impl Iterator<Item = u32> + '_ {
-    candidates.filter(move |&i| reference[i][dim] < limit).map(|i| i as u32)
+    limits: [f64; 8],
+) -> impl Iterator<Item = u32> + 'a {
+    candidates.filter(move |&i| reference[i][dim] < limits[zones[i].bits() as usize]).map(|i| i as u32)
 }
 
 impl<'rt, R: Real> HaloExchange<'rt, R> {
@@ -124,8 +129,15 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         self.anchors = self.coordinates()[..self.n_home].to_vec();
         // What travels about each local atom, kept in step with ids and reference: each pulse
         // sends the entries of its send list and appends what it receives.
+        self.zones.clear();
+        self.zones.resize(self.n_home, Zone::HOME);
         let mut records: Vec<HaloRecord> = (0..self.n_home)
-            .map(|i| HaloRecord { global: self.ids[i], padding: 0, fraction: self.reference[i] })
+            .map(|i| HaloRecord {
+                global: self.ids[i],
+                zone: 0,
+                padding: [0; 3],
+                fraction: self.reference[i],
+            })
             .collect();
         for q in 0..self.pulses.len() {
             let (dim, first) = (self.pulses[q].dim, q == 0 || self.pulses[q - 1].dim != self.pulses[q].dim);
@@ -137,8 +149,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
                 let previous = &self.pulses[q - 1];
                 previous.offset..previous.offset + previous.count
             };
-            let limit = self.lower[dim] + self.grid.reach(dim);
-            let send: Vec<u32> = sends(&self.reference, candidates, dim, limit).collect();
+            let limits = self.grid.send_limits(self.cell, dim);
+            let send: Vec<u32> = sends(&self.reference, &self.zones, candidates, dim, limits).collect();
             let (to, from) = (self.pulses[q].to, self.pulses[q].from);
             let count = self.exchange_count(to, send.len(), from)?;
             self.coords.collective_ensure(self.n_local + count)?;
@@ -155,8 +167,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
                 if receives_shifted {
                     r.fraction[dim] += 1.0;
                 }
+                r.zone = Zone::from_bits(r.zone).received_along(dim).bits();
                 self.ids.push(r.global);
                 self.reference.push(r.fraction);
+                self.zones.push(Zone::from_bits(r.zone));
             }
             let pulse = &mut self.pulses[q];
             pulse.offset = offset;

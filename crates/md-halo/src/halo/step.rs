@@ -110,7 +110,7 @@ impl<R: Real> Step<'_, '_, R> {
         // inside exchanges that take `&mut` of the halo, which none does while the slice
         // lives; the step exists only after a move_x that succeeded.
         let coordinates = unsafe { halo.coords.array().local_range(0..stored) };
-        let owner = PairOwner { reference: &halo.reference, lower: halo.lower, upper: halo.upper };
+        let owner = PairOwner { zones: &halo.zones };
         Local { coordinates, forces, owner, images: halo.images() }
     }
 
