@@ -617,9 +617,11 @@ fn run_path(
         let bounds: Vec<String> = (0..3)
             .filter(|&d| halo.grid().dims()[d] > 1)
             .map(|d| {
-                let b: Vec<String> =
-                    halo.grid().bounds(d, [0; 3]).iter().map(|b| format!("{b:.3}")).collect();
-                format!("{}: {}", ["x", "y", "z"][d], b.join(" "))
+                // One row per row of domains along d where they are staggered.
+                let rows: Vec<String> = (halo.grid().rows_of_bounds(d).iter())
+                    .map(|row| row.iter().map(|b| format!("{b:.3}")).collect::<Vec<_>>().join(" "))
+                    .collect();
+                format!("{}: {}", ["x", "y", "z"][d], rows.join(" | "))
             })
             .collect();
         println!(

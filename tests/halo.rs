@@ -364,6 +364,7 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
 /// MPI leave the same bits; every PE ends on the same boundaries, moved along every split
 /// dimension, none narrower than the grid's least width.
 fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
+    let mut staggered = 0;
     for (dims, cutoff, shape) in grids(rt.n_pes()) {
         let s = system(shape);
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
@@ -375,38 +376,49 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
             run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, images, Dlb::Yes), 9, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ under load balancing on {dims:?} ({shape:?})");
         ensure!(moved == moved_mpi, "the paths ended on different boundaries on {dims:?}");
-        check_boundaries(rt, &grid, &moved)?;
+        staggered += usize::from(check_boundaries(rt, &grid, &moved)?);
         if rt.my_pe() == 0 {
             println!(
                 "  {shape:?}, grid {dims:?}: boundaries moved to {:?} / {:?} / {:?}; halo, forces and paths agree",
-                moved.bounds(0, [0; 3]),
-                moved.bounds(1, [0; 3]),
-                moved.bounds(2, [0; 3])
+                moved.rows_of_bounds(0),
+                moved.rows_of_bounds(1),
+                moved.rows_of_bounds(2)
             );
         }
     }
+    // Loads that differ from row to row stagger the 2-D and 3-D grids' rows.
+    let two_d = grids(rt.n_pes()).iter().any(|(dims, ..)| dims.iter().filter(|&&n| n > 1).count() >= 2);
+    ensure!(staggered > 0 || !two_d, "no grid of {} PEs ended with staggered rows", rt.n_pes());
     Ok(())
 }
 
 /// Every PE holds the same boundaries, they moved from `before` along every split dimension,
 /// and no domain is narrower than the least width.
-fn check_boundaries(rt: &Runtime, before: &DdGrid, moved: &DdGrid) -> CaseResult {
-    let bounds: Vec<f64> = (0..3).flat_map(|d| moved.bounds(d, [0; 3]).iter().copied()).collect();
+/// Returns whether the rows ended staggered.
+fn check_boundaries(
+    rt: &Runtime,
+    before: &DdGrid,
+    moved: &DdGrid,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let bounds: Vec<f64> = (0..3).flat_map(|d| moved.rows_of_bounds(d).iter().flatten().copied()).collect();
     let hash = verify::fingerprint(&bounds) >> 1;
     let mut agreed = [hash, (i64::MAX as u64) - hash];
     rt.max_u64(&mut agreed)?;
     ensure!(agreed[0] == (i64::MAX as u64) - agreed[1], "the PEs ended on different boundaries");
     for d in (0..3).filter(|&d| before.dims()[d] > 1) {
-        let b = moved.bounds(d, [0; 3]);
-        ensure!(b != before.bounds(d, [0; 3]), "the boundaries along {d} did not move: {b:?}");
-        let narrowest = b.windows(2).map(|w| w[1] - w[0]).fold(1.0, f64::min);
+        let rows = moved.rows_of_bounds(d);
+        ensure!(rows != before.rows_of_bounds(d), "the boundaries along {d} did not move: {rows:?}");
+        let narrowest = rows.iter().flat_map(|b| b.windows(2).map(|w| w[1] - w[0])).fold(1.0, f64::min);
         ensure!(
             narrowest >= moved.min_width(d),
             "a domain along {d} is {narrowest} wide, below the least width {}",
             moved.min_width(d)
         );
     }
-    Ok(())
+    // Rows of their own (staggered) need two split dimensions.
+    let split = before.dims().iter().filter(|&&n| n > 1).count();
+    ensure!(split >= 2 || !moved.is_staggered(), "{:?}: the boundaries ended staggered", before.dims());
+    Ok(moved.is_staggered())
 }
 
 /// A slab beside vacuum on domains along its normal, some empty: balanced on the atoms alone
@@ -718,7 +730,7 @@ fn staggered(grid: &DdGrid) -> Option<DdGrid> {
 /// grids: the halo equals the brute-force search after every repartition (atoms migrating
 /// between rows), the forces and virial match the serial computation with pairs owned by the
 /// zones the atoms arrived along, one-sided and MPI leave the same bits, images by the halo
-/// and by the kernel.
+/// and by the kernel; and load balancing from the staggered rows, each moving by its loads.
 fn staggered_grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     let mut tested = 0;
     for (dims, cutoff, shape) in grids(rt.n_pes()) {
@@ -728,15 +740,17 @@ fn staggered_grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
         for images in [PeriodicImages::Halo, PeriodicImages::Kernel] {
             paths_agree(rt, &s, &grid, &field, images)?;
         }
-        // The balancer moves rows that share their boundaries: a staggered grid is refused,
-        // on every PE alike.
-        match HaloExchange::builder(rt, grid.clone())
-            .load_balancing(Dlb::Yes)
-            .collective_from_global(&s.positions)
-        {
-            Err(e) => ensure!(e.to_string().contains("DdGrid::with_rows"), "{e}"),
-            Ok(_) => return Err("load balancing took a staggered grid".into()),
-        }
+        // Load balancing from staggered rows: each row moves by its own loads.
+        let balanced = (PeriodicImages::Kernel, Dlb::Yes);
+        let (onesided, moved) =
+            run_with(rt, &s, &grid, &field, (ExchangePath::Put, balanced.0, balanced.1), 9, 4096)?;
+        let (mpi, moved_mpi) =
+            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, balanced.0, balanced.1), 9, 4096)?;
+        ensure!(
+            onesided == mpi && moved == moved_mpi,
+            "one-sided and MPI differ under load balancing from staggered {dims:?} ({shape:?})"
+        );
+        check_boundaries(rt, &grid, &moved)?;
         tested += 1;
         if rt.my_pe() == 0 {
             println!(

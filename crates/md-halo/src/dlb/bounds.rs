@@ -1,7 +1,10 @@
 //! New boundaries from the loads: GROMACS's relaxed move within the least width and the
-//! half-slab limit (`cellsizes.cpp`), and the way back to equal domains.
+//! half-slab limit (`cellsizes.cpp`), and the way back to equal domains; on grids of two or
+//! three split dimensions, per row of domains (staggered), as far towards them as the limits
+//! between neighbouring rows allow.
 
-use crate::grid::equal_bounds;
+use crate::error::Result;
+use crate::grid::{DdGrid, equal_bounds};
 
 /// GROMACS's under-relaxation of the cell-size change.
 const RELAX: f64 = 0.5;
@@ -90,9 +93,157 @@ pub(crate) fn balanced_bounds(old: &[f64], loads: &[f64], least: f64) -> (Vec<f6
     (bounds, limited)
 }
 
+/// The boundaries rows: one row per row of domains along each dimension (as
+/// [`DdGrid::with_rows`] takes them), each dimension's indexed by [`DdGrid::row`].
+pub(crate) type Rows = [Vec<Vec<f64>>; 3];
+
+/// Every row of `grid`'s boundaries, one per row of domains along each dimension even where
+/// they share one.
+fn rows_of(grid: &DdGrid) -> Rows {
+    std::array::from_fn(|d| {
+        let count: usize = grid.dims()[..d].iter().product();
+        let shared = grid.rows_of_bounds(d);
+        (0..count).map(|r| if shared.len() == 1 { shared[0].clone() } else { shared[r].clone() }).collect()
+    })
+}
+
+/// Staggered boundaries from the load of every domain (`loads[pe]`): x's from the slabs'
+/// summed loads, each x slab's y boundaries from its (x, y) columns' loads, each column's z
+/// boundaries from its domains' loads, each row by [`balanced_bounds`] on its own. Returns
+/// them with whether some row was held at its least width or the half-slab limit.
+pub(crate) fn staggered_rows(grid: &DdGrid, loads: &[f64], margin: f64) -> (Rows, bool) {
+    let ny = grid.dims()[1];
+    let mut limited = false;
+    let mut rows = rows_of(grid);
+    for (d, rows) in rows.iter_mut().enumerate() {
+        if grid.dims()[d] == 1 {
+            continue;
+        }
+        for (r, row) in rows.iter_mut().enumerate() {
+            // The loads of the domains of row r along d, each summed over the later dimensions.
+            let mut sums = vec![0.0; grid.dims()[d]];
+            for (pe, &load) in loads.iter().enumerate() {
+                let cell = grid.cell_of(pe);
+                let in_row = match d {
+                    0 => true,
+                    1 => cell[0] == r,
+                    _ => cell[0] * ny + cell[1] == r,
+                };
+                if in_row {
+                    sums[cell[d]] += load;
+                }
+            }
+            let (moved, held) = balanced_bounds(row, &sums, grid.min_width(d) * margin);
+            *row = moved;
+            limited |= held;
+        }
+    }
+    (rows, limited)
+}
+
+/// `grid` with its boundaries moved from where they are towards `target` (rows as
+/// [`staggered_rows`] gives them), along the straight line from every old boundary to its
+/// target, as far as [`DdGrid::with_rows`] accepts: every boundary takes the same share of
+/// its way, so the limits each row keeps on its own (least width, half-slab) hold on the way,
+/// and the limits between neighbouring rows cut the share where they would be broken (the old
+/// grid, share 0, keeps them). Returns the grid and whether the share was cut, or `None`
+/// where nothing moves.
+pub(crate) fn towards(grid: &DdGrid, target: &Rows) -> Result<Option<(DdGrid, bool)>> {
+    let old = rows_of(grid);
+    let at = |share: f64| -> Rows {
+        std::array::from_fn(|d| {
+            old[d]
+                .iter()
+                .zip(&target[d])
+                .map(|(o, t)| {
+                    let n = o.len() - 1;
+                    let mut row: Vec<f64> = o.iter().zip(t).map(|(&o, &t)| o + share * (t - o)).collect();
+                    (row[0], row[n]) = (0.0, 1.0);
+                    row
+                })
+                .collect()
+        })
+    };
+    if old == *target {
+        return Ok(None);
+    }
+    if let Ok(moved) = grid.with_rows(target.clone()) {
+        return Ok(Some((moved, false)));
+    }
+    // The largest share that keeps the limits between rows: they are linear in it, so the
+    // shares that keep them are an interval from 0.
+    let (mut kept, mut broken) = (0.0, 1.0);
+    for _ in 0..30 {
+        let share = 0.5 * (kept + broken);
+        if grid.with_rows(at(share)).is_ok() {
+            kept = share;
+        } else {
+            broken = share;
+        }
+    }
+    if kept == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some((grid.with_rows(at(kept))?, true)))
+}
+
+/// Each row of `grid`'s boundaries one step back towards equal domains ([`toward_equal`]).
+pub(crate) fn rows_toward_equal(grid: &DdGrid) -> Rows {
+    rows_of(grid).map(|rows| rows.iter().map(|row| toward_equal(row)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 2x4x1 grid over a 3.72 nm cube with a 0.5 nm range: a domain's least width is a
+    /// 0.134 fraction, so rows can stagger by about a domain before the limits bind.
+    fn two_slabs() -> DdGrid {
+        let cube = crate::pbc::PbcBox::rectangular([3.72412; 3]).expect("valid");
+        DdGrid::new([2, 4, 1], cube, 0.5, 8).expect("fits")
+    }
+
+    #[test]
+    fn each_row_moves_by_its_own_loads() {
+        let grid = two_slabs();
+        // The first slab even, the second's domain 3 loaded (PE 4 + j is domain [1, j, 0]).
+        let loads = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0];
+        let (rows, _) = staggered_rows(&grid, &loads, 1.0);
+        assert_eq!(rows[1][0], uniform(4), "the even slab's row stays");
+        assert!(rows[1][1][3] > 0.75 + 1e-3, "the loaded domain shrinks from below: {:?}", rows[1][1]);
+        // x: the second slab carries more load, so the boundary between them moves up.
+        assert!(rows[0][0][1] > 0.5, "{:?}", rows[0]);
+        let (moved, cut) = towards(&grid, &rows).expect("valid").expect("moves");
+        assert!(!cut && moved.is_staggered());
+        assert_eq!(moved.bounds(1, [1, 0, 0]), &rows[1][1][..]);
+    }
+
+    #[test]
+    fn rows_stagger_no_further_than_their_neighbours_allow() {
+        // Opposite loads in the two slabs push their y boundaries apart at every step; the
+        // limits between the rows must cut the moves, never break them.
+        let mut grid = two_slabs();
+        let loads = [8.0, 8.0, 1.0, 1.0, 1.0, 1.0, 8.0, 8.0];
+        let mut cuts = 0;
+        for _ in 0..60 {
+            let (target, _) = staggered_rows(&grid, &loads, 1.0001);
+            let Some((moved, cut)) = towards(&grid, &target).expect("valid") else { break };
+            assert!(moved.with_rows(rows_of(&moved)).is_ok());
+            cuts += usize::from(cut);
+            grid = moved;
+        }
+        let (first, second) = (grid.bounds(1, [0, 0, 0]), grid.bounds(1, [1, 0, 0]));
+        assert!(cuts > 0, "the limits never bound: {first:?} / {second:?}");
+        assert!(first[2] < 0.45 && second[2] > 0.55, "{first:?} / {second:?}");
+        // Back to equal domains, step by step, through the same limits.
+        for _ in 0..60 {
+            match towards(&grid, &rows_toward_equal(&grid)).expect("valid") {
+                Some((moved, _)) => grid = moved,
+                None => break,
+            }
+        }
+        assert!(grid.is_uniform(), "{:?}", grid.rows_of_bounds(1));
+    }
 
     fn uniform(n: usize) -> Vec<f64> {
         (0..=n).map(|c| c as f64 / n as f64).collect()

@@ -13,7 +13,8 @@
 //! step the system or the network held up says nothing of the domain), as GROMACS counts its
 //! force cycles. At each repartition the PEs sum these per slab of domains
 //! along each split dimension (one reduction of `Nx + Ny + Nz` values, plus one of the largest
-//! load and the step time), and every PE computes the same new boundaries from the same sums:
+//! load and the step time; on a grid of two or three split dimensions, of every domain's load),
+//! and every PE computes the same new boundaries from the same sums:
 //!
 //! - a slab's width is scaled by `1 - s (L_i / L̄ - 1)`, with `s` one half (under-relaxation),
 //!   less where that would change a slab by more than 10 % at once;
@@ -22,9 +23,14 @@
 //! - no boundary moves past the middle of either slab it bounded, so an atom changes domain by
 //!   at most one along a dimension, as migration needs.
 //!
-//! The boundaries are the same for every row of domains (one set per dimension): GROMACS
-//! staggers them, each row of domains along a later dimension with its own, which balances
-//! loads that vary across a slab as well; here a slab's domains share its boundaries.
+//! On a grid of one split dimension the boundaries are one set for it. With two or three, as
+//! GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each
+//! x slab's y boundaries from its own domains' loads, each (x, y) column's z boundaries from
+//! its own, which balances loads that vary across a slab as well. Every boundary then moves
+//! the same share of its way to where the rows want it, the largest share that keeps the
+//! limits between neighbouring rows (GROMACS bounds each row by its neighbours' boundaries,
+//! `cellFracLowerMax` and `cellFracUpperMin`). The reduction holds every domain's load and the
+//! grid every row's boundaries, `Nx Ny (Nz + 1)` of them for z: both grow with the PEs.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,7 +43,7 @@ use crate::grid::DdGrid;
 
 mod bounds;
 
-use bounds::{balanced_bounds, toward_equal};
+use bounds::{balanced_bounds, rows_toward_equal, staggered_rows, toward_equal, towards};
 
 /// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,7 +105,8 @@ pub struct LoadReport {
     /// Repartitions that moved the boundaries.
     pub moves: u64,
     /// Of those, how many had some slab held at its narrowest ([`DdGrid::min_width`]) or a
-    /// boundary held at the middle of a slab it bounded.
+    /// boundary held at the middle of a slab it bounded, or staggered rows held short of
+    /// their loads' boundaries by the limits between neighbouring rows.
     pub limited: u64,
     /// Under [`Dlb::Auto`]: how often balancing was turned off because the steps were slower
     /// with it, over the whole run (a report reset keeps it).
@@ -300,6 +307,12 @@ impl AutoState {
     }
 }
 
+/// Whether balancing staggers `grid`'s boundaries: where two or more dimensions are split,
+/// each row of domains along a later one gets its own, as GROMACS's DLB gives them.
+fn staggers(grid: &DdGrid) -> bool {
+    grid.dims().iter().filter(|&&n| n > 1).count() >= 2
+}
+
 impl Balancer {
     pub(crate) fn new(mode: Dlb) -> Balancer {
         Balancer { mode, on: mode == Dlb::Yes, ..Balancer::default() }
@@ -376,12 +389,19 @@ impl Balancer {
     ) -> Result<Option<DdGrid>> {
         let dims = grid.dims();
         let load = self.interval_load();
-        // Per slab along each dimension, then the whole load, the step time and the steps.
-        let mut sums = vec![0u64; dims.iter().sum::<usize>() + 3];
+        // Per slab along each dimension (per domain where rows are staggered), then the whole
+        // load, the step time and the steps.
+        let staggers = staggers(grid);
+        let mut sums = vec![0u64; if staggers { grid.len() } else { dims.iter().sum::<usize>() } + 3];
         let mut at = 0;
-        for d in 0..3 {
-            sums[at + cell[d]] = load;
-            at += dims[d];
+        if staggers {
+            sums[grid.pe_of(cell)] = load;
+            at = grid.len();
+        } else {
+            for d in 0..3 {
+                sums[at + cell[d]] = load;
+                at += dims[d];
+            }
         }
         sums[at] = load;
         sums[at + 1] = nanos(self.step_time);
@@ -430,13 +450,24 @@ impl Balancer {
         if !may_move || !(self.on || returning) {
             return Ok(None);
         }
+        if returning && staggers {
+            return Ok(towards(grid, &rows_toward_equal(grid))?.map(|(grid, _)| grid));
+        }
         if returning {
             let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d, cell)));
             return Ok(Some(grid.with_bounds(bounds)?));
         }
         // The loads to balance by: this interval's and a report's since the last repartition.
-        if sums[..dims[0]].iter().sum::<u64>() == 0 {
+        if sums[..slabs].iter().sum::<u64>() == 0 {
             return Ok(None);
+        }
+        if staggers {
+            let loads: Vec<f64> = sums[..slabs].iter().map(|&l| l as f64).collect();
+            let (target, held) = staggered_rows(grid, &loads, MARGIN);
+            let Some((moved, cut)) = towards(grid, &target)? else { return Ok(None) };
+            self.moves += 1;
+            self.limited += u64::from(held || cut);
+            return Ok(Some(moved));
         }
         let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d, cell).to_vec());
         let mut limited = false;

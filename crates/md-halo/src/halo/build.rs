@@ -235,14 +235,6 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                 rt.n_pes()
             )));
         }
-        if dlb != Dlb::No && grid.is_staggered() {
-            return Err(Error::CollectiveConfig(
-                "load balancing moves boundaries that every row of domains shares, and this grid's \
-                 rows have boundaries of their own (DdGrid::with_rows): build it with \
-                 Dlb::No, or give the balancer a grid whose rows share theirs"
-                    .to_string(),
-            ));
-        }
         if path.needs_reserve() && path != ExchangePath::Auto {
             return Err(Error::CollectiveConfig(format!(
                 "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
