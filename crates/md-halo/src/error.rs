@@ -36,8 +36,9 @@ pub enum Error {
 
     /// An atom moved too far between two repartitions.
     #[error(
-        "atom {atom} moved from domain {from:?} to domain {to:?}, more than one domain in a \
-         dimension between two repartitions; repartition more often (fewer steps between \
+        "atom {atom} moved from domain {from:?} to domain {to:?}, more domains in a dimension \
+         between two repartitions than the halo allows (one, or with staggered rows one more \
+         per earlier split dimension); repartition more often (fewer steps between \
          repartitions)"
     )]
     MovedTooFar {

@@ -19,6 +19,12 @@ const CHANGE_LIMIT: f64 = 0.1;
 /// to equal domains by the same factor (6 steps from six slabs at their least width beside six
 /// wide ones, 7 for sixteen).
 pub(crate) fn toward_equal(old: &[f64]) -> Vec<f64> {
+    equal_by(old, share_toward_equal(old))
+}
+
+/// How far along the straight line from `old` to equal domains a step may go (1: all the way)
+/// without moving a boundary past the middle of a slab it bounded.
+fn share_toward_equal(old: &[f64]) -> f64 {
     let n = old.len() - 1;
     let equal = equal_bounds(n);
     let mut t = 1.0f64;
@@ -30,10 +36,17 @@ pub(crate) fn toward_equal(old: &[f64]) -> Vec<f64> {
             t = t.min(room / to.abs());
         }
     }
-    if t >= 1.0 {
+    t
+}
+
+/// The boundaries `share` of the way from `old` to equal domains.
+fn equal_by(old: &[f64], share: f64) -> Vec<f64> {
+    let n = old.len() - 1;
+    let equal = equal_bounds(n);
+    if share >= 1.0 {
         return equal;
     }
-    let mut bounds: Vec<f64> = old.iter().zip(&equal).map(|(&b, &e)| b + t * (e - b)).collect();
+    let mut bounds: Vec<f64> = old.iter().zip(&equal).map(|(&b, &e)| b + share * (e - b)).collect();
     (bounds[0], bounds[n]) = (0.0, 1.0);
     bounds
 }
@@ -187,9 +200,15 @@ pub(crate) fn towards(grid: &DdGrid, target: &Rows) -> Result<Option<(DdGrid, bo
     Ok(Some((grid.with_rows(at(kept))?, true)))
 }
 
-/// Each row of `grid`'s boundaries one step back towards equal domains ([`toward_equal`]).
+/// Every row of `grid`'s boundaries one step back towards equal domains: the same share of
+/// the way for all, the smallest any row's half-slab limit allows ([`toward_equal`]). Both
+/// ends of that line keep the limits between neighbouring rows, and the limits are linear in
+/// the share, so every step on it keeps them too: [`towards`] never has to cut it, and the
+/// way back cannot stall where a share of its own per row would break them.
 pub(crate) fn rows_toward_equal(grid: &DdGrid) -> Rows {
-    rows_of(grid).map(|rows| rows.iter().map(|row| toward_equal(row)).collect())
+    let rows = rows_of(grid);
+    let share = rows.iter().flatten().map(|row| share_toward_equal(row)).fold(1.0, f64::min);
+    rows.map(|rows| rows.iter().map(|row| equal_by(row, share)).collect())
 }
 
 #[cfg(test)]
@@ -235,10 +254,13 @@ mod tests {
         let (first, second) = (grid.bounds(1, [0, 0, 0]), grid.bounds(1, [1, 0, 0]));
         assert!(cuts > 0, "the limits never bound: {first:?} / {second:?}");
         assert!(first[2] < 0.45 && second[2] > 0.55, "{first:?} / {second:?}");
-        // Back to equal domains, step by step, through the same limits.
+        // Back to equal domains, step by step, on a line the limits never cut.
         for _ in 0..60 {
             match towards(&grid, &rows_toward_equal(&grid)).expect("valid") {
-                Some((moved, _)) => grid = moved,
+                Some((moved, cut)) => {
+                    assert!(!cut, "the way back was cut at {:?}", grid.rows_of_bounds(1));
+                    grid = moved;
+                }
                 None => break,
             }
         }

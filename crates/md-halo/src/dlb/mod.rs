@@ -21,7 +21,8 @@
 //! - no slab gets narrower than [`DdGrid::min_width`] (its pulses must still cover the range),
 //!   with GROMACS's iterative clamping;
 //! - no boundary moves past the middle of either slab it bounded, so an atom changes domain by
-//!   at most one along a dimension, as migration needs.
+//!   at most one along a dimension within its row, as migration needs (on staggered rows it
+//!   may find itself one further off in a neighbouring row, which migration allows too).
 //!
 //! On a grid of one split dimension the boundaries are one set for it. With two or three, as
 //! GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each

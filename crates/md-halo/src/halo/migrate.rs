@@ -10,6 +10,7 @@ use onesided::{Incoming, Outgoing};
 use super::HaloExchange;
 use super::agree::{TOP, check_count, report_atom};
 use crate::error::{Error, Result};
+use crate::grid::DdGrid;
 use crate::real::Real;
 
 /// Per-atom data an engine keeps for its home atoms (velocities, charges, type ids, ...),
@@ -83,7 +84,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// On every PE: [`Error::BufferExceeded`] naming the atom that moved farthest, when it
     /// moved more than half the Verlet buffer (after the repartition was made: the exchange
     /// goes on from the new partition); [`Error::MovedTooFar`] when some atom moved
-    /// more than one domain along a dimension since the last repartition;
+    /// more than one domain along a dimension since the last repartition (along a dimension
+    /// of staggered rows, one more for each split dimension before it);
     /// [`Error::NotFinite`] naming an atom whose position is not finite;
     /// [`Error::CollectiveConfig`] when the PEs' state arrays differ in size per atom, or an
     /// array's length is not its PE's home atom count. After such an error nothing has moved
@@ -143,9 +145,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let wrapped: Vec<[R; 3]> = placed.iter().map(|p| p.0).collect();
         let too_far = placed.iter().zip(&self.ids).find_map(|(&(_, s), &g)| {
             let to = grid.cell_of_fraction(s);
-            // Where rows are staggered, an atom crossing into the next row may find its index
-            // along a later dimension one further off (DdGrid::with_rows allows that much).
-            let most = |d: usize| if grid.rows_of_bounds(d).len() > 1 { 2 } else { 1 };
+            // Where rows are staggered, an atom crossing into another row may find its index
+            // along a later dimension one further off for each earlier split dimension it
+            // crossed along (DdGrid::with_rows allows a step between neighbouring rows).
+            let most = |d: usize| most_steps(grid, d);
             (0..3).any(|d| grid.steps(self.cell, to, d) > most(d)).then(|| (g, grid.pe_of(to)))
         });
         if let Some((atom, pe, to)) = report_atom(self.rt, too_far)? {
@@ -170,13 +173,14 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         for dim in 0..3 {
             if self.grid.dims()[dim] > 1 {
                 records = self.collective_migrate(dim, records, record)?;
-                // Along a staggered dimension some may need a second step.
-                if self.grid.rows_of_bounds(dim).len() > 1 {
+                // Along a staggered dimension some may need further steps.
+                for _ in 1..most_steps(&self.grid, dim) {
                     let left =
                         records.chunks_exact(record).any(|r| self.target_along(dim, r) != self.cell[dim]);
-                    if self.rt.max_u64_one(u64::from(left))? > 0 {
-                        records = self.collective_migrate(dim, records, record)?;
+                    if self.rt.max_u64_one(u64::from(left))? == 0 {
+                        break;
                     }
+                    records = self.collective_migrate(dim, records, record)?;
                 }
             }
         }
@@ -297,6 +301,14 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         self.count_buffer.read_local(0, &mut counts)?;
         Ok([counts[0] as usize, counts[1] as usize])
     }
+}
+
+/// The most domains an atom may change along `d` between two repartitions: one, and where
+/// `grid`'s rows along `d` are staggered, one more for each split dimension before `d` (an
+/// atom that crossed into a neighbouring row finds its index there up to one off).
+fn most_steps(grid: &DdGrid, d: usize) -> usize {
+    let earlier = grid.dims()[..d].iter().filter(|&&n| n > 1).count();
+    if grid.rows_of_bounds(d).len() > 1 { 1 + earlier } else { 1 }
 }
 
 /// The global index at the start of a migrating atom's record.
