@@ -125,28 +125,20 @@ fn rows_of(grid: &DdGrid) -> Rows {
 /// boundaries from its domains' loads, each row by [`balanced_bounds`] on its own. Returns
 /// them with whether some row was held at its least width or the half-slab limit.
 pub(crate) fn staggered_rows(grid: &DdGrid, loads: &[f64], margin: f64) -> (Rows, bool) {
-    let ny = grid.dims()[1];
     let mut limited = false;
     let mut rows = rows_of(grid);
     for (d, rows) in rows.iter_mut().enumerate() {
         if grid.dims()[d] == 1 {
             continue;
         }
-        for (r, row) in rows.iter_mut().enumerate() {
-            // The loads of the domains of row r along d, each summed over the later dimensions.
-            let mut sums = vec![0.0; grid.dims()[d]];
-            for (pe, &load) in loads.iter().enumerate() {
-                let cell = grid.cell_of(pe);
-                let in_row = match d {
-                    0 => true,
-                    1 => cell[0] == r,
-                    _ => cell[0] * ny + cell[1] == r,
-                };
-                if in_row {
-                    sums[cell[d]] += load;
-                }
-            }
-            let (moved, held) = balanced_bounds(row, &sums, grid.min_width(d) * margin);
+        // The loads of each row's domains along d, each summed over the later dimensions.
+        let mut sums = vec![vec![0.0; grid.dims()[d]]; rows.len()];
+        for (pe, &load) in loads.iter().enumerate() {
+            let cell = grid.cell_of(pe);
+            sums[grid.row(d, cell)][cell[d]] += load;
+        }
+        for (row, sums) in rows.iter_mut().zip(&sums) {
+            let (moved, held) = balanced_bounds(row, sums, grid.min_width(d) * margin);
             *row = moved;
             limited |= held;
         }
