@@ -43,6 +43,25 @@ pub struct DdGrid {
 
 const AXES: [&str; 3] = ["x", "y", "z"];
 
+/// One limit between two neighbouring rows of domains along a dimension
+/// ([`DdGrid::row_limits`]): domain `c`'s top in one row, `mine[c + 1]`, lies at least `least`
+/// below `theirs[j] + wrap` in the other (a lower face, periodically).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RowLimit {
+    pub(crate) c: usize,
+    pub(crate) j: usize,
+    pub(crate) wrap: f64,
+    pub(crate) least: f64,
+}
+
+impl RowLimit {
+    /// How much more than `least` lies between `mine`'s top of domain `c` and `theirs`'s face
+    /// (negative: the limit is broken).
+    pub(crate) fn slack(&self, mine: &[f64], theirs: &[f64]) -> f64 {
+        theirs[self.j] + self.wrap - mine[self.c + 1] - self.least
+    }
+}
+
 impl DdGrid {
     /// The grid `dims` over the box `pbc`, for halos of width `range` (the cutoff plus any
     /// Verlet buffer: the interaction range), on `n_pes` PEs.
@@ -229,44 +248,58 @@ impl DdGrid {
         }
         let p = self.pulses[d];
         let axis = AXES[d];
+        let limits = self.row_limits(d);
         for r in 0..self.rows(d) {
             let cell = self.row_cell(d, r);
             let mine = self.bounds(d, cell);
             for other in self.neighbouring_rows(d, cell) {
                 let theirs = self.bounds(d, other);
-                for c in 0..n {
-                    let at = |k: usize| theirs[(c + 1 + k) % n] + ((c + 1 + k) / n) as f64 - mine[c + 1];
-                    let (reached, next) = (at(p), at(1));
-                    if reached < self.reach[d] || next < 0.0 {
-                        let mut named = cell;
-                        named[d] = c;
-                        let how = if reached < self.reach[d] {
-                            format!(
-                                "its domain {} above starts {:.3} nm above this one's top, less than \
-                                 the halo range {:.3} nm",
-                                p + 1,
-                                reached * self.pbc.height(d),
-                                self.range
-                            )
-                        } else {
-                            format!(
-                                "its domain 2 above starts {:.3} nm below this one's top",
-                                -next * self.pbc.height(d)
-                            )
-                        };
-                        return Err(Error::Config(format!(
-                            "domain {named:?} along {axis}: the neighbouring row {} is staggered from \
-                             this domain's row {} by too much: {how}; neighbouring rows' boundaries \
-                             may differ by at most what keeps the range within {p} pulse(s) and a \
-                             domain's neighbours one step away",
-                            self.row_name(d, self.row(d, other)),
-                            self.row_name(d, r)
-                        )));
-                    }
-                }
+                let Some(limit) = limits.iter().find(|l| l.slack(mine, theirs) < 0.0) else { continue };
+                let mut named = cell;
+                named[d] = limit.c;
+                let above = theirs[limit.j] + limit.wrap - mine[limit.c + 1];
+                let how = if limit.least > 0.0 {
+                    format!(
+                        "its domain {} above starts {:.3} nm above this one's top, less than the halo \
+                         range {:.3} nm",
+                        p + 1,
+                        above * self.pbc.height(d),
+                        self.range
+                    )
+                } else {
+                    format!(
+                        "its domain 2 above starts {:.3} nm below this one's top",
+                        -above * self.pbc.height(d)
+                    )
+                };
+                return Err(Error::Config(format!(
+                    "domain {named:?} along {axis}: the neighbouring row {} is staggered from this \
+                     domain's row {} by too much: {how}; neighbouring rows' boundaries may differ by \
+                     at most what keeps the range within {p} pulse(s) and a domain's neighbours one \
+                     step away",
+                    self.row_name(d, self.row(d, other)),
+                    self.row_name(d, r)
+                )));
             }
         }
         Ok(())
+    }
+
+    /// The limits between any row along `d` and a neighbouring one, the same for every pair
+    /// of rows: for each domain, the domain `pulses + 1` above it in the other row starts at
+    /// least the range above its top, and the domain 2 above at or above it.
+    pub(crate) fn row_limits(&self, d: usize) -> Vec<RowLimit> {
+        let (n, p) = (self.dims[d], self.pulses[d]);
+        (0..n)
+            .flat_map(|c| {
+                [(p, self.reach[d]), (1, 0.0)].map(|(k, least)| RowLimit {
+                    c,
+                    j: (c + 1 + k) % n,
+                    wrap: ((c + 1 + k) / n) as f64,
+                    least,
+                })
+            })
+            .collect()
     }
 
     /// The number of rows of domains along `d`: the product of the domain counts before it.
@@ -284,7 +317,7 @@ impl DdGrid {
     }
 
     /// The first domain of row `r` along `d`.
-    fn row_cell(&self, d: usize, r: usize) -> [usize; 3] {
+    pub(crate) fn row_cell(&self, d: usize, r: usize) -> [usize; 3] {
         match d {
             0 => [0, 0, 0],
             1 => [r, 0, 0],
@@ -300,7 +333,7 @@ impl DdGrid {
 
     /// The rows along `d` within the pulses of `cell`'s along each earlier dimension, above
     /// and below, with its own, each once.
-    fn neighbouring_rows(&self, d: usize, cell: [usize; 3]) -> Vec<[usize; 3]> {
+    pub(crate) fn neighbouring_rows(&self, d: usize, cell: [usize; 3]) -> Vec<[usize; 3]> {
         let mut rows = vec![cell];
         for e in 0..d {
             let (n, p) = (self.dims[e], self.pulses[e].min(self.dims[e] - 1));

@@ -146,61 +146,104 @@ pub(crate) fn staggered_rows(grid: &DdGrid, loads: &[f64], margin: f64) -> (Rows
     (rows, limited)
 }
 
-/// `grid` with its boundaries moved from where they are towards `target` (rows as
-/// [`staggered_rows`] gives them), along the straight line from every old boundary to its
-/// target, as far as [`DdGrid::with_rows`] accepts: every boundary takes the same share of
-/// its way, so the limits each row keeps on its own (least width, half-slab) hold on the way,
-/// and the limits between neighbouring rows cut the share where they would be broken (the old
-/// grid, share 0, keeps them). Returns the grid and whether the share was cut, or `None`
+/// What of a limit between two rows neither row's move may take, against rounding.
+const SLACK_KEPT: f64 = 1e-12;
+
+/// `grid` with each row of its boundaries moved from where it is towards its `target` (rows
+/// as [`staggered_rows`] gives them), along the straight line from every old boundary to its
+/// target, as far as the limits between neighbouring rows let that row go
+/// ([`row_share`]): the limits each row keeps on its own (least width, half-slab) hold
+/// anywhere on its line. Returns the grid and whether some row's share was cut, or `None`
 /// where nothing moves.
+///
+/// # Errors
+/// Only where the rows were not moved as argued: [`DdGrid::with_rows`] checks them.
 pub(crate) fn towards(grid: &DdGrid, target: &Rows) -> Result<Option<(DdGrid, bool)>> {
     let old = rows_of(grid);
-    let at = |share: f64| -> Rows {
-        std::array::from_fn(|d| {
-            old[d]
-                .iter()
-                .zip(&target[d])
-                .map(|(o, t)| {
-                    let n = o.len() - 1;
-                    let mut row: Vec<f64> = o.iter().zip(t).map(|(&o, &t)| o + share * (t - o)).collect();
-                    (row[0], row[n]) = (0.0, 1.0);
-                    row
-                })
-                .collect()
-        })
-    };
-    if old == *target {
+    let mut cut = false;
+    let moved: Rows = std::array::from_fn(|d| {
+        (0..old[d].len())
+            .map(|r| {
+                let share = row_share(grid, &old, &target[d][r], d, r);
+                cut |= share < 1.0;
+                along(&old[d][r], &target[d][r], share)
+            })
+            .collect()
+    });
+    if moved == old {
         return Ok(None);
     }
-    if let Ok(moved) = grid.with_rows(target.clone()) {
-        return Ok(Some((moved, false)));
+    Ok(Some((grid.with_rows(moved)?, cut)))
+}
+
+/// How far along the straight line to `target` row `r` along `d` may move (1: all the way),
+/// from its old boundaries and its neighbouring rows' (`old`) alone: each limit between it and
+/// a neighbouring row gives either row at most half of what it has to spare, so that both
+/// may move at once and the limit still holds. Rows are thus decided one by one, each by its
+/// own loads and its neighbours' boundaries, as GROMACS bounds each row by its neighbours'
+/// (`cellFracLowerMax`, `cellFracUpperMin`), and no pair of rows at their limit holds
+/// another row back.
+fn row_share(grid: &DdGrid, old: &Rows, target: &[f64], d: usize, r: usize) -> f64 {
+    let mine = &old[d][r];
+    if grid.dims()[d] == 1 || mine == target {
+        return 1.0;
     }
-    // The largest share that keeps the limits between rows: they are linear in it, so the
-    // shares that keep them are an interval from 0.
-    let (mut kept, mut broken) = (0.0, 1.0);
-    for _ in 0..30 {
-        let share = 0.5 * (kept + broken);
-        if grid.with_rows(at(share)).is_ok() {
-            kept = share;
-        } else {
-            broken = share;
+    let delta: Vec<f64> = target.iter().zip(mine).map(|(t, o)| t - o).collect();
+    let mut share = 1.0f64;
+    let mut bound = |spends: f64, slack: f64| {
+        if spends > 0.0 {
+            share = share.min(((0.5 * slack - SLACK_KEPT) / spends).max(0.0));
+        }
+    };
+    let limits = grid.row_limits(d);
+    for other in grid.neighbouring_rows(d, grid.row_cell(d, r)) {
+        let o = grid.row(d, other);
+        if o == r {
+            continue;
+        }
+        let theirs = &old[d][o];
+        for limit in &limits {
+            // This row below the other: its top rising spends the limit's slack; this row
+            // above it: its lower face falling does.
+            bound(delta[limit.c + 1], limit.slack(mine, theirs));
+            bound(-delta[limit.j], limit.slack(theirs, mine));
         }
     }
-    if kept == 0.0 {
-        return Ok(None);
+    share
+}
+
+/// The boundaries `share` of the way from `old` to `target` (exactly `target` at 1).
+fn along(old: &[f64], target: &[f64], share: f64) -> Vec<f64> {
+    if share >= 1.0 {
+        return target.to_vec();
     }
-    Ok(Some((grid.with_rows(at(kept))?, true)))
+    let n = old.len() - 1;
+    let mut row: Vec<f64> = old.iter().zip(target).map(|(&o, &t)| o + share * (t - o)).collect();
+    (row[0], row[n]) = (0.0, 1.0);
+    row
 }
 
 /// Every row of `grid`'s boundaries one step back towards equal domains: the same share of
 /// the way for all, the smallest any row's half-slab limit allows ([`toward_equal`]). Both
 /// ends of that line keep the limits between neighbouring rows, and the limits are linear in
-/// the share, so every step on it keeps them too: [`towards`] never has to cut it, and the
-/// way back cannot stall where a share of its own per row would break them.
-pub(crate) fn rows_toward_equal(grid: &DdGrid) -> Rows {
+/// the share, so every step on it keeps them too, and the way back cannot stall. Returns the
+/// grid, `None` where it is back.
+///
+/// # Errors
+/// Only where the rows were not moved as argued: [`DdGrid::with_rows`] checks them.
+pub(crate) fn back_toward_equal(grid: &DdGrid) -> Result<Option<DdGrid>> {
+    if grid.is_uniform() {
+        return Ok(None);
+    }
     let rows = rows_of(grid);
     let share = rows.iter().flatten().map(|row| share_toward_equal(row)).fold(1.0, f64::min);
-    rows.map(|rows| rows.iter().map(|row| equal_by(row, share)).collect())
+    let back: Rows = rows.map(|rows| rows.iter().map(|row| equal_by(row, share)).collect());
+    match grid.with_rows(back.clone()) {
+        Ok(back) => Ok(Some(back)),
+        // A limit met exactly at both ends may fail by a rounding on the way: the rows then
+        // go as far as each may on its own.
+        Err(_) => Ok(towards(grid, &back)?.map(|(grid, _)| grid)),
+    }
 }
 
 #[cfg(test)]
@@ -246,17 +289,42 @@ mod tests {
         let (first, second) = (grid.bounds(1, [0, 0, 0]), grid.bounds(1, [1, 0, 0]));
         assert!(cuts > 0, "the limits never bound: {first:?} / {second:?}");
         assert!(first[2] < 0.45 && second[2] > 0.55, "{first:?} / {second:?}");
-        // Back to equal domains, step by step, on a line the limits never cut.
+        // Back to equal domains, step by step.
         for _ in 0..60 {
-            match towards(&grid, &rows_toward_equal(&grid)).expect("valid") {
-                Some((moved, cut)) => {
-                    assert!(!cut, "the way back was cut at {:?}", grid.rows_of_bounds(1));
-                    grid = moved;
-                }
+            match back_toward_equal(&grid).expect("valid") {
+                Some(moved) => grid = moved,
                 None => break,
             }
         }
         assert!(grid.is_uniform(), "{:?}", grid.rows_of_bounds(1));
+    }
+
+    #[test]
+    fn rows_at_their_limit_hold_back_only_themselves() {
+        // Four x slabs of four y domains: slab 2 is no neighbour of slab 0, and rows 0 and 1
+        // start exactly at a limit (row 1's domain 2 starts the range above row 0's top of
+        // domain 0), which both rows' loads would spend.
+        let cube = crate::pbc::PbcBox::rectangular([3.72412; 3]).expect("valid");
+        let grid = DdGrid::new([4, 4, 1], cube, 0.5, 16).expect("fits");
+        let reach = grid.reach(1);
+        let tight = vec![0.0, 0.15, 0.25 + reach + 1e-9, 0.7, 1.0];
+        let x = vec![equal_bounds(4)];
+        let y = vec![uniform(4), tight, uniform(4), uniform(4)];
+        let grid = grid.with_rows([x, y.clone(), vec![equal_bounds(1)]]).expect("valid");
+        // Every x slab carries 10; PE 4 i + j is domain [i, j, 0].
+        let loads = [1.0, 4.0, 1.0, 4.0, 4.0, 4.0, 1.0, 1.0, 4.0, 1.0, 1.0, 4.0, 2.5, 2.5, 2.5, 2.5];
+        let (target, _) = staggered_rows(&grid, &loads, 1.0001);
+        assert!(target[1][0][1] > y[0][1] && target[1][1][2] < y[1][2], "{:?}", target[1]);
+        let (moved, cut) = towards(&grid, &target).expect("valid").expect("row 2 moves");
+        assert!(cut);
+        // Rows 0 and 1 spend at most half each of the 1e-9 they had to spare.
+        for r in [0, 1] {
+            let row = moved.bounds(1, [r, 0, 0]);
+            assert!(row.iter().zip(&y[r]).all(|(m, o)| (m - o).abs() <= 1e-9), "row {r}: {row:?}");
+        }
+        assert_eq!(moved.bounds(1, [2, 0, 0]), &target[1][2][..], "row 2 goes all the way");
+        assert_eq!(moved.bounds(1, [3, 0, 0]), &y[3][..], "row 3's loads are even");
+        assert_eq!(moved.bounds(0, [0, 0, 0]), &equal_bounds(4)[..], "the slabs' loads are even");
     }
 
     fn uniform(n: usize) -> Vec<f64> {

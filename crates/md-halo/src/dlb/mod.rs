@@ -27,10 +27,12 @@
 //! On a grid of one split dimension the boundaries are one set for it. With two or three, as
 //! GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each
 //! x slab's y boundaries from its own domains' loads, each (x, y) column's z boundaries from
-//! its own, which balances loads that vary across a slab as well. Every boundary then moves
-//! the same share of its way to where the rows want it, the largest share that keeps the
-//! limits between neighbouring rows (GROMACS bounds each row by its neighbours' boundaries,
-//! `cellFracLowerMax` and `cellFracUpperMin`). The reduction holds every domain's load and the
+//! its own, which balances loads that vary across a slab as well. Each row then moves a share
+//! of its way to where its loads want it, bounded by its neighbouring rows' boundaries alone
+//! (GROMACS bounds each row by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`):
+//! each limit between two rows gives either at most half of what it has to spare, so a row's
+//! move depends on its own loads and its neighbours' boundaries, and a pair of rows at their
+//! limit holds back no other row. The reduction holds every domain's load and the
 //! grid every row's boundaries, `Nx Ny (Nz + 1)` of them for z: both grow with the PEs.
 
 use std::fmt;
@@ -44,7 +46,7 @@ use crate::grid::DdGrid;
 
 mod bounds;
 
-use bounds::{balanced_bounds, rows_toward_equal, staggered_rows, toward_equal, towards};
+use bounds::{back_toward_equal, balanced_bounds, staggered_rows, toward_equal, towards};
 
 /// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -452,7 +454,7 @@ impl Balancer {
             return Ok(None);
         }
         if returning && staggers {
-            return Ok(towards(grid, &rows_toward_equal(grid))?.map(|(grid, _)| grid));
+            return back_toward_equal(grid);
         }
         if returning {
             let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d, cell)));
