@@ -439,7 +439,7 @@ fn run_path(
     let mut checks_pass = true;
     let mut halo_checks = Ok(String::new());
     if options.verify {
-        halo_checks = verify::check_halo(&halo, &structure.positions).map(|()| String::new());
+        halo_checks = verify::collective_check_halo(&halo, &structure.positions).map(|()| String::new());
     }
     // Per-step records, resident from the start, so that the memory report sees the library.
     let steps = options.steps as usize;
@@ -521,7 +521,7 @@ fn run_path(
                 state.redist.collective_plan(&state.home).map_err(config)?;
             }
             if let (Some(positions), Ok(_)) = (&before, &halo_checks) {
-                halo_checks = verify::check_halo(&halo, positions).map(|()| String::new());
+                halo_checks = verify::collective_check_halo(&halo, positions).map(|()| String::new());
             }
         }
         // The exchanges are timed after a barrier, so that they measure communication rather
@@ -613,13 +613,15 @@ fn run_path(
     memory.report(rt, label(path))?;
     let balance = halo.collective_load_report()?;
     let early = first_half.unwrap_or(balance);
+    // Every row, where balancing left each PE the rows near it.
+    let grid = halo.collective_whole_grid()?;
     if me == 0 {
         let bounds: Vec<String> = (0..3)
-            .filter(|&d| halo.grid().dims()[d] > 1)
+            .filter(|&d| grid.dims()[d] > 1)
             .map(|d| {
                 // One row per row of domains along d where they are staggered.
-                let rows: Vec<String> = (halo.grid().rows_of_bounds(d).iter())
-                    .map(|row| row.iter().map(|b| format!("{b:.3}")).collect::<Vec<_>>().join(" "))
+                let rows: Vec<String> = (grid.rows_of_bounds(d).iter())
+                    .map(|(_, row)| row.iter().map(|b| format!("{b:.3}")).collect::<Vec<_>>().join(" "))
                     .collect();
                 format!("{}: {}", ["x", "y", "z"][d], rows.join(" | "))
             })

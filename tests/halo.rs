@@ -212,7 +212,7 @@ fn run_with(
         halo.local_count(),
         halo.images().len()
     );
-    verify::check_halo(&halo, &s.positions)?;
+    verify::collective_check_halo(&halo, &s.positions)?;
     // The brute-force comparison covers the buffer band, not only pairs within the cutoff.
     let band = rt.max_u64_one(buffer_band(&halo, cutoff) as u64)?;
     ensure!(
@@ -228,7 +228,7 @@ fn run_with(
         if step > 0 && step % NSTLIST as u64 == 0 {
             let before = verify::gather_positions(rt, &halo, s.len())?;
             halo.collective_repartition(&mut [&mut velocities, &mut ids, &mut tags])?;
-            verify::check_halo(&halo, &before)?;
+            verify::collective_check_halo(&halo, &before)?;
             check_state_and_fields(&mut halo, &ids, &tags)?;
             stale = true;
         }
@@ -288,7 +288,49 @@ fn run_with(
             motion::advance(g, step, x, v);
         }
     }
-    Ok((prints, halo.grid().clone()))
+    let whole = check_near_rows(&halo)?;
+    let staggers = grid.dims().iter().filter(|&&n| n > 1).count() >= 2;
+    ensure!(
+        dlb == Dlb::No || !staggers || whole == *grid || halo.grid().near().is_some(),
+        "balancing moved the staggered rows of {:?}, but PE {} holds the whole grid",
+        grid.dims(),
+        rt.my_pe()
+    );
+    Ok((prints, whole))
+}
+
+/// The whole grid, where balancing left each PE only the rows near its domain
+/// ([`DdGrid::near`]) checked against them: every row a PE holds is the whole grid's, and it
+/// holds the rows of every domain its halo reaches (within the pulses along each dimension).
+fn check_near_rows(halo: &HaloExchange<'_>) -> Result<DdGrid, Box<dyn std::error::Error>> {
+    let whole = halo.collective_whole_grid()?;
+    let near = halo.grid();
+    let Some(centre) = near.near() else { return Ok(whole) };
+    ensure!(
+        centre == halo.cell(),
+        "PE's grid holds the rows near {centre:?}, its domain is {:?}",
+        halo.cell()
+    );
+    let (dims, pulses) = (whole.dims(), whole.pulses());
+    for pe in 0..whole.len() {
+        let cell = whole.cell_of(pe);
+        let reached = (0..3).all(|d| whole.steps(centre, cell, d) <= pulses[d]);
+        for d in 0..3 {
+            ensure!(
+                !reached || near.holds(d, cell),
+                "domain {centre:?} does not hold the row along {d} of {cell:?}, which its halo reaches"
+            );
+            if near.holds(d, cell) {
+                ensure!(
+                    near.bounds(d, cell) == whole.bounds(d, cell),
+                    "domain {centre:?} holds {:?} along {d} for {cell:?}, the whole grid {:?} (dims {dims:?})",
+                    near.bounds(d, cell),
+                    whole.bounds(d, cell)
+                );
+            }
+        }
+    }
+    Ok(whole)
 }
 
 fn grid_for(
@@ -380,9 +422,9 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
         if rt.my_pe() == 0 {
             println!(
                 "  {shape:?}, grid {dims:?}: boundaries moved to {:?} / {:?} / {:?}; halo, forces and paths agree",
-                moved.rows_of_bounds(0),
-                moved.rows_of_bounds(1),
-                moved.rows_of_bounds(2)
+                rows_only(&moved, 0),
+                rows_only(&moved, 1),
+                rows_only(&moved, 2)
             );
         }
     }
@@ -390,6 +432,11 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
     let two_d = grids(rt.n_pes()).iter().any(|(dims, ..)| dims.iter().filter(|&&n| n > 1).count() >= 2);
     ensure!(staggered > 0 || !two_d, "no grid of {} PEs ended with staggered rows", rt.n_pes());
     Ok(())
+}
+
+/// The rows of boundaries along `d` a grid holds, without their indices.
+fn rows_only(grid: &DdGrid, d: usize) -> Vec<&[f64]> {
+    grid.rows_of_bounds(d).into_iter().map(|(_, b)| b).collect()
 }
 
 /// Every PE holds the same boundaries, they moved from `before` along every split dimension,
@@ -400,7 +447,8 @@ fn check_boundaries(
     before: &DdGrid,
     moved: &DdGrid,
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    let bounds: Vec<f64> = (0..3).flat_map(|d| moved.rows_of_bounds(d).iter().flatten().copied()).collect();
+    let bounds: Vec<f64> =
+        (0..3).flat_map(|d| moved.rows_of_bounds(d).into_iter().flat_map(|(_, b)| b.to_vec())).collect();
     let hash = verify::fingerprint(&bounds) >> 1;
     let mut agreed = [hash, (i64::MAX as u64) - hash];
     rt.max_u64(&mut agreed)?;
@@ -408,7 +456,7 @@ fn check_boundaries(
     for d in (0..3).filter(|&d| before.dims()[d] > 1) {
         let rows = moved.rows_of_bounds(d);
         ensure!(rows != before.rows_of_bounds(d), "the boundaries along {d} did not move: {rows:?}");
-        let narrowest = rows.iter().flat_map(|b| b.windows(2).map(|w| w[1] - w[0])).fold(1.0, f64::min);
+        let narrowest = rows.iter().flat_map(|(_, b)| b.windows(2).map(|w| w[1] - w[0])).fold(1.0, f64::min);
         ensure!(
             narrowest >= moved.min_width(d),
             "a domain along {d} is {narrowest} wide, below the least width {}",
@@ -452,7 +500,7 @@ fn balance_to_the_limits(rt: &Runtime, s: &Structure, grid: &DdGrid, room: bool)
         if step > 0 && step % NSTLIST == 0 {
             let before = verify::gather_positions(rt, &halo, s.len())?;
             halo.collective_repartition(&mut [&mut velocities])?;
-            verify::check_halo(&halo, &before)?;
+            verify::collective_check_halo(&halo, &before)?;
         }
         let mut view = halo.move_x()?;
         let mut list = PairList::for_domain(&view, &topology, &field)?;
@@ -604,16 +652,30 @@ fn reports_between_repartitions_keep_the_loads(rt: &Runtime) -> CaseResult {
 
 /// Under `--dlb auto`, balancing that makes the steps slower is turned off again and the
 /// boundaries go back to equal domains, as GROMACS does: PE 0 records twice the others' load
-/// from the start (far above the real step time, as in the test above), so balancing turns on at the third repartition; from then on every step
-/// sleeps 30 ms (slower than before), and it must be off again within 20 intervals, the grid
-/// uniform a few repartitions later, and stay so (the steps without it are faster again).
+/// from the start (far above the real step time, as in the test above), so balancing turns
+/// on at the third repartition; from then on every step sleeps 30 ms (slower than before),
+/// and it must be off again within 20 intervals, the grid uniform a few repartitions later,
+/// and stay so (the steps without it are faster again). On a 1-D grid, and with 4 or 8 PEs
+/// on a grid of staggered rows too, whose way back every PE takes on the rows it holds.
 fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
     let s = system(Shape::Cube);
     let n = rt.n_pes();
-    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let mut grids = vec![[n, 1, 1]];
+    if n.is_multiple_of(4) {
+        grids.push([2, 2, n / 4]);
+    }
+    for dims in grids {
+        let grid = grid_for(&s, dims, 0.9, n)?;
+        turns_off_when_slower(rt, &s, grid)?;
+    }
+    Ok(())
+}
+
+fn turns_off_when_slower(rt: &Runtime, s: &Structure, grid: DdGrid) -> CaseResult {
+    let dims = grid.dims();
     let mut halo =
         HaloExchange::builder(rt, grid).load_balancing(Dlb::Auto).collective_from_global(&s.positions)?;
-    let (mut on_at, mut off_at, mut uniform_at) = (None, None, None);
+    let (mut on_at, mut off_at, mut uniform_at, mut staggered) = (None, None, None, false);
     for repartition in 1..=40 {
         let slow = on_at.is_some() && off_at.is_none();
         for _ in 0..NSTLIST {
@@ -625,7 +687,10 @@ fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
             view.move_f()?;
         }
         halo.collective_repartition(&mut [])?;
-        let uniform = halo.grid().is_uniform();
+        // The whole grid, the same on every PE (each holds the rows near it on a staggered one).
+        let whole = check_near_rows(&halo)?;
+        let uniform = whole.is_uniform();
+        staggered |= whole.is_staggered();
         if on_at.is_none() && !uniform {
             on_at = Some(repartition);
         }
@@ -634,18 +699,30 @@ fn automatic_balancing_turns_off_when_slower(rt: &Runtime) -> CaseResult {
         }
         if off_at.is_some() && uniform_at.is_none() && uniform {
             uniform_at = Some(repartition);
+            ensure!(halo.grid().near().is_none(), "{dims:?}: back at equal domains, PE holds rows near it");
         }
-        ensure!(uniform_at.is_none() || uniform, "repartition {repartition}: balancing came back on");
+        ensure!(
+            uniform_at.is_none() || uniform,
+            "{dims:?}, repartition {repartition}: balancing came back on"
+        );
     }
     let report = halo.collective_load_report()?;
     ensure!(
         on_at == Some(3),
-        "balancing first moved the boundaries at repartition {on_at:?}, not 3: {report}"
+        "{dims:?}: balancing first moved the boundaries at repartition {on_at:?}, not 3: {report}"
     );
     let (on, off) = (on_at.unwrap_or(0), off_at.unwrap_or(u64::MAX));
-    ensure!(off > on && off <= on + 20, "turned on at {on}, off at {off_at:?}: {report}");
-    ensure!(uniform_at.is_some_and(|u| u <= off + 15), "back to equal domains at {uniform_at:?}: {report}");
-    ensure!(report.turned_off == 1 && !report.balancing && !report.off_for_good, "{report}");
+    ensure!(off > on && off <= on + 20, "{dims:?}: turned on at {on}, off at {off_at:?}: {report}");
+    ensure!(
+        uniform_at.is_some_and(|u| u <= off + 15),
+        "{dims:?}: back to equal domains at {uniform_at:?}: {report}"
+    );
+    ensure!(report.turned_off == 1 && !report.balancing && !report.off_for_good, "{dims:?}: {report}");
+    let split = dims.iter().filter(|&&d| d > 1).count();
+    ensure!(staggered == (split >= 2), "{dims:?}: rows staggered on the way: {staggered}");
+    if rt.my_pe() == 0 {
+        println!("  grid {dims:?}: on at {on}, off at {off}, equal domains again at {uniform_at:?}");
+    }
     Ok(())
 }
 
@@ -756,8 +833,8 @@ fn staggered_grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
                 "  {shape:?}, grid {dims:?}, pulses {:?}, staggered rows y {:?} z {:?}: halo, forces and \
                  paths agree",
                 grid.pulses(),
-                grid.rows_of_bounds(1),
-                grid.rows_of_bounds(2)
+                rows_only(&grid, 1),
+                rows_only(&grid, 2)
             );
         }
     }
@@ -918,7 +995,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     let positions: Vec<RVec> = mine.iter().map(|&g| s.positions[g as usize]).collect();
     let mut halo = HaloExchange::builder(rt, grid.clone()).collective_build(&positions, &mine)?;
     ensure!(halo.global_indices()[..halo.home_count()] == mine[..], "the engine's order was not kept");
-    verify::check_halo(&halo, &s.positions)?;
+    verify::collective_check_halo(&halo, &s.positions)?;
     // A stray atom: PE 0 claims an atom of the last domain.
     let stray = (0..s.len() as u32)
         .find(|&g| grid.pe_of_position(s.positions[g as usize]) == n - 1)
@@ -985,7 +1062,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     ensure!(message.contains("the PEs pass different grids"), "{message:?}");
     // After refused calls the exchange still works.
     halo.collective_repartition(&mut [&mut velocities])?;
-    verify::check_halo(&halo, &s.positions)?;
+    verify::collective_check_halo(&halo, &s.positions)?;
     // With the images left to the kernel: the fold wants one force per local atom, and an
     // image's force lands on its atom, times its box vectors in the shift forces.
     let mut halo = HaloExchange::builder(rt, grid.clone())
@@ -1072,7 +1149,7 @@ fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
         .enumerate()
         .map(|(g, &x)| s.pbc.wrap([x[0] + step, x[1] + if g == 7 { 0.06 } else { 0.0 }, x[2]]))
         .collect();
-    verify::check_halo(&halo, &moved)?;
+    verify::collective_check_halo(&halo, &moved)?;
     // Buffers that differ between PEs, or exceed the range: refused on every PE.
     let buffer = if me == 0 { 0.1 } else { 0.2 };
     match HaloExchange::builder(rt, grid.clone()).verlet_buffer(buffer).collective_from_global(&s.positions) {
@@ -1271,7 +1348,7 @@ fn main() {
     });
     cases.push(pe_test::Case {
         name: "automatic_balancing_turns_off_when_slower",
-        pes: &[2],
+        pes: &[2, 4],
         run: automatic_balancing_turns_off_when_slower,
     });
     cases.push(pe_test::Case {

@@ -103,9 +103,13 @@ fn along(grid: &DdGrid, journey: Journey, cell: [usize; 3], d: usize) -> Vec<Jou
 
 /// Checks this PE's home atoms and halo (indices, image positions and fractions, to the bit)
 /// against the brute-force search on `positions`, the configuration the plan was built from
-/// (global order).
-pub fn check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
-    let grid = halo.grid();
+/// (global order), on the whole grid ([`HaloExchange::collective_whole_grid`]).
+///
+/// # Collective
+/// Every PE must call it.
+pub fn collective_check_halo(halo: &HaloExchange<'_>, positions: &[RVec]) -> Result<()> {
+    let whole = halo.collective_whole_grid()?;
+    let grid = &whole;
     let cell = halo.cell();
     let ids = halo.global_indices();
     let n_home = halo.home_count();

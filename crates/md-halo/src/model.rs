@@ -59,7 +59,13 @@ impl DomainTraffic {
 /// plus their halo copies; 10 million atoms over 4096 domains with a 1 nm range take a few
 /// GiB.
 ///
+/// # Panics
+/// Where `grid` holds only the rows near one domain, as a balanced exchange's grid does
+/// ([`DdGrid::near`]): the model places every atom, so it takes the whole grid
+/// ([`HaloExchange::collective_whole_grid`]).
+///
 /// [`HaloExchange::pulse_counts`]: crate::HaloExchange::pulse_counts
+/// [`HaloExchange::collective_whole_grid`]: crate::HaloExchange::collective_whole_grid
 pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
     let pbc = *grid.pbc();
     let n = grid.len();

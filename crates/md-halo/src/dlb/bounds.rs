@@ -1,9 +1,8 @@
 //! New boundaries from the loads: GROMACS's relaxed move within the least width and the
 //! half-slab limit (`cellsizes.cpp`), and the way back to equal domains; on grids of two or
 //! three split dimensions, per row of domains (staggered), as far towards them as the limits
-//! between neighbouring rows allow.
+//! between neighbouring rows allow (`row_share`).
 
-use crate::error::Result;
 use crate::grid::{DdGrid, equal_bounds};
 
 /// GROMACS's under-relaxation of the cell-size change.
@@ -24,7 +23,7 @@ pub(crate) fn toward_equal(old: &[f64]) -> Vec<f64> {
 
 /// How far along the straight line from `old` to equal domains a step may go (1: all the way)
 /// without moving a boundary past the middle of a slab it bounded.
-fn share_toward_equal(old: &[f64]) -> f64 {
+pub(crate) fn share_toward_equal(old: &[f64]) -> f64 {
     let n = old.len() - 1;
     let equal = equal_bounds(n);
     let mut t = 1.0f64;
@@ -40,7 +39,7 @@ fn share_toward_equal(old: &[f64]) -> f64 {
 }
 
 /// The boundaries `share` of the way from `old` to equal domains.
-fn equal_by(old: &[f64], share: f64) -> Vec<f64> {
+pub(crate) fn equal_by(old: &[f64], share: f64) -> Vec<f64> {
     let n = old.len() - 1;
     let equal = equal_bounds(n);
     if share >= 1.0 {
@@ -106,88 +105,24 @@ pub(crate) fn balanced_bounds(old: &[f64], loads: &[f64], least: f64) -> (Vec<f6
     (bounds, limited)
 }
 
-/// The boundaries rows: one row per row of domains along each dimension (as
-/// [`DdGrid::with_rows`] takes them), each dimension's indexed by [`DdGrid::row`].
-pub(crate) type Rows = [Vec<Vec<f64>>; 3];
-
-/// Every row of `grid`'s boundaries, one per row of domains along each dimension even where
-/// they share one.
-fn rows_of(grid: &DdGrid) -> Rows {
-    std::array::from_fn(|d| {
-        let count: usize = grid.dims()[..d].iter().product();
-        let shared = grid.rows_of_bounds(d);
-        (0..count).map(|r| if shared.len() == 1 { shared[0].clone() } else { shared[r].clone() }).collect()
-    })
-}
-
-/// Staggered boundaries from the load of every domain (`loads[pe]`): x's from the slabs'
-/// summed loads, each x slab's y boundaries from its (x, y) columns' loads, each column's z
-/// boundaries from its domains' loads, each row by [`balanced_bounds`] on its own. Returns
-/// them with whether some row was held at its least width or the half-slab limit.
-pub(crate) fn staggered_rows(grid: &DdGrid, loads: &[f64], margin: f64) -> (Rows, bool) {
-    let mut limited = false;
-    let mut rows = rows_of(grid);
-    for (d, rows) in rows.iter_mut().enumerate() {
-        if grid.dims()[d] == 1 {
-            continue;
-        }
-        // The loads of each row's domains along d, each summed over the later dimensions.
-        let mut sums = vec![vec![0.0; grid.dims()[d]]; rows.len()];
-        for (pe, &load) in loads.iter().enumerate() {
-            let cell = grid.cell_of(pe);
-            sums[grid.row(d, cell)][cell[d]] += load;
-        }
-        for (row, sums) in rows.iter_mut().zip(&sums) {
-            let (moved, held) = balanced_bounds(row, sums, grid.min_width(d) * margin);
-            *row = moved;
-            limited |= held;
-        }
-    }
-    (rows, limited)
-}
-
 /// What of a limit between two rows neither row's move may take, against rounding.
 const SLACK_KEPT: f64 = 1e-12;
 
-/// `grid` with each row of its boundaries moved from where it is towards its `target` (rows
-/// as [`staggered_rows`] gives them), along the straight line from every old boundary to its
-/// target, as far as the limits between neighbouring rows let that row go
-/// ([`row_share`]): the limits each row keeps on its own (least width, half-slab) hold
-/// anywhere on its line. Returns the grid and whether some row's share was cut, or `None`
-/// where nothing moves.
-///
-/// # Errors
-/// Only where the rows were not moved as argued: [`DdGrid::with_rows`] checks them.
-pub(crate) fn towards(grid: &DdGrid, target: &Rows) -> Result<Option<(DdGrid, bool)>> {
-    let old = rows_of(grid);
-    let mut cut = false;
-    let moved: Rows = std::array::from_fn(|d| {
-        (0..old[d].len())
-            .map(|r| {
-                let share = row_share(grid, &old, &target[d][r], d, r);
-                cut |= share < 1.0;
-                along(&old[d][r], &target[d][r], share)
-            })
-            .collect()
-    });
-    if moved == old {
-        return Ok(None);
-    }
-    Ok(Some((grid.with_rows(moved)?, cut)))
-}
-
-/// How far along the straight line to `target` row `r` along `d` may move (1: all the way),
-/// from its old boundaries and its neighbouring rows' (`old`) alone: each limit between it and
-/// a neighbouring row gives either row at most half of what it has to spare, so that both
-/// may move at once and the limit still holds. Rows are thus decided one by one, each by its
-/// own loads and its neighbours' boundaries, as GROMACS bounds each row by its neighbours'
-/// (`cellFracLowerMax`, `cellFracUpperMin`), and no pair of rows at their limit holds
-/// another row back.
-fn row_share(grid: &DdGrid, old: &Rows, target: &[f64], d: usize, r: usize) -> f64 {
-    let mine = &old[d][r];
+/// How far along the straight line to `target` the row of domain `cell` along `d` may move
+/// (1: all the way), from its old boundaries and its neighbouring rows' in `grid` alone: each
+/// limit between it and a neighbouring row ([`DdGrid::row_limits`]) gives either row at most
+/// half of what it has to spare, less [`SLACK_KEPT`], so that both may move at once and the
+/// limit still holds. The limits each row keeps on its own (least width, half-slab) hold
+/// anywhere on its line. Rows are thus decided one by one, each by its own loads and its
+/// neighbours' boundaries, as GROMACS bounds each row by its neighbours'
+/// (`cellFracLowerMax`, `cellFracUpperMin`): a pair of rows at their limit holds back no
+/// other row, and every PE of a row, whose grid holds the rows near it, finds the same share.
+pub(crate) fn row_share(grid: &DdGrid, d: usize, cell: [usize; 3], target: &[f64]) -> f64 {
+    let mine = grid.bounds(d, cell);
     if grid.dims()[d] == 1 || mine == target {
         return 1.0;
     }
+    let r = grid.row(d, cell);
     let delta: Vec<f64> = target.iter().zip(mine).map(|(t, o)| t - o).collect();
     let mut share = 1.0f64;
     let mut bound = |spends: f64, slack: f64| {
@@ -196,12 +131,11 @@ fn row_share(grid: &DdGrid, old: &Rows, target: &[f64], d: usize, r: usize) -> f
         }
     };
     let limits = grid.row_limits(d);
-    for other in grid.neighbouring_rows(d, grid.row_cell(d, r)) {
-        let o = grid.row(d, other);
-        if o == r {
+    for other in grid.neighbouring_rows(d, cell) {
+        if grid.row(d, other) == r {
             continue;
         }
-        let theirs = &old[d][o];
+        let theirs = grid.bounds(d, other);
         for limit in &limits {
             // This row below the other: its top rising spends the limit's slack; this row
             // above it: its lower face falling does.
@@ -213,7 +147,7 @@ fn row_share(grid: &DdGrid, old: &Rows, target: &[f64], d: usize, r: usize) -> f
 }
 
 /// The boundaries `share` of the way from `old` to `target` (exactly `target` at 1).
-fn along(old: &[f64], target: &[f64], share: f64) -> Vec<f64> {
+pub(crate) fn along(old: &[f64], target: &[f64], share: f64) -> Vec<f64> {
     if share >= 1.0 {
         return target.to_vec();
     }
@@ -223,32 +157,72 @@ fn along(old: &[f64], target: &[f64], share: f64) -> Vec<f64> {
     row
 }
 
-/// Every row of `grid`'s boundaries one step back towards equal domains: the same share of
-/// the way for all, the smallest any row's half-slab limit allows ([`toward_equal`]). Both
-/// ends of that line keep the limits between neighbouring rows, and the limits are linear in
-/// the share, so every step on it keeps them too, and the way back cannot stall. Returns the
-/// grid, `None` where it is back.
-///
-/// # Errors
-/// Only where the rows were not moved as argued: [`DdGrid::with_rows`] checks them.
-pub(crate) fn back_toward_equal(grid: &DdGrid) -> Result<Option<DdGrid>> {
-    if grid.is_uniform() {
-        return Ok(None);
-    }
-    let rows = rows_of(grid);
-    let share = rows.iter().flatten().map(|row| share_toward_equal(row)).fold(1.0, f64::min);
-    let back: Rows = rows.map(|rows| rows.iter().map(|row| equal_by(row, share)).collect());
-    match grid.with_rows(back.clone()) {
-        Ok(back) => Ok(Some(back)),
-        // A limit met exactly at both ends may fail by a rounding on the way: the rows then
-        // go as far as each may on its own.
-        Err(_) => Ok(towards(grid, &back)?.map(|(grid, _)| grid)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every row of a whole grid, one per row of domains along each dimension.
+    type Rows = [Vec<Vec<f64>>; 3];
+
+    /// The first domain of every row along each dimension.
+    fn row_cells(grid: &DdGrid) -> [Vec<[usize; 3]>; 3] {
+        std::array::from_fn(|d| (0..grid.rows(d)).map(|r| grid.row_cell(d, r)).collect())
+    }
+
+    fn rows_of(grid: &DdGrid) -> Rows {
+        let cells = row_cells(grid);
+        std::array::from_fn(|d| cells[d].iter().map(|&c| grid.bounds(d, c).to_vec()).collect())
+    }
+
+    /// Each row's target from the loads of every domain (`loads[pe]`), as the PEs of each row
+    /// find it from their row's loads, and whether a limit held one.
+    fn staggered_rows(grid: &DdGrid, loads: &[f64], margin: f64) -> (Rows, bool) {
+        let mut limited = false;
+        let mut rows = rows_of(grid);
+        for (d, rows) in rows.iter_mut().enumerate() {
+            if grid.dims()[d] == 1 {
+                continue;
+            }
+            let mut sums = vec![vec![0.0; grid.dims()[d]]; rows.len()];
+            for (pe, &load) in loads.iter().enumerate() {
+                let cell = grid.cell_of(pe);
+                sums[grid.row(d, cell)][cell[d]] += load;
+            }
+            for (row, sums) in rows.iter_mut().zip(&sums) {
+                let (moved, held) = balanced_bounds(row, sums, grid.min_width(d) * margin);
+                *row = moved;
+                limited |= held;
+            }
+        }
+        (rows, limited)
+    }
+
+    /// Every row moved towards its target by its own share, as the balancer moves each.
+    fn towards(grid: &DdGrid, target: &Rows) -> Option<(DdGrid, bool)> {
+        let cells = row_cells(grid);
+        let mut cut = false;
+        let moved: Rows = std::array::from_fn(|d| {
+            cells[d]
+                .iter()
+                .zip(&target[d])
+                .map(|(&c, t)| {
+                    let share = row_share(grid, d, c, t);
+                    cut |= share < 1.0;
+                    along(grid.bounds(d, c), t, share)
+                })
+                .collect()
+        });
+        (moved != rows_of(grid)).then(|| (grid.with_rows(moved).expect("the shares keep the limits"), cut))
+    }
+
+    /// One step back towards equal domains, one share for every row (the smallest any row's
+    /// half-slab limit allows), as the balancer agrees it.
+    fn back_toward_equal(grid: &DdGrid) -> Option<DdGrid> {
+        let rows = rows_of(grid);
+        let share = rows.iter().flatten().map(|row| share_toward_equal(row)).fold(1.0, f64::min);
+        let back: Rows = rows.map(|rows| rows.iter().map(|row| equal_by(row, share)).collect());
+        (!grid.is_uniform()).then(|| grid.with_rows(back).expect("the way back keeps the limits"))
+    }
 
     /// A 2x4x1 grid over a 3.72 nm cube with a 0.5 nm range: a domain's least width is a
     /// 0.134 fraction, so rows can stagger by about a domain before the limits bind.
@@ -267,7 +241,7 @@ mod tests {
         assert!(rows[1][1][3] > 0.75 + 1e-3, "the loaded domain shrinks from below: {:?}", rows[1][1]);
         // x: the second slab carries more load, so the boundary between them moves up.
         assert!(rows[0][0][1] > 0.5, "{:?}", rows[0]);
-        let (moved, cut) = towards(&grid, &rows).expect("valid").expect("moves");
+        let (moved, cut) = towards(&grid, &rows).expect("moves");
         assert!(!cut && moved.is_staggered());
         assert_eq!(moved.bounds(1, [1, 0, 0]), &rows[1][1][..]);
     }
@@ -281,8 +255,7 @@ mod tests {
         let mut cuts = 0;
         for _ in 0..60 {
             let (target, _) = staggered_rows(&grid, &loads, 1.0001);
-            let Some((moved, cut)) = towards(&grid, &target).expect("valid") else { break };
-            assert!(moved.with_rows(rows_of(&moved)).is_ok());
+            let Some((moved, cut)) = towards(&grid, &target) else { break };
             cuts += usize::from(cut);
             grid = moved;
         }
@@ -291,12 +264,12 @@ mod tests {
         assert!(first[2] < 0.45 && second[2] > 0.55, "{first:?} / {second:?}");
         // Back to equal domains, step by step.
         for _ in 0..60 {
-            match back_toward_equal(&grid).expect("valid") {
+            match back_toward_equal(&grid) {
                 Some(moved) => grid = moved,
                 None => break,
             }
         }
-        assert!(grid.is_uniform(), "{:?}", grid.rows_of_bounds(1));
+        assert!(grid.is_uniform(), "{:?}", rows_of(&grid)[1]);
     }
 
     #[test]
@@ -315,7 +288,7 @@ mod tests {
         let loads = [1.0, 4.0, 1.0, 4.0, 4.0, 4.0, 1.0, 1.0, 4.0, 1.0, 1.0, 4.0, 2.5, 2.5, 2.5, 2.5];
         let (target, _) = staggered_rows(&grid, &loads, 1.0001);
         assert!(target[1][0][1] > y[0][1] && target[1][1][2] < y[1][2], "{:?}", target[1]);
-        let (moved, cut) = towards(&grid, &target).expect("valid").expect("row 2 moves");
+        let (moved, cut) = towards(&grid, &target).expect("row 2 moves");
         assert!(cut);
         // Rows 0 and 1 spend at most half each of the 1e-9 they had to spare.
         for r in [0, 1] {
@@ -325,6 +298,43 @@ mod tests {
         assert_eq!(moved.bounds(1, [2, 0, 0]), &target[1][2][..], "row 2 goes all the way");
         assert_eq!(moved.bounds(1, [3, 0, 0]), &y[3][..], "row 3's loads are even");
         assert_eq!(moved.bounds(0, [0, 0, 0]), &equal_bounds(4)[..], "the slabs' loads are even");
+    }
+
+    #[test]
+    fn every_pe_takes_the_way_back_on_its_rows_as_the_whole_grid_does() {
+        // Four y domains per x slab, rows far from equal (two domains near their least width
+        // beside a wide one), so that a step back goes part of the way; staggered from slab to slab.
+        let cube = crate::pbc::PbcBox::rectangular([3.72412; 3]).expect("valid");
+        let grid = DdGrid::new([4, 4, 1], cube, 0.5, 16).expect("fits");
+        let width = grid.min_width(1) * 1.2;
+        let row = |first: f64| vec![0.0, first, first + width, first + 2.0 * width, 1.0];
+        let y = vec![row(0.5), row(0.49), row(0.5), row(0.51)];
+        let mut grid = grid.with_rows([vec![equal_bounds(4)], y, vec![equal_bounds(1)]]).expect("valid");
+        let mut steps = 0;
+        while !grid.is_uniform() {
+            let rows = rows_of(&grid);
+            let share = rows.iter().flatten().map(|row| share_toward_equal(row)).fold(1.0, f64::min);
+            let whole = back_toward_equal(&grid).expect("not uniform");
+            if share < 1.0 {
+                for pe in 0..grid.len() {
+                    let cell = grid.cell_of(pe);
+                    let near = super::super::back_near(&grid, cell, share).expect("keeps the limits");
+                    for other in (0..grid.len()).map(|p| grid.cell_of(p)) {
+                        if near.holds(1, other) {
+                            assert_eq!(
+                                near.bounds(1, other),
+                                whole.bounds(1, other),
+                                "{cell:?} for {other:?}"
+                            );
+                        }
+                    }
+                }
+            }
+            grid = whole;
+            steps += 1;
+            assert!(steps < 20, "not back after {steps} steps: {:?}", rows_of(&grid)[1]);
+        }
+        assert!(steps >= 2, "the way back took one step: the case does not test a partial share");
     }
 
     fn uniform(n: usize) -> Vec<f64> {

@@ -11,10 +11,10 @@
 //! (the update of a loaded domain is longer), which would count on the domain that waited, so
 //! here it is left out. The loads are summed over the steps with the largest one left out (a
 //! step the system or the network held up says nothing of the domain), as GROMACS counts its
-//! force cycles. At each repartition the PEs sum these per slab of domains
-//! along each split dimension (one reduction of `Nx + Ny + Nz` values, plus one of the largest
-//! load and the step time; on a grid of two or three split dimensions, of every domain's load),
-//! and every PE computes the same new boundaries from the same sums:
+//! force cycles. At each repartition the PEs sum these per slab of domains along each split
+//! dimension (one reduction of `Nx + Ny + Nz` values, plus one of the largest load and the
+//! step time; along x alone where rows are staggered, below), and every PE computes the same
+//! new boundaries from the same sums:
 //!
 //! - a slab's width is scaled by `1 - s (L_i / L̄ - 1)`, with `s` one half (under-relaxation),
 //!   less where that would change a slab by more than 10 % at once;
@@ -32,8 +32,14 @@
 //! (GROMACS bounds each row by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`):
 //! each limit between two rows gives either at most half of what it has to spare, so a row's
 //! move depends on its own loads and its neighbours' boundaries, and a pair of rows at their
-//! limit holds back no other row. The reduction holds every domain's load and the
-//! grid every row's boundaries, `Nx Ny (Nz + 1)` of them for z: both grow with the PEs.
+//! limit holds back no other row. That makes the rows a PE's own business and its
+//! neighbours' (`rows.rs`, GROMACS's row roots and `dd_move_cellx`): each PE reads the loads
+//! of its column's domains and of its slab's columns from their PEs (`Nz + Ny` values), moves
+//! its own two rows, and reads the new rows near its domain from a PE of each; its grid then
+//! holds those rows alone ([`DdGrid::near`]). What a repartition sends and what a PE keeps
+//! grow with the domains along a dimension and with the neighbourhood, not with the PE count.
+//! The way back to equal domains under [`Dlb::Auto`] moves every row the same agreed share,
+//! each PE the rows it holds.
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,11 +48,14 @@ use std::time::{Duration, Instant};
 use onesided::{ReduceOp, Runtime};
 
 use crate::error::{Error, Result};
-use crate::grid::DdGrid;
+use crate::grid::{DdGrid, equal_bounds};
+use crate::halo::TOP;
 
 mod bounds;
+mod rows;
 
-use bounds::{back_toward_equal, balanced_bounds, staggered_rows, toward_equal, towards};
+use bounds::{along, balanced_bounds, equal_by, row_share, share_toward_equal, toward_equal};
+pub(crate) use rows::RowBoard;
 
 /// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,9 +186,9 @@ pub(crate) struct Balancer {
     before_x: Duration,
     /// The engine's own measure of this step's load.
     recorded: Option<Duration>,
-    /// The loads per slab a report gathered since the last repartition (empty when none
-    /// did), which the next repartition balances with its own.
-    carried: Vec<u64>,
+    /// This PE's load a report gathered since the last repartition (0 when none did), which
+    /// the next repartition balances with its own.
+    carried: u64,
     /// This interval: summed and largest load, step time, steps.
     load: Duration,
     largest: Duration,
@@ -312,7 +321,7 @@ impl AutoState {
 
 /// Whether balancing staggers `grid`'s boundaries: where two or more dimensions are split,
 /// each row of domains along a later one gets its own, as GROMACS's DLB gives them.
-fn staggers(grid: &DdGrid) -> bool {
+pub(crate) fn staggers(grid: &DdGrid) -> bool {
     grid.dims().iter().filter(|&&n| n > 1).count() >= 2
 }
 
@@ -379,48 +388,49 @@ impl Balancer {
 
     /// Gathers this interval's loads (every PE alike), adds them to the run's totals and
     /// starts a new interval; returns the grid with boundaries moved by the loads where
-    /// `may_move`, balancing is on and something moved.
+    /// `may_move`, balancing is on and something moved. On a grid whose rows it staggers
+    /// (`board`: where balancing may move them), the returned grid holds the rows near `cell`
+    /// ([`DdGrid::near`]).
     ///
     /// # Collective
-    /// Every PE calls it with the same grid and `may_move`.
+    /// Every PE calls it with its own cell of the same grid, and the same `may_move`.
     pub(crate) fn collective_interval(
         &mut self,
         rt: &Runtime,
         grid: &DdGrid,
         cell: [usize; 3],
         may_move: bool,
+        board: Option<&RowBoard<'_>>,
     ) -> Result<Option<DdGrid>> {
         let dims = grid.dims();
         let load = self.interval_load();
-        // Per slab along each dimension (per domain where rows are staggered), then the whole
-        // load, the step time and the steps.
+        // What balances: this interval's load and a report's since the last repartition.
+        let balance = load + self.carried;
+        self.carried = if may_move { 0 } else { balance };
+        // Per slab along each dimension (along x only where rows are staggered: each row's
+        // loads come from its own PEs), then the whole load, the step time and the steps.
         let staggers = staggers(grid);
-        let mut sums = vec![0u64; if staggers { grid.len() } else { dims.iter().sum::<usize>() } + 3];
+        let split: Vec<usize> = (0..if staggers { 1 } else { 3 }).collect();
+        let slabs: usize = split.iter().map(|&d| dims[d]).sum();
+        let mut sums = vec![0u64; slabs + 3];
         let mut at = 0;
-        if staggers {
-            sums[grid.pe_of(cell)] = load;
-            at = grid.len();
-        } else {
-            for d in 0..3 {
-                sums[at + cell[d]] = load;
-                at += dims[d];
-            }
+        for &d in &split {
+            sums[at + cell[d]] = balance;
+            at += dims[d];
         }
         sums[at] = load;
         sums[at + 1] = nanos(self.step_time);
         sums[at + 2] = self.steps;
         rt.all_reduce(ReduceOp::Sum, &mut sums)?;
-        let largest = rt.max_u64_one(load)?;
-        // A report's loads count in the next repartition's balance, not only in the totals:
-        // a report between two repartitions must not leave the second one with half the
-        // steps (or none) to balance by.
-        let slabs = at;
-        if self.carried.len() == slabs {
-            for (sum, carried) in sums[..slabs].iter_mut().zip(&self.carried) {
-                *sum += carried;
-            }
-        }
-        self.carried = if may_move { Vec::new() } else { sums[..slabs].to_vec() };
+        // The largest load; whether any row is off equal domains, and how far the way back
+        // may go at once (the smallest share any row's half-slab limit allows): every row is
+        // some PE's own, so the extremes over the PEs are those over the rows.
+        let own: Vec<&[f64]> = (0..3).map(|d| grid.bounds(d, cell)).collect();
+        let uneven = own.iter().enumerate().any(|(d, b)| *b != equal_bounds(dims[d]));
+        let back = own.iter().map(|b| share_toward_equal(b)).fold(1.0, f64::min);
+        let mut extremes = [load.min(TOP), u64::from(uneven), TOP - back.to_bits()];
+        rt.max_u64(&mut extremes)?;
+        let (largest, uniform, back) = (extremes[0], extremes[1] == 0, f64::from_bits(TOP - extremes[2]));
         let n = rt.n_pes() as f64;
         let (total, step_time, steps) = (sums[at] as f64 * 1e-9, sums[at + 1] as f64 * 1e-9, sums[at + 2]);
         self.load = Duration::ZERO;
@@ -435,12 +445,7 @@ impl Balancer {
         }
         if steps > 0 && self.mode == Dlb::Auto {
             let step = step_time / steps as f64;
-            match self.auto.after_interval(
-                step,
-                self.report().waiting,
-                Balancer::room(grid),
-                grid.is_uniform(),
-            ) {
+            match self.auto.after_interval(step, self.report().waiting, Balancer::room(grid), uniform) {
                 Turn::On => self.on = true,
                 Turn::Off => self.on = false,
                 Turn::Stay => {}
@@ -449,12 +454,21 @@ impl Balancer {
         // After balancing was turned off, the boundaries go back to equal domains; decided
         // from the grid itself, so that a repartition that failed after this call leaves
         // nothing half done.
-        let returning = self.mode == Dlb::Auto && self.auto.wants_equal() && !grid.is_uniform();
+        let returning = self.mode == Dlb::Auto && self.auto.wants_equal() && !uniform;
         if !may_move || !(self.on || returning) {
             return Ok(None);
         }
-        if returning && staggers {
-            return back_toward_equal(grid);
+        if staggers {
+            let Some(board) = board else { return Ok(None) };
+            return if returning {
+                Ok(Some(collective_back_near(rt, grid, cell, back)?))
+            } else if sums[..slabs].iter().sum::<u64>() == 0 {
+                Ok(None)
+            } else {
+                let moved = self.collective_balance_rows(rt, grid, cell, &sums[..slabs], balance, board)?;
+                self.moves += u64::from(moved.is_some());
+                Ok(moved)
+            };
         }
         if returning {
             let bounds: [Vec<f64>; 3] = std::array::from_fn(|d| toward_equal(grid.bounds(d, cell)));
@@ -463,14 +477,6 @@ impl Balancer {
         // The loads to balance by: this interval's and a report's since the last repartition.
         if sums[..slabs].iter().sum::<u64>() == 0 {
             return Ok(None);
-        }
-        if staggers {
-            let loads: Vec<f64> = sums[..slabs].iter().map(|&l| l as f64).collect();
-            let (target, held) = staggered_rows(grid, &loads, MARGIN);
-            let Some((moved, cut)) = towards(grid, &target)? else { return Ok(None) };
-            self.moves += 1;
-            self.limited += u64::from(held || cut);
-            return Ok(Some(moved));
         }
         let mut bounds: [Vec<f64>; 3] = std::array::from_fn(|d| grid.bounds(d, cell).to_vec());
         let mut limited = false;
@@ -492,6 +498,59 @@ impl Balancer {
         Ok(Some(grid.with_bounds(bounds)?))
     }
 
+    /// Staggered boundaries from the loads, GROMACS's way: x's from the x slabs' summed loads
+    /// (`slabs`, every PE alike); from every PE's `load`, this PE's x slab's y boundaries from
+    /// its (x, y) columns' loads and its column's z boundaries from its domains' loads, each row by
+    /// [`balanced_bounds`] and then as far as its neighbouring rows allow ([`row_share`]);
+    /// the rows near this PE from the PEs that computed them ([`RowBoard`]). Returns the grid
+    /// of those rows where anything moved anywhere, after every PE agreed that its rows keep
+    /// the limits.
+    ///
+    /// # Collective
+    /// Every PE calls it.
+    fn collective_balance_rows(
+        &mut self,
+        rt: &Runtime,
+        grid: &DdGrid,
+        cell: [usize; 3],
+        slabs: &[u64],
+        load: u64,
+        board: &RowBoard<'_>,
+    ) -> Result<Option<DdGrid>> {
+        let dims = grid.dims();
+        let row_loads = board.collective_row_loads(rt, grid, cell, load)?;
+        let as_f64 = |loads: &[u64]| loads.iter().map(|&l| l as f64).collect::<Vec<f64>>();
+        let (x, mut limited) = if dims[0] > 1 {
+            balanced_bounds(grid.bounds(0, cell), &as_f64(slabs), grid.min_width(0) * MARGIN)
+        } else {
+            (grid.bounds(0, cell).to_vec(), false)
+        };
+        let mut changed = x != grid.bounds(0, cell);
+        let mut own: [Option<Vec<f64>>; 2] = [None, None];
+        for (i, d) in [1, 2].into_iter().enumerate() {
+            if dims[d] == 1 {
+                continue;
+            }
+            let old = grid.bounds(d, cell);
+            let (target, held) = balanced_bounds(old, &as_f64(&row_loads[i]), grid.min_width(d) * MARGIN);
+            let share = row_share(grid, d, cell, &target);
+            let row = along(old, &target, share);
+            limited |= held || share < 1.0;
+            changed |= row != old;
+            own[i] = Some(row);
+        }
+        let near = board.collective_near_rows(rt, grid, cell, own)?;
+        let moved = grid.with_near_rows(cell, x, near);
+        let failed = if moved.is_err() { rt.my_pe() as u64 + 1 } else { 0 };
+        let mut agreed = [failed, u64::from(limited), u64::from(changed)];
+        rt.max_u64(&mut agreed)?;
+        let moved = agree_rows(rt.my_pe(), moved, agreed[0])?;
+        if agreed[2] == 0 {
+            return Ok(None);
+        }
+        self.limited += agreed[1];
+        Ok(Some(moved))
+    }
     /// Forgets the run's totals (the boundaries and whether they move stay).
     pub(crate) fn reset_report(&mut self) {
         self.total_max = 0.0;
@@ -522,6 +581,50 @@ impl Balancer {
             off_for_good: self.auto.off_for_good,
             steps: self.total_steps,
         }
+    }
+}
+
+/// The boundaries one step back towards equal domains, every row `share` of its way (the
+/// agreed smallest share any row's half-slab limit allows, so that no limit between rows
+/// breaks and the way ends exactly at equal domains): x and the rows near `cell`, or equal
+/// domains at a share of 1. Each PE moves the rows it holds itself; the PEs then agree that
+/// theirs keep the limits.
+///
+/// # Collective
+/// Every PE calls it with the same `share`.
+fn collective_back_near(rt: &Runtime, grid: &DdGrid, cell: [usize; 3], share: f64) -> Result<DdGrid> {
+    if share >= 1.0 {
+        return grid.with_bounds(grid.dims().map(equal_bounds));
+    }
+    let moved = back_near(grid, cell, share);
+    let failed = rt.max_u64_one(if moved.is_err() { rt.my_pe() as u64 + 1 } else { 0 })?;
+    agree_rows(rt.my_pe(), moved, failed)
+}
+
+/// x and the rows near `cell`, each `share` of its way back to equal domains.
+pub(super) fn back_near(grid: &DdGrid, cell: [usize; 3], share: f64) -> Result<DdGrid> {
+    let dims = grid.dims();
+    let x = equal_by(grid.bounds(0, cell), share);
+    let near = [1, 2].map(|d| {
+        let rows = if dims[d] > 1 { grid.view_rows(d, cell) } else { Vec::new() };
+        rows.into_iter().map(|r| (r, equal_by(grid.bounds(d, grid.row_cell(d, r)), share))).collect()
+    });
+    grid.with_near_rows(cell, x, near)
+}
+
+/// This PE's grid of balanced rows where every PE's kept the limits (`failed`: the largest
+/// failing PE plus one, 0 where none failed); otherwise the same kind of error on every PE,
+/// the boundaries staying as they were.
+fn agree_rows(me: usize, moved: Result<DdGrid>, failed: u64) -> Result<DdGrid> {
+    match moved {
+        Err(e) => Err(Error::CollectiveConfig(format!(
+            "PE {me}: load balancing made boundaries that break a limit, so they stay as they were: {e}"
+        ))),
+        Ok(_) if failed > 0 => Err(Error::CollectiveConfig(format!(
+            "PE {}: load balancing made boundaries that break a limit, so they stay as they were",
+            failed - 1
+        ))),
+        Ok(grid) => Ok(grid),
     }
 }
 

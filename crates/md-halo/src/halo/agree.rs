@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 
 /// The largest value the runtime's max-reduction takes.
-pub(super) const TOP: u64 = i64::MAX as u64;
+pub(crate) const TOP: u64 = i64::MAX as u64;
 
 /// The least and the largest of every PE's `value` (at most [`TOP`]), on every PE.
 ///
@@ -34,7 +34,11 @@ pub(super) fn setup_hash(
     let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
     words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
     words.push(grid.range().to_bits() as u64);
-    words.extend((0..3).flat_map(|d| grid.rows_of_bounds(d).iter().flatten().map(|b| b.to_bits())));
+    words.extend(
+        (0..3).flat_map(|d| {
+            grid.rows_of_bounds(d).into_iter().flat_map(|(_, b)| b.iter().map(|b| b.to_bits()))
+        }),
+    );
     words.extend(path.name().bytes().map(u64::from));
     words.push(buffer.map_or(u64::MAX, |b| b.to_bits() as u64));
     words.push(real_bytes as u64);

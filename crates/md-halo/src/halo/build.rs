@@ -4,11 +4,11 @@
 
 use onesided::{Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SizedLinks, SymArray};
 
-use super::agree::{min_max, report_atom, setup_hash};
+use super::agree::{TOP, min_max, report_atom, setup_hash};
 use super::images::PeriodicImages;
 use super::step::force_path;
 use super::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
-use crate::dlb::{Balancer, Dlb};
+use crate::dlb::{Balancer, Dlb, RowBoard, staggers};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::real::Real;
@@ -219,8 +219,22 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// Allocates everything and builds the plan for `home` (positions put into the box).
     fn collective_setup(self, home: Vec<(u32, [R; 3])>) -> Result<HaloExchange<'rt, R>> {
         let HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, .. } = self;
-        // The checks below are then the same on every PE.
-        let (least, most) = min_max(rt, setup_hash(&grid, path, buffer, std::mem::size_of::<R>(), dlb))?;
+        // The checks below are then the same on every PE. A grid of the rows near one domain
+        // differs from PE to PE by design: all such grids hash alike here, and are refused.
+        let hash = if grid.near().is_some() {
+            TOP
+        } else {
+            setup_hash(&grid, path, buffer, std::mem::size_of::<R>(), dlb)
+        };
+        let (least, most) = min_max(rt, hash)?;
+        if least == TOP && grid.near().is_some() {
+            return Err(Error::CollectiveConfig(
+                "the grid holds only the rows of boundaries near each PE's domain, as a balanced \
+                 exchange's grid does (DdGrid::near): build from the whole grid, which \
+                 HaloExchange::collective_whole_grid gathers"
+                    .to_string(),
+            ));
+        }
         if least != most {
             return Err(Error::CollectiveConfig(
                 "the PEs pass different grids, boxes, ranges, paths, Verlet buffers, real types or \
@@ -307,6 +321,11 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         // neighbour, last.
         let exchanged_pulses = pulses.iter().take_while(|p| p.to != rt.my_pe()).count();
         debug_assert!(pulses[exchanged_pulses..].iter().all(|p| p.to == rt.my_pe()));
+        let board = if dlb != Dlb::No && staggers(&grid) {
+            Some(RowBoard::collective_new(rt, &name("load balancing"), &grid)?)
+        } else {
+            None
+        };
         let mut halo = HaloExchange {
             rt,
             grid,
@@ -333,6 +352,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             anchors: Vec::new(),
             displacement_limit: buffer.map(|b| b / 2.0),
             balancer: Balancer::new(dlb),
+            board,
         };
         halo.set_home(home.iter().map(|h| h.0), home.iter().map(|h| h.1))?;
         halo.collective_build_plan()?;

@@ -102,7 +102,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let me = self.rt.my_pe();
         // The load since the last repartition, and the boundaries it asks for: taken up below
         // once the checks have passed.
-        let balanced = self.balancer.collective_interval(self.rt, &self.grid, self.cell, true)?;
+        let balanced =
+            self.balancer.collective_interval(self.rt, &self.grid, self.cell, true, self.board.as_ref())?;
         let grid = balanced.as_ref().unwrap_or(&self.grid);
         let record = migrant_header::<R>() + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
@@ -308,7 +309,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 /// atom that crossed into a neighbouring row finds its index there up to one off).
 fn most_steps(grid: &DdGrid, d: usize) -> usize {
     let earlier = grid.dims()[..d].iter().filter(|&&n| n > 1).count();
-    if grid.rows_of_bounds(d).len() > 1 { 1 + earlier } else { 1 }
+    if grid.has_rows_along(d) { 1 + earlier } else { 1 }
 }
 
 /// The global index at the start of a migrating atom's record.

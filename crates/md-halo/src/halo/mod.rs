@@ -27,7 +27,7 @@ use std::fmt;
 
 use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
 
-use crate::dlb::{Balancer, Dlb, LoadReport};
+use crate::dlb::{Balancer, Dlb, LoadReport, RowBoard};
 use crate::grid::DdGrid;
 use crate::real::Real;
 
@@ -38,6 +38,7 @@ mod migrate;
 mod plan;
 mod step;
 
+pub(crate) use agree::TOP;
 pub use build::HaloBuilder;
 pub use images::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces, Zone};
 pub use migrate::AtomState;
@@ -125,6 +126,9 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     displacement_limit: Option<f32>,
     /// The load measure, and the boundaries' moves under dynamic load balancing.
     balancer: Balancer,
+    /// Where balancing may stagger the rows: the board the PEs share their rows' loads and
+    /// boundaries on.
+    board: Option<RowBoard<'rt>>,
 }
 
 /// Below this many atoms, packing and unpacking run on the calling thread: handing a few
@@ -149,9 +153,54 @@ impl<R: Real> fmt::Debug for HaloExchange<'_, R> {
 }
 
 impl<'rt, R: Real> HaloExchange<'rt, R> {
-    /// The grid, with the boundaries of the last repartition under load balancing.
+    /// The grid, with the boundaries of the last repartition under load balancing. Where
+    /// balancing staggered the boundaries, it holds the rows near this PE's domain
+    /// ([`DdGrid::near`]); [`collective_whole_grid`](Self::collective_whole_grid) gathers
+    /// every row.
     pub fn grid(&self) -> &DdGrid {
         &self.grid
+    }
+
+    /// The grid with every row of boundaries, on every PE alike: [`grid`](Self::grid) itself
+    /// where it holds every row, else gathered from the PEs (one row from each PE that starts
+    /// a row, summed over all PEs). Its size and the gathering grow with the PE count, so it
+    /// is for output and checks, not for every repartition.
+    ///
+    /// # Collective
+    /// Every PE must call it.
+    ///
+    /// # Errors
+    /// What the communication layer reports.
+    pub fn collective_whole_grid(&self) -> crate::Result<DdGrid> {
+        if self.grid.near().is_none() {
+            return Ok(self.grid.clone());
+        }
+        let dims = self.grid.dims();
+        // Each dimension's rows, one after another: the PE at the start of a row (index 0
+        // along it and after) writes the row, every other PE zeros.
+        let count = |d: usize| if dims[d] > 1 { self.grid.rows(d) } else { 0 };
+        let mut all = vec![0.0f64; (1..3).map(|d| count(d) * (dims[d] + 1)).sum()];
+        let mut at = 0;
+        for d in 1..3 {
+            if count(d) > 0 && self.cell[d..].iter().all(|&c| c == 0) {
+                let r = self.grid.row(d, self.cell);
+                all[at + r * (dims[d] + 1)..][..dims[d] + 1].copy_from_slice(self.grid.bounds(d, self.cell));
+            }
+            at += count(d) * (dims[d] + 1);
+        }
+        // One non-zero term per element: the sum is that term, exactly.
+        self.rt.all_reduce(onesided::ReduceOp::Sum, &mut all)?;
+        let mut at = 0;
+        let rows: [Vec<Vec<f64>>; 3] = std::array::from_fn(|d| {
+            if d == 0 || count(d) == 0 {
+                return vec![self.grid.bounds(d, self.cell).to_vec()];
+            }
+            let width = dims[d] + 1;
+            let rows = all[at..at + count(d) * width].chunks_exact(width).map(<[f64]>::to_vec).collect();
+            at += count(d) * width;
+            rows
+        });
+        self.grid.with_rows(rows)
     }
 
     /// The load balancing the exchange was built with ([`HaloBuilder::load_balancing`]).
@@ -169,7 +218,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// What the communication layer reports.
     pub fn collective_load_report(&mut self) -> crate::Result<LoadReport> {
         self.usable()?;
-        let outcome = self.balancer.collective_interval(self.rt, &self.grid, self.cell, false);
+        let outcome = self.balancer.collective_interval(self.rt, &self.grid, self.cell, false, None);
         self.note(outcome)?;
         Ok(self.balancer.report())
     }

@@ -15,10 +15,16 @@
 //! indices along the dimensions before `d`) has boundaries of its own, so that y's
 //! boundaries differ from one x slab to the next and z's from one (x, y) column to the next.
 //! A domain is still a box in fractions; which domain holds a point is found dimension by
-//! dimension (x, then y in that slab's boundaries, then z in that column's).
+//! dimension (x, then y in that slab's boundaries, then z in that column's). After balancing,
+//! a PE's grid holds only the rows near its domain ([`DdGrid::near`]); the rows, their limits
+//! and such grids are in `rows.rs`.
 
 use crate::error::{Error, Result};
 use crate::pbc::{PbcBox, RVec};
+
+mod rows;
+
+use rows::RowSet;
 
 /// The most pulses a dimension may need. Each pulse is one more round of communication in
 /// every step, forwarding atoms one domain further, with a latency no larger message can
@@ -36,31 +42,14 @@ pub struct DdGrid {
     reach: [f64; 3],
     pulses: [usize; 3],
     /// The domain boundaries along each dimension in fractions, per row of domains along it
-    /// (indexed by [`row`](Self::row)), or one row that all share: `dims[d] + 1` of them, from
-    /// exactly 0 to exactly 1, increasing.
-    bounds: [Vec<Vec<f64>>; 3],
+    /// (indexed by [`row`](Self::row)), or one row that all share, or the rows near one
+    /// domain: `dims[d] + 1` of them, from exactly 0 to exactly 1, increasing.
+    bounds: [RowSet; 3],
+    /// The domain whose neighbourhood's rows `bounds` holds, where it holds only those.
+    near: Option<[usize; 3]>,
 }
 
 const AXES: [&str; 3] = ["x", "y", "z"];
-
-/// One limit between two neighbouring rows of domains along a dimension
-/// ([`DdGrid::row_limits`]): domain `c`'s top in one row, `mine[c + 1]`, lies at least `least`
-/// below `theirs[j] + wrap` in the other (a lower face, periodically).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct RowLimit {
-    pub(crate) c: usize,
-    pub(crate) j: usize,
-    pub(crate) wrap: f64,
-    pub(crate) least: f64,
-}
-
-impl RowLimit {
-    /// How much more than `least` lies between `mine`'s top of domain `c` and `theirs`'s face
-    /// (negative: the limit is broken).
-    pub(crate) fn slack(&self, mine: &[f64], theirs: &[f64]) -> f64 {
-        theirs[self.j] + self.wrap - mine[self.c + 1] - self.least
-    }
-}
 
 impl DdGrid {
     /// The grid `dims` over the box `pbc`, for halos of width `range` (the cutoff plus any
@@ -128,260 +117,8 @@ impl DdGrid {
                 )));
             }
         }
-        let bounds = std::array::from_fn(|d| vec![equal_bounds(dims[d])]);
-        Ok(DdGrid { dims, pbc, range, reach, pulses, bounds })
-    }
-
-    /// This grid with the domain boundaries `bounds` (per dimension, in fractions: one more
-    /// than the domains along it, from exactly 0 to exactly 1, increasing), shared by every
-    /// row of domains, the same box, range and pulses: what a load balancer makes of it
-    /// ([`crate::Dlb`]).
-    ///
-    /// # Errors
-    /// As [`with_rows`](Self::with_rows).
-    pub fn with_bounds(&self, bounds: [Vec<f64>; 3]) -> Result<DdGrid> {
-        self.with_rows(bounds.map(|b| vec![b]))
-    }
-
-    /// This grid with staggered boundaries: `rows[d]` holds the boundaries along `d` of each
-    /// row of domains along `d`, in the order of [`row`](Self::row) (`rows[1]` one per x
-    /// index, `rows[2]` one per (x, y) pair, x major), or a single row that they all share.
-    /// Each row is as [`with_bounds`](Self::with_bounds) takes one. The same box, range and
-    /// pulses.
-    ///
-    /// Besides each row covering the range with its pulses, neighbouring rows (those within
-    /// the pulses of each other along the earlier dimensions) must not be staggered by so much
-    /// that two domains within the range of each other lie more than the pulses apart, nor
-    /// that a point's domain index differs by more than one between them (an atom crossing
-    /// into the next row keeps to its neighbours).
-    ///
-    /// # Errors
-    /// [`Error::Config`] naming the dimension and domain, when a dimension has the wrong
-    /// number of rows or boundaries, a row does not start at 0 and end at 1, does not
-    /// increase, or has domains so narrow that the grid's pulses no longer cover the range
-    /// (every run of `pulses` consecutive domains, periodically, must be at least the range in
-    /// fractions wide: [`min_width`](Self::min_width) a domain keeps that for any neighbours),
-    /// or when neighbouring rows are staggered by more than the above allows.
-    pub fn with_rows(&self, rows: [Vec<Vec<f64>>; 3]) -> Result<DdGrid> {
-        for (d, rows) in rows.iter().enumerate() {
-            let axis = AXES[d];
-            let expected = self.rows(d);
-            if rows.len() != 1 && rows.len() != expected {
-                return Err(Error::Config(format!(
-                    "{} rows of boundaries along {axis}; give one per row of domains along it \
-                     ({expected}) or one for all",
-                    rows.len()
-                )));
-            }
-            for (r, b) in rows.iter().enumerate() {
-                self.check_row(d, r, rows.len() > 1, b)?;
-            }
-        }
-        // Rows that are all alike are one shared row.
-        let rows =
-            rows.map(|rows| if rows.windows(2).all(|w| w[0] == w[1]) { vec![rows[0].clone()] } else { rows });
-        let grid = DdGrid { bounds: rows, ..self.clone() };
-        for d in 1..3 {
-            if grid.bounds[d].len() > 1 {
-                grid.check_neighbouring_rows(d)?;
-            }
-        }
-        Ok(grid)
-    }
-
-    /// Checks one row of boundaries along `d` on its own: count, ends, order, and its pulses
-    /// covering the range.
-    fn check_row(&self, d: usize, r: usize, staggered: bool, b: &[f64]) -> Result<()> {
-        let n = self.dims[d];
-        let axis = AXES[d];
-        let row = if staggered { format!(" in row {}", self.row_name(d, r)) } else { String::new() };
-        if b.len() != n + 1 {
-            return Err(Error::Config(format!(
-                "{} domain boundaries along {axis}{row} for {n} domains; give {}",
-                b.len(),
-                n + 1
-            )));
-        }
-        if b[0] != 0.0 || b[n] != 1.0 {
-            return Err(Error::Config(format!(
-                "the domain boundaries along {axis}{row} run from {} to {}; they must run from 0 to 1 \
-                 (fractions of the box)",
-                b[0], b[n]
-            )));
-        }
-        if let Some(c) = (0..n).find(|&c| b[c].partial_cmp(&b[c + 1]) != Some(std::cmp::Ordering::Less)) {
-            return Err(Error::Config(format!(
-                "domain {c} along {axis}{row} runs from {} to {}: boundaries must increase",
-                b[c],
-                b[c + 1]
-            )));
-        }
-        // Each domain's halo, what the domains above it send along the pulses, must reach
-        // the range above its upper boundary.
-        let p = self.pulses[d];
-        for c in 0..n {
-            let (top, wraps) = ((c + 1 + p) % n, (c + 1 + p) / n);
-            let reached = b[top] + wraps as f64 - b[c + 1];
-            if n > 1 && reached < self.reach[d] {
-                return Err(Error::Config(format!(
-                    "domain {c} along {axis}{row}: the {p} domain(s) above it span {:.3} nm, less \
-                     than the halo range {:.3} nm its {p} pulse(s) must cover; keep every domain \
-                     at least {:.3} nm wide",
-                    reached * self.pbc.height(d),
-                    self.range,
-                    self.min_width(d) * self.pbc.height(d)
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks the stagger between each row along `d` and its neighbouring rows: a domain
-    /// `pulses + 1` places above one in a neighbouring row starts at least the range above its
-    /// top (so that no pair within the range is more pulses apart than the halo forwards),
-    /// and two places above at or above its top (so that a point's index differs by at most
-    /// one between the rows).
-    fn check_neighbouring_rows(&self, d: usize) -> Result<()> {
-        let n = self.dims[d];
-        if n == 1 {
-            return Ok(());
-        }
-        let p = self.pulses[d];
-        let axis = AXES[d];
-        let limits = self.row_limits(d);
-        for r in 0..self.rows(d) {
-            let cell = self.row_cell(d, r);
-            let mine = self.bounds(d, cell);
-            for other in self.neighbouring_rows(d, cell) {
-                let theirs = self.bounds(d, other);
-                let Some(limit) = limits.iter().find(|l| l.slack(mine, theirs) < 0.0) else { continue };
-                let mut named = cell;
-                named[d] = limit.c;
-                let above = theirs[limit.j] + limit.wrap - mine[limit.c + 1];
-                let how = if limit.least > 0.0 {
-                    format!(
-                        "its domain {} above starts {:.3} nm above this one's top, less than the halo \
-                         range {:.3} nm",
-                        p + 1,
-                        above * self.pbc.height(d),
-                        self.range
-                    )
-                } else {
-                    format!(
-                        "its domain 2 above starts {:.3} nm below this one's top",
-                        -above * self.pbc.height(d)
-                    )
-                };
-                return Err(Error::Config(format!(
-                    "domain {named:?} along {axis}: the neighbouring row {} is staggered from this \
-                     domain's row {} by too much: {how}; neighbouring rows' boundaries may differ by \
-                     at most what keeps the range within {p} pulse(s) and a domain's neighbours one \
-                     step away",
-                    self.row_name(d, self.row(d, other)),
-                    self.row_name(d, r)
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The limits between any row along `d` and a neighbouring one, the same for every pair
-    /// of rows: for each domain, the domain `pulses + 1` above it in the other row starts at
-    /// least the range above its top, and the domain 2 above at or above it.
-    pub(crate) fn row_limits(&self, d: usize) -> Vec<RowLimit> {
-        let (n, p) = (self.dims[d], self.pulses[d]);
-        (0..n)
-            .flat_map(|c| {
-                [(p, self.reach[d]), (1, 0.0)].map(|(k, least)| RowLimit {
-                    c,
-                    j: (c + 1 + k) % n,
-                    wrap: ((c + 1 + k) / n) as f64,
-                    least,
-                })
-            })
-            .collect()
-    }
-
-    /// The number of rows of domains along `d`: the product of the domain counts before it.
-    fn rows(&self, d: usize) -> usize {
-        self.dims[..d].iter().product()
-    }
-
-    /// The row along `d` that domain `cell` is in: its indices before `d`, x major.
-    pub fn row(&self, d: usize, cell: [usize; 3]) -> usize {
-        match d {
-            0 => 0,
-            1 => cell[0],
-            _ => cell[0] * self.dims[1] + cell[1],
-        }
-    }
-
-    /// The first domain of row `r` along `d`.
-    pub(crate) fn row_cell(&self, d: usize, r: usize) -> [usize; 3] {
-        match d {
-            0 => [0, 0, 0],
-            1 => [r, 0, 0],
-            _ => [r / self.dims[1], r % self.dims[1], 0],
-        }
-    }
-
-    /// Row `r` along `d` for messages: its indices before `d`.
-    fn row_name(&self, d: usize, r: usize) -> String {
-        let cell = self.row_cell(d, r);
-        format!("{:?}", &cell[..d])
-    }
-
-    /// The rows along `d` within the pulses of `cell`'s along each earlier dimension, above
-    /// and below, with its own, each once.
-    pub(crate) fn neighbouring_rows(&self, d: usize, cell: [usize; 3]) -> Vec<[usize; 3]> {
-        let mut rows = vec![cell];
-        for e in 0..d {
-            let (n, p) = (self.dims[e], self.pulses[e].min(self.dims[e] - 1));
-            let mut next = Vec::new();
-            for &row in &rows {
-                for k in 0..=2 * p {
-                    let mut other = row;
-                    other[e] = (row[e] + n - p + k) % n;
-                    if !next.contains(&other) {
-                        next.push(other);
-                    }
-                }
-            }
-            rows = next;
-        }
-        rows
-    }
-
-    /// The lowest fraction along `d` that domain `cell` (the sender) sends down to the domain
-    /// below it, per zone of the atom ([`Zone`](crate::Zone) bits: along which earlier
-    /// dimensions it arrived at `cell`): the range above the highest lower boundary among this
-    /// domain and those above it within the pulses along the earlier dimensions the atom did
-    /// not arrive along, as GROMACS corrects its zone corners. The domain below pairs its
-    /// atoms with those of its zones, whose boundaries along `d` are those rows'. Without
-    /// staggering every entry is this domain's lower boundary plus the range.
-    pub fn send_limits(&self, cell: [usize; 3], d: usize) -> [f64; 8] {
-        std::array::from_fn(|zone| {
-            let mut rows = vec![cell];
-            for e in 0..d {
-                if zone & (1 << e) != 0 || self.bounds[d].len() == 1 {
-                    continue;
-                }
-                let (n, p) = (self.dims[e], self.pulses[e]);
-                rows = rows
-                    .iter()
-                    .flat_map(|&row| {
-                        (0..=p.min(n - 1)).map(move |k| {
-                            let mut other = row;
-                            other[e] = (row[e] + k) % n;
-                            other
-                        })
-                    })
-                    .collect();
-            }
-            let lowest =
-                rows.iter().map(|&row| self.bounds(d, row)[cell[d]]).fold(f64::NEG_INFINITY, f64::max);
-            lowest + self.reach[d]
-        })
+        let bounds = std::array::from_fn(|d| RowSet::Shared(equal_bounds(dims[d])));
+        Ok(DdGrid { dims, pbc, range, reach, pulses, bounds, near: None })
     }
 
     /// This grid with as many pulses along each split dimension as let a domain shrink to
@@ -417,31 +154,6 @@ impl DdGrid {
     /// range in fractions over the pulses, so that any `pulses` consecutive domains cover it.
     pub fn min_width(&self, d: usize) -> f64 {
         self.reach[d] / self.pulses[d] as f64
-    }
-
-    /// The domain boundaries along `d` of the row of domains `cell` is in (those sharing its
-    /// indices before `d`), in fractions: `dims()[d] + 1` of them, 0 first and 1 last.
-    pub fn bounds(&self, d: usize, cell: [usize; 3]) -> &[f64] {
-        let rows = &self.bounds[d];
-        if rows.len() == 1 { &rows[0] } else { &rows[self.row(d, cell)] }
-    }
-
-    /// The boundaries along `d` of every row of domains along it, in the order of
-    /// [`row`](Self::row), or one row that they all share: what
-    /// [`with_rows`](Self::with_rows) takes.
-    pub fn rows_of_bounds(&self, d: usize) -> &[Vec<f64>] {
-        &self.bounds[d]
-    }
-
-    /// Whether some rows of domains have boundaries of their own ([`with_rows`](Self::with_rows)).
-    pub fn is_staggered(&self) -> bool {
-        self.bounds.iter().any(|rows| rows.windows(2).any(|w| w[0] != w[1]))
-    }
-
-    /// Whether every domain along every dimension is an equal slice, as [`new`](Self::new)
-    /// cut them.
-    pub fn is_uniform(&self) -> bool {
-        (0..3).all(|d| self.bounds[d].iter().all(|b| *b == equal_bounds(self.dims[d])))
     }
 
     /// The grid a PE count suggests: of every factorisation of `n_pes` into three counts that
@@ -590,23 +302,33 @@ impl DdGrid {
     /// The domain holding fractions `s` (each in `[0, 1)`): the one with `lower <= s <
     /// upper` in every dimension, exactly as [`lower`](Self::lower) and
     /// [`upper`](Self::upper) give them; found along x, then along y in that slab's row, then
-    /// along z in that column's.
+    /// along z in that column's. On a grid of the rows near one domain ([`near`](Self::near)),
+    /// exact for the domains whose rows it holds; a point beyond them is placed by the nearest
+    /// rows it holds, so its indices along x (and along y, where it holds that slab's row) are
+    /// still exact.
     pub fn cell_of_fraction(&self, s: [f64; 3]) -> [usize; 3] {
         let mut cell = [0; 3];
         for d in 0..3 {
             // The boundaries at or below s: the first is 0, so one at least for any s >= 0.
-            let at_or_below = self.bounds(d, cell).partition_point(|&b| b <= s[d]);
+            let at_or_below = self.placing_bounds(d, cell).partition_point(|&b| b <= s[d]);
             cell[d] = at_or_below.saturating_sub(1).min(self.dims[d] - 1);
         }
         cell
     }
 
     /// The lower corner of domain `cell`, in fractions.
+    ///
+    /// # Panics
+    /// As [`bounds`](Self::bounds): on a grid of the rows near one domain, for a domain whose
+    /// rows it does not hold.
     pub fn lower(&self, cell: [usize; 3]) -> [f64; 3] {
         std::array::from_fn(|d| self.bounds(d, cell)[cell[d]])
     }
 
     /// The upper corner of domain `cell`, in fractions (1 for the last domain).
+    ///
+    /// # Panics
+    /// As [`lower`](Self::lower).
     pub fn upper(&self, cell: [usize; 3]) -> [f64; 3] {
         std::array::from_fn(|d| self.bounds(d, cell)[cell[d] + 1])
     }
@@ -639,73 +361,6 @@ mod tests {
 
     fn cube() -> PbcBox {
         PbcBox::rectangular([L; 3]).expect("valid")
-    }
-
-    /// A 2x4x1 grid whose y rows differ between the two x slabs.
-    fn staggered() -> (DdGrid, Vec<Vec<f64>>) {
-        let grid = DdGrid::new([2, 4, 1], cube(), 0.5, 8).expect("fits");
-        let rows = vec![vec![0.0, 0.25, 0.5, 0.75, 1.0], vec![0.0, 0.35, 0.6, 0.85, 1.0]];
-        let staggered =
-            grid.with_rows([vec![equal_bounds(2)], rows.clone(), vec![equal_bounds(1)]]).expect("valid");
-        (staggered, rows)
-    }
-
-    #[test]
-    fn staggered_rows_find_domains_row_by_row() {
-        let (grid, rows) = staggered();
-        assert!(grid.is_staggered() && !grid.is_uniform());
-        assert_eq!(grid.pulses(), [1, 1, 1]);
-        // y = 0.3 is in domain 1 of the first slab's row and in domain 0 of the second's.
-        assert_eq!(grid.cell_of_fraction([0.25, 0.3, 0.5]), [0, 1, 0]);
-        assert_eq!(grid.cell_of_fraction([0.75, 0.3, 0.5]), [1, 0, 0]);
-        assert_eq!(grid.cell_of_fraction([0.75, 0.35, 0.5]), [1, 1, 0]);
-        assert_eq!(grid.bounds(1, [1, 3, 0]), &rows[1][..]);
-        assert_eq!(grid.lower([1, 1, 0]), [0.5, 0.35, 0.0]);
-        assert_eq!(grid.upper([0, 1, 0]), [0.5, 0.5, 1.0]);
-        let flat = grid.with_bounds([equal_bounds(2), rows[1].clone(), equal_bounds(1)]).expect("valid");
-        assert!(!flat.is_staggered() && flat.rows_of_bounds(1).len() == 1);
-    }
-
-    #[test]
-    fn send_limits_take_the_highest_lower_face_of_the_zone_rows() {
-        let (grid, rows) = staggered();
-        let reach = grid.reach(1);
-        // Domain [0, 2] sends along y: an atom that did not arrive along x pairs below with
-        // atoms of both slabs (domains [0, 1] and [1, 1], whose tops are 0.5 and 0.6); one
-        // that arrived along x only with the first slab's.
-        let limits = grid.send_limits([0, 2, 0], 1);
-        assert_eq!(limits[0], rows[1][2] + reach);
-        assert_eq!(limits[1], rows[0][2] + reach);
-        assert_eq!(limits[0b100], limits[0], "bits of later dimensions do not count");
-        // From the second slab the slab above wraps to the first.
-        assert_eq!(grid.send_limits([1, 2, 0], 1)[0], rows[1][2] + reach);
-        // Along x, and on a grid without staggering, every zone's limit is the lower face plus
-        // the range.
-        let flat = DdGrid::new([2, 4, 1], cube(), 0.5, 8).expect("fits");
-        for (g, cell, d) in [(&grid, [1, 2, 0], 0), (&flat, [0, 2, 0], 1), (&flat, [1, 3, 0], 0)] {
-            assert!(g.send_limits(cell, d).iter().all(|&l| l == g.lower(cell)[d] + g.reach(d)));
-        }
-    }
-
-    #[test]
-    fn rows_staggered_too_far_are_refused() {
-        let grid = DdGrid::new([2, 4, 1], cube(), 0.5, 8).expect("fits");
-        let x = vec![equal_bounds(2)];
-        let z = vec![equal_bounds(1)];
-        let row = |b: &[f64]| b.to_vec();
-        // Three rows for two slabs.
-        let three = vec![equal_bounds(4); 3];
-        let message = grid.with_rows([x.clone(), three, z.clone()]).expect_err("rows").to_string();
-        assert!(message.contains("3 rows of boundaries along y"), "{message}");
-        // Each row is fine alone, but the second's domain 0 ends 0.1 below the first's domain
-        // 1's top: a pair across them would be two domains apart.
-        let far = vec![row(&[0.0, 0.25, 0.5, 0.75, 1.0]), row(&[0.0, 0.4, 0.65, 0.85, 1.0])];
-        let message = grid.with_rows([x.clone(), far, z.clone()]).expect_err("staggered").to_string();
-        assert!(message.contains("domain [1, 0, 0] along y") && message.contains("staggered"), "{message}");
-        // A row on its own too narrow names its row.
-        let narrow = vec![row(&[0.0, 0.25, 0.5, 0.75, 1.0]), row(&[0.0, 0.25, 0.3, 0.75, 1.0])];
-        let message = grid.with_rows([x, narrow, z]).expect_err("narrow").to_string();
-        assert!(message.contains("along y in row [1]"), "{message}");
     }
 
     #[test]
