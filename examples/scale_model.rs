@@ -67,7 +67,7 @@ use std::path::PathBuf;
 
 use md_demo::Structure;
 use md_halo::DdGrid;
-use md_halo::model::halo_traffic;
+use md_halo::model::{BalanceTraffic, balance_traffic, halo_traffic};
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
 use pme_redist::spline::ORDER;
@@ -483,6 +483,10 @@ struct Row {
     /// Predicted seconds per step per path: halo, FFT transposes.
     halo_time: Vec<f64>,
     fft_time: Vec<f64>,
+    /// Load balancing at a repartition that moves the boundaries, most over the particle
+    /// ranks, and the grid's rows whole for comparison.
+    balance: BalanceTraffic,
+    whole_grid: usize,
 }
 
 fn run(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
@@ -699,7 +703,23 @@ fn model(
         fft_block: block,
         halo_time,
         fft_time,
+        balance: most_balance_traffic(&grid),
+        whole_grid: (0..3).map(|d| grid.dims()[..d].iter().product::<usize>() * (grid.dims()[d] + 1)).sum(),
     })
+}
+
+/// The most any particle rank reduces, reads and holds for load balancing with staggered
+/// rows ([`balance_traffic`], the rows the balancer reads and keeps).
+fn most_balance_traffic(grid: &DdGrid) -> BalanceTraffic {
+    (0..grid.len()).map(|pe| balance_traffic(grid, grid.cell_of(pe))).fold(
+        BalanceTraffic { reduced: 0, maxed: 0, read: 0, held: 0 },
+        |a, b| BalanceTraffic {
+            reduced: a.reduced.max(b.reduced),
+            maxed: a.maxed.max(b.maxed),
+            read: a.read.max(b.read),
+            held: a.held.max(b.held),
+        },
+    )
 }
 
 /// How the particle ranks' atoms reach the PME ranks ([`pme_redist::RedistBuilder::relay`]).
@@ -1217,6 +1237,22 @@ fn print_tables(options: &Options, rows: &[Row]) {
                 r.fft_block as f64 / 1024.0
             );
         }
+    }
+    println!();
+    println!(
+        "Load balancing at a repartition that moves the boundaries (staggered rows on grids of two or three split \
+         dimensions), values of 8 bytes per particle rank, most over ranks:"
+    );
+    println!(
+        "| ranks | DD grid | reduced over all ranks (sum / max) | read from other ranks | grid held | every row |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
+    for r in rows {
+        let b = r.balance;
+        println!(
+            "| {} | {}x{}x{} | {} / {} | {} | {} | {} |",
+            r.ranks, r.dims[0], r.dims[1], r.dims[2], b.reduced, b.maxed, b.read, b.held, r.whole_grid
+        );
     }
     println!();
     println!("Halo message sizes (coordinates and forces), share of all halo messages:");

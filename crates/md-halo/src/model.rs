@@ -51,6 +51,47 @@ impl DomainTraffic {
     }
 }
 
+/// What load balancing ([`crate::Dlb`]) costs one domain at a repartition that moves the
+/// boundaries, and what its grid holds, in values (8 bytes each), as the balancer does it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BalanceTraffic {
+    /// Values in the sum-reduction over every PE: the slab loads of each split dimension (of
+    /// x alone where rows are staggered) and the run's totals.
+    pub reduced: usize,
+    /// Values in the maximum over every PE.
+    pub maxed: usize,
+    /// Values this domain reads from other PEs: where rows are staggered, the loads of its
+    /// column and its slab's columns, and the new rows near it.
+    pub read: usize,
+    /// Boundaries its grid holds afterwards.
+    pub held: usize,
+}
+
+/// [`BalanceTraffic`] of domain `cell` of `grid`: from the same rows the balancer reads and a
+/// balanced grid keeps ([`DdGrid::near`]), so that it grows with what the balancer's does.
+pub fn balance_traffic(grid: &DdGrid, cell: [usize; 3]) -> BalanceTraffic {
+    let dims = grid.dims();
+    if !crate::dlb::staggers(grid) {
+        return BalanceTraffic {
+            reduced: dims.iter().sum::<usize>() + 3,
+            maxed: 3,
+            read: 0,
+            held: dims.iter().map(|n| n + 1).sum(),
+        };
+    }
+    let (mut read, mut held) = (dims[1] + dims[2], dims[0] + 1);
+    for (d, &n) in dims.iter().enumerate().skip(1) {
+        if n == 1 {
+            held += 2;
+            continue;
+        }
+        let rows = grid.view_rows(d, cell).len();
+        read += (rows - 1) * (n + 1);
+        held += rows * (n + 1);
+    }
+    BalanceTraffic { reduced: dims[0] + 3, maxed: 3, read, held }
+}
+
 /// The halo plan of every domain of `grid` for the atoms at `positions` (all of them, any
 /// positions: they are put into the box first), indexed by PE. The counts are those the
 /// exchange's own plan has for the same atoms ([`HaloExchange::pulse_counts`]).
@@ -124,4 +165,31 @@ pub fn halo_traffic(grid: &DdGrid, positions: &[RVec]) -> Vec<DomainTraffic> {
         }
     }
     traffic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pbc::PbcBox;
+
+    #[test]
+    fn balancing_traffic_grows_with_the_rows_not_the_domains() {
+        let cube = PbcBox::rectangular([20.0; 3]).expect("valid");
+        let grid = |dims: [usize; 3]| DdGrid::new(dims, cube, 1.0, dims.iter().product()).expect("fits");
+        let (small, large) = (grid([8, 8, 8]), grid([16, 8, 8]));
+        let (a, b) = (balance_traffic(&small, [3, 3, 3]), balance_traffic(&large, [3, 3, 3]));
+        // Twice the domains: the x slabs' loads and the x row grow by 8, nothing else.
+        assert_eq!(
+            (b.reduced - a.reduced, b.maxed, b.read, b.held - a.held),
+            (8, 3, a.read, 8),
+            "{a:?} {b:?}"
+        );
+        // One slab either side along x and two columns either side along y: 3 y rows and 15 z
+        // rows held, of which the own two are not read; plus the column's and slab's loads.
+        assert_eq!(a.held, 9 + 3 * 9 + 15 * 9);
+        assert_eq!(a.read, 8 + 8 + 2 * 9 + 14 * 9);
+        // One split dimension: the slab loads of every dimension, no rows.
+        let slabs = balance_traffic(&grid([8, 1, 1]), [0; 3]);
+        assert_eq!((slabs.reduced, slabs.read, slabs.held), (8 + 1 + 1 + 3, 0, 9 + 2 + 2));
+    }
 }
