@@ -288,13 +288,16 @@ impl DdGrid {
     }
 
     /// The domain whose home an atom at `x` is: the one holding its fractions once it is put
-    /// into the box ([`PbcBox::put_in_box`]).
+    /// into the box ([`PbcBox::put_in_box`]). On a grid of the rows near one domain
+    /// ([`near`](Self::near)), as [`cell_of_fraction`](Self::cell_of_fraction): exact for the
+    /// domains whose rows it holds (to place any atom, take
+    /// [`HaloExchange::collective_whole_grid`](crate::HaloExchange::collective_whole_grid)).
     pub fn cell_of_position(&self, x: RVec) -> [usize; 3] {
         self.cell_of_fraction(self.pbc.unit_fraction(x))
     }
 
     /// The PE whose domain is the home of an atom at `x` (any position; it is put into the
-    /// box first).
+    /// box first), as [`cell_of_position`](Self::cell_of_position) finds it.
     pub fn pe_of_position(&self, x: RVec) -> usize {
         self.pe_of(self.cell_of_position(x))
     }

@@ -468,7 +468,8 @@ impl DdGrid {
     }
 
     /// Whether some rows of domains have boundaries of their own ([`with_rows`](Self::with_rows)),
-    /// among the rows this grid holds.
+    /// among the rows this grid holds (on a grid of the rows near one domain, this PE's
+    /// answer, which another PE's may differ from).
     pub fn is_staggered(&self) -> bool {
         (0..3).any(|d| {
             let rows = self.rows_of_bounds(d);
@@ -477,7 +478,8 @@ impl DdGrid {
     }
 
     /// Whether every domain along every dimension is an equal slice, as [`new`](Self::new)
-    /// cut them (on a grid of the rows near one domain, every domain of those rows).
+    /// cut them (on a grid of the rows near one domain, every domain of those rows: this
+    /// PE's answer, which another PE's may differ from).
     pub fn is_uniform(&self) -> bool {
         (0..3).all(|d| self.rows_of_bounds(d).iter().all(|(_, b)| *b == equal_bounds(self.dims[d])))
     }
