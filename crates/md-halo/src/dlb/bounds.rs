@@ -1,7 +1,7 @@
 //! New boundaries from the loads: GROMACS's relaxed move within the least width and the
 //! half-slab limit (`cellsizes.cpp`), and the way back to equal domains; on grids of two or
 //! three split dimensions, per row of domains (staggered), as far towards them as the limits
-//! between neighbouring rows allow (`row_share`).
+//! between neighbouring rows allow (`moved_row`).
 
 use crate::grid::{DdGrid, equal_bounds};
 
@@ -108,26 +108,29 @@ pub(crate) fn balanced_bounds(old: &[f64], loads: &[f64], least: f64) -> (Vec<f6
 /// What of a limit between two rows neither row's move may take, against rounding.
 const SLACK_KEPT: f64 = 1e-12;
 
-/// How far along the straight line to `target` the row of domain `cell` along `d` may move
-/// (1: all the way), from its old boundaries and its neighbouring rows' in `grid` alone: each
-/// limit between it and a neighbouring row ([`DdGrid::row_limits`]) gives either row at most
-/// half of what it has to spare, less [`SLACK_KEPT`], so that both may move at once and the
-/// limit still holds. The limits each row keeps on its own (least width, half-slab) hold
-/// anywhere on its line. Rows are thus decided one by one, each by its own loads and its
-/// neighbours' boundaries, as GROMACS bounds each row by its neighbours'
-/// (`cellFracLowerMax`, `cellFracUpperMin`): a pair of rows at their limit holds back no
-/// other row, and every PE of a row, whose grid holds the rows near it, finds the same share.
-pub(crate) fn row_share(grid: &DdGrid, d: usize, cell: [usize; 3], target: &[f64]) -> f64 {
+/// The row of domain `cell` along `d` moved from its old boundaries towards `target`, as far
+/// as its neighbouring rows in `grid` allow, and whether a limit cut it short. Each limit
+/// between it and a neighbouring row ([`DdGrid::row_limits`]) gives either row at most half
+/// of what it has to spare, less [`SLACK_KEPT`], so that both may move at once and the limit
+/// still holds; each boundary goes as far as the limits it is in allow, as GROMACS clamps
+/// each boundary by its neighbours' (`cellFracLowerMax`, `cellFracUpperMin`), where the row
+/// so moved keeps its own limits (its domains covering the range); otherwise the whole row
+/// goes the share of its way its most limited boundary allows (on that straight line the
+/// row's own limits hold, as at both ends). Rows are thus decided one by one, each by its
+/// own loads and its neighbours' old boundaries: a pair of rows at their limit holds back no
+/// other row, and every PE of a row, whose grid holds the rows near it, finds the same row.
+pub(crate) fn moved_row(grid: &DdGrid, d: usize, cell: [usize; 3], target: &[f64]) -> (Vec<f64>, bool) {
     let mine = grid.bounds(d, cell);
     if grid.dims()[d] == 1 || mine == target {
-        return 1.0;
+        return (target.to_vec(), false);
     }
     let r = grid.row(d, cell);
     let delta: Vec<f64> = target.iter().zip(mine).map(|(t, o)| t - o).collect();
-    let mut share = 1.0f64;
-    let mut bound = |spends: f64, slack: f64| {
+    // Per boundary, the share of its move the limits it is in allow.
+    let mut shares = vec![1.0f64; mine.len()];
+    let mut bound = |i: usize, spends: f64, slack: f64| {
         if spends > 0.0 {
-            share = share.min(((0.5 * slack - SLACK_KEPT) / spends).max(0.0));
+            shares[i] = shares[i].min(((0.5 * slack - SLACK_KEPT) / spends).max(0.0));
         }
     };
     let limits = grid.row_limits(d);
@@ -139,11 +142,21 @@ pub(crate) fn row_share(grid: &DdGrid, d: usize, cell: [usize; 3], target: &[f64
         for limit in &limits {
             // This row below the other: its top rising spends the limit's slack; this row
             // above it: its lower face falling does.
-            bound(delta[limit.c + 1], limit.slack(mine, theirs));
-            bound(-delta[limit.j], limit.slack(theirs, mine));
+            bound(limit.c + 1, delta[limit.c + 1], limit.slack(mine, theirs));
+            bound(limit.j, -delta[limit.j], limit.slack(theirs, mine));
         }
     }
-    share
+    let least = shares.iter().copied().fold(1.0, f64::min);
+    if least >= 1.0 {
+        return (target.to_vec(), false);
+    }
+    let n = mine.len() - 1;
+    let mut each: Vec<f64> = (0..=n).map(|i| mine[i] + shares[i] * delta[i]).collect();
+    (each[0], each[n]) = (0.0, 1.0);
+    if grid.row_fits(d, &each) {
+        return (each, true);
+    }
+    (along(mine, target, least), true)
 }
 
 /// The boundaries `share` of the way from `old` to `target` (exactly `target` at 1).
@@ -206,9 +219,9 @@ mod tests {
                 .iter()
                 .zip(&target[d])
                 .map(|(&c, t)| {
-                    let share = row_share(grid, d, c, t);
-                    cut |= share < 1.0;
-                    along(grid.bounds(d, c), t, share)
+                    let (row, short) = moved_row(grid, d, c, t);
+                    cut |= short;
+                    row
                 })
                 .collect()
         });
@@ -276,7 +289,7 @@ mod tests {
     fn rows_at_their_limit_hold_back_only_themselves() {
         // Four x slabs of four y domains: slab 2 is no neighbour of slab 0, and rows 0 and 1
         // start exactly at a limit (row 1's domain 2 starts the range above row 0's top of
-        // domain 0), which both rows' loads would spend.
+        // domain 0), which both rows' loads would spend: only those two boundaries stay.
         let cube = crate::pbc::PbcBox::rectangular([3.72412; 3]).expect("valid");
         let grid = DdGrid::new([4, 4, 1], cube, 0.5, 16).expect("fits");
         let reach = grid.reach(1);
@@ -290,11 +303,17 @@ mod tests {
         assert!(target[1][0][1] > y[0][1] && target[1][1][2] < y[1][2], "{:?}", target[1]);
         let (moved, cut) = towards(&grid, &target).expect("row 2 moves");
         assert!(cut);
-        // Rows 0 and 1 spend at most half each of the 1e-9 they had to spare.
-        for r in [0, 1] {
+        // The boundaries at the limit (row 0's first, row 1's second) spend at most half each
+        // of the 1e-9 they had to spare; the rest of rows 0 and 1 still move, row 0's last
+        // all the way.
+        for (r, at_limit) in [(0, 1), (1, 2)] {
             let row = moved.bounds(1, [r, 0, 0]);
-            assert!(row.iter().zip(&y[r]).all(|(m, o)| (m - o).abs() <= 1e-9), "row {r}: {row:?}");
+            assert!((row[at_limit] - y[r][at_limit]).abs() <= 1e-9, "row {r}: {row:?}");
+            assert!(row[at_limit] != target[1][r][at_limit], "row {r}: {row:?}");
+            let others = (1..4).filter(|&i| i != at_limit);
+            assert!(others.clone().any(|i| row[i] != y[r][i]), "row {r} frozen whole: {row:?}");
         }
+        assert_eq!(moved.bounds(1, [0, 0, 0])[3], target[1][0][3]);
         assert_eq!(moved.bounds(1, [2, 0, 0]), &target[1][2][..], "row 2 goes all the way");
         assert_eq!(moved.bounds(1, [3, 0, 0]), &y[3][..], "row 3's loads are even");
         assert_eq!(moved.bounds(0, [0, 0, 0]), &equal_bounds(4)[..], "the slabs' loads are even");

@@ -29,12 +29,12 @@
 //! On a grid of one split dimension the boundaries are one set for it. With two or three, as
 //! GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each
 //! x slab's y boundaries from its own domains' loads, each (x, y) column's z boundaries from
-//! its own, which balances loads that vary across a slab as well. Each row then moves a share
-//! of its way to where its loads want it, bounded by its neighbouring rows' boundaries alone
-//! (GROMACS bounds each row by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`):
-//! each limit between two rows gives either at most half of what it has to spare, so a row's
-//! move depends on its own loads and its neighbours' boundaries, and a pair of rows at their
-//! limit holds back no other row. That makes the rows a PE's own business and its
+//! its own, which balances loads that vary across a slab as well. Each row then moves towards
+//! where its loads want it as far as its neighbouring rows' boundaries alone allow (GROMACS
+//! bounds each boundary by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`): each
+//! limit between two rows gives either at most half of what it has to spare, so a row's move
+//! depends on its own loads and its neighbours' boundaries, and a pair of rows at their limit
+//! holds back no other row, nor its own other boundaries. That makes the rows a PE's own business and its
 //! neighbours' (`rows.rs`, GROMACS's row roots and `dd_move_cellx`): each PE reads the loads
 //! of its column's domains and of its slab's columns from their PEs (`Nz + Ny` values), moves
 //! its own two rows, and reads the new rows near its domain from a PE of each; its grid then
@@ -56,7 +56,7 @@ use crate::halo::TOP;
 mod bounds;
 mod rows;
 
-use bounds::{along, balanced_bounds, equal_by, row_share, share_toward_equal, toward_equal};
+use bounds::{balanced_bounds, equal_by, moved_row, share_toward_equal, toward_equal};
 pub(crate) use rows::RowBoard;
 
 /// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
@@ -504,7 +504,7 @@ impl Balancer {
     /// Staggered boundaries from the loads, GROMACS's way: x's from the x slabs' summed loads
     /// (`slabs`, every PE alike); from every PE's `load`, this PE's x slab's y boundaries from
     /// its (x, y) columns' loads and its column's z boundaries from its domains' loads, each row by
-    /// [`balanced_bounds`] and then as far as its neighbouring rows allow ([`row_share`]);
+    /// [`balanced_bounds`] and then as far as its neighbouring rows allow ([`moved_row`]);
     /// the rows near this PE from the PEs that computed them ([`RowBoard`]). Returns the grid
     /// of those rows where anything moved anywhere, after every PE agreed that its rows keep
     /// the limits.
@@ -536,9 +536,8 @@ impl Balancer {
             }
             let old = grid.bounds(d, cell);
             let (target, held) = balanced_bounds(old, &as_f64(&row_loads[i]), grid.min_width(d) * MARGIN);
-            let share = row_share(grid, d, cell, &target);
-            let row = along(old, &target, share);
-            limited |= held || share < 1.0;
+            let (row, short) = moved_row(grid, d, cell, &target);
+            limited |= held || short;
             changed |= row != old;
             own[i] = Some(row);
         }

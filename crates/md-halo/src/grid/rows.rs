@@ -159,6 +159,13 @@ impl DdGrid {
         Ok(())
     }
 
+    /// Whether `b` would do as a row of boundaries along `d` on its own: the count, the ends,
+    /// the order, and its pulses covering the range ([`with_rows`](Self::with_rows)'s checks
+    /// of one row).
+    pub(crate) fn row_fits(&self, d: usize, b: &[f64]) -> bool {
+        self.check_row(d, 0, false, b).is_ok()
+    }
+
     /// Checks the stagger between each row along `d` and its neighbouring rows: a domain
     /// `pulses + 1` places above one in a neighbouring row starts at least the range above its
     /// top (so that no pair within the range is more pulses apart than the halo forwards),
