@@ -34,8 +34,9 @@
 //! bounds each boundary by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`): each
 //! limit between two rows gives either at most half of what it has to spare, so a row's move
 //! depends on its own loads and its neighbours' boundaries, and a pair of rows at their limit
-//! holds back no other row, nor its own other boundaries. That makes the rows a PE's own business and its
-//! neighbours' (`rows.rs`, GROMACS's row roots and `dd_move_cellx`): each PE reads the loads
+//! holds back no other row, nor (but where a rounding would leave a domain too narrow) its
+//! own other boundaries. That makes the rows a PE's own business and its neighbours'
+//! (`rows.rs`, GROMACS's row roots and `dd_move_cellx`): each PE reads the loads
 //! of its column's domains and of its slab's columns from their PEs (`Nz + Ny` values), moves
 //! its own two rows, and reads the new rows near its domain from a PE of each; its grid then
 //! holds those rows alone ([`DdGrid::near`]). What a repartition sends and what a PE keeps
@@ -536,7 +537,7 @@ impl Balancer {
             }
             let old = grid.bounds(d, cell);
             let (target, held) = balanced_bounds(old, &as_f64(&row_loads[i]), grid.min_width(d) * MARGIN);
-            let (row, short) = moved_row(grid, d, cell, &target);
+            let (row, short) = moved_row(grid, d, cell, &target, grid.min_width(d) * MARGIN);
             limited |= held || short;
             changed |= row != old;
             own[i] = Some(row);
