@@ -40,14 +40,7 @@ pub(crate) fn share_toward_equal(old: &[f64]) -> f64 {
 
 /// The boundaries `share` of the way from `old` to equal domains.
 pub(crate) fn equal_by(old: &[f64], share: f64) -> Vec<f64> {
-    let n = old.len() - 1;
-    let equal = equal_bounds(n);
-    if share >= 1.0 {
-        return equal;
-    }
-    let mut bounds: Vec<f64> = old.iter().zip(&equal).map(|(&b, &e)| b + share * (e - b)).collect();
-    (bounds[0], bounds[n]) = (0.0, 1.0);
-    bounds
+    along(old, &equal_bounds(old.len() - 1), share)
 }
 
 /// New boundaries for one dimension (`old`: its `n + 1` boundaries) from the loads of its `n`

@@ -414,11 +414,11 @@ impl Balancer {
         // Per slab along each dimension (along x only where rows are staggered: each row's
         // loads come from its own PEs), then the whole load, the step time and the steps.
         let staggers = staggers(grid);
-        let split: Vec<usize> = (0..if staggers { 1 } else { 3 }).collect();
-        let slabs: usize = split.iter().map(|&d| dims[d]).sum();
+        let split = if staggers { 1 } else { 3 };
+        let slabs: usize = dims[..split].iter().sum();
         let mut sums = vec![0u64; slabs + 3];
         let mut at = 0;
-        for &d in &split {
+        for d in 0..split {
             sums[at + cell[d]] = balance;
             at += dims[d];
         }
@@ -535,9 +535,9 @@ impl Balancer {
             if dims[d] == 1 {
                 continue;
             }
-            let old = grid.bounds(d, cell);
-            let (target, held) = balanced_bounds(old, &as_f64(&row_loads[i]), grid.min_width(d) * MARGIN);
-            let (row, short) = moved_row(grid, d, cell, &target, grid.min_width(d) * MARGIN);
+            let (old, least) = (grid.bounds(d, cell), grid.min_width(d) * MARGIN);
+            let (target, held) = balanced_bounds(old, &as_f64(&row_loads[i]), least);
+            let (row, short) = moved_row(grid, d, cell, &target, least);
             limited |= held || short;
             changed |= row != old;
             own[i] = Some(row);
@@ -554,6 +554,7 @@ impl Balancer {
         self.limited += agreed[1];
         Ok(Some(moved))
     }
+
     /// Forgets the run's totals (the boundaries and whether they move stay).
     pub(crate) fn reset_report(&mut self) {
         self.total_max = 0.0;

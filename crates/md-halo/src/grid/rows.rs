@@ -266,9 +266,16 @@ impl DdGrid {
     /// The rows along `d` within the pulses of `cell`'s along each earlier dimension, above
     /// and below, with its own, each once.
     pub(crate) fn neighbouring_rows(&self, d: usize, cell: [usize; 3]) -> Vec<[usize; 3]> {
+        self.rows_around(d, cell, |e| self.pulses[e].min(self.dims[e] - 1))
+    }
+
+    /// The rows along `d` (each by a domain of it) within `radius(e)` of `cell`'s along each
+    /// earlier dimension `e`, above and below, periodically, each once (`radius(e)` less than
+    /// `dims[e]`).
+    fn rows_around(&self, d: usize, cell: [usize; 3], radius: impl Fn(usize) -> usize) -> Vec<[usize; 3]> {
         let mut rows = vec![cell];
         for e in 0..d {
-            let (n, p) = (self.dims[e], self.pulses[e].min(self.dims[e] - 1));
+            let (n, p) = (self.dims[e], radius(e));
             let mut next = Vec::new();
             for &row in &rows {
                 for k in 0..=2 * p {
@@ -359,24 +366,9 @@ impl DdGrid {
     /// within [`view_radius`](Self::view_radius) of `centre`'s along each earlier dimension,
     /// periodically, each once, in increasing order.
     pub(crate) fn view_rows(&self, d: usize, centre: [usize; 3]) -> Vec<usize> {
-        let mut cells = vec![centre];
-        for e in 0..d {
-            let n = self.dims[e];
-            let radius = self.view_radius(e).min(n / 2);
-            cells = cells
-                .iter()
-                .flat_map(|&c| {
-                    (0..=2 * radius).map(move |k| {
-                        let mut other = c;
-                        other[e] = (c[e] + n - radius + k) % n;
-                        other
-                    })
-                })
-                .collect();
-        }
+        let cells = self.rows_around(d, centre, |e| self.view_radius(e).min(self.dims[e] / 2));
         let mut rows: Vec<usize> = cells.iter().map(|&c| self.row(d, c)).collect();
         rows.sort_unstable();
-        rows.dedup();
         rows
     }
 
