@@ -7,8 +7,8 @@ use mpi::traits::{Communicator, CommunicatorCollectives};
 use std::time::Duration;
 
 use onesided::{
-    AtomicArray, CallCounters, Error, ErrorScope, GlobalMaxArray, Growth, GrowthPolicy, Implementation,
-    ReduceOp, Runtime, SameNodeAccess, SignalArray, SymArray,
+    AtomicArray, CallCounters, Error, ErrorScope, GlobalMaxArray, Growth, GrowthPolicy, HeapStatus,
+    Implementation, ReduceOp, Runtime, SameNodeAccess, SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -482,7 +482,7 @@ fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
         onesided::Implementation::Oshmem => "SHMEM_SYMMETRIC_HEAP_SIZE",
         onesided::Implementation::Sos => "SHMEM_SYMMETRIC_SIZE",
     };
-    let heap = rt.symmetric_heap();
+    let heap = HeapStatus::now();
     ensure!(heap.variable == variable, "{heap:?}");
     let capacity = heap.capacity.ok_or("the heap setting of the test run is a size")?;
     ensure!(heap.in_use > 0 && heap.in_use < capacity, "{heap:?}");
@@ -501,11 +501,11 @@ fn heap_exhaustion_names_the_variable(rt: &Runtime) -> CaseResult {
         }
         other => return Err(format!("a 1 TiB allocation gave {other:?}").into()),
     }
-    ensure!(rt.symmetric_heap().in_use == heap.in_use, "a refused allocation holds nothing");
+    ensure!(HeapStatus::now().in_use == heap.in_use, "a refused allocation holds nothing");
     // Exactly what is left by the setting: the implementation decides (its own bookkeeping
     // may not leave room), and a failure names the variable too.
     match SymArray::<u8>::collective_alloc(rt, "the rest", capacity - heap.in_use) {
-        Ok(_rest) => ensure!(rt.symmetric_heap().in_use == capacity, "{:?}", rt.symmetric_heap()),
+        Ok(_rest) => ensure!(HeapStatus::now().in_use == capacity, "{:?}", HeapStatus::now()),
         Err(e @ Error::HeapExhausted { .. }) => {
             let message = e.to_string();
             ensure!(message.contains(variable) && message.contains("'the rest'"), "{message}");

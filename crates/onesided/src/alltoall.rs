@@ -285,7 +285,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         let cache = rt.collective_cache_file(&format!("alltoall-{}x{bytes}B", group.len()))?;
         let cached = match &cache {
             Some(file) if rt.my_pe() == 0 => {
-                crate::links::read_choice(file, key).and_then(|v| v.parse().ok())
+                crate::cache::read_choice(file, key).and_then(|v| v.parse().ok())
             }
             _ => None,
         };
@@ -372,7 +372,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
                     )
                 })
                 .collect();
-            crate::links::write_choice(&file, key, best.name(), &notes);
+            crate::cache::write_choice(&file, key, best.name(), &notes);
         }
         Ok(best)
     }

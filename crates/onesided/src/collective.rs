@@ -11,6 +11,7 @@
 
 use bytemuck::Pod;
 
+use crate::agree::{Agreed, Agreement};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::scratch::FIRST_CHUNK;
@@ -83,5 +84,21 @@ impl Runtime {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
         self.lock_collectives().broadcast(self.my_pe(), self.n_pes(), root, bytes);
         Ok(())
+    }
+}
+
+impl Agreement {
+    /// Every PE's terms in one maximum-reduction: the answers, the same on every PE.
+    ///
+    /// # Collective
+    /// Every PE must call it, with the same terms in the same order.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::CollectiveArgument`] when the PEs asked different numbers
+    /// of words.
+    pub fn collective_run(self, rt: &Runtime) -> Result<Agreed> {
+        let mut words = self.words(rt.my_pe());
+        rt.max_u64(&mut words)?;
+        Ok(Agreement::agreed(words))
     }
 }

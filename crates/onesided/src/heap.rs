@@ -100,7 +100,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
             .ok_or_else(|| Error::SizeOverflow { array: name.to_string(), len, elem_size })?;
         // A block that cannot fit beside what is in use fails before the implementation is
         // asked (which may print its own errors or abort); every PE has the same figures.
-        let heap = crate::doctor::HeapStatus::now();
+        let heap = crate::raw::HeapStatus::now();
         let block = RawSymmetric::rounded(bytes, align);
         let in_use = sizes[4] as usize;
         if let Some(capacity) = heap.capacity
@@ -114,7 +114,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
                 capacity,
                 variable: heap.variable,
                 current: heap.setting,
-                suggest: crate::doctor::HeapStatus::setting_for(in_use.saturating_add(block)),
+                suggest: crate::raw::HeapStatus::setting_for(in_use.saturating_add(block)),
             });
         }
         let raw = RawSymmetric::collective_alloc(bytes, align);

@@ -9,6 +9,9 @@
 //! set; PEs bound to cores unless there are more PEs than cores, then oversubscribed and
 //! unbound; running as root allowed. On a cluster, start the binary with the site's launcher
 //! (`srun`, `mpirun`) instead: under any launcher, [`ensure_launched`] does nothing.
+//!
+//! The job's end is here too, below everything else in the crate: the line a PE writes
+//! ([`say`]) and the end of the whole job that the runtime, the watchdog and a panic share.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -31,6 +34,28 @@ pub fn say(line: &str) {
     let whole = format!("{line}\n");
     // Nothing better to do with a failure to write a message.
     let _ = std::io::stderr().write_all(whole.as_bytes());
+}
+
+/// Ends every PE of the job with exit status `code` (see [`Runtime::abort`](crate::Runtime::abort)), from any thread
+/// of a PE whose runtime exists.
+pub(crate) fn end_job(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    if cfg!(shmem_sos) {
+        use mpi::topology::{Communicator, SimpleCommunicator};
+        SimpleCommunicator::world().abort(code)
+    }
+    // SAFETY: OpenSHMEM is initialised (the runtime exists); shmem_global_exit does not
+    // return.
+    unsafe { shmem_sys::shmem_global_exit(code) };
+    std::process::exit(code)
+}
+
+/// This machine's host name (empty where the kernel does not say), for the cache key of the
+/// links and the watchdog's message.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
 }
 
 /// Whether this process was started by a launcher (a [`Launch`], `scripts/pe-run`,

@@ -203,9 +203,3 @@ fn accessible_extent(
     }
     Ok((base, len))
 }
-
-/// This machine's host name (empty where the kernel does not say), for the cache key of the
-/// links and the watchdog's message.
-pub(crate) fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
-}

@@ -61,8 +61,10 @@
 //! ```
 #![deny(missing_docs)]
 
+mod agree;
 mod alltoall;
 mod atomic;
+mod cache;
 mod collective;
 mod constants;
 mod counter;
@@ -76,6 +78,8 @@ mod layout;
 pub mod links;
 mod mpi_window;
 mod node_heap;
+mod path;
+mod poll;
 mod raw;
 mod reduce;
 mod rma;
@@ -83,12 +87,14 @@ mod runtime;
 mod scratch;
 mod sendrecv;
 mod signal;
+mod startup;
 pub mod watchdog;
 
+pub use agree::{Agreed, Agreement, Asked, Fnv1a};
 pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;
-pub use doctor::{HeapStatus, NodeReport, StartReport};
+pub use doctor::{NodeReport, StartReport};
 pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
@@ -97,10 +103,10 @@ pub use links::{LinkChoice, Links, LinksSource, SizedLinks};
 /// The MPI bindings (rsmpi) this crate is built on, for an engine's own two-sided
 /// communication on [`Runtime::world`] with the same version.
 pub use mpi;
+pub use path::ExchangePath;
+pub use raw::HeapStatus;
 pub use reduce::{ReduceOp, Reducible};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
-pub use sendrecv::{
-    Call, Exchange, ExchangePath, Incoming, LANES, Offer, Outgoing, collective_error_returning_world,
-};
+pub use sendrecv::{Call, Exchange, Incoming, LANES, Offer, Outgoing, collective_error_returning_world};
 pub use signal::SignalArray;

@@ -247,7 +247,7 @@ impl HeapWindow {
         // SAFETY: MPI_Ibarrier succeeded and wrote the request.
         let mut request = unsafe { request.assume_init() };
         let mut failed = None;
-        let waited = crate::signal::poll_until(timeout, oversubscribed, || {
+        let waited = crate::poll::poll_until(timeout, oversubscribed, || {
             let mut done = 0;
             // SAFETY: `request` is the live request of the barrier; the status is ignored.
             let code = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };

@@ -11,12 +11,12 @@ use mpi::environment::{Threading, Universe};
 use mpi::topology::SimpleCommunicator;
 
 use crate::constants::Constants;
-use crate::doctor;
 use crate::env;
 use crate::error::{Error, Result};
 use crate::layout::{HeapLayout, SameNodeAccess};
 use crate::mpi_window::HeapWindow;
 use crate::scratch::CollectiveScratch;
+use crate::startup;
 use crate::watchdog::{self, watch};
 
 /// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
@@ -123,7 +123,7 @@ impl Runtime {
         // possible.
         env::check_launch_environment()?;
         let var = |name: &str| std::env::var(name).ok();
-        doctor::check_process_manager(&var, doctor::mpi_may_join_slurm_pmi())?;
+        startup::check_process_manager(&var, startup::mpi_may_join_slurm_pmi())?;
         let wait_timeout = env::wait_timeout()?;
         let direct = env::direct()?;
         let oversubscribed_setting = env::oversubscribed()?;
@@ -149,8 +149,8 @@ impl Runtime {
             use mpi::topology::Communicator;
             let world = universe.world();
             let node_pes = watch("MPI_Comm_split_type", None, || world.split_shared(0).size()) as usize;
-            let breaks = node_pes > 1 && doctor::address_randomised() && doctor::library_uses_cma();
-            let check = || doctor::collective_check_randomisation(&world, breaks);
+            let breaks = node_pes > 1 && startup::address_randomised() && startup::library_uses_cma();
+            let check = || startup::collective_check_randomisation(&world, breaks);
             if let Err(e) = watch("MPI_Allreduce (the start-up checks)", None, check) {
                 finalize_mpi(universe);
                 return Err(e);
@@ -189,12 +189,12 @@ impl Runtime {
             let check = || {
                 // Every PE learns whether any found the launch wrong before any branches: a PE
                 // that went on to finalise alone would leave the others waiting.
-                let launch = doctor::check_launch(&var, pes, (world.rank() as usize, world.size() as usize));
-                doctor::collective_agree(&world, launch).and_then(|()| {
-                    doctor::collective_check_settings(
+                let launch = startup::check_launch(&var, pes, (world.rank() as usize, world.size() as usize));
+                startup::collective_agree(&world, launch).and_then(|()| {
+                    startup::collective_check_settings(
                         &world,
-                        &doctor::implementation_name(),
-                        &doctor::mpi_library_name(),
+                        &startup::implementation_name(),
+                        &startup::mpi_library_name(),
                     )
                 })
             };
@@ -355,7 +355,7 @@ impl Runtime {
     /// For an error that every PE sees, end normally instead: drop the runtime on every PE
     /// and exit with a failure status.
     pub fn abort(&self, code: i32) -> ! {
-        end_job(code)
+        crate::launch::end_job(code)
     }
 
     /// The MPI window over this PE's symmetric heap, created at the first call.
@@ -425,7 +425,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // The other PEs would wait for this one forever; end the job instead.
-            end_job(1);
+            crate::launch::end_job(1);
         }
         // Before finalising: freeing the window is an MPI collective.
         drop(self.window.take());
@@ -459,22 +459,6 @@ fn count_cpu_list(list: &str) -> Option<usize> {
         let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
         (last >= first).then(|| count + last - first + 1)
     })
-}
-
-/// Ends every PE of the job with exit status `code` (see [`Runtime::abort`]), from any thread
-/// of a PE whose runtime exists.
-pub(crate) fn end_job(code: i32) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    if cfg!(shmem_sos) {
-        use mpi::topology::Communicator;
-        SimpleCommunicator::world().abort(code)
-    }
-    // SAFETY: OpenSHMEM is initialised (the runtime exists); shmem_global_exit does not
-    // return.
-    unsafe { shmem_sys::shmem_global_exit(code) };
-    std::process::exit(code)
 }
 
 /// The name of an OpenSHMEM thread level, for messages.

@@ -250,7 +250,7 @@ pub(crate) fn stop() {
 
 /// The start of both messages: where this PE is, in which call, on whom, for how long.
 fn blocked_line(pe: usize, call: &str, peer: usize, blocked: Duration) -> String {
-    let host = crate::layout::host_name();
+    let host = crate::launch::host_name();
     let on = if peer == MANY { "the other PEs taking part".to_string() } else { format!("PE {peer}") };
     format!("onesided: PE {pe} on {host}: {call} has blocked for {blocked:.1?} waiting for {on}")
 }
@@ -285,7 +285,7 @@ fn fire(pe: usize, call: &str, peer: usize, blocked: Duration, deadline: Duratio
         // block on the peers.
         unsafe { libc::_exit(EXIT_STATUS) }
     });
-    crate::runtime::end_job(EXIT_STATUS)
+    crate::launch::end_job(EXIT_STATUS)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 
 use std::process::ExitCode;
 
-use onesided::{Runtime, SignalArray, SymArray, launch};
+use onesided::{HeapStatus, Runtime, SignalArray, SymArray, launch};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
 /// PE and waits for the previous one's.
 fn check(rt: &Runtime) -> onesided::Result<()> {
     let report = rt.collective_report()?;
-    let heap = rt.symmetric_heap();
+    let heap = HeapStatus::now();
     if rt.my_pe() == 0 {
         print!("{report}");
         println!(

@@ -24,7 +24,7 @@ use super::{Incoming, Transport};
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
 use crate::mpi_window::HeapWindow;
-use crate::signal::poll_until;
+use crate::poll::poll_until;
 
 /// The MPI one-sided transport: the window, and the announcements receivers write into
 /// this PE's slots.

@@ -1,5 +1,31 @@
-//! The doctor's report: the job in one line, and on PE 0 what each node got (host, PEs,
-//! transport, same-node access, cores, address-space randomisation).
+//! The start-up failures users hit, found and named on every PE, and the report of what each
+//! node got.
+//!
+//! [`Runtime::init`](crate::Runtime::init) runs these checks, each ending the start on every
+//! PE with an error that names the fix rather than leaving a hang, a crash or a silently wrong
+//! job:
+//!
+//! 1. **Before the libraries start**: a launcher that started several processes (it says so
+//!    in `SLURM_STEP_NUM_TASKS`, `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE`) but gave this one no
+//!    process-management interface to join them by (no `PMIX_RANK`, `PMI_RANK`, `PMI_FD`,
+//!    `OMPI_COMM_WORLD_RANK`): each process would start as a job of one PE (`srun` without
+//!    `--mpi=pmix`), [`Error::Launch`].
+//! 2. **Once OpenSHMEM has started** (after check 3): its PE count against the launcher's count and against
+//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`].
+//! 3. **Before OpenSHMEM starts**, in one reduction over MPI: address-space randomisation
+//!    where Sandia OpenSHMEM reaches the PEs of a node through CMA, which would abort every PE
+//!    at its first barrier ([`Error::AddressRandomisation`]).
+//! 4. **Before the first symmetric allocation**, in one reduction over MPI: PEs that disagree
+//!    on the OpenSHMEM or MPI library, the heap size, the library's settings or the transport
+//!    ([`Error::SettingsDiffer`]).
+//!
+//! The symmetric heap is checked at every allocation: one that cannot fit what is already in
+//! use plus what is asked fails before the implementation is asked
+//! ([`Error::HeapTooSmall`], [`HeapStatus`](crate::HeapStatus)).
+//!
+//! [`Runtime::collective_report`](crate::Runtime::collective_report) gathers the rest, the library, heap, transport and mapping
+//! each node got, for the `onesided-doctor` program (run it under the launcher) and the one
+//! line the examples print first.
 
 use std::fmt;
 
@@ -7,10 +33,12 @@ use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::datatype::PartitionMut;
 use mpi::topology::{Color, Communicator};
 
-use super::{address_randomised, implementation_name, library_uses_cma, mpi_library_name};
 use crate::error::Result;
 use crate::layout::SameNodeAccess;
+use crate::raw::HeapStatus;
 use crate::runtime::Runtime;
+pub use crate::startup::{LAUNCH_SIZE_VARIABLES, PROCESS_MANAGER_VARIABLES};
+use crate::startup::{address_randomised, implementation_name, library_uses_cma, mpi_library_name};
 
 /// What one node got, as its lowest PE saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,7 +124,7 @@ impl Runtime {
         world.all_reduce_into(&u64::from(leader), &mut nodes, SystemOperation::sum());
         let mut widest = 0u64;
         world.all_reduce_into(&(node_pes.len() as u64), &mut widest, SystemOperation::max());
-        let heap = self.symmetric_heap();
+        let heap = HeapStatus::now();
         let per_node = if nodes as usize * widest as usize == self.n_pes() {
             format!("{widest} per node")
         } else {
@@ -154,7 +182,7 @@ impl Runtime {
         let pes: Vec<String> = self.node_pes().iter().map(|pe| pe.to_string()).collect();
         let access: &SameNodeAccess = self.same_node_access();
         [
-            crate::layout::host_name(),
+            crate::launch::host_name(),
             pes.join(" "),
             format!("transport: {transport}"),
             format!("between its PEs: {access}"),

@@ -1,43 +1,15 @@
-//! The start-up failures users hit, found and named on every PE, and the report of what each
-//! node got.
-//!
-//! [`Runtime::init`](crate::Runtime::init) runs these checks, each ending the start on every
-//! PE with an error that names the fix rather than leaving a hang, a crash or a silently wrong
-//! job:
-//!
-//! 1. **Before the libraries start**: a launcher that started several processes (it says so
-//!    in `SLURM_STEP_NUM_TASKS`, `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE`) but gave this one no
-//!    process-management interface to join them by (no `PMIX_RANK`, `PMI_RANK`, `PMI_FD`,
-//!    `OMPI_COMM_WORLD_RANK`): each process would start as a job of one PE (`srun` without
-//!    `--mpi=pmix`), [`Error::Launch`].
-//! 2. **Once OpenSHMEM has started** (after check 3): its PE count against the launcher's count and against
-//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`].
-//! 3. **Before OpenSHMEM starts**, in one reduction over MPI: address-space randomisation
-//!    where Sandia OpenSHMEM reaches the PEs of a node through CMA, which would abort every PE
-//!    at its first barrier ([`Error::AddressRandomisation`]).
-//! 4. **Before the first symmetric allocation**, in one reduction over MPI: PEs that disagree
-//!    on the OpenSHMEM or MPI library, the heap size, the library's settings or the transport
-//!    ([`Error::SettingsDiffer`]).
-//!
-//! The symmetric heap is checked at every allocation: one that cannot fit what is already in
-//! use plus what is asked fails before the implementation is asked
-//! ([`Error::HeapTooSmall`], [`Runtime::symmetric_heap`]).
-//!
-//! [`Runtime::collective_report`] gathers the rest, the library, heap, transport and mapping
-//! each node got, for the `onesided-doctor` program (run it under the launcher) and the one
-//! line the examples print first.
+//! The start-up checks: the launches that would hang, crash or run wrong, found before the
+//! libraries or the first symmetric allocation can fail, and refused on every PE alike with
+//! the fix ([`doctor`](crate::doctor) lists them). They run before the runtime exists, over
+//! MPI's world, and need nothing of the crate above the launcher and the environment.
 
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
+use crate::agree::{Agreed, Agreement};
 use crate::env;
 use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-
-mod report;
-
-pub use report::{NodeReport, StartReport};
-
+use crate::raw::heap_capacity;
 /// Variables in which launchers give the job's process count, in the order they are trusted:
 /// Open MPI's `mpirun`/`oshrun` (also when it starts Sandia OpenSHMEM programs), Hydra and
 /// Slurm's PMI-2, a Slurm job step.
@@ -137,16 +109,25 @@ pub(crate) fn collective_agree(world: &SimpleCommunicator, mine: Result<()>) -> 
     }))
 }
 
-/// The lowest PE of `world` on which `flag` holds, on every PE: one maximum-reduction of
-/// the rank's complement.
+/// The lowest PE of `world` on which `flag` holds, on every PE: one maximum-reduction.
 ///
 /// # Collective
 /// Every PE of `world` calls it.
 fn collective_lowest_pe(world: &SimpleCommunicator, flag: bool) -> Option<usize> {
-    let mine = if flag { u64::MAX - world.rank() as u64 } else { 0 };
-    let mut highest = 0u64;
-    world.all_reduce_into(&mine, &mut highest, SystemOperation::max());
-    (highest > 0).then(|| (u64::MAX - highest) as usize)
+    let mut agreement = Agreement::new();
+    let lowest = agreement.lowest_pe(flag);
+    collective_run(world, agreement).get(lowest)
+}
+
+/// `agreement` as one maximum-reduction over MPI's `world`, before the runtime exists.
+///
+/// # Collective
+/// Every PE of `world` calls it with the same terms.
+fn collective_run(world: &SimpleCommunicator, agreement: Agreement) -> Agreed {
+    agreement.run_with(world.rank() as usize, |words| {
+        let mine = words.to_vec();
+        world.all_reduce_into(&mine[..], words, SystemOperation::max());
+    })
 }
 
 /// A setting every PE must share, by name, with this PE's value.
@@ -191,11 +172,6 @@ fn settings(implementation: &str, mpi_library: &str) -> Vec<Setting> {
     all
 }
 
-/// FNV-1a: a hash that is the same in every process and build.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
 /// Check 3: address-space randomisation where CMA needs it off (`breaks` on this PE), in one
 /// maximum-reduction over MPI that names the lowest such PE. It runs before OpenSHMEM
 /// starts: Sandia OpenSHMEM's first barrier already writes through CMA.
@@ -210,7 +186,7 @@ pub(crate) fn collective_check_randomisation(world: &SimpleCommunicator, breaks:
 }
 
 /// Check 4: the settings of every PE against PE 0's, in one maximum-reduction over MPI of
-/// two words per setting. Only when something differs do further broadcasts name the PE
+/// two words per setting (the hash of its value, [`Agreement::same_bytes`]). Only when something differs do further broadcasts name the PE
 /// and the values.
 ///
 /// # Collective
@@ -222,15 +198,10 @@ pub(crate) fn collective_check_settings(
 ) -> Result<()> {
     let me = world.rank() as u64;
     let settings = settings(implementation, mpi_library);
-    let k = settings.len();
-    let mut mine = vec![0u64; 2 * k];
-    for (i, s) in settings.iter().enumerate() {
-        let h = fnv1a(&s.value);
-        (mine[i], mine[k + i]) = (h, !h);
-    }
-    let mut all = vec![0u64; 2 * k];
-    world.all_reduce_into(&mine[..], &mut all[..], SystemOperation::max());
-    let Some(i) = (0..k).find(|&i| all[i] != !all[k + i]) else { return Ok(()) };
+    let mut agreement = Agreement::new();
+    let same: Vec<_> = settings.iter().map(|s| agreement.same_bytes(s.value.as_bytes())).collect();
+    let agreed = collective_run(world, agreement);
+    let Some(i) = same.iter().position(|&same| !agreed.get(same)) else { return Ok(()) };
     let setting = &settings[i];
     let first = broadcast_text(world, 0, &setting.value);
     let differs = if setting.value != first { me } else { u64::MAX };
@@ -343,72 +314,6 @@ pub(crate) fn mpi_library_name() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-/// The capacity and use of the symmetric heap on each PE (the same on every PE:
-/// allocations are symmetric, and [`Runtime::init`](crate::Runtime::init) checked that the
-/// PEs share the heap-size setting).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeapStatus {
-    /// The heap's size in bytes, as the implementation reads the setting (`None` when the
-    /// setting cannot be read as a size; the implementation will say so itself).
-    pub capacity: Option<usize>,
-    /// Bytes this crate's allocations hold, alignment included (the implementation keeps a
-    /// little more of its own).
-    pub in_use: usize,
-    /// The variable that sizes the heap for the implementation in use.
-    pub variable: &'static str,
-    /// Its value, or `unset, default ...`.
-    pub setting: String,
-}
-
-impl HeapStatus {
-    /// What the environment and this process's allocations say now.
-    pub(crate) fn now() -> HeapStatus {
-        let (variable, setting) = env::heap_size_setting();
-        HeapStatus { capacity: heap_capacity(variable), in_use: crate::raw::heap_in_use(), variable, setting }
-    }
-
-    /// A value of the heap variable that fits `bytes` in all, with a quarter to spare, in
-    /// whole MiB or GiB.
-    pub fn setting_for(bytes: usize) -> String {
-        let mib = (bytes as u128 * 5 / 4).div_ceil(1 << 20).max(1);
-        if mib >= 1024 { format!("{}G", mib.div_ceil(1024)) } else { format!("{}M", mib.div_ceil(64) * 64) }
-    }
-}
-
-/// The heap's size by `variable` (the one in effect), or the implementation's default.
-fn heap_capacity(variable: &str) -> Option<usize> {
-    parse_size(&std::env::var(variable).unwrap_or_else(|_| env::heap_size_default().to_string()))
-}
-
-/// A size as Sandia OpenSHMEM reads its heap variable (`%lf%c`), which accepts all that Open
-/// MPI's OSHMEM does (a whole number and at most one suffix letter; it refuses the rest at
-/// start-up itself): a decimal number, then
-/// optionally `k`, `m`, `g` or `t` (either case; powers of 1024); anything after the suffix is
-/// ignored (`2GB` is 2 GiB).
-pub(crate) fn parse_size(value: &str) -> Option<usize> {
-    let value = value.trim();
-    let end = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
-    let number: f64 = value[..end].parse().ok().filter(|n: &f64| n.is_finite())?;
-    let scale = match value[end..].chars().next().map(|c| c.to_ascii_lowercase()) {
-        None => 1.0,
-        Some('k') => 1024.0,
-        Some('m') => 1024.0 * 1024.0,
-        Some('g') => 1024.0 * 1024.0 * 1024.0,
-        Some('t') => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        Some(_) => return None,
-    };
-    let bytes = (number * scale).ceil();
-    (bytes < usize::MAX as f64).then_some(bytes as usize)
-}
-
-impl Runtime {
-    /// The symmetric heap: its capacity by the implementation's setting and what this
-    /// crate's allocations hold.
-    pub fn symmetric_heap(&self) -> HeapStatus {
-        HeapStatus::now()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,20 +359,5 @@ mod tests {
         let e = check_launch(&environment(&[]), (0, 1), (2, 4)).expect_err("MPI has four");
         assert!(e.to_string().contains("MPI rank 2 of 4"), "{e}");
         assert_eq!(e.scope(), crate::ErrorScope::EveryPe);
-    }
-
-    #[test]
-    fn heap_sizes_read_as_the_implementations_read_them() {
-        assert_eq!(parse_size("512M"), Some(512 << 20));
-        assert_eq!(parse_size("2GB"), Some(2 << 30));
-        assert_eq!(parse_size("1.5g"), Some(3 << 29));
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size(" 64k "), Some(64 << 10));
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("2X"), None);
-        assert_eq!(parse_size("99999999999T"), None);
-        assert_eq!(HeapStatus::setting_for(300 << 20), "384M");
-        assert_eq!(HeapStatus::setting_for(1000 << 20), "2G");
-        assert_eq!(HeapStatus::setting_for(1), "64M");
     }
 }
