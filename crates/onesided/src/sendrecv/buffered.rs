@@ -6,9 +6,9 @@
 
 use bytemuck::Pod;
 
-use super::Transport;
-use super::call::Job;
 use super::channel::{Channel, STRIDE};
+use super::job::Job;
+use super::transport::Transport;
 use crate::error::Result;
 use crate::heap::GlobalMaxArray;
 

@@ -20,7 +20,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{Exchange, Incoming, Outgoing};
+use super::exchange::Exchange;
+use super::message::{Incoming, Outgoing};
+use super::partners::Partners;
 use crate::agree::{Agreement, TOP};
 use crate::cache::{read_choice, write_choice};
 use crate::env;
@@ -216,7 +218,13 @@ impl Runtime {
         // wait in the release below, not spinning in a collective.
         let mut exchanges = Vec::with_capacity(LINK_PATHS.len());
         for path in LINK_PATHS {
-            match Exchange::<u64>::collective_with_partners(self, "link calibration", path, &partners) {
+            // Built on the path itself, beneath the constructors that settle an Auto
+            // exchange's links by this calibration.
+            let name = "link calibration";
+            let built = Partners::collective_listed(self, name, &partners).and_then(|listed| {
+                Exchange::<u64>::collective_on(self, name, path, Links::uniform(path).into(), listed)
+            });
+            match built {
                 Ok(mut exchange) => {
                     exchange.collective_reserve(largest)?;
                     exchanges.push(Some(exchange));

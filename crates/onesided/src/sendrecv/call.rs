@@ -1,11 +1,13 @@
-//! One call of an exchange: the builder a caller names its messages with ([`Call`]), and
-//! what the transports see of it once it is validated ([`Job`]).
+//! One call of an exchange: the builder a caller names its messages with ([`Call`]), and the
+//! receives a caller posts ahead of the next call.
 
 use bytemuck::Pod;
 
-use super::channel::Lane;
-use super::{Exchange, Incoming, Outgoing, Work};
-use crate::error::Result;
+use super::exchange::{Exchange, Work};
+use super::job::Job;
+use super::message::{Incoming, Outgoing};
+use super::partners::Lane;
+use crate::error::{ExchangeProblem, Result};
 use crate::heap::SymArray;
 
 /// The packing function of a call without packed messages.
@@ -28,7 +30,7 @@ pub struct Call<'e, 'c, 'rt, T: Pod, P = NoPack<T>, C = NoConsume<T>> {
 
 impl<'e, 'c, 'rt, T: Pod> Call<'e, 'c, 'rt, T> {
     #[inline]
-    pub(super) fn new(exchange: &'e mut Exchange<'rt, T>, buffers: &'c [&'c SymArray<'rt, T>]) -> Self {
+    fn new(exchange: &'e mut Exchange<'rt, T>, buffers: &'c [&'c SymArray<'rt, T>]) -> Self {
         Call { exchange, buffers, outgoing: &[], incoming: &[], pack: None, consume: None }
     }
 }
@@ -169,101 +171,61 @@ impl<T: Pod, P, C> std::fmt::Debug for Call<'_, '_, '_, T, P, C> {
     }
 }
 
-/// A call's consuming function, as the transports call it.
-pub(super) type Consume<'j, T> = &'j mut dyn FnMut(usize, &[T]);
+impl<'rt, T: Pod> Exchange<'rt, T> {
+    /// Starts a call whose messages land in, or are offered from, `buffers`: a list of
+    /// symmetric arrays that every PE of a pair passes in the same order. Name the messages
+    /// with [`send`](Call::send) and [`receive`](Call::receive), and run it with
+    /// [`run`](Call::run):
+    ///
+    /// ```no_run
+    /// # fn main() -> onesided::Result<()> {
+    /// use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+    ///
+    /// let rt = Runtime::init()?;
+    /// let (me, n) = (rt.my_pe(), rt.n_pes());
+    /// let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    /// let inbox = SymArray::<u64>::collective_alloc(&rt, "inbox", 8)?;
+    /// let mut ring = Exchange::collective_with_partners(&rt, "ring", ExchangePath::Put, &[left, right])?;
+    /// let message = [me as u64; 8];
+    /// let counts = ring
+    ///     .call(&[&inbox])
+    ///     .send(&[Outgoing::Copy { to: right, data: &message }])
+    ///     .receive(&[Incoming { from: left, buffer: 0, offset: 0, room: 8 }])
+    ///     .run()?;
+    /// assert_eq!(counts, [8]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline]
+    pub fn call<'e, 'c>(&'e mut self, buffers: &'c [&'c SymArray<'rt, T>]) -> Call<'e, 'c, 'rt, T> {
+        Call::new(self, buffers)
+    }
 
-/// A validated call, as a transport sees it: the messages, their lanes, where the counts go,
-/// and the call's packing and consuming functions.
-pub(super) struct Job<'j, 'rt, T: Pod> {
-    pub buffers: &'j [&'j SymArray<'rt, T>],
-    pub outgoing: &'j [Outgoing<'j, T>],
-    pub incoming: &'j [Incoming],
-    pub out_lanes: &'j [Lane],
-    pub in_lanes: &'j [Lane],
-    /// One count per incoming message.
-    pub received: &'j mut [usize],
-    /// Writes the packed messages; calls after the first do nothing.
-    pub pack: &'j mut dyn FnMut(&mut [&mut [T]]),
-    /// Where incoming messages go when the call consumes them.
-    pub consume: Option<Consume<'j, T>>,
-    /// Packed messages that are staged.
-    pub pack_buffer: &'j mut Vec<T>,
-}
-
-impl<T: Pod> Job<'_, '_, T> {
-    /// Writes every packed message into the pack buffer, one after the other in the order
-    /// of the outgoing messages, for the paths that send them as copies.
-    pub fn stage_packed(&mut self) {
-        let packed = |o: &&Outgoing<'_, T>| matches!(o, Outgoing::Packed { .. });
-        let count = self.outgoing.iter().filter(packed).count();
-        if count == 0 {
-            return;
+    /// Announces now where the next call's `incoming` messages go, so that their senders
+    /// need not wait for it: the way to take the announcement off the critical path when the
+    /// receive regions are known, and free, ahead of time (after the data of the previous
+    /// call has been used). The next call must receive exactly these messages. Only the paths
+    /// that [announce](ExchangePath::announces) use it; the others accept posted receives and
+    /// ignore them.
+    ///
+    /// From the moment of posting, the senders may write into the announced regions.
+    ///
+    /// # Errors
+    /// As [`Call::run`] for the incoming messages; [`ExchangeProblem::AlreadyPosted`] when a
+    /// receive from the same PE and lane is posted already.
+    pub fn post_receives(&mut self, buffers: &[&SymArray<'rt, T>], incoming: &[Incoming]) -> Result<()> {
+        self.validate(buffers, &[], incoming)?;
+        let mut lanes = Vec::with_capacity(incoming.len());
+        self.chan.partners.assign(&mut lanes, incoming.iter().map(|i| i.from));
+        for (inc, lane) in incoming.iter().zip(&lanes) {
+            if self.chan.posted[lane.local].is_some() {
+                return Err(self.chan.refuse(ExchangeProblem::AlreadyPosted { from: inc.from }));
+            }
         }
-        self.pack_buffer.clear();
-        self.pack_buffer.resize(self.outgoing.iter().map(packed_count).sum(), T::zeroed());
-        let mut slices =
-            split_counted(self.pack_buffer, self.outgoing.iter().filter(packed).map(packed_count));
-        (self.pack)(&mut slices);
-    }
-
-    /// The elements of outgoing message `i`, once [`stage_packed`](Self::stage_packed) has
-    /// run: its data, its staged packing, or its offered region.
-    pub fn data(&self, i: usize) -> &[T] {
-        let o = &self.outgoing[i];
-        direct_data(self.buffers, o).unwrap_or_else(|| {
-            let at: usize = self.outgoing[..i].iter().map(packed_count).sum();
-            &self.pack_buffer[at..at + o.len()]
-        })
-    }
-
-    /// Hands incoming message `i`, which has landed in its place with `count` elements, to
-    /// the call's consuming function, if it has one.
-    pub fn consume_in_place(&mut self, i: usize, count: usize) {
-        if let Some(consume) = self.consume.as_mut() {
-            let inc = self.incoming[i];
-            // SAFETY: the message is in place (the transport has seen it arrive) and no PE
-            // writes this region again before this PE's next call on the exchange, which
-            // needs `&mut` of it; `count <= room`, which validation checked against the buffer.
-            let message = unsafe { self.buffers[inc.buffer].local_range(inc.offset..inc.offset + count) };
-            consume(i, message);
+        for (inc, lane) in incoming.iter().zip(&lanes) {
+            self.transport.post(&mut self.chan, inc, lane)?;
+            self.chan.posted[lane.local] = Some(*inc);
         }
+        Ok(())
     }
-}
-
-/// The elements of a message that are there before the call packs anything: a copy's data,
-/// an offered region; `None` for a packed message.
-pub(super) fn direct_data<'a, T: Pod>(
-    buffers: &[&'a SymArray<'_, T>],
-    o: &'a Outgoing<'_, T>,
-) -> Option<&'a [T]> {
-    match o {
-        Outgoing::Copy { data, .. } => Some(data),
-        Outgoing::Packed { .. } => None,
-        Outgoing::Offered(offer) => {
-            // SAFETY: validation checked the range against the buffer; no PE writes it until
-            // the receiver has taken the message (the promise made by `Offer::new`), and this
-            // PE only reads it.
-            Some(unsafe { buffers[offer.buffer].local_range(offer.range.clone()) })
-        }
-    }
-}
-
-/// The elements a message makes the pack buffer hold: its count when packed, else none.
-fn packed_count<T>(o: &Outgoing<'_, T>) -> usize {
-    match o {
-        Outgoing::Packed { count, .. } => *count,
-        _ => 0,
-    }
-}
-
-/// `data` cut into consecutive slices of `counts` elements (which sum to at most its length).
-pub(super) fn split_counted<T>(data: &mut [T], counts: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
-    let mut slices = Vec::with_capacity(counts.size_hint().0);
-    let mut rest = data;
-    for count in counts {
-        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(count);
-        slices.push(slice);
-        rest = tail;
-    }
-    slices
 }

@@ -4,8 +4,8 @@
 
 use bytemuck::Pod;
 
-use super::partners::Partners;
-use super::{Incoming, LANES, Outgoing};
+use super::message::{Incoming, LANES, Outgoing};
+use super::partners::{Lane, Partners};
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::{GlobalMaxArray, GrowthPolicy, SymArray};
 use crate::runtime::Runtime;
@@ -35,18 +35,6 @@ pub(super) const COUNT_BITS: u32 = 24;
 pub(super) const COUNT_ELSEWHERE: u64 = (1 << COUNT_BITS) - 1;
 /// Call numbers must stay below this for the delivery encoding (about 10^12 calls).
 const MAX_CALLS: u64 = 1 << (64 - COUNT_BITS);
-
-/// Where one message of a call meets its partner: the key of the pair and lane in this PE's
-/// arrays, and in the partner's.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Lane {
-    /// The partner PE.
-    pub peer: usize,
-    /// `peer * LANES + lane`: this PE's slot and signal for the partner's side of it.
-    pub local: usize,
-    /// `me * LANES + lane`: the partner's slot and signal for this PE's side of it.
-    pub remote: usize,
-}
 
 /// The state every path of an exchange shares.
 pub(super) struct Channel<'rt> {
@@ -265,5 +253,23 @@ impl<'rt> Channel<'rt> {
     pub fn wait_lane(&self, lane: &Lane, incoming: bool, value: u64) -> Result<u64> {
         let signals = if incoming { &self.from_senders } else { &self.from_receivers };
         signals.wait_ge_from(lane.local * STRIDE, value, Some(lane.peer), self.rt.wait_timeout())
+    }
+}
+
+impl Channel<'_> {
+    /// An error when `peer` is not a PE of the job (`what` says which message named it), or
+    /// not one of the exchange's partners.
+    #[inline]
+    pub(super) fn check_partner(&self, peer: usize, what: &str) -> Result<()> {
+        match &self.partners.listed {
+            // An exchange with every PE: any PE of the job.
+            None if peer < self.partners.capacity => Ok(()),
+            None => self.rt.check_pe(peer, || format!("exchange '{}': {what}", self.name)),
+            Some(list) if list.binary_search_by_key(&peer, |p| p.0).is_ok() => Ok(()),
+            Some(list) => {
+                let named: Vec<usize> = list.iter().map(|p| p.0).collect();
+                Err(self.refuse(ExchangeProblem::NotAPartner { pe: peer, me: self.partners.me, named }))
+            }
+        }
     }
 }

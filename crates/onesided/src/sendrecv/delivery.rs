@@ -3,8 +3,9 @@
 //! with the signal it waits for; counts too large for it, refusals, and the place of a
 //! message offered in place go in the count slot first.
 
-use super::Incoming;
-use super::channel::{COUNT_BITS, COUNT_ELSEWHERE, Channel, Lane, NO_BUFFER, OFFERED, REJECTED, STRIDE};
+use super::channel::{COUNT_BITS, COUNT_ELSEWHERE, Channel, NO_BUFFER, OFFERED, REJECTED, STRIDE};
+use super::message::Incoming;
+use super::partners::Lane;
 use crate::error::{ExchangeProblem, Result};
 
 /// Where a delivered message lies at its sender, as the delivery said.

@@ -7,10 +7,12 @@
 
 use bytemuck::Pod;
 
-use super::call::Job;
-use super::channel::{COUNT_BITS, Channel, Lane, STRIDE};
+use super::channel::{COUNT_BITS, Channel, STRIDE};
 use super::delivery::Source;
-use super::{Outgoing, Transport};
+use super::job::Job;
+use super::message::Outgoing;
+use super::partners::Lane;
+use super::transport::Transport;
 use crate::error::{ExchangeProblem, Result};
 use crate::heap::{GlobalMaxArray, SymArray};
 

@@ -11,10 +11,12 @@
 
 use bytemuck::Pod;
 
-use super::call::{Job, direct_data};
-use super::channel::{Channel, Lane};
+use super::channel::Channel;
+use super::job::{Job, direct_data};
+use super::message::{Incoming, Outgoing};
 use super::mpi::Mpi;
-use super::{Incoming, Outgoing, Transport};
+use super::partners::Lane;
+use super::transport::Transport;
 use crate::error::Result;
 
 /// One part of a mixed exchange.
@@ -194,7 +196,7 @@ impl<'rt, T: Pod> Mixed<'rt, T> {
                 let (by_mpi, by_other) =
                     if near_is_mpi { (&mut near, &mut far) } else { (&mut far, &mut near) };
                 // The MPI part's messages go to the consuming function once they are in (below).
-                let mut none: Option<super::call::Consume<'_, T>> = None;
+                let mut none: Option<super::job::Consume<'_, T>> = None;
                 with_part_job!(buffers, *by_mpi, none, |mpi_job| {
                     mpi.start(chan, &mut mpi_job)?;
                     let outcome = with_part_job!(buffers, *by_other, consume, |other_job| other

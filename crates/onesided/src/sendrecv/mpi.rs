@@ -15,9 +15,10 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
-use super::call::Job;
 use super::channel::Channel;
-use super::{Incoming, LANES, Transport};
+use super::job::Job;
+use super::message::{Incoming, LANES};
+use super::transport::Transport;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 

@@ -16,11 +16,13 @@
 
 use bytemuck::Pod;
 
-use super::call::Job;
-use super::channel::{COUNT_BITS, Channel, Lane, STRIDE};
+use super::channel::{COUNT_BITS, Channel, STRIDE};
 use super::delivery::delivery;
+use super::job::Job;
+use super::message::Incoming;
+use super::partners::Lane;
 use super::put::{place, take_delivered};
-use super::{Incoming, Transport};
+use super::transport::Transport;
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
 use crate::mpi_window::HeapWindow;

@@ -1,15 +1,22 @@
 //! The partners of an exchange: per partner [`LANES`] slots in this PE's arrays and as many
 //! in the partner's, found once when the exchange is built.
 
-use bytemuck::Pod;
-
-use super::channel::{Channel, Lane};
-use super::{Exchange, LANES};
+use super::message::LANES;
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
-use crate::links::SizedLinks;
 use crate::runtime::Runtime;
-use crate::sendrecv::ExchangePath;
+
+/// Where one message of a call meets its partner: the key of the pair and lane in this PE's
+/// arrays, and in the partner's.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lane {
+    /// The partner PE.
+    pub peer: usize,
+    /// `peer * LANES + lane`: this PE's slot and signal for the partner's side of it.
+    pub local: usize,
+    /// `me * LANES + lane`: the partner's slot and signal for this PE's side of it.
+    pub remote: usize,
+}
 
 /// The PEs an exchange talks to, and where each pair's slots sit: per partner, [`LANES`]
 /// slots in this PE's arrays and as many in the partner's. An exchange built for every PE
@@ -56,57 +63,18 @@ impl Partners {
     }
 }
 
-impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// Creates a channel on `path` between this PE and `partners` only (the PEs it will send
-    /// to or receive from, in any order; repeats are ignored): its symmetric memory grows with
-    /// the largest number of partners any PE names, not with the PE count. Partnership must
-    /// be mutual: when PE `p` names `q`, `q` names `p`.
+impl Partners {
+    /// The partners of an exchange between this PE and `partners` only, agreed: each PE
+    /// publishes its sorted list and finds its place in each partner's.
     ///
     /// # Collective
-    /// Every PE must create it, with the same path, in the same order.
+    /// Every PE calls it.
     ///
     /// # Errors
     /// On every PE: [`Error::Exchange`] for a partner that is not a PE
     /// ([`NoSuchPartner`](ExchangeProblem::NoSuchPartner)), or when some PE names a partner
     /// that does not name it back ([`NotMutual`](ExchangeProblem::NotMutual)).
-    pub fn collective_with_partners(
-        rt: &'rt Runtime,
-        name: &str,
-        path: ExchangePath,
-        partners: &[usize],
-    ) -> Result<Self> {
-        Self::collective_listed(rt, name, path, None, partners)
-    }
-
-    /// As [`collective_with_partners`](Self::collective_with_partners), with the path to
-    /// each class of partner given ([`Links`](crate::Links), or [`SizedLinks`] with paths
-    /// per size of message) rather than the runtime's: how a user of
-    /// several exchanges derives the links of some from the others' (the halo pulls its
-    /// forces where it puts its coordinates).
-    ///
-    /// # Collective
-    /// Every PE must create it, with the same links, in the same order.
-    ///
-    /// # Errors
-    /// As [`collective_with_partners`](Self::collective_with_partners); on every PE,
-    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path and
-    /// [`Error::CollectiveArgument`] when the PEs pass different links.
-    pub fn collective_with_links(
-        rt: &'rt Runtime,
-        name: &str,
-        links: impl Into<SizedLinks>,
-        partners: &[usize],
-    ) -> Result<Self> {
-        Self::collective_listed(rt, name, ExchangePath::Auto, Some(links.into()), partners)
-    }
-
-    fn collective_listed(
-        rt: &'rt Runtime,
-        name: &str,
-        path: ExchangePath,
-        links: Option<SizedLinks>,
-        partners: &[usize],
-    ) -> Result<Self> {
+    pub(super) fn collective_listed(rt: &Runtime, name: &str, partners: &[usize]) -> Result<Partners> {
         let me = rt.my_pe();
         let mut peers = partners.to_vec();
         peers.sort_unstable();
@@ -153,25 +121,6 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 },
             });
         }
-        let partners = Partners { me, listed: Some(listed), capacity };
-        Self::collective_build(rt, name, path, links, partners)
-    }
-}
-
-impl Channel<'_> {
-    /// An error when `peer` is not a PE of the job (`what` says which message named it), or
-    /// not one of the exchange's partners.
-    #[inline]
-    pub(super) fn check_partner(&self, peer: usize, what: &str) -> Result<()> {
-        match &self.partners.listed {
-            // An exchange with every PE: any PE of the job.
-            None if peer < self.partners.capacity => Ok(()),
-            None => self.rt.check_pe(peer, || format!("exchange '{}': {what}", self.name)),
-            Some(list) if list.binary_search_by_key(&peer, |p| p.0).is_ok() => Ok(()),
-            Some(list) => {
-                let named: Vec<usize> = list.iter().map(|p| p.0).collect();
-                Err(self.refuse(ExchangeProblem::NotAPartner { pe: peer, me: self.partners.me, named }))
-            }
-        }
+        Ok(Partners { me, listed: Some(listed), capacity })
     }
 }

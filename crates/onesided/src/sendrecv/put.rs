@@ -9,9 +9,11 @@ use std::sync::atomic::{Ordering, fence};
 
 use bytemuck::Pod;
 
-use super::call::{Job, direct_data, split_counted};
-use super::channel::{COUNT_BITS, Channel, Lane, NO_BUFFER, REJECTED, STRIDE};
-use super::{Incoming, Outgoing, Transport};
+use super::channel::{COUNT_BITS, Channel, NO_BUFFER, REJECTED, STRIDE};
+use super::job::{Job, direct_data, split_counted};
+use super::message::{Incoming, Outgoing};
+use super::partners::Lane;
+use super::transport::Transport;
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 

@@ -3,7 +3,8 @@
 
 use bytemuck::Pod;
 
-use super::{Exchange, Incoming, LANES, Outgoing};
+use super::exchange::Exchange;
+use super::message::{Incoming, LANES, Outgoing};
 use crate::error::{ExchangeProblem, Result};
 use crate::heap::SymArray;
 

@@ -1,0 +1,229 @@
+//! The exchange itself: its channel, its transport for the links it takes, and what it
+//! keeps between calls; built on links already settled (the constructors resolve
+//! [`ExchangePath::Auto`] first).
+
+use std::fmt;
+
+use bytemuck::Pod;
+
+use super::channel::Channel;
+use super::partners::{Lane, Partners};
+use super::transport::Transport;
+use super::{buffered, get, mixed, mpi, mpi_rma, put};
+use crate::error::{Error, ExchangeProblem, Result};
+use crate::links::{Links, SizedLinks};
+use crate::path::ExchangePath;
+use crate::runtime::Runtime;
+
+/// A send-receive channel for elements of type `T`, on one of the [`ExchangePath`]s.
+///
+/// Exchanges are pairwise: only the PEs that exchange messages take part, and they need not
+/// arrive together. Per pair and direction, the `k`-th send of one PE meets the `k`-th
+/// receive of the other; within one call, the `l`-th message one PE sends another meets the
+/// `l`-th message the other receives from it (at most [`LANES`] per pair and call).
+pub struct Exchange<'rt, T: Pod> {
+    pub(super) path: ExchangePath,
+    /// The path to each class of partner (one for every partner unless `path` is `Auto`).
+    pub(super) links: Links,
+    /// The links per size of message an `Auto` exchange follows at each reservation.
+    pub(super) sized: SizedLinks,
+    /// What every path shares: partners, slots, signals, call numbers.
+    pub(super) chan: Channel<'rt>,
+    /// The path's own protocol and state.
+    pub(super) transport: Box<dyn Transport<'rt, T> + 'rt>,
+    /// The transports of links taken before and left at a reservation, kept for a return.
+    pub(super) spare: Vec<(Links, Box<dyn Transport<'rt, T> + 'rt>)>,
+    /// Per-call bookkeeping, kept between calls so that a call allocates nothing.
+    pub(super) work: Work<T>,
+}
+
+/// What a call needs beside its messages, kept between calls.
+pub(super) struct Work<T> {
+    pub(super) out_lanes: Vec<Lane>,
+    pub(super) in_lanes: Vec<Lane>,
+    /// The count of each incoming message of the last call.
+    pub(super) received: Vec<usize>,
+    /// Where packed messages are written when they cannot go straight to their receiver.
+    pub(super) pack_buffer: Vec<T>,
+}
+
+impl<T> Default for Work<T> {
+    fn default() -> Self {
+        Work { out_lanes: Vec::new(), in_lanes: Vec::new(), received: Vec::new(), pack_buffer: Vec::new() }
+    }
+}
+
+impl<T: Pod> fmt::Debug for Exchange<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exchange")
+            .field("name", &self.chan.name)
+            .field("path", &self.path)
+            .field("partners", &self.chan.partners)
+            .field("symmetric_bytes", &self.symmetric_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'rt, T: Pod> Exchange<'rt, T> {
+    /// Builds the exchange on `path` with its links settled (`sized`: the one path for
+    /// every link unless `path` is `Auto`), between `partners`.
+    ///
+    /// # Collective
+    /// Every PE builds it with the same path and links.
+    pub(super) fn collective_on(
+        rt: &'rt Runtime,
+        name: &str,
+        path: ExchangePath,
+        sized: SizedLinks,
+        partners: Partners,
+    ) -> Result<Self> {
+        if std::mem::size_of::<T>() == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "exchange '{name}': elements of zero size carry nothing to exchange"
+            )));
+        }
+        let links = sized.links;
+        let mut chan = Channel::collective_new(rt, name, partners)?;
+        let transport = Self::collective_transport(&mut chan, links)?;
+        Ok(Exchange { path, links, sized, chan, transport, spare: Vec::new(), work: Work::default() })
+    }
+
+    /// The transport of `links` on `chan`.
+    ///
+    /// # Collective
+    /// Every PE builds the same transports (the links are agreed), whatever its partners:
+    /// their construction is collective.
+    fn collective_transport(
+        chan: &mut Channel<'rt>,
+        links: Links,
+    ) -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
+        let rt = chan.rt;
+        let mut transport_of = |path: ExchangePath| -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
+            Ok(match path {
+                ExchangePath::Put => Box::new(put::Put::collective_new(chan)?),
+                ExchangePath::Get => Box::new(get::Get::new()),
+                ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(chan)),
+                ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
+                ExchangePath::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(chan)?),
+                ExchangePath::Auto => unreachable!("links name concrete paths"),
+            })
+        };
+        Ok(if links.is_uniform() {
+            transport_of(links.same_node)?
+        } else {
+            let mut part = |path: ExchangePath| -> Result<mixed::Part<'rt, T>> {
+                Ok(match path {
+                    ExchangePath::Mpi => mixed::Part::Mpi(mpi::Mpi::collective_new(rt)?),
+                    other => mixed::Part::OneSided(transport_of(other)?),
+                })
+            };
+            let near = part(links.same_node)?;
+            let far = part(links.other_node)?;
+            Box::new(mixed::Mixed { near, far })
+        })
+    }
+
+    /// The path to each class of partner: the one path given at creation for both, or for an
+    /// [`ExchangePath::Auto`] exchange the runtime's [`Links`] (or those given), for the size
+    /// of message last reserved ([`collective_reserve`](Self::collective_reserve)).
+    pub fn links(&self) -> Links {
+        self.links
+    }
+
+    /// The links per size of message this exchange follows at each
+    /// [`collective_reserve`](Self::collective_reserve) (for a path given at creation, that
+    /// path at every size).
+    pub fn sized_links(&self) -> &SizedLinks {
+        &self.sized
+    }
+
+    /// The path messages to and from `pe` take.
+    pub fn path_to(&self, pe: usize) -> ExchangePath {
+        self.links.path(self.chan.rt.same_node(pe))
+    }
+
+    /// The path.
+    pub fn path(&self) -> ExchangePath {
+        self.path
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        &self.chan.name
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &'rt Runtime {
+        self.chan.rt
+    }
+
+    /// Symmetric bytes this exchange holds on each PE (slots, signals, staging), for the
+    /// links it takes and those it took before.
+    pub fn symmetric_bytes(&self) -> usize {
+        let spare: usize = self.spare.iter().map(|(_, t)| t.symmetric_bytes()).sum();
+        self.chan.symmetric_bytes() + self.transport.symmetric_bytes() + spare
+    }
+
+    /// Makes room for messages of up to `max_message` elements each on the get and buffered
+    /// paths (a symmetric buffer grown to the global maximum), for every message but those
+    /// offered in place on the get path. The put and MPI paths need none.
+    ///
+    /// On an [`ExchangePath::Auto`] exchange whose links differ with the size of message
+    /// ([`sized_links`](Self::sized_links)), the calls from now on take the links of the
+    /// largest message reserved on any PE: the transport of each class of partner measured
+    /// fastest at that size. Before a change of links it waits until the receivers of the
+    /// last call's offers have taken them ([`wait_taken`](Self::wait_taken)); the transports
+    /// of links left are kept for a return.
+    ///
+    /// # Collective
+    /// Every PE must call it, each with its own `max_message`.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Exchange`] with [`ExchangeProblem::PostedAcrossReserve`] when a
+    /// receive is posted ([`post_receives`](Self::post_receives)) on some PE of an exchange
+    /// whose links may change here: reserve before posting.
+    pub fn collective_reserve(&mut self, max_message: usize) -> Result<()> {
+        let varies = self.sized.varies();
+        let posted = varies && self.chan.posted.iter().any(Option::is_some);
+        let mut agreed = [max_message as u64, u64::from(posted)];
+        self.chan.rt.max_u64(&mut agreed)?;
+        let largest = agreed[0] as usize;
+        if agreed[1] != 0 {
+            return Err(self.chan.refuse(ExchangeProblem::PostedAcrossReserve));
+        }
+        if varies {
+            let links = self.sized.for_bytes(largest.saturating_mul(std::mem::size_of::<T>()));
+            if links != self.links {
+                self.transport.settle(&mut self.chan)?;
+                let next = match self.spare.iter().position(|(l, _)| *l == links) {
+                    Some(i) => self.spare.swap_remove(i).1,
+                    None => Self::collective_transport(&mut self.chan, links)?,
+                };
+                let left = std::mem::replace(&mut self.transport, next);
+                self.spare.push((self.links, left));
+                self.links = links;
+            }
+        }
+        self.transport.collective_reserve(&mut self.chan, largest)
+    }
+
+    /// Waits until the receivers of this PE's messages of the last call have taken them:
+    /// after it, the regions offered ([`Offer`]) may be written again. Returns at once on the
+    /// paths other than the get path, whose calls return only once their messages may be
+    /// overwritten at the source.
+    ///
+    /// # Errors
+    /// [`Error::WaitTimeout`] when a receiver does not take its message.
+    pub fn wait_taken(&mut self) -> Result<()> {
+        self.transport.settle(&mut self.chan)
+    }
+
+    /// For the tests of the MPI path's error handling: the `index`-th `MPI_Isend` from now on
+    /// fails as if MPI had refused it (the call then cancels what it had posted and returns
+    /// the error). Only with the `fault-injection` feature; no effect on the other paths.
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    pub fn fail_mpi_isend(&mut self, index: usize) {
+        self.transport.fail_isend(index);
+    }
+}
