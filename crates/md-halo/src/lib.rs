@@ -99,15 +99,14 @@ mod halo;
 pub mod model;
 mod pbc;
 mod real;
+mod zone;
 
 pub use buffer::{BOLTZMANN, SPEED_DEVIATIONS, verlet_buffer};
 pub use dlb::{Dlb, LoadReport};
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::{
-    AtomState, HaloBuilder, HaloExchange, Home, Local, PairOwner, PeriodicImage, PeriodicImages, ShiftForces,
-    Step, Zone,
-};
+pub use halo::{AtomState, HaloBuilder, HaloExchange, Home, Local, Step};
 pub use onesided::ErrorScope;
 pub use pbc::{PbcBox, RVec};
 pub use real::Real;
+pub use zone::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces, Zone};

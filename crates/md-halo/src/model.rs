@@ -15,8 +15,8 @@
 use rayon::prelude::*;
 
 use crate::grid::DdGrid;
-use crate::halo::{Zone, sends};
 use crate::pbc::RVec;
+use crate::zone::{Zone, sends};
 
 /// One pulse of one domain's plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub struct BalanceTraffic {
 /// balanced grid keeps ([`DdGrid::near`]), so that it grows with what the balancer's does.
 pub fn balance_traffic(grid: &DdGrid, cell: [usize; 3]) -> BalanceTraffic {
     let dims = grid.dims();
-    if !crate::dlb::staggers(grid) {
+    if !grid.staggers() {
         return BalanceTraffic {
             reduced: dims.iter().sum::<usize>() + 3,
             maxed: 3,

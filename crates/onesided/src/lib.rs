@@ -61,7 +61,7 @@
 //! ```
 #![deny(missing_docs)]
 
-mod agree;
+pub mod agree;
 mod alltoall;
 mod atomic;
 mod cache;
@@ -90,7 +90,7 @@ mod signal;
 mod startup;
 pub mod watchdog;
 
-pub use agree::{Agreed, Agreement, Asked, Fnv1a};
+pub use agree::{Agreed, Agreement, Fnv1a};
 pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use counter::CallCounters;

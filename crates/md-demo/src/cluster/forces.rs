@@ -4,11 +4,11 @@
 use md_halo::{PeriodicImage, RVec, ShiftForces};
 use rayon::prelude::*;
 
-use super::PairList;
 use super::kernel::{Isa, chunk_kernel};
 #[cfg(target_arch = "x86_64")]
 use super::kernel::{chunk_avx2, chunk_avx512};
 use super::layout::gather;
+use super::list::PairList;
 use crate::error::{Error, Result};
 
 impl PairList {

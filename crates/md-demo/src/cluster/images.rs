@@ -2,7 +2,7 @@
 
 use md_halo::PeriodicImage;
 
-use super::keep_room;
+use super::chunk::keep_room;
 
 /// The images a [`PairList`] makes: what each is, and per stored atom its images, so that
 /// the pass that writes an atom's force adds its images' forces in the same read.

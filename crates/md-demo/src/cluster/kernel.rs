@@ -1,8 +1,8 @@
 //! The kernel: the instruction sets it runs with, its constants, the Ewald `erfc` and `exp`
 //! helpers, and the forces of one chunk's entries with a copy per instruction set.
 
+use super::chunk::{Chunk, I_CLUSTER, J_CLUSTER};
 use super::layout::{Slots, cluster};
-use super::{Chunk, I_CLUSTER, J_CLUSTER};
 use crate::force::{Electrostatics, ForceField};
 
 /// Mask bit of the pair (i atom `a`, j atom `b`) of an entry.

@@ -3,7 +3,7 @@
 
 use md_halo::{PeriodicImage, RVec};
 
-use super::{J_CLUSTER, PADDING, keep_room};
+use super::chunk::{J_CLUSTER, PADDING, keep_room};
 use crate::force::bucket;
 
 /// An axis-aligned bounding box; empty (lower above upper) when it holds no atom.

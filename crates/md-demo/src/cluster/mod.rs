@@ -28,7 +28,8 @@
 //!   pairs apart and adds their correction in double precision after the kernel, in a fixed
 //!   order.
 //!
-//! The code is split by concern: `layout.rs` sorts the atoms into columns and slots
+//! The code is split by concern: `chunk.rs` the clusters' sizes and chunks; `list.rs` the
+//! list itself; `scratch.rs` the search's buffers; `layout.rs` sorts the atoms into columns and slots
 //! (bounding boxes, coordinates in slot order); `search.rs` builds the list (the pair search,
 //! its masks and the Ewald exclusions); `kernel.rs` holds the instruction sets and the kernel
 //! over one chunk, with its `#[target_feature]` copies and the Ewald `erfc` and `exp`
@@ -38,148 +39,18 @@
 //!
 //! [`Electrostatics::Ewald`]: crate::force::Electrostatics::Ewald
 
+mod chunk;
 mod forces;
 mod images;
 mod kernel;
 mod layout;
+mod list;
+mod scratch;
 mod search;
 
+pub use chunk::{I_CLUSTER, J_CLUSTER};
 pub use kernel::Isa;
-
-use md_halo::ShiftForces;
-
-use crate::force::ForceField;
-use crate::types::AtomParams;
-use images::Images;
-use kernel::Constants;
-use layout::Slots;
-use search::Scratch;
-// What the tests (`use super::*`) name besides the items of this module.
-#[cfg(test)]
-use {
-    crate::error::Error,
-    crate::force::Topology,
-    kernel::{erfc_and_gaussian, exp_nonpositive},
-    md_halo::{RVec, Zone},
-};
-
-/// Atoms per i-cluster.
-pub const I_CLUSTER: usize = 4;
-/// Atoms per j-cluster: the vector width of the kernel.
-pub const J_CLUSTER: usize = 8;
-/// i-clusters per chunk, the unit of threading and of force accumulation.
-const CHUNK_CLUSTERS: usize = 128;
-/// The slot of padding.
-const PADDING: u32 = u32::MAX;
-
-/// A slice of the pair list: consecutive i-clusters, their entries, and the force buffer
-/// they add into.
-#[derive(Clone, Debug, Default)]
-struct Chunk {
-    /// The i-clusters with entries, ascending.
-    i_clusters: Vec<u32>,
-    /// Entries of `i_clusters[e]` are `starts[e]..starts[e + 1]`.
-    starts: Vec<u32>,
-    /// The j-cluster of each entry.
-    j_clusters: Vec<u32>,
-    /// Which of the 4 × 8 pairs of each entry interact (bit `8a + b`).
-    masks: Vec<u32>,
-    /// The slots this chunk's forces touch: `lower..lower + force.len() / 3`.
-    lower: usize,
-    /// Forces on slots `lower..`, x, y and z in three consecutive runs.
-    force: Vec<f32>,
-}
-
-impl Chunk {
-    fn span(&self) -> usize {
-        self.force.len() / 3
-    }
-}
-
-/// The clustered Verlet pair list of one domain, with the kernel that computes forces from
-/// it. Build it after every repartition (the local atoms change), use it for every step until
-/// the next.
-#[derive(Clone, Debug)]
-pub struct PairList {
-    /// The local atom in each slot, [`PADDING`] where none.
-    atom_of_slot: Vec<u32>,
-    /// The slot of each local atom.
-    slot_of_atom: Vec<u32>,
-    slots: Slots,
-    chunks: Vec<Chunk>,
-    constants: Constants,
-    isa: Isa,
-    /// Interacting pairs in the list.
-    pairs: usize,
-    /// Summed chunk forces per slot (x, y, z runs), reused between steps.
-    total: Vec<f32>,
-    /// The force field the list was built for.
-    field: ForceField,
-    /// Under Ewald: the pairs within one molecule that this domain owns, as local atoms
-    /// `(i, j)` with `i < j`, and their parameters; empty otherwise.
-    exclusions: Vec<[u32; 2]>,
-    exclusion_params: Vec<[AtomParams; 2]>,
-    /// The periodic images the kernel makes (local atoms `stored..`, one per entry), empty
-    /// where the positions hold every local atom.
-    images: Images,
-    /// The forces the images carried across the periodic boundaries in the last computation.
-    shift_forces: ShiftForces,
-    /// The pair search's own buffers.
-    scratch: Scratch,
-}
-
-impl PairList {
-    /// The atoms whose positions [`forces`](Self::forces) takes: all local atoms, or all but
-    /// the periodic images the list makes itself ([`for_domain`](Self::for_domain)).
-    pub fn stored_len(&self) -> usize {
-        self.len() - self.images.table.len()
-    }
-
-    /// The forces on the periodic images the list makes, summed per box vector as
-    /// [`ShiftForces`] counts them, from the last computation: zero where the list makes no
-    /// images. Add them to the shift forces of [`Step::move_f`] for the virial.
-    ///
-    /// [`Step::move_f`]: md_halo::Step::move_f
-    pub fn shift_forces(&self) -> ShiftForces {
-        self.shift_forces
-    }
-
-    /// The number of local atoms the list was built for, the images it makes itself
-    /// included ([`stored_len`](Self::stored_len) is what [`forces`](Self::forces) takes).
-    pub fn len(&self) -> usize {
-        self.slot_of_atom.len()
-    }
-
-    /// Whether the list was built for no atoms.
-    pub fn is_empty(&self) -> bool {
-        self.slot_of_atom.is_empty()
-    }
-
-    /// The atom pairs in the list (within `rlist` of each other at the build, or close).
-    pub fn pairs(&self) -> usize {
-        self.pairs
-    }
-
-    /// The list entries (i-cluster, j-cluster): each costs the kernel 32 pair evaluations.
-    pub fn entries(&self) -> usize {
-        self.chunks.iter().map(|c| c.masks.len()).sum()
-    }
-
-    /// The instruction set the kernel runs with.
-    pub fn isa(&self) -> Isa {
-        self.isa
-    }
-}
-
-/// Gives `v` room for 19 % more than it holds when it has less than 12.5 % spare, as GROMACS
-/// over-allocates its domain decomposition's buffers (`over_alloc_dd`): a list whose size
-/// wanders by a few percent from one search to the next then stops growing after its first
-/// searches, rather than doubling one buffer at some later search.
-fn keep_room<T>(v: &mut Vec<T>) {
-    if v.capacity() < v.len() + v.len() / 8 {
-        v.reserve_exact(v.len() * 19 / 100);
-    }
-}
+pub use list::PairList;
 
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,12 @@
 use md_halo::{HaloExchange, RVec, ShiftForces, Zone};
 use rayon::prelude::*;
 
+use super::chunk::{CHUNK_CLUSTERS, Chunk, I_CLUSTER, J_CLUSTER, PADDING, keep_room};
 use super::images::Images;
 use super::kernel::{Constants, Isa};
 use super::layout::{Bounds, Columns, Slots, cluster, gather};
-use super::{CHUNK_CLUSTERS, Chunk, I_CLUSTER, J_CLUSTER, PADDING, PairList, keep_room};
+use super::list::PairList;
+use super::scratch::{Scratch, Summary};
 use crate::error::{Error, Result};
 use crate::force::{Electrostatics, ForceField, ONE_4PI_EPS0, Topology};
 
@@ -335,46 +337,6 @@ struct Search<'a> {
     /// Per i-cluster and per j-cluster: what the fast path of [`Search::mask`] needs.
     i_summary: &'a [Summary],
     j_summary: &'a [Summary],
-}
-
-/// What the pair search needs only while it runs, kept in the list so that its buffers keep
-/// their capacity from one search to the next.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Scratch {
-    columns: Columns,
-    /// The molecule and the zone bits of every slot.
-    molecule: Vec<u32>,
-    zone: Vec<u8>,
-    /// The bounding box of every i-cluster and every j-cluster.
-    i_bounds: Vec<Bounds>,
-    j_bounds: Vec<Bounds>,
-    i_summary: Vec<Summary>,
-    j_summary: Vec<Summary>,
-}
-
-/// What decides, for most entries, that every pair of real atoms interacts.
-#[derive(Clone, Copy, Debug, Default)]
-struct Summary {
-    /// One bit per molecule hash: two clusters with no common bit share no molecule.
-    molecules: u64,
-    /// The OR of the atoms' zone bits.
-    zones: u8,
-    /// Bit `k` set when slot `k` of the cluster holds an atom.
-    real: u8,
-}
-
-impl Summary {
-    fn of(atoms: &[u32], molecules: &[u32], zones: &[u8]) -> Summary {
-        let mut summary = Summary::default();
-        for (k, ((&atom, &molecule), &zone)) in atoms.iter().zip(molecules).zip(zones).enumerate() {
-            if atom != PADDING {
-                summary.molecules |= 1 << (molecule.wrapping_mul(0x9E37_79B1) >> 26);
-                summary.zones |= zone;
-                summary.real |= 1 << k;
-            }
-        }
-        summary
-    }
 }
 
 impl Search<'_> {

@@ -1,5 +1,10 @@
-use super::*;
+use md_halo::{RVec, Zone};
+
+use super::kernel::{Isa, erfc_and_gaussian, exp_nonpositive};
+use super::list::PairList;
 use crate::Structure;
+use crate::error::Error;
+use crate::force::{ForceField, Topology};
 use crate::types::TypeTable;
 
 fn water(replicate: [usize; 3]) -> (Structure, Topology) {

@@ -48,11 +48,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use onesided::{ReduceOp, Runtime};
+use onesided::{Agreement, ReduceOp, Runtime};
 
 use crate::error::{Error, Result};
 use crate::grid::{DdGrid, equal_bounds};
-use crate::halo::TOP;
 
 mod auto;
 mod bounds;
@@ -195,12 +194,6 @@ pub(crate) struct Balancer {
     total_steps: u64,
 }
 
-/// Whether balancing staggers `grid`'s boundaries: where two or more dimensions are split,
-/// each row of domains along a later one gets its own, as GROMACS's DLB gives them.
-pub(crate) fn staggers(grid: &DdGrid) -> bool {
-    grid.dims().iter().filter(|&&n| n > 1).count() >= 2
-}
-
 impl Balancer {
     pub(crate) fn new(mode: Dlb) -> Balancer {
         Balancer { mode, on: mode == Dlb::Yes, ..Balancer::default() }
@@ -286,7 +279,7 @@ impl Balancer {
         self.carried = if may_move { 0 } else { balance };
         // Per slab along each dimension (along x only where rows are staggered: each row's
         // loads come from its own PEs), then the whole load, the step time and the steps.
-        let staggers = staggers(grid);
+        let staggers = grid.staggers();
         let split = if staggers { 1 } else { 3 };
         let slabs: usize = dims[..split].iter().sum();
         let mut sums = vec![0u64; slabs + 3];
@@ -305,9 +298,10 @@ impl Balancer {
         let own: Vec<&[f64]> = (0..3).map(|d| grid.bounds(d, cell)).collect();
         let uneven = own.iter().enumerate().any(|(d, b)| *b != equal_bounds(dims[d]));
         let back = own.iter().map(|b| share_toward_equal(b)).fold(1.0, f64::min);
-        let mut extremes = [load.min(TOP), u64::from(uneven), TOP - back.to_bits()];
-        rt.max_u64(&mut extremes)?;
-        let (largest, uniform, back) = (extremes[0], extremes[1] == 0, f64::from_bits(TOP - extremes[2]));
+        let mut agreement = Agreement::new();
+        let (largest, uneven, back) = (agreement.max(load), agreement.any(uneven), agreement.min_f64(back));
+        let agreed = agreement.collective_run(rt)?;
+        let (largest, uniform, back) = (agreed.get(largest), !agreed.get(uneven), agreed.get(back));
         let n = rt.n_pes() as f64;
         let (total, step_time, steps) = (sums[at] as f64 * 1e-9, sums[at + 1] as f64 * 1e-9, sums[at + 2]);
         self.load = Duration::ZERO;
@@ -417,14 +411,15 @@ impl Balancer {
         }
         let near = board.collective_near_rows(rt, grid, cell, own)?;
         let moved = grid.with_near_rows(cell, x, near);
-        let failed = if moved.is_err() { rt.my_pe() as u64 + 1 } else { 0 };
-        let mut agreed = [failed, u64::from(limited), u64::from(changed)];
-        rt.max_u64(&mut agreed)?;
-        let moved = agree_rows(rt.my_pe(), moved, agreed[0])?;
-        if agreed[2] == 0 {
+        let mut agreement = Agreement::new();
+        let failed = agreement.lowest_pe(moved.is_err());
+        let (limited, changed) = (agreement.any(limited), agreement.any(changed));
+        let agreed = agreement.collective_run(rt)?;
+        let moved = agree_rows(rt.my_pe(), moved, agreed.get(failed))?;
+        if !agreed.get(changed) {
             return Ok(None);
         }
-        self.limited += agreed[1];
+        self.limited += u64::from(agreed.get(limited));
         Ok(Some(moved))
     }
 
@@ -477,8 +472,9 @@ fn collective_back_near(rt: &Runtime, grid: &DdGrid, cell: [usize; 3], share: f6
     // Both ends of the line keep the limits, so this is not expected to fail; where a
     // rounding made some PE's rows fail, every PE keeps its boundaries (valid, and balanced)
     // rather than return an error at every repartition from here on.
-    let failed = rt.max_u64_one(u64::from(moved.is_err()))?;
-    Ok(if failed > 0 { None } else { moved.ok() })
+    let mut agreement = Agreement::new();
+    let failed = agreement.any(moved.is_err());
+    Ok(if agreement.collective_run(rt)?.get(failed) { None } else { moved.ok() })
 }
 
 /// x and the rows near `cell`, each `share` of its way back to equal domains.
@@ -495,14 +491,13 @@ pub(super) fn back_near(grid: &DdGrid, cell: [usize; 3], share: f64) -> Result<D
 /// This PE's grid of balanced rows where every PE's kept the limits (`failed`: the largest
 /// failing PE plus one, 0 where none failed); otherwise the same kind of error on every PE,
 /// the boundaries staying as they were.
-fn agree_rows(me: usize, moved: Result<DdGrid>, failed: u64) -> Result<DdGrid> {
+fn agree_rows(me: usize, moved: Result<DdGrid>, failed: Option<usize>) -> Result<DdGrid> {
     match moved {
         Err(e) => Err(Error::CollectiveConfig(format!(
             "PE {me}: load balancing made boundaries that break a limit, so they stay as they were: {e}"
         ))),
-        Ok(_) if failed > 0 => Err(Error::CollectiveConfig(format!(
-            "PE {}: load balancing made boundaries that break a limit, so they stay as they were",
-            failed - 1
+        Ok(_) if let Some(pe) = failed => Err(Error::CollectiveConfig(format!(
+            "PE {pe}: load balancing made boundaries that break a limit, so they stay as they were"
         ))),
         Ok(grid) => Ok(grid),
     }

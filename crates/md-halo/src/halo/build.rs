@@ -2,16 +2,17 @@
 //! who makes the periodic images, when packing goes parallel), the PEs' agreement on what
 //! they must share, and the allocation and first plan.
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SizedLinks, SymArray};
+use onesided::agree::TOP;
+use onesided::{Agreement, Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SizedLinks, SymArray};
 
-use super::agree::{TOP, min_max, report_atom, setup_hash};
-use super::images::PeriodicImages;
+use super::agree::{report_atom, setup_hash};
+use super::exchange::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
 use super::step::force_path;
-use super::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
-use crate::dlb::{Balancer, Dlb, RowBoard, staggers};
+use crate::dlb::{Balancer, Dlb, RowBoard};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::real::Real;
+use crate::zone::PeriodicImages;
 
 /// The choices a [`HaloExchange`] is built with, made once, before any PE has allocated
 /// anything ([`HaloExchange::builder`]); the build then agrees across PEs on what they must
@@ -131,7 +132,9 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     pub fn collective_from_global(self, positions: &[[R; 3]]) -> Result<HaloExchange<'rt, R>> {
         let (rt, grid) = (self.rt, &self.grid);
         let n = positions.len() as u64;
-        let (least, most) = min_max(rt, n)?;
+        let mut agreement = Agreement::new();
+        let count = agreement.extent(n);
+        let (least, most) = agreement.collective_run(rt)?.get(count);
         if least != most {
             return Err(Error::CollectiveConfig(format!(
                 "the PEs pass between {least} and {most} atoms to collective_from_global: every PE must \
@@ -182,12 +185,11 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     ) -> Result<HaloExchange<'rt, R>> {
         let (rt, grid) = (self.rt, &self.grid);
         let me = rt.my_pe();
-        let mismatched = home_positions.len() != home_globals.len();
-        let bad = rt.max_u64_one(if mismatched { me as u64 + 1 } else { 0 })?;
-        if bad > 0 {
+        let mut agreement = Agreement::new();
+        let mismatched = agreement.lowest_pe(home_positions.len() != home_globals.len());
+        if let Some(pe) = agreement.collective_run(rt)?.get(mismatched) {
             return Err(Error::CollectiveConfig(format!(
-                "PE {} passes home positions and global indices of different lengths to collective_build",
-                bad - 1
+                "PE {pe} passes home positions and global indices of different lengths to collective_build"
             )));
         }
         let broken = home_globals.iter().zip(home_positions).find(|(_, x)| x.iter().any(|c| !c.is_finite()));
@@ -226,7 +228,9 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         } else {
             setup_hash(&grid, path, buffer, std::mem::size_of::<R>(), dlb)
         };
-        let (least, most) = min_max(rt, hash)?;
+        let mut agreement = Agreement::new();
+        let hashes = agreement.extent(hash);
+        let (least, most) = agreement.collective_run(rt)?.get(hashes);
         if least == TOP && grid.near().is_some() {
             return Err(Error::CollectiveConfig(
                 "the grid holds only the rows of boundaries near each PE's domain, as a balanced \
@@ -321,7 +325,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         // neighbour, last.
         let exchanged_pulses = pulses.iter().take_while(|p| p.to != rt.my_pe()).count();
         debug_assert!(pulses[exchanged_pulses..].iter().all(|p| p.to == rt.my_pe()));
-        let board = if dlb != Dlb::No && staggers(&grid) {
+        let board = if dlb != Dlb::No && grid.staggers() {
             Some(RowBoard::collective_new(rt, &name("load balancing"), &grid)?)
         } else {
             None

@@ -5,10 +5,10 @@
 use std::mem::size_of;
 
 use bytemuck::Pod;
-use onesided::{Incoming, Outgoing};
+use onesided::{Agreement, Incoming, Outgoing};
 
-use super::HaloExchange;
-use super::agree::{TOP, check_count, report_atom};
+use super::agree::{check_count, report_atom};
+use super::exchange::HaloExchange;
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::real::Real;
@@ -107,33 +107,34 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let grid = balanced.as_ref().unwrap_or(&self.grid);
         let record = migrant_header::<R>() + state.iter().map(|s| s.bytes_per_atom()).sum::<usize>();
         let short = state.iter().any(|s| s.atom_count() != self.n_home);
-        // Non-negative floats order as their bits do, and those of an f64 fit the reduction.
         // The pass over the home atoms only where a buffer is checked.
         let (farthest, moved) = match self.displacement_limit {
             Some(_) => self.farthest_since_repartition(),
             None => (0, 0.0),
         };
-        let moved = moved.to_bits();
-        let mut agreed = [record as u64, TOP - record as u64, if short { me as u64 + 1 } else { 0 }, moved];
-        self.rt.max_u64(&mut agreed)?;
+        let mut agreement = Agreement::new();
+        let records = agreement.extent(record as u64);
+        let short = agreement.lowest_pe(short);
+        let most_moved = agreement.max_f64(moved);
+        let agreed = agreement.collective_run(self.rt)?;
         // Agreed, so every PE makes the report at the end alike.
-        let outran = self
-            .displacement_limit
-            .filter(|&limit| f64::from_bits(agreed[3]) > f64::from(limit) * f64::from(limit));
-        let farthest_atom = (outran.is_some() && agreed[3] == moved).then(|| (self.ids[farthest], me));
-        if agreed[2] > 0 {
+        let most_moved = agreed.get(most_moved);
+        let outran =
+            self.displacement_limit.filter(|&limit| most_moved > f64::from(limit) * f64::from(limit));
+        let farthest_atom = (outran.is_some() && most_moved == moved).then(|| (self.ids[farthest], me));
+        if let Some(pe) = agreed.get(short) {
             return Err(Error::CollectiveConfig(format!(
-                "PE {} passes per-atom state to collective_repartition with an array whose length \
-                 is not its number of home atoms",
-                agreed[2] - 1
+                "PE {pe} passes per-atom state to collective_repartition with an array whose length \
+                 is not its number of home atoms"
             )));
         }
-        if agreed[0] != TOP - agreed[1] {
+        let (least, most) = agreed.get(records);
+        if least != most {
             return Err(Error::CollectiveConfig(format!(
                 "the PEs pass per-atom state of {} to {} bytes per atom to collective_repartition: \
                  every PE must pass the same kinds of arrays, in the same order",
-                TOP - agreed[1] - migrant_header::<R>() as u64,
-                agreed[0] - migrant_header::<R>() as u64
+                least - migrant_header::<R>() as u64,
+                most - migrant_header::<R>() as u64
             )));
         }
         let home = &self.coordinates()[..self.n_home];
@@ -206,7 +207,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         if let Some(limit) = outran
             && let Some((atom, pe, _)) = report_atom(self.rt, farthest_atom)?
         {
-            let displacement = f64::from_bits(agreed[3]).sqrt() as f32;
+            let displacement = most_moved.sqrt() as f32;
             return Err(Error::BufferExceeded { atom, pe, displacement, buffer: 2.0 * limit });
         }
         Ok(())

@@ -5,13 +5,16 @@
 use std::mem::size_of;
 
 use bytemuck::Pod;
-use onesided::{Incoming, Outgoing};
+use onesided::{Agreement, Incoming, Outgoing};
 use rayon::prelude::*;
 
-use super::agree::{TOP, check_count};
-use super::{HaloExchange, PeriodicImage, Zone, parallel};
+use super::agree::check_count;
+use super::exchange::HaloExchange;
+use super::step::parallel;
 use crate::error::{Error, Result};
 use crate::real::Real;
+use crate::zone::sends;
+use crate::zone::{PeriodicImage, Zone};
 
 /// What the plan sends about each halo atom once: its global index, its zone on the sender
 /// (the dimensions it arrived along, which with the one it is sent along decide pair
@@ -23,21 +26,6 @@ pub(super) struct HaloRecord {
     zone: u8,
     padding: [u8; 3],
     fraction: [f64; 3],
-}
-
-/// The local atoms among `candidates` that a pulse along `dim` sends down: those whose
-/// reference fraction lies below the limit of their zone (the range above the domain's lower
-/// face, or above a higher lower face of a row of domains above it where the grid is
-/// staggered: [`DdGrid::send_limits`]). The one rule of the plan, shared by
-/// the exchange and by [`crate::model`].
-pub(crate) fn sends<'a>(
-    reference: &'a [[f64; 3]],
-    zones: &'a [Zone],
-    candidates: std::ops::Range<usize>,
-    dim: usize,
-    limits: [f64; 8],
-) -> impl Iterator<Item = u32> + 'a {
-    candidates.filter(move |&i| reference[i][dim] < limits[zones[i].bits() as usize]).map(|i| i as u32)
 }
 
 impl<'rt, R: Real> HaloExchange<'rt, R> {
@@ -58,22 +46,21 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     }
 
     pub(super) fn spread<T: Pod>(&mut self, home: &[T]) -> Result<Vec<T>> {
-        let me = self.rt.my_pe();
         let width = size_of::<T>() as u64;
-        let mut agreed = [width, TOP - width, if home.len() != self.n_home { me as u64 + 1 } else { 0 }];
-        self.rt.max_u64(&mut agreed)?;
-        if agreed[2] > 0 {
+        let mut agreement = Agreement::new();
+        let widths = agreement.extent(width);
+        let short = agreement.lowest_pe(home.len() != self.n_home);
+        let agreed = agreement.collective_run(self.rt)?;
+        if let Some(pe) = agreed.get(short) {
             return Err(Error::CollectiveConfig(format!(
-                "PE {} passes collective_spread a field whose length is not its number of home atoms",
-                agreed[2] - 1
+                "PE {pe} passes collective_spread a field whose length is not its number of home atoms"
             )));
         }
-        if agreed[0] != TOP - agreed[1] || width == 0 {
+        let (least, most) = agreed.get(widths);
+        if least != most || width == 0 {
             return Err(Error::CollectiveConfig(format!(
-                "the PEs pass collective_spread fields of {} to {} bytes per atom: every PE must pass \
-                 a field of the same type, of nonzero size",
-                TOP - agreed[1],
-                agreed[0]
+                "the PEs pass collective_spread fields of {least} to {most} bytes per atom: every PE \
+                 must pass a field of the same type, of nonzero size"
             )));
         }
         let mut values = home.to_vec();

@@ -10,11 +10,11 @@ use std::ops::Deref;
 use onesided::{ExchangePath, Incoming, Offer, Outgoing};
 use rayon::prelude::*;
 
-use super::HaloExchange;
 use super::agree::check_count;
-use super::images::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
+use super::exchange::HaloExchange;
 use crate::error::{Error, Result};
 use crate::real::Real;
+use crate::zone::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
 
 /// The view of one step between [`HaloExchange::move_x`] and [`move_f`](Self::move_f): the
 /// local atoms' coordinates, this domain's forces on them, which pairs it owns and the

@@ -1,22 +1,21 @@
 //! What a force kernel needs of the halo beside the coordinates: which pairs a domain owns
 //! ([`PairOwner`], [`Zone`]), the periodic images it may make itself ([`PeriodicImages`],
 //! [`PeriodicImage`]), and the forces that crossed the periodic boundaries, for the virial
-//! ([`ShiftForces`]).
+//! ([`ShiftForces`]); and the one rule of the plan, which atoms a pulse sends by their zones
+//! ([`sends`]), shared by the exchange and the scale model. Plain values: no runtime.
 
-#[cfg(doc)]
-use super::{HaloExchange, Step};
 use crate::pbc::PbcBox;
 use crate::real::Real;
 
 /// The forces that came back across the periodic boundaries in one
-/// [`move_f`](Step::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
+/// [`move_f`](crate::Step::move_f): what GROMACS's `dd_move_f` adds to its shift forces.
 ///
 /// The virial of the pair forces then needs only home atoms:
 /// `Ξ = -½ (Σ_home x ⊗ f + Σ_d vector_d ⊗ along(d))`, summed over all PEs, with `x` the home
 /// positions of the step and `f` the total forces after `move_f`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShiftForces {
-    pub(super) along: [[f64; 3]; 3],
+    pub(crate) along: [[f64; 3]; 3],
 }
 
 impl ShiftForces {
@@ -27,7 +26,7 @@ impl ShiftForces {
 
     /// Adds the force on a periodic image the kernel made ([`PeriodicImages::Kernel`]), once
     /// per box vector it is shifted by: how a force kernel that makes the images itself sums
-    /// the shift forces it returns beside [`Step::move_f`]'s.
+    /// the shift forces it returns beside [`Step::move_f`](crate::Step::move_f)'s.
     #[inline]
     pub fn add_image<R: Real>(&mut self, image: &PeriodicImage<R>, force: [f64; 3]) {
         for (along, &cells) in self.along.iter_mut().zip(&image.cells) {
@@ -62,13 +61,13 @@ impl std::ops::AddAssign for ShiftForces {
 /// domain is its own neighbour.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PeriodicImages {
-    /// The halo exchange: [`HaloExchange::move_x`] copies the images, shifted, behind the
-    /// halo atoms, and [`Step::move_f`] adds their forces to their atoms. Any force
+    /// The halo exchange: [`HaloExchange::move_x`](crate::HaloExchange::move_x) copies the images, shifted, behind the
+    /// halo atoms, and [`Step::move_f`](crate::Step::move_f) adds their forces to their atoms. Any force
     /// kernel that takes plain coordinates works.
     #[default]
     Halo,
     /// The force kernel, as GROMACS's does with shift vectors: the halo exchange moves only
-    /// what crosses between PEs, and [`HaloExchange::images`] lists each image as an atom and
+    /// what crosses between PEs, and [`HaloExchange::images`](crate::HaloExchange::images) lists each image as an atom and
     /// a shift. The kernel adds the shift where it loads the atom
     /// ([`PeriodicImage::position`]) and adds the image's force to the atom's, and returns the
     /// shift forces ([`ShiftForces::add_image`]); no pass over the images is left in the
@@ -100,7 +99,7 @@ impl<R: Real> PeriodicImage<R> {
     }
 }
 
-/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`]): GROMACS's
+/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`](crate::HaloExchange::pair_owner)): GROMACS's
 /// eighth-shell rule on the domains the two atoms came from. An atom's home domain lies some
 /// pulses above this one along each dimension it was received along (its [`Zone`]); the
 /// domain computes a pair when, along every dimension, at least one of the two was not
@@ -111,7 +110,7 @@ impl<R: Real> PeriodicImage<R> {
 /// in the domain.
 #[derive(Clone, Copy, Debug)]
 pub struct PairOwner<'a> {
-    pub(super) zones: &'a [Zone],
+    pub(crate) zones: &'a [Zone],
 }
 
 impl PairOwner<'_> {
@@ -176,6 +175,21 @@ impl Zone {
     pub fn pair_bits(a: u8, b: u8) -> bool {
         (a & b & Self::ABOVE) == 0
     }
+}
+
+/// The local atoms among `candidates` that a pulse along `dim` sends down: those whose
+/// reference fraction lies below the limit of their zone (the range above the domain's lower
+/// face, or above a higher lower face of a row of domains above it where the grid is
+/// staggered: [`DdGrid::send_limits`]). The one rule of the plan, shared by
+/// the exchange and by [`crate::model`].
+pub(crate) fn sends<'a>(
+    reference: &'a [[f64; 3]],
+    zones: &'a [Zone],
+    candidates: std::ops::Range<usize>,
+    dim: usize,
+    limits: [f64; 8],
+) -> impl Iterator<Item = u32> + 'a {
+    candidates.filter(move |&i| reference[i][dim] < limits[zones[i].bits() as usize]).map(|i| i as u32)
 }
 
 #[cfg(test)]
