@@ -4,7 +4,7 @@
 //! - `pingpong/onesided/B`: put-with-signal, the partner answers in kind; one round trip per
 //!   iteration. `pingpong/raw/B`: the same through the C library directly (put, fence,
 //!   atomic set, `shmem_wait_until`). `pingpong/mpi/B`: `MPI_Send` / `MPI_Recv`.
-//!   `pingpong/auto/B`: an [`Exchange`] on [`ExchangePath::Auto`] reserved for B bytes, one
+//!   `pingpong/auto/B`: an [`Exchange`] on [`Path::Auto`] reserved for B bytes, one
 //!   call sending and one receiving per leg: the path the link was measured fastest on for
 //!   messages of that size, as an engine's exchange takes it.
 //! - `put/onesided/B`: a safe put followed by quiet; `put/raw/B`: `shmem_putmem` +
@@ -22,7 +22,7 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use mpi::traits::{Communicator, Destination, Source};
-use onesided::{AtomicArray, Exchange, ExchangePath, Incoming, Outgoing, Runtime, SignalArray, SymArray};
+use onesided::{AtomicArray, Exchange, Incoming, Outgoing, Path, Runtime, SignalArray, SymArray};
 use onesided_suite::bench::{self, Bench, SIZES};
 
 const LEADER: usize = 0;
@@ -54,8 +54,8 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
     // An `Auto` exchange per size, reserved for it, as an engine sizes its exchanges.
     let mut exchanges = Vec::new();
     for &bytes in SIZES {
-        let mut exchange =
-            Exchange::<u8>::collective_with_partners(rt, "pingpong", ExchangePath::Auto, &partners)?;
+        let mut exchange: Exchange<'_, u8> =
+            Exchange::builder(rt, "pingpong").path(Path::Auto).partners(&partners).collective_build()?;
         exchange.collective_reserve(bytes)?;
         exchanges.push(std::cell::RefCell::new(exchange));
     }

@@ -1,7 +1,7 @@
 //! The halo exchange of a water box replicated to about 20 000 and 100 000 atoms, one-sided
 //! against MPI in the same run, between 2 PEs: `halo_move_x/{onesided,auto,mpi}/<atoms>` sends
 //! coordinates out, `halo_move_f/{onesided,auto,mpi}/<atoms>` sends forces back (`auto`: per
-//! neighbour the path its link was measured fastest on, [`ExchangePath::Auto`]): each time new
+//! neighbour the path its link was measured fastest on, [`Path::Auto`]): each time new
 //! forces, written into the step's forces (where a kernel writes them) after an untimed
 //! `move_x` and before an untimed barrier. On the one-sided path they leave from there with
 //! no staging copy before the neighbour reads them.
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use md_demo::motion;
 use md_halo::{DdGrid, HaloExchange, PeriodicImages};
-use onesided::{ExchangePath, Runtime};
+use onesided::{Links, Path, Runtime, Transport};
 use onesided_suite::bench::{self, Bench};
 
 const CUTOFF: f32 = 0.9;
@@ -31,16 +31,19 @@ fn run(rt: &Runtime) -> md_demo::Result<()> {
     let mut halos = Vec::new();
     for system in bench::water_systems()? {
         let grid = DdGrid::choose(rt.n_pes(), system.pbc, CUTOFF + motion::buffer_for(NSTLIST, &system.pbc))?;
-        for (variant, path) in [
-            ("onesided", ExchangePath::Put),
-            ("auto", ExchangePath::Auto),
-            ("mpi", ExchangePath::Mpi),
-            ("mpi-rma", ExchangePath::MpiRma),
+        for (variant, path, links) in [
+            ("onesided", Path::OneSided, None),
+            ("auto", Path::Auto, None),
+            ("mpi", Path::Mpi, None),
+            ("mpi-rma", Path::Auto, Some(Links::uniform(Transport::MpiRma))),
         ] {
-            let halo = HaloExchange::builder(rt, grid.clone())
-                .path(path)
-                .periodic_images(PeriodicImages::Kernel)
-                .collective_from_global(&system.positions)?;
+            let builder = HaloExchange::builder(rt, grid.clone()).path(path);
+            let builder = match links {
+                Some(links) => builder.links(links),
+                None => builder,
+            };
+            let halo =
+                builder.periodic_images(PeriodicImages::Kernel).collective_from_global(&system.positions)?;
             halos.push((variant, system.len(), std::cell::RefCell::new(halo)));
         }
     }

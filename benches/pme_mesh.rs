@@ -15,9 +15,9 @@
 //!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
 //!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
 //!   step's error rides in the forward transposes (`RedistBuilder::vote_in_mesh`);
-//!   `pme_step/auto/<atoms>` takes [`RedistPath::Auto`] and [`AlltoallPath::Auto`] (the
+//!   `pme_step/auto/<atoms>` takes [`RedistPath::Auto`] and [`Path::Auto`](onesided::Path::Auto) (the
 //!   paths the job's links and the grid's blocks were measured fastest on) and
-//!   [`ExchangePath::Auto`] for the overlaps (per partner, its link's path).
+//!   [`Path::Auto`](onesided::Path::Auto) for the overlaps (per partner, its link's path).
 //!
 //! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_mesh` launches
 //! 2 PEs through scripts/pe-run, one thread each.
@@ -27,18 +27,18 @@ use std::time::{Duration, Instant};
 
 use md_demo::types::TypeTable;
 use md_halo::DdGrid;
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 use onesided_suite::bench::{self, Bench};
 use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient};
 
 /// The transposes benchmarked, with `mpi` (`MPI_Alltoall`) the reference of the ratios;
 /// `auto` is the one of the others measured fastest for the grid's blocks at creation.
-const FFT_PATHS: [AlltoallPath; 5] = [
-    AlltoallPath::OrderedOneSided,
-    AlltoallPath::NodeAwareOneSided,
-    AlltoallPath::OrderedMpi,
-    AlltoallPath::Mpi,
-    AlltoallPath::Auto,
+const FFT_PATHS: [(&str, Option<AlltoallAlgorithm>); 5] = [
+    ("ordered-onesided", Some(AlltoallAlgorithm::Ordered)),
+    ("node-aware-onesided", Some(AlltoallAlgorithm::NodeAware)),
+    ("ordered-mpi", Some(AlltoallAlgorithm::OrderedMpi)),
+    ("mpi", Some(AlltoallAlgorithm::Mpi)),
+    ("auto", None),
 ];
 
 fn main() {
@@ -57,14 +57,14 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         let (lo, hi) = grid.slab(rank);
         let slab: Vec<f32> = (lo * k * k..hi * k * k).map(|i| ((i * 7919) % 1009) as f32 / 1009.0).collect();
         let mut ffts = Vec::new();
-        for path in FFT_PATHS {
-            ffts.push((path, RefCell::new(SlabFft::collective_new(&group, &grid, path)?)));
+        for (name, algorithm) in FFT_PATHS {
+            ffts.push((name, RefCell::new(SlabFft::collective_new(&group, &grid, Path::Auto, algorithm)?)));
         }
         let slab = &slab;
         let mut benches = Vec::new();
         for timed_group in ["pme_fft", "pme_fft_comm", "pme_fft_transpose"] {
-            for (path, fft) in &ffts {
-                benches.push(Bench::sized(timed_group, path.name(), k, move |iters| {
+            for (name, fft) in &ffts {
+                benches.push(Bench::sized(timed_group, name, k, move |iters| {
                     let mut fft = fft.borrow_mut();
                     let mut back = vec![0.0f32; slab.len()];
                     let mut total = Duration::ZERO;
@@ -102,9 +102,9 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
     let table = TypeTable::builtin();
     let beta = ewald_coefficient(0.9, 1e-5)?;
     let configurations = [
-        ("onesided", RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
-        ("mpi", RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
-        ("auto", RedistPath::Auto, ExchangePath::Auto, AlltoallPath::Auto),
+        ("onesided", RedistPath::OneSidedPut, Path::OneSided),
+        ("mpi", RedistPath::Mpi, Path::Mpi),
+        ("auto", RedistPath::Auto, Path::Auto),
     ];
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;
@@ -115,12 +115,12 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
             .collect();
         let mut steps = Vec::new();
-        for (name, path, overlap, fft_path) in configurations {
+        for (name, path, mesh_path) in configurations {
             let redist = Redistribution::builder(rt, grid.clone())
                 .path(path)
                 .vote_in_mesh()
                 .collective_build(&home, system.len())?;
-            let mesh = Pme::collective_new(group, &grid, beta, overlap, fft_path)?;
+            let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));
         }

@@ -23,17 +23,17 @@ use std::time::{Duration, Instant};
 
 use md_demo::types::TypeTable;
 use md_halo::DdGrid;
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 use onesided_suite::bench::{self, Bench};
 use pme_redist::{Particle, PencilFft, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
 
 /// The transposes benchmarked, with `mpi` (`MPI_Alltoall` on the row and column
 /// communicators) the reference of the ratios.
-const FFT_PATHS: [AlltoallPath; 4] = [
-    AlltoallPath::OrderedOneSided,
-    AlltoallPath::NodeAwareOneSided,
-    AlltoallPath::OrderedMpi,
-    AlltoallPath::Mpi,
+const FFT_PATHS: [(&str, AlltoallAlgorithm); 4] = [
+    ("ordered-onesided", AlltoallAlgorithm::Ordered),
+    ("node-aware-onesided", AlltoallAlgorithm::NodeAware),
+    ("ordered-mpi", AlltoallAlgorithm::OrderedMpi),
+    ("mpi", AlltoallAlgorithm::Mpi),
 ];
 
 /// The pencils: 2 × 2.
@@ -55,14 +55,17 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         let pencil: Vec<f32> =
             (0..(hi - lo) * (yhi - ylo) * k).map(|i| ((i * 7919 + rank) % 1009) as f32 / 1009.0).collect();
         let mut ffts = Vec::new();
-        for path in FFT_PATHS {
-            ffts.push((path, RefCell::new(PencilFft::collective_new(rt, &grid, path)?)));
+        for (name, algorithm) in FFT_PATHS {
+            ffts.push((
+                name,
+                RefCell::new(PencilFft::collective_new(rt, &grid, Path::Auto, Some(algorithm))?),
+            ));
         }
         let pencil = &pencil;
         let mut benches = Vec::new();
         for timed_group in ["pme_pencil_fft", "pme_pencil_transpose"] {
-            for (path, fft) in &ffts {
-                benches.push(Bench::sized(timed_group, path.name(), k, move |iters| {
+            for (name, fft) in &ffts {
+                benches.push(Bench::sized(timed_group, name, k, move |iters| {
                     let mut fft = fft.borrow_mut();
                     let mut back = vec![0.0f32; pencil.len()];
                     let mut total = Duration::ZERO;
@@ -97,10 +100,8 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
     let pme: Vec<usize> = (0..4).collect();
     let table = TypeTable::builtin();
     let beta = ewald_coefficient(0.9, 1e-5)?;
-    let configurations = [
-        ("onesided", RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
-        ("mpi", RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
-    ];
+    let configurations =
+        [("onesided", RedistPath::OneSidedPut, Path::OneSided), ("mpi", RedistPath::Mpi, Path::Mpi)];
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;
         let k = PmeGrid::new(system.pbc.vectors(), 0.12, &[0])?.sizes();
@@ -111,12 +112,12 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
             .collect();
         let mut steps = Vec::new();
-        for (name, path, overlap, fft_path) in configurations {
+        for (name, path, mesh_path) in configurations {
             let redist = Redistribution::builder(rt, grid.clone())
                 .path(path)
                 .vote_in_mesh()
                 .collective_build(&home, system.len())?;
-            let mesh = Pme::collective_new(group, &grid, beta, overlap, fft_path)?;
+            let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));
         }

@@ -6,10 +6,10 @@
 //!   and `mpi` (`MPI_Sendrecv`) carry one message each way; `onesided-2way` and `mpi-2way`
 //!   (`Isend`/`Irecv`/`Waitall`) carry two each way at once, forward and backward; `auto`
 //!   takes the path the link was measured fastest on for messages of B bytes (an exchange
-//!   per size, reserved for it: [`ExchangePath::Auto`], [`Exchange::collective_reserve`]).
+//!   per size, reserved for it: [`Path::Auto`], [`Exchange::collective_reserve`]).
 //! - `alltoall/VARIANT/B`: B bytes per pair of PEs; `ordered-onesided`, `ordered-mpi`,
 //!   `mpi` (`MPI_Alltoall`), `shmem` (`shmem_alltoall64`) and `auto` (the one of them
-//!   measured fastest at creation, [`AlltoallPath::Auto`]).
+//!   measured fastest at creation, [`Path::Auto`]).
 //! - `memcpy/local/B`: a plain copy of B bytes on PE 0, the bandwidth the others are measured
 //!   against.
 //!
@@ -21,7 +21,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use onesided::{
-    Alltoall, AlltoallPath, Exchange, ExchangePath, Incoming, Outgoing, PeGroup, Runtime, SymArray,
+    Alltoall, AlltoallAlgorithm, Exchange, Incoming, Outgoing, Path, PeGroup, Runtime, SymArray, Transport,
 };
 use onesided_suite::bench::{self, Bench, SIZES};
 
@@ -59,36 +59,43 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
 
     let mut exchanges = Vec::new();
     for (variant, path, two_way) in [
-        ("onesided-put", ExchangePath::Put, false),
-        ("onesided-get", ExchangePath::Get, false),
-        ("onesided-2way", ExchangePath::Put, true),
-        ("buffered", ExchangePath::Buffered, false),
-        ("mpi", ExchangePath::Mpi, false),
-        ("mpi-2way", ExchangePath::Mpi, true),
-        ("mpi-rma", ExchangePath::MpiRma, false),
+        ("onesided-put", Transport::Put, false),
+        ("onesided-get", Transport::Get, false),
+        ("onesided-2way", Transport::Put, true),
+        ("buffered", Transport::Buffered, false),
+        ("mpi", Transport::Mpi, false),
+        ("mpi-2way", Transport::Mpi, true),
+        ("mpi-rma", Transport::MpiRma, false),
     ] {
-        let mut exchange = Exchange::<u64>::collective_new(rt, variant, path)?;
+        let mut exchange: Exchange<'_, u64> =
+            Exchange::builder(rt, variant).transport(path).collective_build()?;
         exchange.collective_reserve(max_words)?;
         exchanges.push((variant, two_way, None, exchange));
     }
     // `auto` as a user sizes it: an exchange per message size, which takes the links measured
     // fastest for its messages.
     for &bytes in SIZES {
-        let mut exchange = Exchange::<u64>::collective_new(rt, "auto", ExchangePath::Auto)?;
+        let mut exchange: Exchange<'_, u64> =
+            Exchange::builder(rt, "auto").path(Path::Auto).collective_build()?;
         exchange.collective_reserve(bytes / 8)?;
         exchanges.push(("auto", false, Some(bytes), exchange));
     }
     let world = PeGroup::collective_world(rt)?;
     let mut alltoalls = Vec::new();
-    for (variant, path) in [
-        ("ordered-onesided", AlltoallPath::OrderedOneSided),
-        ("ordered-mpi", AlltoallPath::OrderedMpi),
-        ("mpi", AlltoallPath::Mpi),
-        ("shmem", AlltoallPath::Shmem),
-        ("auto", AlltoallPath::Auto),
+    for (variant, algorithm) in [
+        ("ordered-onesided", Some(AlltoallAlgorithm::Ordered)),
+        ("ordered-mpi", Some(AlltoallAlgorithm::OrderedMpi)),
+        ("mpi", Some(AlltoallAlgorithm::Mpi)),
+        ("shmem", Some(AlltoallAlgorithm::Shmem)),
+        ("auto", None),
     ] {
         for &bytes in ALLTOALL_SIZES {
-            let alltoall = Alltoall::<u64>::collective_new(&world, variant, bytes / 8, path)?;
+            let builder = Alltoall::<u64>::builder(variant, bytes / 8).path(Path::Auto);
+            let builder = match algorithm {
+                Some(algorithm) => builder.algorithm(algorithm),
+                None => builder,
+            };
+            let alltoall = builder.collective_build(&world)?;
             alltoalls.push((variant, bytes, alltoall));
         }
     }
@@ -141,7 +148,7 @@ fn run(rt: &Runtime) -> onesided::Result<()> {
         benches.push(Bench::new("alltoall", variant, *bytes, move |iters| {
             let start = Instant::now();
             for _ in 0..iters {
-                black_box(alltoall.collective_run()?);
+                black_box(alltoall.call().run()?);
             }
             Ok(start.elapsed())
         }));

@@ -72,7 +72,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Dlb, HaloExchange, PeriodicImages, RVec};
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{Collectives, Links, Path, PeGroup, Runtime, Transport};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
 use pme_redist::{Particle, Pme, PmeGrid, RedistPath, Redistribution, ewald_coefficient};
@@ -86,7 +86,7 @@ struct Options {
     steps: u64,
     nstlist: u64,
     threads: usize,
-    paths: Vec<ExchangePath>,
+    paths: Vec<RunPath>,
     verify: bool,
     dump_halo: Option<PathBuf>,
     pes: usize,
@@ -125,7 +125,7 @@ fn parse() -> Result<Options, String> {
         steps: 20,
         nstlist: 10,
         threads: 1,
-        paths: vec![ExchangePath::Put, ExchangePath::Mpi],
+        paths: vec![RunPath::OneSided, RunPath::Mpi],
         verify: false,
         dump_halo: None,
         pes: 2,
@@ -153,14 +153,12 @@ fn parse() -> Result<Options, String> {
             "--pes" => options.pes = cli::positive(&flag, &value()?)? as usize,
             "--path" => {
                 options.paths = match value()?.as_str() {
-                    "both" => vec![ExchangePath::Put, ExchangePath::Mpi],
-                    "all" => {
-                        vec![ExchangePath::Put, ExchangePath::Mpi, ExchangePath::MpiRma, ExchangePath::Auto]
-                    }
-                    "onesided" => vec![ExchangePath::Put],
-                    "mpi" => vec![ExchangePath::Mpi],
-                    "mpi-rma" => vec![ExchangePath::MpiRma],
-                    "auto" => vec![ExchangePath::Auto],
+                    "both" => vec![RunPath::OneSided, RunPath::Mpi],
+                    "all" => vec![RunPath::OneSided, RunPath::Mpi, RunPath::MpiRma, RunPath::Auto],
+                    "onesided" => vec![RunPath::OneSided],
+                    "mpi" => vec![RunPath::Mpi],
+                    "mpi-rma" => vec![RunPath::MpiRma],
+                    "auto" => vec![RunPath::Auto],
                     other => {
                         return Err(format!(
                             "--path takes mpi, onesided, mpi-rma, auto, both or all, got {other:?}"
@@ -226,7 +224,7 @@ fn parse() -> Result<Options, String> {
 
 /// What a path's run measured and found.
 struct Outcome {
-    path: ExchangePath,
+    path: RunPath,
     move_x_us: f64,
     move_f_us: f64,
     verified: Option<bool>,
@@ -390,12 +388,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> md_demo::Result<bool> 
 
 /// Reports the outcome of a check every PE made: prints each failing PE's reason, and on PE
 /// 0 one line for all; returns whether every PE passed.
-fn agree(
-    rt: &Runtime,
-    path: ExchangePath,
-    what: &str,
-    local: md_demo::Result<String>,
-) -> md_demo::Result<bool> {
+fn agree(rt: &Runtime, path: RunPath, what: &str, local: md_demo::Result<String>) -> md_demo::Result<bool> {
     let me = rt.my_pe();
     if let Err(e) = &local {
         cli::say(&format!("PE {me}: {e}"));
@@ -413,23 +406,29 @@ fn run_path(
     options: &Options,
     setup: &Setup,
     field: &ForceField,
-    path: ExchangePath,
+    path: RunPath,
     first: bool,
     replay: Option<&[std::time::Duration]>,
 ) -> md_demo::Result<Outcome> {
     let me = rt.my_pe();
     let (structure, topology) = (&setup.structure, &setup.topology);
     let n_atoms = structure.len();
-    let mut halo = HaloExchange::builder(rt, setup.grid.clone())
-        .path(path)
+    let builder = HaloExchange::builder(rt, setup.grid.clone());
+    let builder = match path {
+        RunPath::OneSided => builder.path(Path::OneSided),
+        RunPath::Mpi => builder.path(Path::Mpi),
+        RunPath::MpiRma => builder.links(Links::uniform(Transport::MpiRma)),
+        RunPath::Auto => builder.path(Path::Auto),
+    };
+    let mut halo = builder
         .periodic_images(options.images)
         .load_balancing(options.dlb)
         .collective_from_global(&structure.positions)?;
-    if path == ExchangePath::Auto
-        && me == 0
-        && let Some(choice) = rt.link_choice()
-    {
-        println!("auto: {choice}");
+    if path == RunPath::Auto {
+        let links = rt.collective_links()?;
+        if me == 0 {
+            println!("auto: {links} ({})", links.source());
+        }
     }
     if first && let Some(dir) = &options.dump_halo {
         dump_halo(&halo, dir, me)?;
@@ -461,9 +460,9 @@ fn run_path(
     };
     let mut pme = match (&setup.pme, &group) {
         (Some((pme_grid, beta)), Some(group)) => {
-            let (redist_path, overlap, fft_path) = match path {
-                ExchangePath::Mpi => (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
-                _ => (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
+            let (redist_path, mesh_path) = match path {
+                RunPath::Mpi => (RedistPath::Mpi, Path::Mpi),
+                _ => (RedistPath::OneSidedPut, Path::OneSided),
             };
             let home = particles(&halo, topology);
             // Every step goes through the mesh, whose transposes carry the vote.
@@ -472,7 +471,8 @@ fn run_path(
                 .vote_in_mesh()
                 .collective_build(&home, n_atoms)
                 .map_err(config)?;
-            let mesh = Pme::collective_new(group, pme_grid, *beta, overlap, fft_path).map_err(config)?;
+            let mesh =
+                Pme::builder(group, pme_grid, *beta).path(mesh_path).collective_build().map_err(config)?;
             Some(MeshState {
                 redist,
                 mesh,
@@ -885,13 +885,23 @@ fn replay_motion(structure: &Structure, steps: u64, positions: &[RVec]) -> md_de
 /// repartition, far below one step.
 const REPLAY_TOLERANCE: f64 = 1e-4;
 
+/// A path the demo runs: the library's three, and MPI's one-sided transport pinned for every
+/// link ([`Links`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunPath {
+    OneSided,
+    Mpi,
+    MpiRma,
+    Auto,
+}
+
 /// The name of a path on the command line and in the summary.
-fn label(path: ExchangePath) -> &'static str {
+fn label(path: RunPath) -> &'static str {
     match path {
-        ExchangePath::Mpi => "mpi",
-        ExchangePath::MpiRma => "mpi-rma",
-        ExchangePath::Auto => "auto",
-        _ => "onesided",
+        RunPath::OneSided => "onesided",
+        RunPath::Mpi => "mpi",
+        RunPath::MpiRma => "mpi-rma",
+        RunPath::Auto => "auto",
     }
 }
 

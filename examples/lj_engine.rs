@@ -10,14 +10,14 @@
 //!
 //! Options: `--pes N` (starts itself as N PEs unless under a launcher), `--cells C` (C³ fcc
 //! cells of 4 atoms; 12: 6 912 atoms), `--steps S`, `--dt PS` (0.002), `--temperature K`
-//! (94), `--nstlist N` (10), `--path put|mpi`, `--grid X,Y,Z`, `--triclinic` (the same crystal
+//! (94), `--nstlist N` (10), `--path onesided|mpi|auto`, `--grid X,Y,Z`, `--triclinic` (the same crystal
 //! in a triclinic box; C even), `--every N` (energies every N steps, 10), `--dump FILE`
 //! (every atom's final position and velocity, one line each, in global order). PE 0 prints the
 //! energies and a last line `summary ... drift=<kJ/mol per atom per ns>
 //! fingerprint=<hex of every atom's final position and velocity, in global order>`.
 
 use md_halo::{DdGrid, ErrorScope, HaloExchange, Local, PbcBox, RVec};
-use onesided::{ExchangePath, ReduceOp, Runtime};
+use onesided::{Collectives, Path, ReduceOp, Runtime};
 
 const SIGMA: f64 = 0.3405; // nm
 const EPSILON: f64 = 0.996; // kJ/mol (119.8 K)
@@ -31,7 +31,7 @@ struct Options {
     dt: f64,
     temperature: f64,
     nstlist: usize,
-    path: ExchangePath,
+    path: Path,
     grid: Option<[usize; 3]>,
     triclinic: bool,
     every: usize,
@@ -88,7 +88,7 @@ fn options<'a>(args: &[String], value: impl Fn(&str) -> Option<&'a String>) -> m
         dt: number("--dt", 0.002, f64::MIN_POSITIVE)?,
         temperature: number("--temperature", 94.0, 0.0)?,
         nstlist: number("--nstlist", 10.0, 1.0)? as usize,
-        path: value("--path").map_or(Ok(ExchangePath::Put), |p| p.parse())?,
+        path: value("--path").map_or(Ok(Path::OneSided), |p| p.parse())?,
         grid,
         triclinic: args.iter().any(|a| a == "--triclinic"),
         every: number("--every", 10.0, 1.0)? as usize,

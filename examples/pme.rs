@@ -30,7 +30,7 @@
 //! Atoms take a small deterministic step each step, and the redistribution plan is rebuilt
 //! every 10 steps. The overlap planes between slabs travel one-sided (put) with a one-sided
 //! redistribution, over MPI with an MPI one, and under `--path auto` each pair on its link's
-//! path (`ExchangePath::Auto`). `--verify` checks the last step's energy and
+//! path (`Path::Auto`). `--verify` checks the last step's energy and
 //! forces against serial PME in double precision on the same grid, and that every
 //! configuration gave the same bits. The last line per configuration is `summary path=<p>
 //! fft_path=<f> atoms=<n> pes=<k> pme_pes=<m> grid=<KxKxK> steps=<s> redist_x_us= spread_us=
@@ -56,7 +56,7 @@ use md_demo::force::{ForceField, Topology, serial_forces};
 use md_demo::types::{AtomParams, TypeTable};
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{AlltoallAlgorithm, Collectives, Path, PeGroup, Runtime};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
 use pme_redist::{
@@ -77,7 +77,7 @@ struct Options {
     margin: Option<f32>,
     relay: bool,
     paths: Vec<RedistPath>,
-    fft_paths: Option<Vec<AlltoallPath>>,
+    fft_paths: Option<Vec<FftPath>>,
     steps: u64,
     verify: bool,
     energies: bool,
@@ -145,9 +145,11 @@ fn parse() -> Result<Options, String> {
             "--fft-path" => {
                 let v = value()?;
                 options.fft_paths = Some(if v == "all" {
-                    AlltoallPath::ALL.to_vec()
+                    AlltoallAlgorithm::ALL.into_iter().map(FftPath::Algorithm).collect()
+                } else if v == "auto" {
+                    vec![FftPath::Auto]
                 } else {
-                    vec![v.parse().map_err(|e: onesided::Error| e.to_string())?]
+                    vec![FftPath::Algorithm(v.parse().map_err(|e: onesided::Error| e.to_string())?)]
                 });
             }
             "--steps" => options.steps = positive(value()?)?,
@@ -258,19 +260,37 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     Ok(Setup { structure, charges, grid, pme, beta, home, margin, relay })
 }
 
+/// The transposes' all-to-all: one algorithm, or the one measured fastest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FftPath {
+    Algorithm(AlltoallAlgorithm),
+    Auto,
+}
+
+impl std::fmt::Display for FftPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FftPath::Algorithm(algorithm) => algorithm.fmt(f),
+            FftPath::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// The transpose path that goes with a redistribution path by default.
-fn matching_fft_path(path: RedistPath) -> AlltoallPath {
+fn matching_fft_path(path: RedistPath) -> FftPath {
     match path {
-        RedistPath::OneSidedGet | RedistPath::OneSidedPut => AlltoallPath::OrderedOneSided,
-        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => AlltoallPath::Mpi,
-        RedistPath::Auto => AlltoallPath::Auto,
+        RedistPath::OneSidedGet | RedistPath::OneSidedPut => FftPath::Algorithm(AlltoallAlgorithm::Ordered),
+        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => {
+            FftPath::Algorithm(AlltoallAlgorithm::Mpi)
+        }
+        RedistPath::Auto => FftPath::Auto,
     }
 }
 
 /// What one configuration measured: mean per step on the slowest PE, in µs, by phase.
 struct Outcome {
     path: RedistPath,
-    fft_path: AlltoallPath,
+    fft_path: FftPath,
     /// redist X, spread, FFT, FFT comm., solve, gather, redist F, whole step.
     us: [f64; 8],
     energy: f64,
@@ -403,7 +423,7 @@ fn run_configuration(
     setup: &Setup,
     group: &PeGroup<'_>,
     path: RedistPath,
-    fft_path: AlltoallPath,
+    fft_path: FftPath,
 ) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
     let mut home = setup.home.clone();
@@ -417,9 +437,9 @@ fn run_configuration(
     // The overlap planes go the way the redistribution went; under auto, per partner the
     // path of its link.
     let overlap = match (path, redist.path()) {
-        (RedistPath::Auto, _) => ExchangePath::Auto,
-        (_, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) => ExchangePath::Mpi,
-        _ => ExchangePath::Put,
+        (RedistPath::Auto, _) => Path::Auto,
+        (_, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) => Path::Mpi,
+        _ => Path::OneSided,
     };
     if path == RedistPath::Auto && me == 0 {
         let links = redist.links();
@@ -432,9 +452,14 @@ fn run_configuration(
             );
         }
     }
-    let mut mesh = Pme::collective_new(group, &setup.grid, setup.beta, overlap, fft_path)?;
-    if fft_path == AlltoallPath::Auto && me == 0 {
-        println!("  {path} + auto: the transposes took {} (measured fastest)", mesh.fft().path());
+    let mesh = Pme::builder(group, &setup.grid, setup.beta).path(overlap);
+    let mut mesh = match fft_path {
+        FftPath::Algorithm(algorithm) => mesh.fft_algorithm(algorithm),
+        FftPath::Auto => mesh.fft_path(Path::Auto),
+    }
+    .collective_build()?;
+    if fft_path == FftPath::Auto && me == 0 {
+        println!("  {path} + auto: the transposes took {} (measured fastest)", mesh.fft().algorithm());
     }
     let mut home_forces = vec![[0.0f32; 3]; home.len()];
     let (mut x_time, mut f_time, mut step_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);

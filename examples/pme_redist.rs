@@ -31,7 +31,7 @@ use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
 use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
-use onesided::{ExchangePath, Runtime};
+use onesided::{Collectives, Path, Runtime};
 use onesided_suite::cli;
 use pme_redist::{
     Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
@@ -254,9 +254,9 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
     let me = rt.my_pe();
     let overlap_path = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor)
     {
-        ExchangePath::Mpi
+        Path::Mpi
     } else {
-        ExchangePath::Put
+        Path::OneSided
     };
     let mut home = setup.home.clone();
     let mut redist = Redistribution::builder(rt, setup.grid.clone())

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example pme_step -- --pes 2` (or under `scripts/pe-run -n 2`).
 
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{Path, PeGroup, Runtime};
 use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 
 const SIDE: usize = 12; // charges per box edge
@@ -42,8 +42,7 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
         .collect();
     let group = PeGroup::collective_new(rt, "pme", &pes)?;
     let beta = ewald_coefficient(CUTOFF, 1e-5)?;
-    let mut mesh =
-        Pme::collective_new(&group, &grid, beta, ExchangePath::Put, AlltoallPath::OrderedOneSided)?;
+    let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
     // Every step goes through the mesh: its transposes carry the vote on the step's error.
     let mut redist = Redistribution::builder(rt, grid).vote_in_mesh().collective_build(&home, total)?;
     let mut forces = vec![[0.0f32; 3]; home.len()];

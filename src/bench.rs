@@ -142,7 +142,7 @@ pub fn main<E: std::fmt::Display>(pes: usize, run: impl FnOnce(&Runtime) -> Resu
         eprintln!("the benchmarks need at least {pes} PEs, the job has {}", rt.n_pes());
         std::process::exit(2);
     }
-    match rt.collective_report() {
+    match onesided::StartReport::collective_gather(&rt) {
         Ok(report) if rt.my_pe() == 0 => eprintln!("benchmark: {}", report.summary),
         Ok(_) => {}
         Err(e) => eprintln!("PE {}: no start-up report: {e}", rt.my_pe()),

@@ -1,7 +1,7 @@
 //! What the examples share on their command line: parsing option values with errors that
 //! name the option and the value given, and starting as PEs.
 
-use onesided::Runtime;
+use onesided::{Collectives, Runtime};
 
 use crate::launch;
 
@@ -58,7 +58,7 @@ pub fn start<T>(
         std::process::exit(1)
     });
     // The doctor's one line (`onesided-doctor` prints the whole report).
-    match rt.collective_report() {
+    match onesided::StartReport::collective_gather(&rt) {
         Ok(report) if rt.my_pe() == 0 => println!("{name}: {}", report.summary),
         Ok(_) => {}
         Err(e) => say(&format!("{name}: PE {}: no start-up report: {e}", rt.my_pe())),

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mpi::traits::Communicator;
-use onesided::{Alltoall, AlltoallPath, Error, PeGroup, Runtime, SymArray};
+use onesided::{Alltoall, AlltoallAlgorithm, Error, Path, PeGroup, Runtime, SymArray};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -77,8 +77,28 @@ fn fill_send_buffer(alltoall: &mut Alltoall<'_, '_, u32>, me: usize, call: u64) 
 }
 
 /// Runs `calls` all-to-alls on `group` with every path and checks each result, every other
-/// call with the blocks written by `collective_run_packed`; returns the last result of every
+/// call with the blocks written by a packing function (`AlltoallCall::pack`); returns the last result of every
 /// path.
+/// The all-to-all of `algorithm` on `group` (`None`: [`Path::Auto`]).
+fn build<'g, 'rt>(
+    group: &'g PeGroup<'rt>,
+    name: &str,
+    block: usize,
+    algorithm: Option<AlltoallAlgorithm>,
+) -> onesided::Result<Alltoall<'g, 'rt, u32>> {
+    let builder = Alltoall::builder(name, block).path(Path::Auto);
+    match algorithm {
+        Some(algorithm) => builder.algorithm(algorithm),
+        None => builder,
+    }
+    .collective_build(group)
+}
+
+/// The name of an algorithm, or `auto`.
+fn label(algorithm: Option<AlltoallAlgorithm>) -> &'static str {
+    algorithm.map_or("auto", AlltoallAlgorithm::name)
+}
+
 fn run_all_paths(
     rt: &Runtime,
     group: &PeGroup<'_>,
@@ -87,26 +107,27 @@ fn run_all_paths(
 ) -> Result<Vec<Vec<u32>>, Box<dyn std::error::Error>> {
     let mut results = Vec::new();
     // Then Auto, which times every path that serves and takes the fastest.
-    for path in AlltoallPath::ALL.into_iter().chain([AlltoallPath::Auto]) {
-        if path == AlltoallPath::Shmem && group.active_set().is_none() {
-            let outcome = Alltoall::<u32>::collective_new(group, "not an active set", block, path).map(drop);
+    for algorithm in AlltoallAlgorithm::ALL.into_iter().map(Some).chain([None]) {
+        let path = label(algorithm);
+        if algorithm == Some(AlltoallAlgorithm::Shmem) && group.active_set().is_none() {
+            let outcome = build(group, "not an active set", block, algorithm).map(drop);
             ensure!(
                 matches!(outcome, Err(Error::InvalidArgument(_))),
                 "shmem on a non-active set: {outcome:?}"
             );
             continue;
         }
-        let mut alltoall = Alltoall::<u32>::collective_new(group, &format!("a2a {path}"), block, path)?;
-        if path == AlltoallPath::Auto {
-            let took = alltoall.path();
+        let mut alltoall = build(group, &format!("a2a {path}"), block, algorithm)?;
+        if algorithm.is_none() {
+            let took = alltoall.algorithm();
             ensure!(
-                took != AlltoallPath::Auto && (took != AlltoallPath::Shmem || group.active_set().is_some()),
-                "auto took {took} on group {:?}",
+                took != AlltoallAlgorithm::Shmem,
+                "auto took the {took} baseline on group {:?}",
                 group.members()
             );
         }
         let Some(me) = group.my_rank() else {
-            ensure!(alltoall.collective_run().is_err(), "a non-member ran the all-to-all");
+            ensure!(alltoall.call().run().is_err(), "a non-member ran the all-to-all");
             continue;
         };
         let n = group.len();
@@ -124,12 +145,15 @@ fn run_all_paths(
             }
             let received = if call % 2 == 0 {
                 let mut packed = vec![false; n];
-                let received = alltoall.collective_run_packed(|to, out| {
-                    packed[to] = out.len() == block;
-                    for (i, v) in out.iter_mut().enumerate() {
-                        *v = stamp(me, to, call, i);
-                    }
-                })?;
+                let received = alltoall
+                    .call()
+                    .pack(|to, out| {
+                        packed[to] = out.len() == block;
+                        for (i, v) in out.iter_mut().enumerate() {
+                            *v = stamp(me, to, call, i);
+                        }
+                    })
+                    .run()?;
                 ensure!(
                     packed.iter().all(|&p| p),
                     "{path} call {call}: not every block was packed once: {packed:?}"
@@ -137,7 +161,7 @@ fn run_all_paths(
                 received
             } else {
                 fill_send_buffer(&mut alltoall, me, call);
-                alltoall.collective_run()?
+                alltoall.call().run()?
             };
             for from in 0..n {
                 for i in 0..block {
@@ -186,7 +210,7 @@ fn all_to_all_within_subsets(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
-/// `collective_run_fused` as a transpose: sender `s`'s element `i` for rank `r` lands at
+/// A fused call (`AlltoallCall::fuse`) as a transpose: sender `s`'s element `i` for rank `r` lands at
 /// `i * n + s` of `r`'s target (interleaved with every other sender's), written directly
 /// where `r` is mapped and packed, sent and unpacked where not; on every path, over calls that
 /// alternate with plain runs of the same all-to-all, with the target's guard elements intact.
@@ -197,16 +221,16 @@ fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
     for block in [3usize, 700] {
         let guard = 5;
         let target = SymArray::<u32>::collective_alloc(rt, "fused target", block * n + guard)?;
-        for path in AlltoallPath::ALL {
-            if path == AlltoallPath::Shmem && world.active_set().is_none() {
+        for algorithm in AlltoallAlgorithm::ALL {
+            let path = algorithm.name();
+            if algorithm == AlltoallAlgorithm::Shmem && world.active_set().is_none() {
                 continue;
             }
-            let mut alltoall =
-                Alltoall::<u32>::collective_new(&world, &format!("fused {path}"), block, path)?;
+            let mut alltoall = build(&world, &format!("fused {path}"), block, Some(algorithm))?;
             for call in 1..=40u64 {
                 if call % 3 == 0 {
                     fill_send_buffer(&mut alltoall, me, call);
-                    let received = alltoall.collective_run()?;
+                    let received = alltoall.call().run()?;
                     ensure!(received[0] == stamp(0, me, call, 0), "{path} call {call}: plain run");
                     continue;
                 }
@@ -235,8 +259,8 @@ fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
                 };
                 // SAFETY: `direct` and `unpack` write disjoint elements (sender index me or
                 // from), inside the array; no PE reads its target during the call.
-                unsafe { alltoall.collective_run_fused(&target, direct, pack, unpack)? };
-                ensure!(packed == unpacked || path.name().contains("onesided"), "{path}: packed {packed:?}");
+                unsafe { alltoall.call().pack(pack).fuse(&target, direct, unpack) }.run()?;
+                ensure!(packed == unpacked || path.contains("onesided"), "{path}: packed {packed:?}");
                 // SAFETY: the call has returned; no PE writes the target before this PE's next
                 // fused call.
                 let got = unsafe { target.local_slice() };
@@ -258,10 +282,13 @@ fn fused_runs_write_the_receivers_layout(rt: &Runtime) -> CaseResult {
 }
 
 fn path_names(_rt: &Runtime) -> CaseResult {
-    for path in AlltoallPath::ALL.into_iter().chain([AlltoallPath::Auto]) {
-        ensure!(path.name().parse::<AlltoallPath>()? == path, "{path}");
+    for algorithm in AlltoallAlgorithm::ALL {
+        ensure!(algorithm.name().parse::<AlltoallAlgorithm>()? == algorithm, "{algorithm}");
     }
-    ensure!("sideways".parse::<AlltoallPath>().is_err(), "unknown name accepted");
+    for path in Path::ALL {
+        ensure!(path.name().parse::<Path>()? == path, "{path}");
+    }
+    ensure!("sideways".parse::<AlltoallAlgorithm>().is_err(), "unknown name accepted");
     Ok(())
 }
 

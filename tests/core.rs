@@ -7,8 +7,8 @@ use mpi::traits::{Communicator, CommunicatorCollectives};
 use std::time::Duration;
 
 use onesided::{
-    AtomicArray, CallCounters, Error, ErrorScope, GlobalMaxArray, Growth, GrowthPolicy, HeapStatus,
-    Implementation, ReduceOp, Runtime, SameNodeAccess, SignalArray, SymArray,
+    AtomicArray, CallCounters, Collectives, Error, ErrorScope, GlobalMaxArray, Growth, GrowthPolicy,
+    HeapStatus, Implementation, ReduceOp, Runtime, SameNodeAccess, SignalArray, SymArray,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -50,7 +50,7 @@ fn runtime_basics(rt: &Runtime) -> CaseResult {
         Err(other) => return Err(format!("second init gave {other}").into()),
         Ok(_) => return Err("a second runtime was created".into()),
     }
-    ensure!(rt.spec_version() >= (1, 4), "spec {:?}", rt.spec_version());
+    ensure!(rt.implementation().spec_version() >= (1, 4), "spec {:?}", rt.implementation().spec_version());
     Ok(())
 }
 

@@ -110,7 +110,7 @@ fn decompositions_follow_one_pe() -> Outcome {
         };
         for &(pes, grid) in grids {
             let mut runs = Vec::new();
-            for path in ["put", "mpi"] {
+            for path in ["onesided", "mpi"] {
                 runs.push(run(pes, &args(&["--grid", grid, "--path", path]))?);
             }
             let (put, mpi) = (&runs[0], &runs[1]);

@@ -14,7 +14,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Dlb, Error, HaloExchange, PbcBox, PeriodicImages, RVec};
-use onesided::{ExchangePath, Links, Runtime, SizedLinks};
+use onesided::{Collectives, Links, Path, Runtime, Transport};
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 
@@ -161,7 +161,7 @@ fn run(
     s: &Structure,
     grid: &DdGrid,
     field: &ForceField,
-    (path, images): (ExchangePath, PeriodicImages),
+    (path, images): (Path, PeriodicImages),
     steps: u64,
     parallel_min: usize,
 ) -> Result<Vec<(u64, u64)>, Box<dyn std::error::Error>> {
@@ -186,7 +186,7 @@ fn run_with(
     s: &Structure,
     grid: &DdGrid,
     field: &ForceField,
-    (path, images, dlb): (ExchangePath, PeriodicImages, Dlb),
+    (path, images, dlb): (Path, PeriodicImages, Dlb),
     steps: u64,
     parallel_min: usize,
 ) -> Result<(Prints, DdGrid), Box<dyn std::error::Error>> {
@@ -350,8 +350,8 @@ fn paths_agree(
     field: &ForceField,
     images: PeriodicImages,
 ) -> Result<Prints, Box<dyn std::error::Error>> {
-    let onesided = run(rt, s, grid, field, (ExchangePath::Put, images), 9, 4096)?;
-    let mpi = run(rt, s, grid, field, (ExchangePath::Mpi, images), 9, 4096)?;
+    let onesided = run(rt, s, grid, field, (Path::OneSided, images), 9, 4096)?;
+    let mpi = run(rt, s, grid, field, (Path::Mpi, images), 9, 4096)?;
     ensure!(
         onesided == mpi,
         "one-sided and MPI differ on {:?} (staggered: {}) with cutoff {}, images by {images:?}",
@@ -368,13 +368,13 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
     // one-sided and the MPI paths (on one node, the same-node path serves every pulse).
     // The third and fifth differ with the size of message, so that pulses of one halo take
     // different links, and a pulse's coordinates others than its forces.
-    let mixed: [SizedLinks; 6] = [
-        Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi }.into(),
-        Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Get }.into(),
+    let mixed: [Links; 6] = [
+        Links::new(Transport::Put, Transport::Mpi),
+        Links::new(Transport::MpiRma, Transport::Get),
         "same-node=mpi,other-node=put; from 4k: same-node=put,other-node=mpi; from 12k: get".parse()?,
-        Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get }.into(),
+        Links::new(Transport::Mpi, Transport::Get),
         "same-node=put,other-node=mpi; from 512: mpi; from 6k: same-node=put,other-node=put".parse()?,
-        Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma }.into(),
+        Links::new(Transport::Put, Transport::MpiRma),
     ];
     for (g, (dims, cutoff, shape)) in grids(rt.n_pes()).into_iter().enumerate() {
         let s = system(shape);
@@ -385,7 +385,7 @@ fn grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
             if images == PeriodicImages::Halo {
                 let links = &mixed[g % mixed.len()];
                 rt.collective_set_links(links.clone())?;
-                let auto = run(rt, &s, &grid, &field, (ExchangePath::Auto, images), 9, 4096)?;
+                let auto = run(rt, &s, &grid, &field, (Path::Auto, images), 9, 4096)?;
                 ensure!(auto == mpi, "{links} and MPI differ on {dims:?} ({shape:?}) with cutoff {cutoff}");
             }
         }
@@ -412,10 +412,8 @@ fn load_balancing_on_every_grid(rt: &Runtime) -> CaseResult {
         let grid = grid_for(&s, dims, cutoff, rt.n_pes())?;
         let field = ForceField::new(cutoff as f64);
         let images = PeriodicImages::Kernel;
-        let (onesided, moved) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Put, images, Dlb::Yes), 9, 4096)?;
-        let (mpi, moved_mpi) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, images, Dlb::Yes), 9, 4096)?;
+        let (onesided, moved) = run_with(rt, &s, &grid, &field, (Path::OneSided, images, Dlb::Yes), 9, 4096)?;
+        let (mpi, moved_mpi) = run_with(rt, &s, &grid, &field, (Path::Mpi, images, Dlb::Yes), 9, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ under load balancing on {dims:?} ({shape:?})");
         ensure!(moved == moved_mpi, "the paths ended on different boundaries on {dims:?}");
         staggered += usize::from(check_boundaries(rt, &grid, &moved)?);
@@ -737,8 +735,8 @@ fn ewald_real_space_on_every_grid(rt: &Runtime) -> CaseResult {
         let field = ForceField::ewald(cutoff as f64, pme_redist::ewald_coefficient(cutoff as f64, 1e-5)?);
         // Images by the kernel: their exclusion corrections go through the image table.
         let kernel = PeriodicImages::Kernel;
-        let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, kernel), 4, 4096)?;
-        let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, kernel), 4, 4096)?;
+        let onesided = run(rt, &s, &grid, &field, (Path::OneSided, kernel), 4, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, (Path::Mpi, kernel), 4, 4096)?;
         ensure!(onesided == mpi, "one-sided and MPI differ under Ewald on {dims:?} ({shape:?})");
         if rt.my_pe() == 0 {
             println!(
@@ -820,9 +818,8 @@ fn staggered_grids_halos_forces_and_paths_agree(rt: &Runtime) -> CaseResult {
         // Load balancing from staggered rows: each row moves by its own loads.
         let balanced = (PeriodicImages::Kernel, Dlb::Yes);
         let (onesided, moved) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Put, balanced.0, balanced.1), 9, 4096)?;
-        let (mpi, moved_mpi) =
-            run_with(rt, &s, &grid, &field, (ExchangePath::Mpi, balanced.0, balanced.1), 9, 4096)?;
+            run_with(rt, &s, &grid, &field, (Path::OneSided, balanced.0, balanced.1), 9, 4096)?;
+        let (mpi, moved_mpi) = run_with(rt, &s, &grid, &field, (Path::Mpi, balanced.0, balanced.1), 9, 4096)?;
         ensure!(
             onesided == mpi && moved == moved_mpi,
             "one-sided and MPI differ under load balancing from staggered {dims:?} ({shape:?})"
@@ -924,7 +921,7 @@ fn thread_count_does_not_change_results(rt: &Runtime) -> CaseResult {
             // through the pool, not only the force kernel.
             let prints = pool.install(|| {
                 let field = ForceField::new(cutoff as f64);
-                run(rt, &s, &grid, &field, (ExchangePath::Put, images), 6, 1).map_err(|e| e.to_string())
+                run(rt, &s, &grid, &field, (Path::OneSided, images), 6, 1).map_err(|e| e.to_string())
             })?;
             results.push(prints);
         }
@@ -1246,8 +1243,8 @@ fn every_shipped_structure(rt: &Runtime) -> CaseResult {
         let grid = DdGrid::choose(rt.n_pes(), s.pbc, cutoff + motion::buffer_for(NSTLIST, &s.pbc))?;
         let field = ForceField::new(cutoff as f64);
         let kernel = PeriodicImages::Kernel;
-        let onesided = run(rt, &s, &grid, &field, (ExchangePath::Put, kernel), 5, 4096)?;
-        let mpi = run(rt, &s, &grid, &field, (ExchangePath::Mpi, kernel), 5, 4096)?;
+        let onesided = run(rt, &s, &grid, &field, (Path::OneSided, kernel), 5, 4096)?;
+        let mpi = run(rt, &s, &grid, &field, (Path::Mpi, kernel), 5, 4096)?;
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         ensure!(onesided == mpi, "one-sided and MPI differ on {name}");
         if rt.my_pe() == 0 {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::{DdGrid, PbcBox};
-use onesided::{ExchangePath, Runtime};
+use onesided::{Path, Runtime, Transport};
 use onesided_suite::ensure;
 use onesided_suite::launch;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -294,9 +294,9 @@ fn auto_takes_the_path_of_each_link(rt: &Runtime) -> CaseResult {
     let structure = water([2, 2, 2]);
     let me = rt.my_pe();
     let links = rt.collective_links()?;
-    let of = |p: ExchangePath| match p {
-        ExchangePath::Get => RedistPath::OneSidedGet,
-        ExchangePath::Mpi | ExchangePath::MpiRma => RedistPath::Mpi,
+    let of = |t: Transport| match t {
+        Transport::Get => RedistPath::OneSidedGet,
+        Transport::Mpi | Transport::MpiRma => RedistPath::Mpi,
         _ => RedistPath::OneSidedPut,
     };
     let (same_node, other_node) = (of(links.same_node), of(links.other_node));
@@ -492,7 +492,7 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
         let mut prints = Vec::new();
         for path in routes() {
             let homes = homes(rt, structure, &pme)?;
-            let overlap = if all_mpi(path) { ExchangePath::Mpi } else { ExchangePath::Put };
+            let overlap = if all_mpi(path) { Path::Mpi } else { Path::OneSided };
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .links(path)
                 .collective_build(&homes[me], structure.len())?;

@@ -9,7 +9,7 @@
 use md_demo::types::TypeTable;
 use md_demo::{Structure, verify::fingerprint};
 use md_halo::{DdGrid, PbcBox};
-use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
 use onesided_suite::{ensure, launch};
 use pme_redist::reference::{ewald_sum, serial_fft, serial_pme};
@@ -64,8 +64,8 @@ fn fft_matches_serial_on_every_path(rt: &Runtime) -> CaseResult {
         let grid = PmeGrid::with_sizes(box_vectors, k, &pme)?;
         let group = PeGroup::collective_new(rt, "pme", &pme)?;
         let mut prints = Vec::new();
-        for (p, path) in AlltoallPath::ALL.into_iter().enumerate() {
-            let mut fft = SlabFft::collective_new(&group, &grid, path)?;
+        for (p, path) in AlltoallAlgorithm::ALL.into_iter().enumerate() {
+            let mut fft = SlabFft::collective_new(&group, &grid, Path::Auto, Some(path))?;
             let Some(rank) = group.my_rank() else { continue };
             let (lo, hi) = grid.slab(rank);
             let slab: Vec<f32> = (lo * k[1] * k[2]..hi * k[1] * k[2]).map(|i| whole[i] as f32).collect();
@@ -122,8 +122,8 @@ fn fft_matches_serial_on_every_path(rt: &Runtime) -> CaseResult {
         let rank = grid.rank_of_pe(rt.my_pe()).ok_or("every PE is a PME rank")?;
         let (planes, lines) = (grid.slab(rank), grid.lines(rank % 2));
         let pencil = vec![0.0f32; (planes.1 - planes.0) * (lines.1 - lines.0) * k[2]];
-        for path in [AlltoallPath::OrderedOneSided, AlltoallPath::NodeAwareOneSided, AlltoallPath::Mpi] {
-            let mut fft = PencilFft::collective_new(rt, &grid, path)?;
+        for path in [AlltoallAlgorithm::Ordered, AlltoallAlgorithm::NodeAware, AlltoallAlgorithm::Mpi] {
+            let mut fft = PencilFft::collective_new(rt, &grid, Path::Auto, Some(path))?;
             for holder in 0..4 {
                 let agreed =
                     fft.forward_voting(&pencil, if rank == holder { 7 } else { 70 + rank as u64 })?;
@@ -199,11 +199,11 @@ fn mesh_steps_match_on(
         let homes = homes(rt, structure, &pme)?;
         let mut prints = Vec::new();
         let paths = [
-            (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
-            (RedistPath::OneSidedGet, ExchangePath::Put, AlltoallPath::NodeAwareOneSided),
-            (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
-            (RedistPath::MpiAlltoallv, ExchangePath::Mpi, AlltoallPath::OrderedMpi),
-            (RedistPath::MpiNeighbor, ExchangePath::Mpi, AlltoallPath::Mpi),
+            (RedistPath::OneSidedPut, Path::OneSided, AlltoallAlgorithm::Ordered),
+            (RedistPath::OneSidedGet, Path::OneSided, AlltoallAlgorithm::NodeAware),
+            (RedistPath::Mpi, Path::Mpi, AlltoallAlgorithm::Mpi),
+            (RedistPath::MpiAlltoallv, Path::Mpi, AlltoallAlgorithm::OrderedMpi),
+            (RedistPath::MpiNeighbor, Path::Mpi, AlltoallAlgorithm::Mpi),
         ];
         for (redist_path, overlap, fft_path) in paths {
             let label = format!("{redist_path}/{fft_path}, PME on {pme:?} as {:?}", grid.dims());
@@ -213,7 +213,8 @@ fn mesh_steps_match_on(
                 .path(redist_path)
                 .vote_in_mesh()
                 .collective_build(&homes[me], structure.len())?;
-            let mut mesh = Pme::collective_new(&group, &grid, beta, overlap, fft_path)?;
+            let mut mesh =
+                Pme::builder(&group, &grid, beta).path(overlap).fft_algorithm(fft_path).collective_build()?;
             let mut energies = Vec::new();
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
             // Two steps: the second reuses every buffer and must give the same bits.
@@ -280,10 +281,10 @@ fn the_mesh_carries_the_vote(rt: &Runtime) -> CaseResult {
     let group = PeGroup::collective_new(rt, "pme", &all)?;
     for grid in grids {
         for (path, overlap, fft_path) in [
-            (RedistPath::OneSidedPut, ExchangePath::Put, AlltoallPath::OrderedOneSided),
-            (RedistPath::OneSidedGet, ExchangePath::Put, AlltoallPath::NodeAwareOneSided),
-            (RedistPath::Mpi, ExchangePath::Mpi, AlltoallPath::Mpi),
-            (RedistPath::MpiNeighbor, ExchangePath::Mpi, AlltoallPath::OrderedMpi),
+            (RedistPath::OneSidedPut, Path::OneSided, AlltoallAlgorithm::Ordered),
+            (RedistPath::OneSidedGet, Path::OneSided, AlltoallAlgorithm::NodeAware),
+            (RedistPath::Mpi, Path::Mpi, AlltoallAlgorithm::Mpi),
+            (RedistPath::MpiNeighbor, Path::Mpi, AlltoallAlgorithm::OrderedMpi),
         ] {
             let label = format!("{path}/{fft_path} on {:?}", grid.dims());
             let mut homes = homes(rt, &structure, &all)?;
@@ -292,7 +293,8 @@ fn the_mesh_carries_the_vote(rt: &Runtime) -> CaseResult {
                 .displacement_margin(0.05)
                 .vote_in_mesh()
                 .collective_build(&homes[me], structure.len())?;
-            let mut mesh = Pme::collective_new(&group, &grid, beta, overlap, fft_path)?;
+            let mut mesh =
+                Pme::builder(&group, &grid, beta).path(overlap).fft_algorithm(fft_path).collective_build()?;
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
             let mut step =
                 |redist: &mut Redistribution<'_>, homes: &[Vec<Particle>], home_forces: &mut Vec<RVec>| {
@@ -371,28 +373,34 @@ fn bad_parameters_fail_everywhere(rt: &Runtime) -> CaseResult {
     )?;
     let group = PeGroup::collective_new(rt, "pme", &all)?;
     config(
-        Pme::collective_new(&group, &grid, 0.0, ExchangePath::Put, AlltoallPath::OrderedOneSided).map(drop),
+        Pme::builder(&group, &grid, 0.0).collective_build().map(drop),
         "Ewald coefficient must be a positive number",
     )?;
     config(
-        Pme::collective_new(&group, &grid, f64::NAN, ExchangePath::Put, AlltoallPath::Mpi).map(drop),
+        Pme::builder(&group, &grid, f64::NAN)
+            .fft_algorithm(AlltoallAlgorithm::Mpi)
+            .collective_build()
+            .map(drop),
         "Ewald coefficient must be a positive number",
     )?;
     // A group that is not the grid's PME ranks.
     let reversed: Vec<usize> = all.iter().rev().copied().collect();
     let other = PeGroup::collective_new(rt, "reversed", &reversed)?;
     config(
-        SlabFft::collective_new(&other, &grid, AlltoallPath::OrderedOneSided).map(drop),
+        SlabFft::collective_new(&other, &grid, Path::OneSided, None).map(drop),
         "make the group of the grid's PME PEs in rank order",
     )?;
     // The shmem transpose needs an active set: PEs in descending order are not one.
     let descending = PmeGrid::new(structure.pbc.vectors(), 0.12, &reversed)?;
-    config(SlabFft::collective_new(&other, &descending, AlltoallPath::Shmem).map(drop), "active set")?;
+    config(
+        SlabFft::collective_new(&other, &descending, Path::OneSided, Some(AlltoallAlgorithm::Shmem))
+            .map(drop),
+        "active set",
+    )?;
     // The mesh step on a PE that is not a PME rank, given particles.
     let last = PmeGrid::new(structure.pbc.vectors(), 0.12, &[n - 1])?;
     let single = PeGroup::collective_new(rt, "last", &[n - 1])?;
-    let mut mesh =
-        Pme::collective_new(&single, &last, 3.0, ExchangePath::Put, AlltoallPath::OrderedOneSided)?;
+    let mut mesh = Pme::builder(&single, &last, 3.0).collective_build()?;
     let stray = [Particle { x: [0.1, 0.1, 0.1], q: 1.0, global: 0 }];
     let mut forces = [[0.0f32; 3]];
     if rt.my_pe() != n - 1 {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytemuck::Pod;
 use onesided::{
-    Error, Exchange, ExchangePath, ExchangeProblem, Incoming, Links, Offer, Outgoing, Runtime, SizedLinks,
-    SymArray,
+    Collectives, Error, Exchange, ExchangeProblem, Incoming, Links, Offer, Outgoing, Path, Runtime, SymArray,
+    Transport,
 };
 use onesided_suite::ensure;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
@@ -44,28 +44,35 @@ impl Rng {
 
 const ROOM: usize = 256;
 
-/// What a test's exchange is built on: one path, or a path per link class.
+/// What a test's exchange is built on: one transport, a transport per link class, or the
+/// runtime's links.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Route {
-    Path(ExchangePath),
-    Links(Links),
+    One(Transport),
+    Mixed(Transport, Transport),
+    Auto,
 }
+
+/// Every transport, the put first (the others are compared with it), the buffered baseline
+/// among them.
+const TRANSPORTS: [Transport; 5] =
+    [Transport::Put, Transport::Get, Transport::Buffered, Transport::Mpi, Transport::MpiRma];
 
 /// Links that mix the paths. On one node every partner takes the same-node path; on 2
 /// emulated nodes (scripts/test-nodes, two PEs a node) every PE has partners of both
 /// classes, so a call splits into two parts run by different transports.
-const MIXED: [Links; 6] = [
-    Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi },
-    Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi },
-    Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Put },
-    Links { same_node: ExchangePath::Put, other_node: ExchangePath::Get },
-    Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma },
-    Links { same_node: ExchangePath::MpiRma, other_node: ExchangePath::Mpi },
+const MIXED: [(Transport, Transport); 6] = [
+    (Transport::Put, Transport::Mpi),
+    (Transport::Get, Transport::Mpi),
+    (Transport::Mpi, Transport::Put),
+    (Transport::Put, Transport::Get),
+    (Transport::Put, Transport::MpiRma),
+    (Transport::MpiRma, Transport::Mpi),
 ];
 
-/// Every path, then every mix of [`MIXED`].
+/// Every transport, then every mix of [`MIXED`].
 fn routes() -> impl Iterator<Item = Route> {
-    ExchangePath::ALL.into_iter().map(Route::Path).chain(MIXED.into_iter().map(Route::Links))
+    TRANSPORTS.into_iter().map(Route::One).chain(MIXED.into_iter().map(|(s, o)| Route::Mixed(s, o)))
 }
 
 impl Route {
@@ -77,13 +84,17 @@ impl Route {
         partners: Option<&[usize]>,
     ) -> onesided::Result<Exchange<'rt, T>> {
         let everyone: Vec<usize> = (0..rt.n_pes()).collect();
-        match (self, partners) {
-            (Route::Path(path), None) => Exchange::collective_new(rt, name, path),
-            (Route::Path(path), Some(list)) => Exchange::collective_with_partners(rt, name, path, list),
-            (Route::Links(links), list) => {
-                Exchange::collective_with_links(rt, name, links, list.unwrap_or(&everyone))
-            }
+        let builder = Exchange::builder(rt, name);
+        let builder = match self {
+            Route::One(transport) => builder.transport(transport),
+            Route::Mixed(same, other) => builder.links(Links::new(same, other)).partners(&everyone),
+            Route::Auto => builder.path(Path::Auto),
+        };
+        match partners {
+            Some(list) => builder.partners(list),
+            None => builder,
         }
+        .collective_build()
     }
 
     /// Whether a call can split into parts with one of them on MPI, where a receive larger
@@ -91,14 +102,15 @@ impl Route {
     /// `MPI_THREAD_MULTIPLE` can leave spinning (the defect the MPI path documents): the
     /// refusal checks skip such routes.
     fn splits_onto_mpi(self) -> bool {
-        matches!(self, Route::Links(_)) && self.uses(ExchangePath::Mpi)
+        matches!(self, Route::Mixed(..)) && self.uses(Transport::Mpi)
     }
 
-    /// Whether some link takes `path`.
-    fn uses(self, path: ExchangePath) -> bool {
+    /// Whether some link takes `transport` (the runtime's links are not looked at).
+    fn uses(self, transport: Transport) -> bool {
         match self {
-            Route::Path(p) => p == path,
-            Route::Links(links) => links.same_node == path || links.other_node == path,
+            Route::One(t) => t == transport,
+            Route::Mixed(same, other) => same == transport || other == transport,
+            Route::Auto => false,
         }
     }
 }
@@ -106,8 +118,9 @@ impl Route {
 impl std::fmt::Display for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Route::Path(path) => path.fmt(f),
-            Route::Links(links) => links.fmt(f),
+            Route::One(transport) => transport.fmt(f),
+            Route::Mixed(same, other) => Links::new(*same, *other).fmt(f),
+            Route::Auto => f.write_str("auto"),
         }
     }
 }
@@ -208,25 +221,25 @@ fn every_path_many_calls_unequal_sizes(rt: &Runtime) -> CaseResult {
     let mut results = Vec::new();
     for path in routes() {
         let calls = match path {
-            Route::Path(ExchangePath::Put) => 3000,
-            Route::Path(_) => 1000,
-            Route::Links(_) => 300,
+            Route::One(Transport::Put) => 3000,
+            Route::One(_) | Route::Auto => 1000,
+            Route::Mixed(..) => 300,
         };
         results.push((path, ring(rt, path, calls, false)?));
     }
     // Put ran more calls; compare the other paths with put in fresh runs of as many calls.
-    let put_short = ring(rt, Route::Path(ExchangePath::Put), 1000, false)?;
-    let put_mixed = ring(rt, Route::Path(ExchangePath::Put), 300, false)?;
+    let put_short = ring(rt, Route::One(Transport::Put), 1000, false)?;
+    let put_mixed = ring(rt, Route::One(Transport::Put), 300, false)?;
     for (path, contents) in &results[1..] {
-        let put = if matches!(path, Route::Links(_)) { &put_mixed } else { &put_short };
+        let put = if matches!(path, Route::Mixed(..)) { &put_mixed } else { &put_short };
         ensure!(contents == put, "{path} left different bytes than onesided-put");
     }
     Ok(())
 }
 
 fn random_delays_do_not_matter(rt: &Runtime) -> CaseResult {
-    let reference = ring(rt, Route::Path(ExchangePath::Mpi), 300, true)?;
-    for path in routes().filter(|&r| r != Route::Path(ExchangePath::Mpi)) {
+    let reference = ring(rt, Route::One(Transport::Mpi), 300, true)?;
+    for path in routes().filter(|&r| r != Route::One(Transport::Mpi)) {
         ensure!(ring(rt, path, 300, true)? == reference, "{path} with delays differs from MPI");
     }
     Ok(())
@@ -335,7 +348,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
         let mut exchange = path.exchange::<u64>(rt, &format!("packed {path}"), None)?;
         exchange.collective_reserve(ROOM)?;
         let target = SymArray::<u64>::collective_alloc(rt, "packed target", n * ROOM)?;
-        let calls = if matches!(path, Route::Links(_)) { 100 } else { 300 };
+        let calls = if matches!(path, Route::Mixed(..)) { 100 } else { 300 };
         for call in 1..=calls {
             let sizes: Vec<usize> = (0..n).map(|to| length(me + to, call)).collect();
             let outgoing: Vec<Outgoing<u64>> =
@@ -349,7 +362,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             check_regions(&target, received, expected, |from, i| value(from, me, call, i), &context)?;
         }
         // Mixed links ran fewer calls: they are compared with each other.
-        contents.push((matches!(path, Route::Links(_)), target.to_vec_local()));
+        contents.push((matches!(path, Route::Mixed(..)), target.to_vec_local()));
         // Two messages to the same PE in one call (its two lanes), written interleaved: each
         // lands in its own region, the second after the first.
         let (right, left) = ((me + 1) % n, (me + n - 1) % n);
@@ -370,7 +383,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             check_regions(&target, received, expected, |lane, i| value(left, lane, call, i), &context)?;
         }
         rt.barrier();
-        if path.uses(ExchangePath::Mpi) {
+        if path.uses(Transport::Mpi) {
             // Open MPI 4.1 under MPI_THREAD_MULTIPLE can leave MPI_Waitall spinning forever
             // on a truncated receive among several (reproduced in C, outside this library);
             // a single message each way (MPI_Sendrecv) is refused cleanly, which
@@ -391,7 +404,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
                 message.fill(value(me, to, 0, 0));
             }
         };
-        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
+        let told = me == victim || (me == 0 && exchange.transport_to(victim).announces());
         let outcome = exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run();
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
@@ -404,7 +417,7 @@ fn packed_messages_to_every_pe(rt: &Runtime) -> CaseResult {
             let mut got = vec![0u64; 8];
             target.read_local(from * ROOM, &mut got)?;
             if me == victim && from == 0 {
-                if exchange.path_to(0).announces() {
+                if exchange.transport_to(0).announces() {
                     ensure!(got == vec![7; 8], "{path}: the refused message was written");
                 }
             } else {
@@ -440,7 +453,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
         // The receiver always learns of it; on the put path the sender, which checks the
         // announced room, does too.
         let victim = 1 % n;
-        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
+        let told = me == victim || (me == 0 && exchange.transport_to(victim).announces());
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, count, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
@@ -449,7 +462,7 @@ fn oversized_messages_are_rejected(rt: &Runtime) -> CaseResult {
             Ok(8) => ensure!(!told, "{path}: PE {me} missed the rejection"),
             other => return Err(format!("{path}: PE {me} got {other:?}").into()),
         }
-        if me == victim && exchange.path_to(0).announces() {
+        if me == victim && exchange.transport_to(0).announces() {
             let mut untouched = vec![0u32; 32];
             target.read_local(0, &mut untouched)?;
             ensure!(untouched == vec![7; 32], "{path}: a rejected message was written");
@@ -509,7 +522,7 @@ fn consumed_messages(rt: &Runtime) -> CaseResult {
             .run()
             .map(<[usize]>::to_vec);
         let victim = 1 % n;
-        let told = me == victim || (me == 0 && exchange.path_to(victim).announces());
+        let told = me == victim || (me == 0 && exchange.transport_to(victim).announces());
         match outcome {
             Err(Error::MessageTooLarge { pe: 0, to, room: 8, .. }) if to == victim => {
                 ensure!(told, "{path}: PE {me} got the rejection");
@@ -623,7 +636,7 @@ fn offered_messages(rt: &Runtime) -> CaseResult {
 fn bad_arguments(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let right = (me + 1) % n;
-    let mut exchange = Exchange::<u8>::collective_new(rt, "arguments", ExchangePath::Put)?;
+    let mut exchange: Exchange<'_, u8> = Exchange::builder(rt, "arguments").collective_build()?;
     let target = SymArray::<u8>::collective_alloc(rt, "small", 8)?;
     let outcome = one_each_way(
         &mut exchange,
@@ -649,7 +662,8 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         Incoming { from: right, buffer: 0, offset: 0, room: 1 },
     );
     ensure!(matches!(outcome, Err(Error::InvalidPe { .. })), "PE n: {outcome:?}");
-    let mut get = Exchange::<u8>::collective_new(rt, "unreserved", ExchangePath::Get)?;
+    let mut get: Exchange<'_, u8> =
+        Exchange::builder(rt, "unreserved").transport(Transport::Get).collective_build()?;
     let outcome = one_each_way(
         &mut get,
         &[&target],
@@ -671,8 +685,9 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
         "packed without a packing function: {outcome:?}"
     );
     ensure!(
-        "onesided-get".parse::<ExchangePath>()? == ExchangePath::Get
-            && "nonsense".parse::<ExchangePath>().is_err(),
+        "onesided-get".parse::<Transport>()? == Transport::Get
+            && "nonsense".parse::<Transport>().is_err()
+            && "onesided".parse::<Path>()? == Path::OneSided,
         "path names"
     );
     Ok(())
@@ -680,8 +695,9 @@ fn bad_arguments(rt: &Runtime) -> CaseResult {
 
 fn sending_to_oneself(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
-    for path in ExchangePath::ALL {
-        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("self {path}"), path)?;
+    for path in TRANSPORTS {
+        let mut exchange: Exchange<'_, u64> =
+            Exchange::builder(rt, &format!("self {path}")).transport(path).collective_build()?;
         exchange.collective_reserve(64)?;
         let target = SymArray::<u64>::collective_alloc(rt, "self target", 64)?;
         for call in 1..=20u64 {
@@ -707,8 +723,9 @@ fn sending_to_oneself(rt: &Runtime) -> CaseResult {
 fn posted_receives(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for path in ExchangePath::ALL {
-        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("posted {path}"), path)?;
+    for path in TRANSPORTS {
+        let mut exchange: Exchange<'_, u64> =
+            Exchange::builder(rt, &format!("posted {path}")).transport(path).collective_build()?;
         exchange.collective_reserve(ROOM)?;
         let target = SymArray::<u64>::collective_alloc(rt, "posted target", ROOM)?;
         let incoming = Incoming { from: left, buffer: 0, offset: 0, room: ROOM };
@@ -754,8 +771,9 @@ fn posted_receives(rt: &Runtime) -> CaseResult {
 fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for path in ExchangePath::ALL {
-        let mut exchange = Exchange::<u64>::collective_new(rt, &format!("regions {path}"), path)?;
+    for path in TRANSPORTS {
+        let mut exchange: Exchange<'_, u64> =
+            Exchange::builder(rt, &format!("regions {path}")).transport(path).collective_build()?;
         exchange.collective_reserve(8)?;
         let target = SymArray::<u64>::collective_alloc(rt, "regions target", 32)?;
         let first: Vec<u64> = (0..4).map(|i| stamp(me, 1, i)).collect();
@@ -791,7 +809,7 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
     }
     // On the put path the sender places the message: PE 0 receives into its second buffer,
     // which its left neighbour, passing one buffer, does not have.
-    let mut exchange = Exchange::<u64>::collective_new(rt, "buffer lists", ExchangePath::Put)?;
+    let mut exchange: Exchange<'_, u64> = Exchange::builder(rt, "buffer lists").collective_build()?;
     let a = SymArray::<u64>::collective_alloc(rt, "list a", 8)?;
     let b = SymArray::<u64>::collective_alloc(rt, "list b", 8)?;
     let mine = [stamp(me, 3, 0)];
@@ -828,7 +846,7 @@ fn regions_and_buffer_lists(rt: &Runtime) -> CaseResult {
 fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     for path in routes() {
-        let calls = if matches!(path, Route::Links(_)) { 100 } else { 300 };
+        let calls = if matches!(path, Route::Mixed(..)) { 100 } else { 300 };
         let any = ring_built(rt, path, calls, false, Build::Any)?;
         for build in [Build::Partnered, Build::Packed] {
             let partnered = ring_built(rt, path, calls, false, build)?;
@@ -839,9 +857,9 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     let per_partner = 2 * 4 * 64;
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);
     let ring_partners = if n == 2 { 1 } else { 2 };
-    let partnered =
-        Exchange::<u64>::collective_with_partners(rt, "memory", ExchangePath::Put, &[left, right])?;
-    let any = Exchange::<u64>::collective_new(rt, "memory, any PE", ExchangePath::Put)?;
+    let partnered: Exchange<'_, u64> =
+        Exchange::builder(rt, "memory").partners(&[left, right]).collective_build()?;
+    let any: Exchange<'_, u64> = Exchange::builder(rt, "memory, any PE").collective_build()?;
     ensure!(
         partnered.symmetric_bytes() == ring_partners * per_partner
             && any.symmetric_bytes() == n * per_partner,
@@ -874,8 +892,7 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
     }
     // PE 0 names PE 1, which names nobody.
     let partners: &[usize] = if me == 0 { &[1] } else { &[] };
-    match Exchange::<u64>::collective_with_partners(rt, "one-sided partnership", ExchangePath::Put, partners)
-    {
+    match Exchange::<u64>::builder(rt, "one-sided partnership").partners(partners).collective_build() {
         Err(Error::Exchange { problem: ExchangeProblem::NotMutual { pe: 0, partner: 1 }, .. }) => {}
         other => return Err(format!("a one-sided partnership gave {:?}", other.err()).into()),
     }
@@ -888,7 +905,8 @@ fn partnered_exchanges(rt: &Runtime) -> CaseResult {
 /// would wait for ever). Each PE exchanges with itself, so no partner is left waiting.
 fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
     let me = rt.my_pe();
-    let mut exchange = Exchange::<u64>::collective_with_partners(rt, "mpi faults", ExchangePath::Mpi, &[me])?;
+    let mut exchange: Exchange<'_, u64> =
+        Exchange::builder(rt, "mpi faults").path(Path::Mpi).partners(&[me]).collective_build()?;
     let target = SymArray::<u64>::collective_alloc(rt, "mpi fault target", 16)?;
     const SENTINEL: u64 = 0x5e47_1ae1;
     target.write_local(0, &[SENTINEL; 16])?;
@@ -933,26 +951,42 @@ fn mpi_error_leaves_nothing_posted(rt: &Runtime) -> CaseResult {
 fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    let small = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi };
-    let middle = Links { same_node: ExchangePath::Mpi, other_node: ExchangePath::Get };
-    let large = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Put };
-    let sized = SizedLinks { links: small, by_size: vec![(1 << 10, middle), (16 << 10, large)] };
+    let small = Links::new(Transport::Put, Transport::Mpi);
+    let middle = Links::new(Transport::Mpi, Transport::Get);
+    let large = Links::new(Transport::Get, Transport::Put);
+    let sized = small.clone().from_bytes(1 << 10, Transport::Mpi, Transport::Get).from_bytes(
+        16 << 10,
+        Transport::Get,
+        Transport::Put,
+    );
     let everyone: Vec<usize> = (0..n).collect();
-    let mut exchange = Exchange::<u64>::collective_with_links(rt, "by size", sized.clone(), &everyone)?;
-    ensure!(exchange.path() == ExchangePath::Auto && exchange.links() == small, "{:?}", exchange.links());
+    let mut exchange: Exchange<'_, u64> =
+        Exchange::builder(rt, "by size").links(sized).partners(&everyone).collective_build()?;
+    ensure!(
+        exchange.path() == Path::Auto && exchange.reserved_links() == small,
+        "{:?}",
+        exchange.reserved_links()
+    );
     let most = 4 << 10;
     let target = SymArray::<u64>::collective_alloc(rt, "by size target", most)?;
     let mut call = 0u64;
     // Elements reserved (8 bytes each; PE 0 reserves the most, which every PE takes), links.
-    let stages =
-        [(16, small), (200, middle), (most, large), (16, small), (most, large), (200, middle), (100, small)];
+    let stages = [
+        (16, small.clone()),
+        (200, middle.clone()),
+        (most, large.clone()),
+        (16, small.clone()),
+        (most, large),
+        (200, middle),
+        (100, small.clone()),
+    ];
     for (elements, want) in stages {
         let mine = if me == 0 { elements } else { elements / 2 };
         exchange.collective_reserve(mine)?;
         ensure!(
-            exchange.links() == want,
+            exchange.reserved_links() == want,
             "{elements} elements reserved: {} taken, not {want}",
-            exchange.links()
+            exchange.reserved_links()
         );
         for _ in 0..25 {
             call += 1;
@@ -982,7 +1016,11 @@ fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
         matches!(outcome, Err(Error::Exchange { problem: ExchangeProblem::PostedAcrossReserve, .. })),
         "a reservation across a posted receive: {outcome:?}"
     );
-    ensure!(exchange.links() == small, "a refused reservation changed the links to {}", exchange.links());
+    ensure!(
+        exchange.reserved_links() == small,
+        "a refused reservation changed the links to {}",
+        exchange.reserved_links()
+    );
     let message = [stamp(me, call + 1, 0)];
     let received =
         one_each_way(&mut exchange, &[&target], Outgoing::Copy { to: right, data: &message }, incoming)?;
@@ -991,9 +1029,13 @@ fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
         "the call after the refusal"
     );
     // A path given at creation never changes.
-    let mut fixed = Exchange::<u64>::collective_new(rt, "by size, fixed", ExchangePath::Put)?;
+    let mut fixed: Exchange<'_, u64> = Exchange::builder(rt, "by size, fixed").collective_build()?;
     fixed.collective_reserve(most)?;
-    ensure!(fixed.links() == Links::uniform(ExchangePath::Put), "a fixed path moved to {}", fixed.links());
+    ensure!(
+        fixed.reserved_links() == Links::uniform(Transport::Put),
+        "a fixed path moved to {}",
+        fixed.reserved_links()
+    );
     Ok(())
 }
 
@@ -1002,37 +1044,36 @@ fn links_follow_the_message_size(rt: &Runtime) -> CaseResult {
 /// on them leaves the bytes MPI leaves; links set by the program replace them, the same on
 /// every PE or refused on every PE.
 fn auto_calibrates_once_and_agrees(rt: &Runtime) -> CaseResult {
-    let first = Exchange::<u64>::collective_new(rt, "auto", ExchangePath::Auto)?;
-    let choice = rt.link_choice().ok_or("no links after an Auto exchange")?;
+    let first: Exchange<'_, u64> = Exchange::builder(rt, "auto").path(Path::Auto).collective_build()?;
+    let choice = rt.collective_links()?;
     ensure!(
-        matches!(choice.source, onesided::LinksSource::Calibrated { .. }),
+        matches!(choice.source(), onesided::LinksSource::Calibrated { .. }),
         "links from {:?}, not a calibration",
-        choice.source
+        choice.source()
     );
-    ensure!(first.links() == choice.links, "the exchange took {} of {}", first.links(), choice.links);
-    let code = |p: ExchangePath| ExchangePath::ALL.iter().position(|&q| q == p).unwrap_or(9) as u64;
-    let mine = 10 * code(choice.links.same_node) + code(choice.links.other_node);
+    ensure!(*first.links() == choice, "the exchange took {} of {choice}", first.links());
+    let code = |t: Transport| Transport::LINKS.iter().position(|&q| q == t).unwrap_or(9) as u64;
+    let mine = 10 * code(choice.same_node) + code(choice.other_node);
     let mut agreed = [mine, 100 - mine];
     rt.max_u64(&mut agreed)?;
-    ensure!(agreed[0] == 100 - agreed[1], "PEs took different links: {} here", choice.links);
+    ensure!(agreed[0] == 100 - agreed[1], "PEs took different links: {choice} here");
     drop(first);
     ensure!(
-        ring(rt, Route::Path(ExchangePath::Auto), 100, false)?
-            == ring(rt, Route::Path(ExchangePath::Mpi), 100, false)?,
-        "auto ({}) left different bytes than MPI",
-        choice.links
+        ring(rt, Route::Auto, 100, false)? == ring(rt, Route::One(Transport::Mpi), 100, false)?,
+        "auto ({choice}) left different bytes than MPI"
     );
-    ensure!(rt.link_choice() == Some(choice), "a second Auto exchange changed the links");
-    let mixed = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi };
-    rt.collective_set_links(mixed)?;
+    let again = rt.collective_links()?;
+    ensure!(again == choice && again.source() == choice.source(), "a second Auto exchange changed the links");
+    let mixed = Links::new(Transport::Get, Transport::Mpi);
+    rt.collective_set_links(mixed.clone())?;
     ensure!(
-        Exchange::<u64>::collective_new(rt, "set", ExchangePath::Auto)?.links() == mixed,
+        *Exchange::<u64>::builder(rt, "set").path(Path::Auto).collective_build()?.links() == mixed,
         "set links not taken"
     );
-    let differing = if rt.my_pe() == 0 { mixed } else { Links::uniform(ExchangePath::Put) };
+    let differing = if rt.my_pe() == 0 { mixed } else { Links::uniform(Transport::Put) };
     let outcome = rt.collective_set_links(differing);
     ensure!(matches!(outcome, Err(Error::CollectiveArgument(_))), "different links on the PEs: {outcome:?}");
-    let outcome = rt.collective_set_links(Links::uniform(ExchangePath::Buffered));
+    let outcome = rt.collective_set_links(Links::uniform(Transport::Buffered));
     ensure!(matches!(outcome, Err(Error::InvalidArgument(_))), "a buffered link: {outcome:?}");
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use onesided::{ReduceOp, Runtime};
+use onesided::{Collectives, ReduceOp, Runtime};
 use onesided_suite::launch;
 
 const SCENARIO_VAR: &str = "WATCHDOG_SCENARIO";

@@ -4,7 +4,7 @@
 use md_halo::{DdGrid, HaloExchange, RVec, ShiftForces};
 use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
-use onesided::Runtime;
+use onesided::{Collectives, Fnv1a, Runtime};
 
 use crate::error::{Error, Result};
 use crate::force::{ForceField, Topology, serial_forces};
@@ -309,12 +309,7 @@ fn gather_all<T: mpi::datatype::Equivalence + Copy + Default>(
 /// A 64-bit FNV-1a hash of the bytes of `values`: two paths that left the same bits in the
 /// same places give the same fingerprint.
 pub fn fingerprint<T: bytemuck::Pod>(values: &[T]) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for &byte in bytemuck::cast_slice::<T, u8>(values) {
-        hash ^= byte as u64;
-        hash = hash.wrapping_mul(0x100_0000_01b3);
-    }
-    hash
+    Fnv1a::new().bytes(bytemuck::cast_slice::<T, u8>(values)).finish()
 }
 
 /// One fingerprint of every PE's `values` together, the same on every PE: what a run
@@ -324,7 +319,7 @@ pub fn fingerprint<T: bytemuck::Pod>(values: &[T]) -> u64 {
 /// Every PE must call it.
 ///
 /// # Errors
-/// As [`Runtime::max_u64`].
+/// As [`Collectives::max_u64`].
 pub fn job_fingerprint<T: bytemuck::Pod>(rt: &Runtime, values: &[T]) -> onesided::Result<u64> {
     // Each PE's fingerprint in its own slot (63 bits, what the reduction carries).
     let mut per_pe = vec![0u64; rt.n_pes()];

@@ -1,6 +1,6 @@
 //! Domain-decomposition halo exchange for molecular dynamics: coordinates out to the
 //! neighbouring domains every step, forces back, over `onesided` (the offset-swap send-receive)
-//! or over MPI two-sided, chosen once ([`onesided::ExchangePath`]), with identical results.
+//! or over MPI two-sided, chosen once ([`onesided::Path`]), with identical results.
 //!
 //! The crate knows no physics and no file format: an engine hands it the box, its atoms'
 //! positions and global indices, the interaction range and the grid, and gets back the halo
@@ -85,10 +85,9 @@
 //! }
 //! ```
 //!
-//! The halo runs on [`ExchangePath::Put`](onesided::ExchangePath::Put) (the default) or
-//! [`ExchangePath::Mpi`](onesided::ExchangePath::Mpi); the get and buffered paths stage
-//! messages in buffers sized ahead, which the halo's changing messages would outgrow, and
-//! the build refuses them.
+//! The halo runs on [`Path::OneSided`](onesided::Path::OneSided) (the default: the
+//! coordinates put, the forces pulled), [`Path::Mpi`](onesided::Path::Mpi) or
+//! [`Path::Auto`](onesided::Path::Auto) (per link, measured).
 #![deny(missing_docs)]
 
 mod buffer;

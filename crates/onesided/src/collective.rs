@@ -13,20 +13,68 @@ use bytemuck::Pod;
 
 use crate::agree::{Agreed, Agreement};
 use crate::error::{Error, Result};
+use crate::reduce::{self, ReduceOp, Reducible};
 use crate::runtime::Runtime;
 use crate::scratch::FIRST_CHUNK;
 
-impl Runtime {
+/// The collectives of every PE of a job ([`Runtime`]), the same bits on every PE: what the
+/// library's agreements and an engine's totals are made of. A trait, as rsmpi's
+/// `CommunicatorCollectives` is, so that the runtime's own surface stays small: bring it in
+/// with `use onesided::Collectives`.
+///
+/// # Collective
+/// Every method must be called by every PE, in the same order, from the thread that makes
+/// the PE's collectives.
+pub trait Collectives {
     /// Element-wise maximum over all PEs, in place: afterwards every PE holds the same values.
-    ///
-    /// # Collective
-    /// Every PE must call it with a slice of the same length.
     ///
     /// # Errors
     /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
     /// lengths or when any PE passed a value above `i64::MAX` (the library reduces signed
     /// 64-bit integers).
-    pub fn max_u64(&self, values: &mut [u64]) -> Result<()> {
+    fn max_u64(&self, values: &mut [u64]) -> Result<()>;
+
+    /// The maximum of one value over all PEs ([`max_u64`](Self::max_u64) of one).
+    ///
+    /// # Errors
+    /// As [`max_u64`](Self::max_u64).
+    fn max_u64_one(&self, value: u64) -> Result<u64> {
+        let mut values = [value];
+        self.max_u64(&mut values)?;
+        Ok(values[0])
+    }
+
+    /// Copies `data` of PE `root` into `data` of every other PE. Every PE passes the same
+    /// `root` and a slice of the same length (unlike [`max_u64`](Self::max_u64), lengths are
+    /// not checked: the broadcast is the way the length itself is shared).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPe`] for a `root` that is not a PE.
+    fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()>;
+
+    /// Reduces `values` element by element over all PEs, in place: afterwards every PE holds
+    /// the same bits. A floating-point reduction is made on PE 0 and broadcast from there, so
+    /// that no PE rounds in another order (an MPI all-reduce may add in a different order on
+    /// different ranks); an integer one takes one all-reduce. Integer overflow is not
+    /// detected: keep sums in range.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
+    /// lengths (nothing is reduced then).
+    fn all_reduce<T: Reducible>(&self, op: ReduceOp, values: &mut [T]) -> Result<()>;
+
+    /// The sum of `value` over all PEs, the same bits on every PE.
+    fn all_sum<T: Reducible>(&self, value: T) -> T;
+
+    /// The smallest `value` over all PEs.
+    fn all_min<T: Reducible>(&self, value: T) -> T;
+
+    /// The largest `value` over all PEs.
+    fn all_max<T: Reducible>(&self, value: T) -> T;
+}
+
+impl Collectives for Runtime {
+    fn max_u64(&self, values: &mut [u64]) -> Result<()> {
         const LIMIT: u64 = i64::MAX as u64;
         // A header travels in the first chunk, so every PE learns of a length mismatch or an
         // oversized value after the same library call, and they all stop there together.
@@ -60,23 +108,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// The maximum of one value over all PEs.
-    ///
-    /// # Collective
-    /// Every PE must call it.
-    pub fn max_u64_one(&self, value: u64) -> Result<u64> {
-        let mut values = [value];
-        self.max_u64(&mut values)?;
-        Ok(values[0])
-    }
-
-    /// Copies `data` of PE `root` into `data` of every other PE.
-    ///
-    /// # Collective
-    /// Every PE must call it with the same `root` and a slice of the same length (unlike
-    /// [`max_u64`](Self::max_u64), lengths are not checked: the broadcast is the way the
-    /// length itself is shared).
-    pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+    fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
         self.check_pe(root, || "broadcast".to_string())?;
         if self.n_pes() == 1 {
             return Ok(());
@@ -84,6 +116,22 @@ impl Runtime {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
         self.lock_collectives().broadcast(self.my_pe(), self.n_pes(), root, bytes);
         Ok(())
+    }
+
+    fn all_reduce<T: Reducible>(&self, op: ReduceOp, values: &mut [T]) -> Result<()> {
+        reduce::all_reduce(self, op, values)
+    }
+
+    fn all_sum<T: Reducible>(&self, value: T) -> T {
+        reduce::reduce_one(self, ReduceOp::Sum, value)
+    }
+
+    fn all_min<T: Reducible>(&self, value: T) -> T {
+        reduce::reduce_one(self, ReduceOp::Min, value)
+    }
+
+    fn all_max<T: Reducible>(&self, value: T) -> T {
+        reduce::reduce_one(self, ReduceOp::Max, value)
     }
 }
 

@@ -9,21 +9,21 @@
 //!    in `SLURM_STEP_NUM_TASKS`, `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE`) but gave this one no
 //!    process-management interface to join them by (no `PMIX_RANK`, `PMI_RANK`, `PMI_FD`,
 //!    `OMPI_COMM_WORLD_RANK`): each process would start as a job of one PE (`srun` without
-//!    `--mpi=pmix`), [`Error::Launch`].
+//!    `--mpi=pmix`), [`Error::Launch`](crate::Error::Launch).
 //! 2. **Once OpenSHMEM has started** (after check 3): its PE count against the launcher's count and against
-//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`].
+//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`](crate::Error::Launch).
 //! 3. **Before OpenSHMEM starts**, in one reduction over MPI: address-space randomisation
 //!    where Sandia OpenSHMEM reaches the PEs of a node through CMA, which would abort every PE
-//!    at its first barrier ([`Error::AddressRandomisation`]).
+//!    at its first barrier ([`Error::AddressRandomisation`](crate::Error::AddressRandomisation)).
 //! 4. **Before the first symmetric allocation**, in one reduction over MPI: PEs that disagree
 //!    on the OpenSHMEM or MPI library, the heap size, the library's settings or the transport
-//!    ([`Error::SettingsDiffer`]).
+//!    ([`Error::SettingsDiffer`](crate::Error::SettingsDiffer)).
 //!
 //! The symmetric heap is checked at every allocation: one that cannot fit what is already in
 //! use plus what is asked fails before the implementation is asked
-//! ([`Error::HeapTooSmall`], [`HeapStatus`](crate::HeapStatus)).
+//! ([`Error::HeapTooSmall`](crate::Error::HeapTooSmall), [`HeapStatus`]).
 //!
-//! [`Runtime::collective_report`](crate::Runtime::collective_report) gathers the rest, the library, heap, transport and mapping
+//! [`StartReport::collective_gather`] gathers the rest, the library, heap, transport and mapping
 //! each node got, for the `onesided-doctor` program (run it under the launcher) and the one
 //! line the examples print first.
 
@@ -107,7 +107,7 @@ fn transport() -> String {
     }
 }
 
-impl Runtime {
+impl StartReport {
     /// What the job got: one line for the whole job, and on PE 0 one entry per node (host,
     /// PEs, transport, same-node access, cores, address-space randomisation), gathered from
     /// the lowest PE of each node. The examples print the line first; the `onesided-doctor`
@@ -116,16 +116,16 @@ impl Runtime {
     /// # Collective
     /// Every PE calls it. PE 0 receives one short entry per node; the other PEs send at most
     /// one and keep nothing.
-    pub fn collective_report(&self) -> Result<StartReport> {
-        let world = self.world();
-        let node_pes = self.node_pes();
-        let leader = node_pes.first() == Some(&self.my_pe());
+    pub fn collective_gather(rt: &Runtime) -> Result<StartReport> {
+        let world = rt.world();
+        let node_pes = rt.node_pes();
+        let leader = node_pes.first() == Some(&rt.my_pe());
         let mut nodes = 0u64;
         world.all_reduce_into(&u64::from(leader), &mut nodes, SystemOperation::sum());
         let mut widest = 0u64;
         world.all_reduce_into(&(node_pes.len() as u64), &mut widest, SystemOperation::max());
         let heap = HeapStatus::now();
-        let per_node = if nodes as usize * widest as usize == self.n_pes() {
+        let per_node = if nodes as usize * widest as usize == rt.n_pes() {
             format!("{widest} per node")
         } else {
             format!("up to {widest} per node")
@@ -138,18 +138,18 @@ impl Runtime {
         let summary = format!(
             "{} PEs on {nodes} node{} ({per_node}); {} with {}; heap {} ({setting}); transport {}; \
              between PEs of a node: {}",
-            self.n_pes(),
+            rt.n_pes(),
             if nodes == 1 { "" } else { "s" },
             implementation_name(),
             mpi_library_name(),
             heap.capacity.map_or("unreadable".to_string(), |c| format!("{} MiB", c >> 20)),
             transport,
-            self.same_node_access(),
+            rt.same_node_access(),
         );
         let leaders = world.split_by_color(if leader { Color::with_value(0) } else { Color::undefined() });
         let mut reports = Vec::new();
         if let Some(leaders) = leaders {
-            let mine = self.node_entry(&transport).into_bytes();
+            let mine = node_entry(rt, &transport).into_bytes();
             let root = leaders.process_at_rank(0);
             if leaders.rank() == 0 {
                 let mut counts = vec![0i32; leaders.size() as usize];
@@ -173,31 +173,31 @@ impl Runtime {
         }
         Ok(StartReport { summary, nodes: reports })
     }
-
-    /// This node's entry, as lines: host, PEs, then `key: value` lines (`transport` as
-    /// [`transport`] gave it).
-    fn node_entry(&self, transport: &str) -> String {
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let randomisation = if address_randomised() { "on" } else { "off" };
-        let pes: Vec<String> = self.node_pes().iter().map(|pe| pe.to_string()).collect();
-        let access: &SameNodeAccess = self.same_node_access();
-        [
-            crate::launch::host_name(),
-            pes.join(" "),
-            format!("transport: {transport}"),
-            format!("between its PEs: {access}"),
-            format!(
-                "cores this PE may run on: {cores}; PEs share cores: {}",
-                if self.oversubscribed() { "yes (waits sleep between polls)" } else { "no" }
-            ),
-            format!("address-space randomisation: {randomisation}"),
-            format!("wait timeout: {:?}", self.wait_timeout()),
-        ]
-        .join("\n")
-    }
 }
 
-/// The inverse of [`Runtime::node_entry`].
+/// This node's entry, as lines: host, PEs, then `key: value` lines (`transport` as
+/// [`transport`] gave it).
+fn node_entry(rt: &Runtime, transport: &str) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let randomisation = if address_randomised() { "on" } else { "off" };
+    let pes: Vec<String> = rt.node_pes().iter().map(|pe| pe.to_string()).collect();
+    let access: &SameNodeAccess = rt.same_node_access();
+    [
+        crate::launch::host_name(),
+        pes.join(" "),
+        format!("transport: {transport}"),
+        format!("between its PEs: {access}"),
+        format!(
+            "cores this PE may run on: {cores}; PEs share cores: {}",
+            if rt.oversubscribed() { "yes (waits sleep between polls)" } else { "no" }
+        ),
+        format!("address-space randomisation: {randomisation}"),
+        format!("wait timeout: {:?}", rt.wait_timeout()),
+    ]
+    .join("\n")
+}
+
+/// The inverse of [`node_entry`].
 fn parse_node_entry(text: &str) -> NodeReport {
     let mut lines = text.lines();
     let host = lines.next().unwrap_or("").to_string();

@@ -6,7 +6,7 @@
 //! | [`DIRECT`] `ONESIDED_DIRECT` | [`Runtime::init`](crate::Runtime::init) | `1` (default): puts, gets and signals to PEs whose memory the library maps into this process (`shmem_ptr`: same node, shared-memory transport) are plain copies and stores; `0`: always call the library |
 //! | [`OVERSUBSCRIBED`] `ONESIDED_OVERSUBSCRIBED` | [`Runtime::init`](crate::Runtime::init) | `1`: waits sleep between polls once they have spun a while, so that PEs sharing a core run; `0`: they yield; unset: `1` where the node's PEs outnumber its online cores ([`Runtime::oversubscribed`](crate::Runtime::oversubscribed)) |
 //! | [`NODE_HEAP`] `ONESIDED_NODE_HEAP` | [`Runtime::init`](crate::Runtime::init) with Sandia OpenSHMEM | `auto` (default): where the implementation maps no PE of the node (`shmem_ptr` is NULL without XPMEM), share the heaps of the node's PEs so that the direct path works, if the libfabric provider copies with the CPU ([`Runtime::same_node_access`](crate::Runtime::same_node_access) says what came of it); `1`: share whatever the provider, and fail if sharing fails; `0`: never |
-//! | [`TRANSPORT`] `ONESIDED_TRANSPORT` | [`Runtime::collective_links`](crate::Runtime::collective_links), at the first [`ExchangePath::Auto`](crate::ExchangePath::Auto) exchange | `auto` (default): the paths to same-node and other-node PEs from the cache of an earlier calibration, else calibrated now; `calibrate`: calibrated now; a path for every link (`onesided-put`, `onesided-get`, `mpi`, `mpi-rma`), or `same-node=PATH,other-node=PATH`; either followed by `; from BYTES: LINKS` ranges of message sizes |
+//! | [`TRANSPORT`] `ONESIDED_TRANSPORT` | [`Runtime::collective_links`](crate::Runtime::collective_links), at the first [`Path::Auto`](crate::Path::Auto) exchange | `auto` (default): the transports to same-node and other-node PEs from the cache of an earlier calibration, else calibrated now; `calibrate`: calibrated now; a transport for every link (`onesided-put`, `onesided-get`, `mpi`, `mpi-rma`), or `same-node=T,other-node=T`; either followed by `; from BYTES: LINKS` ranges of message sizes |
 //! | [`CACHE_DIR`] `ONESIDED_CACHE_DIR` | the same | where calibrations are cached; default `$XDG_CACHE_HOME/onesided`, else `~/.cache/onesided` |
 //! | [`OSHMEM_HEAP_SIZE`] `SHMEM_SYMMETRIC_HEAP_SIZE` | Open MPI's OSHMEM | symmetric heap per PE, e.g. `2G`; default 256 MiB |
 //! | [`SOS_HEAP_SIZE`] `SHMEM_SYMMETRIC_SIZE` | Sandia OpenSHMEM | symmetric heap per PE, e.g. `2G`; default 512 MiB |
@@ -42,10 +42,10 @@ pub const OVERSUBSCRIBED: &str = "ONESIDED_OVERSUBSCRIBED";
 /// RDMA device open.
 pub const NODE_HEAP: &str = "ONESIDED_NODE_HEAP";
 
-/// The paths of [`ExchangePath::Auto`](crate::ExchangePath::Auto) exchanges: `auto`
-/// (default: cached or calibrated), `calibrate`, one path for every link, or
-/// `same-node=PATH,other-node=PATH` ([`Links`](crate::Links)), either followed by ranges of
-/// message sizes, `; from BYTES: LINKS` ([`SizedLinks`](crate::SizedLinks)).
+/// The transports of [`Path::Auto`](crate::Path::Auto) exchanges: `auto`
+/// (default: cached or calibrated), `calibrate`, one transport for every link, or
+/// `same-node=T,other-node=T`, either followed by ranges of message sizes,
+/// `; from BYTES: LINKS` ([`Links`](crate::Links)).
 pub const TRANSPORT: &str = "ONESIDED_TRANSPORT";
 
 /// The directory of the calibration cache ([`crate::links`]).

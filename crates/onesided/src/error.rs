@@ -333,8 +333,8 @@ pub enum Error {
 pub enum ExchangeProblem {
     /// A message to or from a PE the exchange was not built for.
     #[error(
-        "PE {pe} is not a partner of PE {me} (it named {named:?}); name every PE it talks to at \
-         collective_with_partners"
+        "PE {pe} is not a partner of PE {me} (it named {named:?}); name every PE it talks to in \
+         the exchange's builder (ExchangeBuilder::partners)"
     )]
     NotAPartner {
         /// The PE.

@@ -9,6 +9,7 @@
 
 use mpi::topology::{Color, Communicator, SimpleCommunicator};
 
+use crate::collective::Collectives;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 

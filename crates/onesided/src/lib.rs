@@ -22,7 +22,7 @@
 //! - [`doctor`]: the start-up failures users hit (a launch that starts each process alone,
 //!   PEs with different libraries or settings, address randomisation under CMA, a heap too
 //!   small), refused on every PE by [`Runtime::init`] and the allocations with the fix; the
-//!   report of what each node got ([`Runtime::collective_report`]), which the
+//!   report of what each node got ([`StartReport::collective_gather`]), which the
 //!   `onesided-doctor` program prints under the launcher.
 //!
 //! Operations that every PE must call are named `collective_*` or say so under
@@ -91,22 +91,25 @@ mod startup;
 pub mod watchdog;
 
 pub use agree::{Agreed, Agreement, Fnv1a};
-pub use alltoall::{Alltoall, AlltoallPath, DIRECT_PACK_MIN};
+pub use alltoall::{Alltoall, AlltoallAlgorithm, AlltoallBuilder, AlltoallCall, DIRECT_PACK_MIN, FusedCall};
 pub use atomic::{AtomicArray, AtomicInt};
+pub use collective::Collectives;
 pub use counter::CallCounters;
 pub use doctor::{NodeReport, StartReport};
 pub use error::{Error, ErrorScope, ExchangeProblem, Result};
 pub use group::PeGroup;
 pub use heap::{GlobalMaxArray, Growth, GrowthPolicy, SYMMETRIC_ALIGN, SymArray};
 pub use layout::SameNodeAccess;
-pub use links::{LinkChoice, Links, LinksSource, SizedLinks};
+pub use links::{Links, LinksSource, Measured};
 /// The MPI bindings (rsmpi) this crate is built on, for an engine's own two-sided
 /// communication on [`Runtime::world`] with the same version.
 pub use mpi;
-pub use path::ExchangePath;
+pub use path::{Path, Transport};
 pub use raw::HeapStatus;
 pub use reduce::{ReduceOp, Reducible};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
-pub use sendrecv::{Call, Exchange, Incoming, LANES, Offer, Outgoing, collective_error_returning_world};
+pub use sendrecv::{
+    Call, Exchange, ExchangeBuilder, Incoming, LANES, Offer, Outgoing, collective_error_returning_world,
+};
 pub use signal::SignalArray;

@@ -1,8 +1,9 @@
-//! Which path an exchange takes to each partner: one for the PEs of this node and one for
-//! the PEs of other nodes ([`Links`]), per range of message sizes ([`SizedLinks`]), where they
-//! came from ([`LinkChoice`]), and what [`env::TRANSPORT`] asks for. Plain values, below the
-//! runtime that keeps the settled choice: [`Runtime::collective_links`](crate::Runtime::collective_links)
-//! settles it, by the calibration that times the exchanges themselves.
+//! Which transport an exchange takes to each partner ([`Links`]): one for the PEs of this
+//! node and one for the PEs of other nodes, optionally per range of message sizes, with where
+//! they came from ([`LinksSource`]); and what [`env::TRANSPORT`] asks for. Plain values,
+//! below the runtime that keeps the settled links:
+//! [`Runtime::collective_links`](crate::Runtime::collective_links) settles them, by the
+//! calibration that times the exchanges themselves.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -12,151 +13,166 @@ use std::time::Duration;
 use crate::agree::Fnv1a;
 use crate::env;
 use crate::error::{Error, Result};
-use crate::path::ExchangePath;
+use crate::path::Transport;
 
-/// The paths an [`ExchangePath::Auto`] exchange takes: one to and from the PEs of this node,
-/// one to and from the PEs of other nodes. Each is [`ExchangePath::Put`],
-/// [`ExchangePath::Get`], [`ExchangePath::Mpi`] or [`ExchangePath::MpiRma`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The transports a [`Path::Auto`](crate::Path::Auto) exchange takes: one to and from the PEs
+/// of this node, one to and from the PEs of other nodes, and where a calibration found other
+/// transports faster for some sizes of message, those per range of sizes
+/// ([`by_size`](Self::by_size)), which an exchange follows once
+/// [`Exchange::collective_reserve`](crate::Exchange::collective_reserve) has told it the
+/// largest message it carries.
+///
+/// Two links are equal when they name the same transports; where they came from
+/// ([`source`](Self::source)) is not compared.
+#[derive(Clone, Debug)]
 pub struct Links {
-    /// The path to PEs on this PE's node ([`Runtime::same_node`]).
-    pub same_node: ExchangePath,
-    /// The path to PEs on other nodes.
-    pub other_node: ExchangePath,
+    /// The transport to PEs on this PE's node ([`Runtime::same_node`](crate::Runtime::same_node)),
+    /// for messages of no stated size.
+    pub same_node: Transport,
+    /// The transport to PEs on other nodes, for messages of no stated size.
+    pub other_node: Transport,
+    /// From each size in bytes on, up to the next, the transports (same node, other node) for
+    /// messages of that size, in ascending order of size (at most [`Links::MAX_RANGES`]);
+    /// empty: `same_node` and `other_node` at every size.
+    pub by_size: Vec<(usize, Transport, Transport)>,
+    source: LinksSource,
 }
 
-/// The paths a link may take, in the order their codes number them.
-pub(crate) const LINK_PATHS: [ExchangePath; 4] =
-    [ExchangePath::Put, ExchangePath::Get, ExchangePath::Mpi, ExchangePath::MpiRma];
+/// How many transports a link may take.
+pub(crate) const TRANSPORTS: u64 = Transport::LINKS.len() as u64;
 
-/// How many paths a link may take.
-pub(crate) const PATHS: u64 = LINK_PATHS.len() as u64;
+/// The median time of one send-receive call a calibration measured, on PE 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    /// The class of link: `true` for PEs of one node.
+    pub same_node: bool,
+    /// The transport.
+    pub transport: Transport,
+    /// The message size in bytes.
+    pub bytes: usize,
+    /// The median call.
+    pub time: Duration,
+}
+
+/// Where [`Links`] came from.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub enum LinksSource {
+    /// The program made them ([`Links::new`], [`Links::uniform`], parsed), or set them
+    /// ([`Runtime::collective_set_links`](crate::Runtime::collective_set_links)).
+    #[default]
+    Program,
+    /// [`env::TRANSPORT`] named them.
+    Environment,
+    /// A calibration of an earlier run, read from this cache file.
+    Cache(PathBuf),
+    /// Calibrated in this run.
+    Calibrated {
+        /// How long the calibration took on PE 0.
+        seconds: f64,
+        /// The cache file written, if any.
+        cache: Option<PathBuf>,
+        /// What it measured.
+        measured: Vec<Measured>,
+    },
+}
+
+impl PartialEq for Links {
+    fn eq(&self, other: &Links) -> bool {
+        (self.same_node, self.other_node, &self.by_size)
+            == (other.same_node, other.other_node, &other.by_size)
+    }
+}
+
+impl Eq for Links {}
 
 impl Links {
-    /// The same path to every PE.
-    pub fn uniform(path: ExchangePath) -> Links {
-        Links { same_node: path, other_node: path }
+    /// The most ranges of sizes a [`Links`] holds.
+    pub const MAX_RANGES: usize = 4;
+
+    /// `same_node` to the PEs of this node and `other_node` to the rest, at every size.
+    pub fn new(same_node: Transport, other_node: Transport) -> Links {
+        Links { same_node, other_node, by_size: Vec::new(), source: LinksSource::Program }
     }
 
-    /// The path to a PE on this node (`same_node`) or on another.
-    pub fn path(&self, same_node: bool) -> ExchangePath {
+    /// The same transport to every PE, at every size.
+    pub fn uniform(transport: Transport) -> Links {
+        Links::new(transport, transport)
+    }
+
+    /// These links with `same_node` and `other_node` from `bytes` on (ranges ascend).
+    pub fn from_bytes(mut self, bytes: usize, same_node: Transport, other_node: Transport) -> Links {
+        self.by_size.push((bytes, same_node, other_node));
+        self
+    }
+
+    /// Where they came from.
+    pub fn source(&self) -> &LinksSource {
+        &self.source
+    }
+
+    /// These links, from `source`.
+    pub(crate) fn with_source(self, source: LinksSource) -> Links {
+        Links { source, ..self }
+    }
+
+    /// The transport to a PE on this node (`same_node`) or on another, for messages of no
+    /// stated size.
+    pub fn transport(&self, same_node: bool) -> Transport {
         if same_node { self.same_node } else { self.other_node }
     }
 
-    /// Each link's path passed through `f`: how an exchange that needs a variant of a path
-    /// (the halo's forces are pulled where its coordinates are put) derives its links.
-    pub fn map(self, f: impl Fn(ExchangePath) -> ExchangePath) -> Links {
-        Links { same_node: f(self.same_node), other_node: f(self.other_node) }
+    /// The transports for messages of no stated size, at every size: these links without
+    /// their ranges.
+    pub fn plain(&self) -> Links {
+        Links::new(self.same_node, self.other_node).with_source(self.source.clone())
     }
 
-    /// Whether both links take the same path.
+    /// The links for messages of up to `bytes` bytes: one transport per class, no ranges.
+    pub fn for_bytes(&self, bytes: usize) -> Links {
+        let (same, other) = self
+            .by_size
+            .iter()
+            .rev()
+            .find(|(from, ..)| *from <= bytes)
+            .map_or((self.same_node, self.other_node), |&(_, s, o)| (s, o));
+        Links::new(same, other).with_source(self.source.clone())
+    }
+
+    /// Whether some size takes other transports than those of no stated size.
+    pub fn varies(&self) -> bool {
+        self.by_size.iter().any(|&(_, s, o)| (s, o) != (self.same_node, self.other_node))
+    }
+
+    /// Whether every class and size takes the same transport.
     pub fn is_uniform(&self) -> bool {
-        self.same_node == self.other_node
+        self.same_node == self.other_node && !self.varies()
     }
 
-    /// `Err` naming the link whose path cannot serve one (`Auto` or the buffered baseline).
-    pub(crate) fn check(&self) -> Result<()> {
-        for (class, path) in [("same-node", self.same_node), ("other-node", self.other_node)] {
-            if !LINK_PATHS.contains(&path) {
-                return Err(Error::InvalidArgument(format!(
-                    "the {class} link cannot take the {path} path: a link takes onesided-put, \
-                     onesided-get, mpi or mpi-rma"
-                )));
-            }
+    /// Every transport passed through `f`: how an exchange that needs a variant of a transport
+    /// (the halo's forces are pulled where its coordinates are put) derives its links.
+    pub fn map(&self, f: impl Fn(Transport) -> Transport) -> Links {
+        Links {
+            same_node: f(self.same_node),
+            other_node: f(self.other_node),
+            by_size: self.by_size.iter().map(|&(from, s, o)| (from, f(s), f(o))).collect(),
+            source: self.source.clone(),
         }
-        Ok(())
     }
 
-    /// A number for the links, the same on every PE (1 to 16; 0 is no links).
-    pub(crate) fn code(&self) -> u64 {
-        let index = |p: ExchangePath| LINK_PATHS.iter().position(|&q| q == p).unwrap_or(0) as u64;
-        1 + PATHS * index(self.same_node) + index(self.other_node)
-    }
-
-    /// The links of [`code`](Self::code).
-    pub(crate) fn from_code(code: u64) -> Option<Links> {
-        let i = code.checked_sub(1).filter(|&i| i < PATHS * PATHS)?;
-        let (same, other) = ((i / PATHS) as usize, (i % PATHS) as usize);
-        Some(Links { same_node: LINK_PATHS[same], other_node: LINK_PATHS[other] })
-    }
-}
-
-impl fmt::Display for Links {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "same-node={},other-node={}", self.same_node, self.other_node)
-    }
-}
-
-impl FromStr for Links {
-    type Err = Error;
-
-    /// One path for every link (`put`, `onesided-get`, `mpi`, ...), or
-    /// `same-node=PATH,other-node=PATH` (either may be left out: it is then `onesided-put`).
-    fn from_str(s: &str) -> Result<Links> {
-        let links = if s.contains('=') {
-            let mut links = Links::uniform(ExchangePath::Put);
-            for part in s.split(',') {
-                match part.trim().split_once('=') {
-                    Some(("same-node", path)) => links.same_node = path.trim().parse()?,
-                    Some(("other-node", path)) => links.other_node = path.trim().parse()?,
-                    _ => {
-                        return Err(Error::InvalidArgument(format!(
-                            "{part:?} in links {s:?}: expected same-node=PATH or other-node=PATH"
-                        )));
-                    }
+    /// `Err` naming what cannot serve: a link's transport, ranges out of order or too many.
+    pub(crate) fn check(&self) -> Result<()> {
+        let pairs =
+            [(self.same_node, self.other_node)].into_iter().chain(self.by_size.iter().map(|r| (r.1, r.2)));
+        for (same, other) in pairs {
+            for (class, transport) in [("same-node", same), ("other-node", other)] {
+                if !Transport::LINKS.contains(&transport) {
+                    return Err(Error::InvalidArgument(format!(
+                        "the {class} link cannot take the {transport} transport: a link takes \
+                         onesided-put, onesided-get, mpi or mpi-rma"
+                    )));
                 }
             }
-            links
-        } else {
-            Links::uniform(s.trim().parse()?)
-        };
-        links.check()?;
-        Ok(links)
-    }
-}
-
-/// Links that may differ with the size of an exchange's messages: what a calibration found
-/// fastest for each range of sizes. An [`ExchangePath::Auto`] exchange starts on `links` and,
-/// once [`Exchange::collective_reserve`] has told it the largest message it carries, takes
-/// the links of that size ([`for_bytes`](Self::for_bytes)).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SizedLinks {
-    /// The links for messages of no stated size: the calibration's choice over every size it
-    /// measured.
-    pub links: Links,
-    /// From each size in bytes on, up to the next, the links for messages of that size, in
-    /// ascending order of size (at most [`SizedLinks::MAX_RANGES`]); empty: `links` at every
-    /// size.
-    pub by_size: Vec<(usize, Links)>,
-}
-
-impl SizedLinks {
-    /// The most ranges of sizes a [`SizedLinks`] holds.
-    pub const MAX_RANGES: usize = 4;
-
-    /// The links for messages of up to `bytes` bytes.
-    pub fn for_bytes(&self, bytes: usize) -> Links {
-        self.by_size.iter().rev().find(|(from, _)| *from <= bytes).map_or(self.links, |&(_, links)| links)
-    }
-
-    /// Whether some size takes other links than `links`.
-    pub fn varies(&self) -> bool {
-        self.by_size.iter().any(|&(_, links)| links != self.links)
-    }
-
-    /// Every range's links passed through `f` ([`Links::map`]).
-    pub fn map(&self, f: impl Fn(ExchangePath) -> ExchangePath) -> SizedLinks {
-        SizedLinks {
-            links: self.links.map(&f),
-            by_size: self.by_size.iter().map(|&(from, links)| (from, links.map(&f))).collect(),
-        }
-    }
-
-    /// `Err` naming what cannot serve: a link's path, ranges out of order or too many.
-    pub(crate) fn check(&self) -> Result<()> {
-        self.links.check()?;
-        for &(_, links) in &self.by_size {
-            links.check()?;
         }
         if self.by_size.len() > Self::MAX_RANGES {
             return Err(Error::InvalidArgument(format!(
@@ -173,68 +189,99 @@ impl SizedLinks {
         Ok(())
     }
 
-    /// A number for the links, the same on every PE and below 2^60 (the plain links' own
-    /// code where no size differs).
+    /// A number for the links, the same on every PE and below 2^60: 1 to 16 for a pair of
+    /// transports at every size (0 is no links).
     pub(crate) fn code(&self) -> u64 {
         if self.by_size.is_empty() {
-            self.links.code()
+            pair_code(self.same_node, self.other_node)
         } else {
             100 + (Fnv1a::new().bytes(self.to_string().as_bytes()).finish() >> 8)
         }
     }
 
-    /// The links as words to broadcast: the range count, the links' code, then each range's
+    /// The links as words to broadcast: the range count, the pair's code, then each range's
     /// first size and code.
-    pub(crate) fn encode(&self) -> [u64; 2 + 2 * SizedLinks::MAX_RANGES] {
-        let mut words = [0; 2 + 2 * SizedLinks::MAX_RANGES];
+    pub(crate) fn encode(&self) -> [u64; 2 + 2 * Links::MAX_RANGES] {
+        let mut words = [0; 2 + 2 * Links::MAX_RANGES];
         words[0] = self.by_size.len() as u64;
-        words[1] = self.links.code();
-        for (i, &(from, links)) in self.by_size.iter().take(Self::MAX_RANGES).enumerate() {
+        words[1] = pair_code(self.same_node, self.other_node);
+        for (i, &(from, same, other)) in self.by_size.iter().take(Self::MAX_RANGES).enumerate() {
             words[2 + 2 * i] = from as u64;
-            words[3 + 2 * i] = links.code();
+            words[3 + 2 * i] = pair_code(same, other);
         }
         words
     }
 
     /// The links of [`encode`](Self::encode)'s words; `None` when the words hold none.
-    pub(crate) fn decode(words: &[u64; 2 + 2 * SizedLinks::MAX_RANGES]) -> Option<SizedLinks> {
+    pub(crate) fn decode(words: &[u64; 2 + 2 * Links::MAX_RANGES]) -> Option<Links> {
         let ranges = usize::try_from(words[0]).ok().filter(|&n| n <= Self::MAX_RANGES)?;
         let by_size = (0..ranges)
-            .map(|i| Some((words[2 + 2 * i] as usize, Links::from_code(words[3 + 2 * i])?)))
+            .map(|i| pair_of(words[3 + 2 * i]).map(|(s, o)| (words[2 + 2 * i] as usize, s, o)))
             .collect::<Option<Vec<_>>>()?;
-        Some(SizedLinks { links: Links::from_code(words[1])?, by_size })
+        let (same, other) = pair_of(words[1])?;
+        Some(Links { by_size, ..Links::new(same, other) })
     }
 }
 
-impl From<Links> for SizedLinks {
-    fn from(links: Links) -> SizedLinks {
-        SizedLinks { links, by_size: Vec::new() }
-    }
+/// A number for a pair of link transports, 1 to 16.
+fn pair_code(same: Transport, other: Transport) -> u64 {
+    let index = |t: Transport| Transport::LINKS.iter().position(|&q| q == t).unwrap_or(0) as u64;
+    1 + TRANSPORTS * index(same) + index(other)
 }
 
-impl fmt::Display for SizedLinks {
-    /// The links, then `; from BYTES: LINKS` for each range of sizes.
+/// The pair of [`pair_code`].
+fn pair_of(code: u64) -> Option<(Transport, Transport)> {
+    let i = code.checked_sub(1).filter(|&i| i < TRANSPORTS * TRANSPORTS)?;
+    Some((Transport::LINKS[(i / TRANSPORTS) as usize], Transport::LINKS[(i % TRANSPORTS) as usize]))
+}
+
+impl fmt::Display for Links {
+    /// `same-node=T,other-node=T`, then `; from BYTES: same-node=T,other-node=T` for each
+    /// range of sizes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.links)?;
-        for (from, links) in &self.by_size {
-            write!(f, "; from {from}: {links}")?;
+        write!(f, "same-node={},other-node={}", self.same_node, self.other_node)?;
+        for (from, same, other) in &self.by_size {
+            write!(f, "; from {from}: same-node={same},other-node={other}")?;
         }
         Ok(())
     }
 }
 
-impl FromStr for SizedLinks {
+/// One transport for every link (`put`, `onesided-get`, `mpi`, ...), or
+/// `same-node=T,other-node=T` (either may be left out: it is then `onesided-put`).
+fn parse_pair(s: &str) -> Result<(Transport, Transport)> {
+    if !s.contains('=') {
+        let t = s.trim().parse()?;
+        return Ok((t, t));
+    }
+    let (mut same, mut other) = (Transport::Put, Transport::Put);
+    for part in s.split(',') {
+        match part.trim().split_once('=') {
+            Some(("same-node", t)) => same = t.trim().parse()?,
+            Some(("other-node", t)) => other = t.trim().parse()?,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "{part:?} in links {s:?}: expected same-node=TRANSPORT or other-node=TRANSPORT"
+                )));
+            }
+        }
+    }
+    Ok((same, other))
+}
+
+impl FromStr for Links {
     type Err = Error;
 
-    /// Links as [`Links`] reads them, then any number of `; from BYTES: LINKS` (`BYTES` a
-    /// number, or one with `k` or `M` for KiB or MiB): `mpi; from 32k: other-node=onesided-get`.
-    fn from_str(s: &str) -> Result<SizedLinks> {
+    /// Transports as one link's (`mpi`, or `same-node=onesided-put,other-node=mpi`), then any
+    /// number of `; from BYTES: LINKS` (`BYTES` a number, or one with `k` or `M` for KiB or
+    /// MiB): `mpi; from 32k: other-node=onesided-get`.
+    fn from_str(s: &str) -> Result<Links> {
         let mut parts = s.split(';');
-        let links = parts.next().unwrap_or_default().parse()?;
-        let mut by_size = Vec::new();
+        let (same, other) = parse_pair(parts.next().unwrap_or_default())?;
+        let mut links = Links::new(same, other);
         for part in parts {
             let range = part.trim().strip_prefix("from ").and_then(|r| r.split_once(':'));
-            let Some((bytes, range_links)) = range else {
+            let Some((bytes, pair)) = range else {
                 return Err(Error::InvalidArgument(format!(
                     "{part:?} in links {s:?}: expected `from BYTES: LINKS`"
                 )));
@@ -245,11 +292,11 @@ impl FromStr for SizedLinks {
                      KiB or MiB)"
                 ))
             })?;
-            by_size.push((from, range_links.parse()?));
+            let (same, other) = parse_pair(pair)?;
+            links = links.from_bytes(from, same, other);
         }
-        let sized = SizedLinks { links, by_size };
-        sized.check()?;
-        Ok(sized)
+        links.check()?;
+        Ok(links)
     }
 }
 
@@ -265,66 +312,14 @@ fn parse_bytes(s: &str) -> Option<usize> {
     digits.trim().parse::<usize>().ok()?.checked_mul(scale)
 }
 
-/// Where the runtime's [`Links`] came from.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum LinksSource {
-    /// [`env::TRANSPORT`] named them.
-    Environment,
-    /// [`Runtime::collective_set_links`] set them.
-    Set,
-    /// A calibration of an earlier run, read from this cache file.
-    Cache(PathBuf),
-    /// Calibrated in this run, taking this long; written to the cache file where it could be.
-    Calibrated {
-        /// How long the calibration took on PE 0.
-        seconds: f64,
-        /// The cache file written, if any.
-        cache: Option<PathBuf>,
-    },
-}
-
-/// The runtime's links, where they came from and, when calibrated in this run, what was
-/// measured.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LinkChoice {
-    /// The paths for messages of no stated size.
-    pub links: Links,
-    /// The paths per range of message sizes ([`SizedLinks::by_size`]).
-    pub by_size: Vec<(usize, Links)>,
-    /// Where they came from.
-    pub source: LinksSource,
-    /// The median time of a send-receive call per link class measured (`true`: same node),
-    /// path and message size in bytes, on PE 0.
-    pub measured: Vec<(bool, ExchangePath, usize, Duration)>,
-}
-
-impl LinkChoice {
-    /// The choice of `sized`, from `source`, with what was `measured`.
-    pub(crate) fn new(
-        sized: SizedLinks,
-        source: LinksSource,
-        measured: Vec<(bool, ExchangePath, usize, Duration)>,
-    ) -> Self {
-        LinkChoice { links: sized.links, by_size: sized.by_size, source, measured }
-    }
-
-    /// The paths with their ranges of message sizes.
-    pub fn sized(&self) -> SizedLinks {
-        SizedLinks { links: self.links, by_size: self.by_size.clone() }
-    }
-}
-
-impl fmt::Display for LinkChoice {
+impl fmt::Display for LinksSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (", self.sized())?;
-        match &self.source {
-            LinksSource::Environment => write!(f, "{}", env::TRANSPORT)?,
-            LinksSource::Set => f.write_str("set by the program")?,
-            LinksSource::Cache(file) => write!(f, "calibrated earlier, {}", file.display())?,
-            LinksSource::Calibrated { seconds, .. } => write!(f, "calibrated in {:.0} ms", seconds * 1e3)?,
+        match self {
+            LinksSource::Program => f.write_str("set by the program"),
+            LinksSource::Environment => write!(f, "{}", env::TRANSPORT),
+            LinksSource::Cache(file) => write!(f, "calibrated earlier, {}", file.display()),
+            LinksSource::Calibrated { seconds, .. } => write!(f, "calibrated in {:.0} ms", seconds * 1e3),
         }
-        f.write_str(")")
     }
 }
 
@@ -336,7 +331,7 @@ pub(crate) enum TransportSetting {
     /// A calibration now, whatever the cache holds.
     Calibrate,
     /// These links.
-    Links(SizedLinks),
+    Links(Links),
 }
 
 impl TransportSetting {
@@ -364,27 +359,24 @@ mod tests {
 
     #[test]
     fn links_parse_print_and_number_alike() {
-        for same in LINK_PATHS {
-            for other in LINK_PATHS {
-                let links = Links { same_node: same, other_node: other };
-                assert_eq!(Links::from_code(links.code()), Some(links));
+        for same in Transport::LINKS {
+            for other in Transport::LINKS {
+                let links = Links::new(same, other);
+                assert_eq!(pair_of(links.code()), Some((same, other)));
                 assert_eq!(links.to_string().parse::<Links>().unwrap(), links);
             }
         }
-        assert_eq!("mpi".parse::<Links>().unwrap(), Links::uniform(ExchangePath::Mpi));
+        assert_eq!("mpi".parse::<Links>().unwrap(), Links::uniform(Transport::Mpi));
         assert_eq!(
             "same-node=put,other-node=mpi-rma".parse::<Links>().unwrap(),
-            Links { same_node: ExchangePath::Put, other_node: ExchangePath::MpiRma }
+            Links::new(Transport::Put, Transport::MpiRma)
         );
-        assert_eq!(
-            "other-node=mpi".parse::<Links>().unwrap(),
-            Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi }
-        );
+        assert_eq!("other-node=mpi".parse::<Links>().unwrap(), Links::new(Transport::Put, Transport::Mpi));
         assert!("buffered".parse::<Links>().is_err());
         assert!("same-node=auto".parse::<Links>().is_err());
         assert!("near=put".parse::<Links>().is_err());
-        assert_eq!(Links::from_code(0), None);
-        assert_eq!(Links::from_code(17), None);
+        assert_eq!(pair_of(0), None);
+        assert_eq!(pair_of(17), None);
         assert_eq!(parse_transport("calibrate").unwrap(), TransportSetting::Calibrate);
         assert_eq!(parse_transport("").unwrap(), TransportSetting::Auto);
         assert!(parse_transport("fast").is_err());
@@ -392,33 +384,37 @@ mod tests {
 
     #[test]
     fn sized_links_parse_print_encode_and_choose_by_size() {
-        let put_mpi = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Mpi };
-        let get = Links { same_node: ExchangePath::Put, other_node: ExchangePath::Get };
-        let sized: SizedLinks =
+        let put_mpi = Links::new(Transport::Put, Transport::Mpi);
+        let get = Links::new(Transport::Put, Transport::Get);
+        let sized: Links =
             "same-node=onesided-put,other-node=mpi; from 32k: other-node=onesided-get".parse().unwrap();
-        assert_eq!(sized, SizedLinks { links: put_mpi, by_size: vec![(32 << 10, get)] });
-        assert_eq!(sized.to_string().parse::<SizedLinks>().unwrap(), sized);
-        assert_eq!(SizedLinks::decode(&sized.encode()), Some(sized.clone()));
+        assert_eq!(sized, put_mpi.clone().from_bytes(32 << 10, Transport::Put, Transport::Get));
+        assert_eq!(sized.to_string().parse::<Links>().unwrap(), sized);
+        assert_eq!(Links::decode(&sized.encode()), Some(sized.clone()));
         assert_eq!(sized.for_bytes(0), put_mpi);
         assert_eq!(sized.for_bytes((32 << 10) - 1), put_mpi);
         assert_eq!(sized.for_bytes(32 << 10), get);
         assert_eq!(sized.for_bytes(usize::MAX), get);
         assert!(sized.varies());
-        assert!(!SizedLinks::from(put_mpi).varies());
-        assert_eq!(SizedLinks::decode(&SizedLinks::from(get).encode()), Some(get.into()));
-        assert_eq!(SizedLinks::decode(&[0; 2 + 2 * SizedLinks::MAX_RANGES]), None);
-        assert_ne!(sized.code(), SizedLinks::from(put_mpi).code());
+        assert!(!put_mpi.varies());
+        assert_eq!(Links::decode(&get.encode()), Some(get.clone()));
+        assert_eq!(Links::decode(&[0; 2 + 2 * Links::MAX_RANGES]), None);
+        assert_ne!(sized.code(), put_mpi.code());
         assert!(sized.code() < 1 << 60);
         assert_eq!(
-            "mpi; from 1M: put".parse::<SizedLinks>().unwrap().by_size,
-            vec![(1 << 20, Links::uniform(ExchangePath::Put))]
+            "mpi; from 1M: put".parse::<Links>().unwrap().by_size,
+            vec![(1 << 20, Transport::Put, Transport::Put)]
         );
-        assert!("mpi; from 8k: put; from 4k: mpi".parse::<SizedLinks>().is_err());
-        assert!("mpi; 8k: put".parse::<SizedLinks>().is_err());
-        assert!("mpi; from lots: put".parse::<SizedLinks>().is_err());
-        assert!("mpi; from 1k: buffered".parse::<SizedLinks>().is_err());
+        assert!("mpi; from 8k: put; from 4k: mpi".parse::<Links>().is_err());
+        assert!("mpi; 8k: put".parse::<Links>().is_err());
+        assert!("mpi; from lots: put".parse::<Links>().is_err());
+        assert!("mpi; from 1k: buffered".parse::<Links>().is_err());
         assert!(
             matches!(parse_transport("mpi; from 64k: onesided-put"), Ok(TransportSetting::Links(s)) if s.varies())
+        );
+        assert_eq!(
+            Links::uniform(Transport::Mpi).with_source(LinksSource::Environment),
+            Links::uniform(Transport::Mpi)
         );
     }
 }

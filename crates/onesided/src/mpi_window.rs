@@ -1,5 +1,5 @@
 //! An MPI-3 window over this PE's symmetric heap, for the MPI one-sided path of the exchanges
-//! ([`ExchangePath::MpiRma`](crate::ExchangePath::MpiRma)).
+//! ([`Transport::MpiRma`](crate::Transport::MpiRma)).
 //!
 //! Every symmetric object lies at the same offset from the start of each PE's heap, so one
 //! window over the whole heap, created once, reaches every symmetric array of every PE: the

@@ -1,90 +1,154 @@
-//! The transports an exchange's messages take ([`ExchangePath`]): one-sided put or get, MPI
-//! two-sided or one-sided, the buffered baseline, or per link what [`Links`](crate::Links) name.
+//! The choices an engine makes of how its exchanges travel: one-sided, MPI, or what the links
+//! measured fastest ([`Path`]), the same three names in every crate; and beneath them the
+//! transport a link takes ([`Transport`]), which [`Links`](crate::Links) name per class of
+//! link and per size, for benchmarks and for pinning a path by hand.
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// Which transport an [`Exchange`](crate::Exchange) uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ExchangePath {
-    /// One-sided offset swap: receivers announce where, senders put straight into place.
-    Put,
-    /// One-sided pull: senders publish in a symmetric staging buffer, receivers get.
-    Get,
-    /// One-sided through a symmetric scratch buffer with post/consumed flags (the 2013 first
-    /// attempt), kept as a baseline.
-    Buffered,
+/// How an exchange, an all-to-all, a halo exchange or a PME redistribution communicates:
+/// chosen once, when it is built, and the same bits whichever it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// OpenSHMEM: each operation's one-sided protocol (the offset swap's puts for a
+    /// send-receive, the ordered all-to-all's puts with signals, the halo's coordinates put
+    /// and its forces pulled).
+    #[default]
+    OneSided,
     /// MPI two-sided, the reference.
     Mpi,
-    /// MPI-3 one-sided: the put path's offset swap over an MPI window on the symmetric heap
-    /// (`MPI_Put`, `MPI_Win_flush`, signals raised by `MPI_Accumulate`, passive target), for
-    /// networks where MPI's one-sided transport is faster than OpenSHMEM's.
-    MpiRma,
-    /// Per partner, the path of its link: one to the PEs of this node and one to the rest,
-    /// measured fastest at the first `Auto` exchange, cached, or named by
-    /// [`env::TRANSPORT`](crate::env::TRANSPORT) ([`Runtime::collective_links`]).
+    /// Per partner, the transport its class of link was measured fastest on (this node or
+    /// another), calibrated at the first `Auto` exchange of a job, cached, or named by
+    /// [`env::TRANSPORT`](crate::env::TRANSPORT) ([`Runtime::collective_links`](crate::Runtime::collective_links));
+    /// for an all-to-all, the algorithm measured fastest for its group and block.
     Auto,
 }
 
-impl ExchangePath {
+impl Path {
     /// Every path, in the order reports list them.
-    pub const ALL: [ExchangePath; 5] = [
-        ExchangePath::Put,
-        ExchangePath::Get,
-        ExchangePath::Buffered,
-        ExchangePath::Mpi,
-        ExchangePath::MpiRma,
-    ];
+    pub const ALL: [Path; 3] = [Path::OneSided, Path::Mpi, Path::Auto];
 
-    /// The name used on command lines and in benchmark ids.
+    /// The name on command lines and in benchmark ids: `onesided`, `mpi`, `auto`.
     pub fn name(self) -> &'static str {
         match self {
-            ExchangePath::Put => "onesided-put",
-            ExchangePath::Get => "onesided-get",
-            ExchangePath::Buffered => "buffered",
-            ExchangePath::Mpi => "mpi",
-            ExchangePath::MpiRma => "mpi-rma",
-            ExchangePath::Auto => "auto",
+            Path::OneSided => "onesided",
+            Path::Mpi => "mpi",
+            Path::Auto => "auto",
         }
-    }
-
-    /// Whether receivers announce where their messages go before the senders send (the
-    /// offset swap: the put path and the MPI one-sided path): there a sender checks the room
-    /// and learns of a message too large itself, writes nothing where it would not fit, and
-    /// [`Exchange::post_receives`] takes the announcement off the call.
-    pub fn announces(self) -> bool {
-        matches!(self, ExchangePath::Put | ExchangePath::MpiRma)
-    }
-
-    /// Whether the path needs [`Exchange::collective_reserve`] before messages that are not
-    /// offered in place are sent (`Auto` may: where a link takes the get path).
-    pub fn needs_reserve(self) -> bool {
-        matches!(self, ExchangePath::Get | ExchangePath::Buffered | ExchangePath::Auto)
     }
 }
 
-impl fmt::Display for ExchangePath {
+impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl FromStr for ExchangePath {
+impl FromStr for Path {
     type Err = Error;
 
-    fn from_str(s: &str) -> Result<ExchangePath> {
-        match s {
-            "onesided-put" | "put" | "onesided" => Ok(ExchangePath::Put),
-            "onesided-get" | "get" => Ok(ExchangePath::Get),
-            "buffered" => Ok(ExchangePath::Buffered),
-            "mpi" => Ok(ExchangePath::Mpi),
-            "mpi-rma" | "rma" => Ok(ExchangePath::MpiRma),
-            "auto" => Ok(ExchangePath::Auto),
+    fn from_str(s: &str) -> Result<Path> {
+        Path::ALL.into_iter().find(|p| p.name() == s.trim()).ok_or_else(|| {
+            Error::InvalidArgument(format!("unknown path {s:?}: expected onesided, mpi or auto"))
+        })
+    }
+}
+
+/// The transport one link takes: what a [`Path`] resolves to for each partner, and what
+/// [`Links`](crate::Links) name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// One-sided offset swap: receivers announce where, senders put straight into place.
+    Put,
+    /// One-sided pull: senders publish in a symmetric staging buffer, receivers get.
+    Get,
+    /// MPI two-sided.
+    Mpi,
+    /// MPI-3 one-sided: the put path's offset swap over an MPI window on the symmetric heap
+    /// (`MPI_Put`, `MPI_Win_flush`, signals raised by `MPI_Accumulate`, passive target), for
+    /// networks where MPI's one-sided transport is faster than OpenSHMEM's.
+    MpiRma,
+    /// One-sided through a symmetric scratch buffer with post/consumed flags (the 2013 SHMEM
+    /// port's first attempt): a benchmark baseline, with the `baselines` feature.
+    #[cfg(feature = "baselines")]
+    Buffered,
+}
+
+impl Transport {
+    /// The transports a link may take, in the order reports list them (and their codes
+    /// number them).
+    pub const LINKS: [Transport; 4] = [Transport::Put, Transport::Get, Transport::Mpi, Transport::MpiRma];
+
+    /// The name on command lines, in [`env::TRANSPORT`](crate::env::TRANSPORT) and in
+    /// benchmark ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Put => "onesided-put",
+            Transport::Get => "onesided-get",
+            Transport::Mpi => "mpi",
+            Transport::MpiRma => "mpi-rma",
+            #[cfg(feature = "baselines")]
+            Transport::Buffered => "buffered",
+        }
+    }
+
+    /// The transport of `path`'s fixed choice (`None` for [`Path::Auto`], which the links
+    /// decide).
+    pub fn of(path: Path) -> Option<Transport> {
+        match path {
+            Path::OneSided => Some(Transport::Put),
+            Path::Mpi => Some(Transport::Mpi),
+            Path::Auto => None,
+        }
+    }
+
+    /// Whether it is one of OpenSHMEM's.
+    pub fn is_one_sided(self) -> bool {
+        !matches!(self, Transport::Mpi | Transport::MpiRma)
+    }
+
+    /// Whether receivers announce where their messages go before the senders send (the
+    /// offset swap: the put transport and the MPI one-sided one): there a sender checks the
+    /// room and learns of a message too large itself, writes nothing where it would not fit,
+    /// and [`Exchange::post_receives`](crate::Exchange::post_receives) takes the announcement
+    /// off the call.
+    pub fn announces(self) -> bool {
+        matches!(self, Transport::Put | Transport::MpiRma)
+    }
+
+    /// Whether it needs [`Exchange::collective_reserve`](crate::Exchange::collective_reserve)
+    /// before messages that are not offered in place are sent (it stages them).
+    pub fn needs_reserve(self) -> bool {
+        match self {
+            Transport::Get => true,
+            #[cfg(feature = "baselines")]
+            Transport::Buffered => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Transport {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Transport> {
+        match s.trim() {
+            "onesided-put" | "put" => Ok(Transport::Put),
+            "onesided-get" | "get" => Ok(Transport::Get),
+            "mpi" => Ok(Transport::Mpi),
+            "mpi-rma" | "rma" => Ok(Transport::MpiRma),
+            #[cfg(feature = "baselines")]
+            "buffered" => Ok(Transport::Buffered),
             other => Err(Error::InvalidArgument(format!(
-                "unknown send-receive path {other:?}: expected onesided-put, onesided-get, \
-                 buffered, mpi, mpi-rma or auto"
+                "unknown transport {other:?}: expected onesided-put, onesided-get, mpi or mpi-rma"
             ))),
         }
     }

@@ -47,99 +47,68 @@ macro_rules! reducible {
 }
 reducible!(f32: false, f64: false, i32: true, i64: true, u32: true, u64: true);
 
-impl Runtime {
-    /// Reduces `values` element by element over all PEs, in place: afterwards every PE holds
-    /// the same bits. A floating-point reduction is made on PE 0 and broadcast from there, so
-    /// that no PE rounds in another order; an integer one takes one all-reduce. Integer
-    /// overflow is not detected: keep sums in range.
-    ///
-    /// # Collective
-    /// Every PE must call it with the same `op` and a slice of the same length, from the
-    /// thread that makes its collectives, in the same order as its other collectives.
-    ///
-    /// # Errors
-    /// On every PE alike: [`Error::CollectiveArgument`] when the PEs passed slices of different
-    /// lengths (nothing is reduced then).
-    pub fn all_reduce<T: Reducible>(&self, op: ReduceOp, values: &mut [T]) -> Result<()> {
-        if self.n_pes() == 1 {
-            return Ok(());
-        }
-        // The lengths first, in a reduction of fixed size: a mismatch becomes an error on
-        // every PE, not an MPI call of different counts.
-        let len = values.len() as i64;
-        let mut agreed = [0i64; 2];
-        crate::watchdog::watch("MPI_Allreduce (lengths)", None, || {
-            self.world().all_reduce_into(&[len, -len][..], &mut agreed[..], SystemOperation::max())
-        });
-        let (longest, shortest) = (agreed[0], -agreed[1]);
-        if longest != shortest {
-            return Err(Error::CollectiveArgument(format!(
-                "all_reduce: the PEs passed slices of {shortest} to {longest} elements (PE {} \
-                 passed {len}); every PE must reduce the same number of values",
-                self.my_pe()
-            )));
-        }
-        let send = values.to_vec();
-        self.reduce_agreed(op, &send, values);
-        Ok(())
+/// Reduces `values` element by element over all PEs, in place ([`Collectives::all_reduce`](crate::Collectives::all_reduce)).
+///
+/// # Collective
+/// Every PE calls it with the same `op` and a slice of the same length.
+pub(crate) fn all_reduce<T: Reducible>(rt: &Runtime, op: ReduceOp, values: &mut [T]) -> Result<()> {
+    if rt.n_pes() == 1 {
+        return Ok(());
     }
+    // The lengths first, in a reduction of fixed size: a mismatch becomes an error on
+    // every PE, not an MPI call of different counts.
+    let len = values.len() as i64;
+    let mut agreed = [0i64; 2];
+    crate::watchdog::watch("MPI_Allreduce (lengths)", None, || {
+        rt.world().all_reduce_into(&[len, -len][..], &mut agreed[..], SystemOperation::max())
+    });
+    let (longest, shortest) = (agreed[0], -agreed[1]);
+    if longest != shortest {
+        return Err(Error::CollectiveArgument(format!(
+            "all_reduce: the PEs passed slices of {shortest} to {longest} elements (PE {} \
+             passed {len}); every PE must reduce the same number of values",
+            rt.my_pe()
+        )));
+    }
+    let send = values.to_vec();
+    reduce_agreed(rt, op, &send, values);
+    Ok(())
+}
 
-    /// The sum of `value` over all PEs, the same bits on every PE.
-    ///
-    /// # Collective
-    /// Every PE must call it.
-    pub fn all_sum<T: Reducible>(&self, value: T) -> T {
-        self.reduce_one(ReduceOp::Sum, value)
+/// One value: the length is one on every PE, so it needs no agreement.
+///
+/// # Collective
+/// Every PE calls it with the same `op`.
+pub(crate) fn reduce_one<T: Reducible>(rt: &Runtime, op: ReduceOp, value: T) -> T {
+    let mut result = [value];
+    if rt.n_pes() > 1 {
+        reduce_agreed(rt, op, &[value], &mut result);
     }
+    result[0]
+}
 
-    /// The smallest `value` over all PEs.
-    ///
-    /// # Collective
-    /// Every PE must call it.
-    pub fn all_min<T: Reducible>(&self, value: T) -> T {
-        self.reduce_one(ReduceOp::Min, value)
+/// The reduction of `send` into `result` (the same length on every PE).
+fn reduce_agreed<T: Reducible>(rt: &Runtime, op: ReduceOp, send: &[T], result: &mut [T]) {
+    if send.is_empty() {
+        return;
     }
-
-    /// The largest `value` over all PEs.
-    ///
-    /// # Collective
-    /// Every PE must call it.
-    pub fn all_max<T: Reducible>(&self, value: T) -> T {
-        self.reduce_one(ReduceOp::Max, value)
+    let world = rt.world();
+    let operation = match op {
+        ReduceOp::Sum => SystemOperation::sum(),
+        ReduceOp::Min => SystemOperation::min(),
+        ReduceOp::Max => SystemOperation::max(),
+    };
+    if T::EXACT {
+        crate::watchdog::watch("MPI_Allreduce", None, || world.all_reduce_into(send, result, operation));
+        return;
     }
-
-    /// One value: the length is one on every PE, so it needs no agreement.
-    fn reduce_one<T: Reducible>(&self, op: ReduceOp, value: T) -> T {
-        let mut result = [value];
-        if self.n_pes() > 1 {
-            self.reduce_agreed(op, &[value], &mut result);
+    let root = world.process_at_rank(0);
+    crate::watchdog::watch("MPI_Reduce and MPI_Bcast", None, || {
+        if rt.my_pe() == 0 {
+            root.reduce_into_root(send, result, operation);
+        } else {
+            root.reduce_into(send, operation);
         }
-        result[0]
-    }
-
-    /// The reduction of `send` into `result` (the same length on every PE).
-    fn reduce_agreed<T: Reducible>(&self, op: ReduceOp, send: &[T], result: &mut [T]) {
-        if send.is_empty() {
-            return;
-        }
-        let world = self.world();
-        let operation = match op {
-            ReduceOp::Sum => SystemOperation::sum(),
-            ReduceOp::Min => SystemOperation::min(),
-            ReduceOp::Max => SystemOperation::max(),
-        };
-        if T::EXACT {
-            crate::watchdog::watch("MPI_Allreduce", None, || world.all_reduce_into(send, result, operation));
-            return;
-        }
-        let root = world.process_at_rank(0);
-        crate::watchdog::watch("MPI_Reduce and MPI_Bcast", None, || {
-            if self.my_pe() == 0 {
-                root.reduce_into_root(send, result, operation);
-            } else {
-                root.reduce_into(send, operation);
-            }
-            root.broadcast_into(result);
-        });
-    }
+        root.broadcast_into(result);
+    });
 }

@@ -31,6 +31,13 @@ pub enum Implementation {
     Sos,
 }
 
+impl Implementation {
+    /// The OpenSHMEM specification version `(major, minor)` of the header built against.
+    pub fn spec_version(self) -> (u32, u32) {
+        shmem_sys::SPEC_VERSION
+    }
+}
+
 /// The process's handle on MPI and OpenSHMEM. Exactly one exists per process.
 ///
 /// It initialises MPI (with `MPI_THREAD_MULTIPLE`) and then OpenSHMEM (with
@@ -72,7 +79,7 @@ pub struct Runtime {
     allocations: AtomicU64,
     collectives: Mutex<CollectiveScratch>,
     /// The paths of `Auto` exchanges, once settled ([`crate::links`]).
-    pub(crate) links: Mutex<Option<crate::links::LinkChoice>>,
+    pub(crate) links: Mutex<Option<crate::links::Links>>,
     /// The MPI window over the symmetric heap, once an exchange on the MPI one-sided path
     /// has needed it ([`Runtime::collective_heap_window`]).
     window: std::sync::OnceLock<HeapWindow>,
@@ -269,11 +276,6 @@ impl Runtime {
     /// The implementation the crate was built against.
     pub fn implementation(&self) -> Implementation {
         if cfg!(shmem_sos) { Implementation::Sos } else { Implementation::Oshmem }
-    }
-
-    /// The OpenSHMEM specification version `(major, minor)` of the header built against.
-    pub fn spec_version(&self) -> (u32, u32) {
-        shmem_sys::SPEC_VERSION
     }
 
     /// How long a wait may take before it returns [`Error::WaitTimeout`]

@@ -116,6 +116,7 @@ impl<'rt> SignalArray<'rt> {
 
     /// Stores `value` into this PE's own signal `index`: for protocols that hand a word back
     /// and forth (a flag that the owner resets before the other side may set it again).
+    #[cfg(feature = "baselines")]
     pub(crate) fn store_local(&self, index: usize, value: u64) {
         // SAFETY: callers pass an index in bounds; the word is 8-byte aligned and accessed
         // atomically.

@@ -22,11 +22,11 @@
 //! products of small primes, Rader and Bluestein for the rest, so every grid size
 //! [`PmeGrid`] accepts has a plan) and no native library to find at build time.
 //!
-//! The transpose goes over whichever [`AlltoallPath`] the FFT was built with; every path
+//! The transpose goes over whichever all-to-all algorithm the FFT was built with; every one
 //! leaves the same bytes, so the spectrum and everything computed from it is bit for bit the
 //! same on each. On the one-sided paths, to ranks whose memory is mapped (PEs on the node),
 //! each element is written straight to its place in the receiver's layout
-//! ([`Alltoall::collective_run_fused`]): packing, moving and unpacking are one strided pass,
+//! ([`AlltoallCall::fuse`](onesided::AlltoallCall::fuse)): packing, moving and unpacking are one strided pass,
 //! which is why the planes and the spectrum live in symmetric memory. Other ranks, and the
 //! MPI and shmem paths, pack into the all-to-all's send buffer, and the receiver unpacks.
 
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex;
-use onesided::{Alltoall, AlltoallPath, PeGroup, SymArray};
+use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, SymArray};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
@@ -154,7 +154,12 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// [`Error::Config`] when the group's members are not the grid's PME ranks, or the path
     /// cannot serve the group (the shmem path needs an active set);
     /// [`Error::Comm`] when the symmetric heap cannot hold the transpose's buffers.
-    pub fn collective_new(group: &'g PeGroup<'rt>, grid: &PmeGrid, path: AlltoallPath) -> Result<Self> {
+    pub fn collective_new(
+        group: &'g PeGroup<'rt>,
+        grid: &PmeGrid,
+        path: Path,
+        algorithm: Option<AlltoallAlgorithm>,
+    ) -> Result<Self> {
         let m = grid.ranks();
         if grid.is_pencil() {
             return Err(Error::Config(format!(
@@ -179,11 +184,15 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let y_bounds = split(k[1], m);
         // Each block ends with a ballot of the PME ranks' vote (forward_voting).
         let block = widest(&x_bounds) * widest(&y_bounds) * kzc + 1;
-        let alltoall =
-            Alltoall::collective_new(group, "pme fft transpose", block, path).map_err(|e| match e {
-                onesided::Error::InvalidArgument(why) => Error::Config(why),
-                other => Error::Comm(other),
-            })?;
+        let builder = Alltoall::builder("pme fft transpose", block).path(path);
+        let builder = match algorithm {
+            Some(algorithm) => builder.algorithm(algorithm),
+            None => builder,
+        };
+        let alltoall = builder.collective_build(group).map_err(|e| match e {
+            onesided::Error::InvalidArgument(why) => Error::Config(why),
+            other => Error::Comm(other),
+        })?;
         let rank = group.my_rank();
         let (planes, lines) = match rank {
             Some(r) => (x_bounds[r + 1] - x_bounds[r], y_bounds[r + 1] - y_bounds[r]),
@@ -221,9 +230,9 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         })
     }
 
-    /// The transpose's path.
-    pub fn path(&self) -> AlltoallPath {
-        self.alltoall.path()
+    /// The transpose's algorithm.
+    pub fn algorithm(&self) -> AlltoallAlgorithm {
+        self.alltoall.algorithm()
     }
 
     /// Grid points per dimension.
@@ -387,7 +396,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         // SAFETY: `direct` and `unpack` write, in rank r's spectrum, only x columns
         // `x_s..x_s + planes_s` of the sender s and within `kzc * lines_r * Kx` (inside the
         // array, which holds the widest rank's); no rank touches its spectrum during the call.
-        let result = unsafe { self.alltoall.collective_run_fused(&self.spectrum, direct, pack, unpack) };
+        let result = unsafe { self.alltoall.call().pack(pack).fuse(&self.spectrum, direct, unpack) }.run();
         timed.account(&mut self.transposing, &mut self.exchanging);
         result.map_err(Error::Comm)?;
         let m = self.x_bounds.len() - 1;
@@ -482,7 +491,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         // SAFETY: `direct` and `unpack` write, in rank s's planes, only the y lines of the
         // sender and within `planes_s * kzc * Ky` (inside the array, which holds the widest
         // rank's); no rank touches its planes during the call.
-        let result = unsafe { self.alltoall.collective_run_fused(&self.planes, direct, pack, unpack) };
+        let result = unsafe { self.alltoall.call().pack(pack).fuse(&self.planes, direct, unpack) }.run();
         timed.account(&mut self.transposing, &mut self.exchanging);
         result.map_err(Error::Comm)?;
         // SAFETY: the transpose is over; other PEs write this rank's planes again only in the

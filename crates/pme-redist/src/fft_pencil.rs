@@ -13,7 +13,7 @@
 //! **Backward** runs the same steps in reverse with the inverse transforms, not normalised,
 //! as [`SlabFft`](crate::SlabFft)'s.
 //!
-//! The transposes go over whichever [`AlltoallPath`] the FFT was built with (the ordered and
+//! The transposes go over whichever all-to-all algorithm the FFT was built with (the ordered and
 //! node-aware one-sided all-to-alls, or `MPI_Alltoall` on the row's or column's
 //! communicator); each packs its blocks into the all-to-all's send buffer and unpacks what
 //! arrives, so every path leaves the same bytes.
@@ -22,7 +22,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use onesided::{Alltoall, AlltoallPath, PeGroup, Runtime};
+use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, Runtime};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
@@ -73,7 +73,12 @@ impl<'rt> PencilFft<'rt> {
     /// [`Error::Config`] when the path cannot serve the groups (the shmem path needs active
     /// sets, which split groups are not); [`Error::Comm`] when the symmetric heap cannot hold
     /// the transposes' buffers.
-    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: AlltoallPath) -> Result<Self> {
+    pub fn collective_new(
+        rt: &'rt Runtime,
+        grid: &PmeGrid,
+        path: Path,
+        algorithm: Option<AlltoallAlgorithm>,
+    ) -> Result<Self> {
         let [px, py] = grid.dims();
         let k = grid.sizes();
         let kzc = k[2] / 2 + 1;
@@ -88,7 +93,12 @@ impl<'rt> PencilFft<'rt> {
         let (wx, wy, wz, wy2) =
             (widest(&x_bounds), widest(&y_bounds), widest(&kz_bounds), widest(&y2_bounds));
         let a2a = |group: PeGroup<'rt>, name: &str, block: usize| {
-            Alltoall::collective_owning(group, name, block.max(1), path).map_err(|e| match e {
+            let builder = Alltoall::builder(name, block.max(1)).path(path);
+            let builder = match algorithm {
+                Some(algorithm) => builder.algorithm(algorithm),
+                None => builder,
+            };
+            builder.collective_build_owning(group).map_err(|e| match e {
                 onesided::Error::InvalidArgument(why) => Error::Config(why),
                 other => Error::Comm(other),
             })
@@ -151,9 +161,9 @@ impl<'rt> PencilFft<'rt> {
         })
     }
 
-    /// The transposes' path.
-    pub fn path(&self) -> AlltoallPath {
-        self.rows.path()
+    /// The transposes' algorithm.
+    pub fn algorithm(&self) -> AlltoallAlgorithm {
+        self.rows.algorithm()
     }
 
     /// The y lines of this rank's spectrum (empty on PEs that are not PME ranks).
@@ -236,7 +246,8 @@ impl<'rt> PencilFft<'rt> {
         let (zl, zb) = (&self.zlines, &self.kz_bounds);
         let received = self
             .rows
-            .collective_run_packed(|c, out| {
+            .call()
+            .pack(|c, out| {
                 let (z0, z1) = (zb[c], zb[c + 1]);
                 let n = z1 - z0;
                 for (i, line) in zl.chunks_exact(kzc).enumerate() {
@@ -244,6 +255,7 @@ impl<'rt> PencilFft<'rt> {
                 }
                 out[block - 1] = ballot_element(ballot);
             })
+            .run()
             .map_err(Error::Comm)?;
         let py = self.y_bounds.len() - 1;
         let row = received
@@ -273,7 +285,8 @@ impl<'rt> PencilFft<'rt> {
         let (yl, y2) = (&self.ylines, &self.y2_bounds);
         let received = self
             .columns
-            .collective_run_packed(|r, out| {
+            .call()
+            .pack(|r, out| {
                 let (v0, v1) = (y2[r], y2[r + 1]);
                 let n = v1 - v0;
                 for (i, line) in yl.chunks_exact(ky).enumerate() {
@@ -281,6 +294,7 @@ impl<'rt> PencilFft<'rt> {
                 }
                 out[block - 1] = ballot_element(row);
             })
+            .run()
             .map_err(Error::Comm)?;
         let px = self.x_bounds.len() - 1;
         let agreed =
@@ -336,7 +350,8 @@ impl<'rt> PencilFft<'rt> {
         let (sp, xb) = (&self.spectrum, &self.x_bounds);
         let received = self
             .columns
-            .collective_run_packed(|r, out| {
+            .call()
+            .pack(|r, out| {
                 let (p0, p1) = (xb[r], xb[r + 1]);
                 let ps = p1 - p0;
                 for p in 0..ps {
@@ -347,6 +362,7 @@ impl<'rt> PencilFft<'rt> {
                     }
                 }
             })
+            .run()
             .map_err(Error::Comm)?;
         for r in 0..self.y2_bounds.len() - 1 {
             let (v0, vs) = (self.y2_bounds[r], self.y2_bounds[r + 1] - self.y2_bounds[r]);
@@ -365,7 +381,8 @@ impl<'rt> PencilFft<'rt> {
         let (yl, yb) = (&self.ylines, &self.y_bounds);
         let received = self
             .rows
-            .collective_run_packed(|c, out| {
+            .call()
+            .pack(|c, out| {
                 let (l0, l1) = (yb[c], yb[c + 1]);
                 let ls = l1 - l0;
                 for p in 0..planes {
@@ -376,6 +393,7 @@ impl<'rt> PencilFft<'rt> {
                     }
                 }
             })
+            .run()
             .map_err(Error::Comm)?;
         for c in 0..self.kz_bounds.len() - 1 {
             let (z0, zn) = (self.kz_bounds[c], self.kz_bounds[c + 1] - self.kz_bounds[c]);
@@ -403,7 +421,7 @@ impl std::fmt::Debug for PencilFft<'_> {
         f.debug_struct("PencilFft")
             .field("sizes", &self.k)
             .field("place", &self.place)
-            .field("path", &self.path())
+            .field("algorithm", &self.algorithm())
             .finish_non_exhaustive()
     }
 }

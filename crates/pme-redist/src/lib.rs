@@ -28,7 +28,7 @@
 //! An engine's PME step, every PE a PME rank (the loop of `examples/pme_step.rs`):
 //!
 //! ```no_run
-//! use onesided::{AlltoallPath, ExchangePath, PeGroup, Runtime};
+//! use onesided::{Path, PeGroup, Runtime};
 //! use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 //!
 //! fn main() -> pme_redist::Result<()> {
@@ -44,7 +44,7 @@
 //!     };
 //!     let group = PeGroup::collective_new(&rt, "pme", &pes)?;
 //!     let beta = ewald_coefficient(0.9, 1e-5)?;
-//!     let mut mesh = Pme::collective_new(&group, &grid, beta, ExchangePath::Put, AlltoallPath::OrderedOneSided)?;
+//!     let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
 //!     let mut redist = Redistribution::builder(&rt, grid).collective_build(&home, 8)?;
 //!     let mut forces = vec![[0.0f32; 3]; home.len()];
 //!     for step in 1..=10 {
@@ -80,7 +80,7 @@ pub use fft::{Complex32, SlabFft};
 pub use fft_pencil::PencilFft;
 pub use grid::{PmeDecomposition, PmeGrid};
 pub use onesided::ErrorScope;
-pub use pme::{MeshFft, Pme, PmeTimes};
+pub use pme::{MeshFft, Pme, PmeBuilder, PmeTimes};
 pub use redist::{
     GROWTH_FACTOR, Mesh, MeshVote, Particle, RedistBuilder, RedistLinks, RedistPath, Redistribution,
     StageTarget, Step, planned_stage_targets, planned_targets,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use onesided::watchdog::watch;
-use onesided::{AlltoallPath, ExchangePath, PeGroup};
+use onesided::{AlltoallAlgorithm, Path, PeGroup};
 
 use crate::error::{Error, Result};
 use crate::fft::{Complex32, SlabFft};
@@ -62,26 +62,68 @@ pub struct Pme<'g, 'rt> {
     times: PmeTimes,
 }
 
+/// The choices a [`Pme`] is built with ([`Pme::builder`]).
+#[derive(Clone, Debug)]
+#[must_use = "a builder builds nothing until collective_build"]
+pub struct PmeBuilder<'g, 'rt> {
+    group: &'g PeGroup<'rt>,
+    grid: PmeGrid,
+    beta: f64,
+    path: Path,
+    fft_path: Option<Path>,
+    fft_algorithm: Option<AlltoallAlgorithm>,
+}
+
 impl<'g, 'rt> Pme<'g, 'rt> {
-    /// The mesh part of PME on `grid` with Ewald coefficient `beta` (nm⁻¹; see
+    /// Starts building the mesh part of PME on `grid` with Ewald coefficient `beta` (nm⁻¹; see
     /// [`ewald_coefficient`](crate::ewald_coefficient)), over `group`, which must hold the
-    /// grid's PME ranks in rank order. The overlap planes between slabs travel over
-    /// `overlap_path`, the FFT's transposes over `fft_path`.
+    /// grid's PME ranks in rank order; on [`Path::OneSided`] unless the builder says
+    /// otherwise.
+    pub fn builder(group: &'g PeGroup<'rt>, grid: &PmeGrid, beta: f64) -> PmeBuilder<'g, 'rt> {
+        PmeBuilder {
+            group,
+            grid: grid.clone(),
+            beta,
+            path: Path::OneSided,
+            fft_path: None,
+            fft_algorithm: None,
+        }
+    }
+}
+
+impl<'g, 'rt> PmeBuilder<'g, 'rt> {
+    /// The path of the overlap planes between slabs and of the FFT's transposes:
+    /// [`Path::OneSided`] (the default), [`Path::Mpi`], or [`Path::Auto`] (the overlaps per
+    /// partner on its link's transport, the transposes on the all-to-all measured fastest).
+    pub fn path(self, path: Path) -> Self {
+        PmeBuilder { path, ..self }
+    }
+
+    /// The path of the FFT's transposes alone, where it differs from
+    /// [`path`](Self::path)'s.
+    pub fn fft_path(self, path: Path) -> Self {
+        PmeBuilder { fft_path: Some(path), ..self }
+    }
+
+    /// One all-to-all algorithm for the FFT's transposes, whatever the paths: for benchmarks
+    /// and tests of each.
+    pub fn fft_algorithm(self, algorithm: AlltoallAlgorithm) -> Self {
+        PmeBuilder { fft_algorithm: Some(algorithm), ..self }
+    }
+
+    /// Builds the mesh.
     ///
     /// # Collective
-    /// Every PE of the job must call it with the same arguments.
+    /// Every PE of the job must call it with the same choices.
     ///
     /// # Errors
     /// [`Error::Config`] for a `beta` that is not positive, a group that is not the grid's
     /// PME ranks, or a path the group cannot use; [`Error::Comm`] when the symmetric heap is
     /// too small.
-    pub fn collective_new(
-        group: &'g PeGroup<'rt>,
-        grid: &PmeGrid,
-        beta: f64,
-        overlap_path: ExchangePath,
-        fft_path: AlltoallPath,
-    ) -> Result<Self> {
+    pub fn collective_build(self) -> Result<Pme<'g, 'rt>> {
+        let PmeBuilder { group, grid, beta, path, fft_path, fft_algorithm } = self;
+        let grid = &grid;
+        let (overlap_path, fft_path) = (path, fft_path.unwrap_or(path));
         let rt = group.runtime();
         let pme_pes: Vec<usize> = (0..grid.ranks()).map(|r| grid.pe_of(r)).collect();
         if group.members() != pme_pes.as_slice() {
@@ -95,9 +137,9 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         }
         let slab = SlabGrid::collective_new(rt, grid, overlap_path)?;
         let fft = if grid.is_pencil() {
-            MeshFft::Pencil(Box::new(PencilFft::collective_new(rt, grid, fft_path)?))
+            MeshFft::Pencil(Box::new(PencilFft::collective_new(rt, grid, fft_path, fft_algorithm)?))
         } else {
-            MeshFft::Slab(Box::new(SlabFft::collective_new(group, grid, fft_path)?))
+            MeshFft::Slab(Box::new(SlabFft::collective_new(group, grid, fft_path, fft_algorithm)?))
         };
         // Every PE checks beta, so that a bad one is an error everywhere.
         let solver = match &fft {
@@ -109,7 +151,9 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         let solver = group.my_rank().map(|_| solver);
         Ok(Pme { group, slab, fft, solver, times: PmeTimes::default() })
     }
+}
 
+impl<'g, 'rt> Pme<'g, 'rt> {
     /// The time per phase so far.
     pub fn times(&self) -> &PmeTimes {
         &self.times
@@ -235,12 +279,12 @@ pub enum MeshFft<'g, 'rt> {
 }
 
 impl MeshFft<'_, '_> {
-    /// The all-to-all path of the transposes (with pencils, the row transposes'; for
-    /// [`AlltoallPath::Auto`], the path it took).
-    pub fn path(&self) -> AlltoallPath {
+    /// The all-to-all algorithm of the transposes (with pencils, the row transposes'; for
+    /// [`Path::Auto`], the one it took).
+    pub fn algorithm(&self) -> AlltoallAlgorithm {
         match self {
-            MeshFft::Slab(fft) => fft.path(),
-            MeshFft::Pencil(fft) => fft.path(),
+            MeshFft::Slab(fft) => fft.algorithm(),
+            MeshFft::Pencil(fft) => fft.algorithm(),
         }
     }
 

@@ -15,7 +15,7 @@
 //! whose spline reaches it, charge by charge in received order, so the grid is the same
 //! whatever the number of threads.
 
-use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
 use rayon::prelude::*;
 
 use crate::RVec;
@@ -64,7 +64,7 @@ impl<'rt> SlabGrid<'rt> {
     ///
     /// # Collective
     /// Every PE must call it.
-    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: ExchangePath) -> Result<Self> {
+    pub fn collective_new(rt: &'rt Runtime, grid: &PmeGrid, path: Path) -> Result<Self> {
         let rank = grid.rank_of_pe(rt.my_pe());
         let (lo, hi) = rank.map_or((0, 0), |r| grid.slab(r));
         let [_, ky, kz] = grid.sizes();
@@ -90,10 +90,11 @@ impl<'rt> SlabGrid<'rt> {
         // get path across 1 Gbit links, 0.96-1.01x on the links over every size).
         let everyone: Vec<usize> = (0..rt.n_pes()).collect();
         let exchange = |name: &str| match path {
-            ExchangePath::Auto => {
-                Exchange::collective_with_links(rt, name, rt.collective_links()?, &everyone)
-            }
-            path => Exchange::collective_new(rt, name, path),
+            Path::Auto => Exchange::builder(rt, name)
+                .links(rt.collective_links()?.plain())
+                .partners(&everyone)
+                .collective_build(),
+            path => Exchange::builder(rt, name).path(path).collective_build(),
         };
         let mut slab = SlabGrid {
             grid: grid.clone(),

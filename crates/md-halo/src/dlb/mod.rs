@@ -48,7 +48,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use onesided::{Agreement, ReduceOp, Runtime};
+use onesided::{Agreement, Collectives, ReduceOp, Runtime};
 
 use crate::error::{Error, Result};
 use crate::grid::{DdGrid, equal_bounds};

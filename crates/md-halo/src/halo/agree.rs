@@ -2,7 +2,7 @@
 //! problem one PE finds is an error on every PE, never a hang), and the check that a
 //! neighbour's message matches the plan.
 
-use onesided::{Agreement, ExchangePath, Fnv1a, Runtime, agree::TOP};
+use onesided::{Agreement, Fnv1a, Path, Runtime, agree::TOP};
 
 use crate::dlb::Dlb;
 use crate::error::{Error, Result};
@@ -11,13 +11,7 @@ use crate::grid::DdGrid;
 /// A hash of what every PE must agree on to build one halo exchange: the grid and its
 /// boundaries, the box, the range, the path, the Verlet buffer, the size of the real type and
 /// the load balancing (at most [`TOP`]).
-pub(super) fn setup_hash(
-    grid: &DdGrid,
-    path: ExchangePath,
-    buffer: Option<f32>,
-    real_bytes: usize,
-    dlb: Dlb,
-) -> u64 {
+pub(super) fn setup_hash(grid: &DdGrid, path: Path, buffer: Option<f32>, real_bytes: usize, dlb: Dlb) -> u64 {
     let mut words: Vec<u64> = grid.dims().iter().map(|&n| n as u64).collect();
     words.extend(grid.pbc().vectors().iter().flatten().map(|c| c.to_bits() as u64));
     words.push(grid.range().to_bits() as u64);

@@ -3,11 +3,11 @@
 //! they must share, and the allocation and first plan.
 
 use onesided::agree::TOP;
-use onesided::{Agreement, Exchange, ExchangePath, GlobalMaxArray, Links, Runtime, SizedLinks, SymArray};
+use onesided::{Agreement, Exchange, GlobalMaxArray, Links, Path, Runtime, SymArray, Transport};
 
 use super::agree::{report_atom, setup_hash};
 use super::exchange::{GROWTH, HaloExchange, PARALLEL_MIN, Pulse};
-use super::step::force_path;
+use super::step::force_transport;
 use crate::dlb::{Balancer, Dlb, RowBoard};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
@@ -25,11 +25,11 @@ use crate::zone::PeriodicImages;
 /// # let pbc = md_halo::PbcBox::rectangular([6.0, 6.0, 6.0])?;
 /// # let positions = vec![[3.0f32; 3]; 10];
 /// use md_halo::{DdGrid, HaloExchange, PeriodicImages};
-/// use onesided::ExchangePath;
+/// use onesided::Path;
 ///
 /// let grid = DdGrid::choose(rt.n_pes(), pbc, 1.0)?;
 /// let halo = HaloExchange::builder(&rt, grid)
-///     .path(ExchangePath::Mpi)
+///     .path(Path::Mpi)
 ///     .periodic_images(PeriodicImages::Kernel)
 ///     .collective_from_global(&positions)?;
 /// # Ok(())
@@ -39,7 +39,8 @@ use crate::zone::PeriodicImages;
 pub struct HaloBuilder<'rt, R: Real = f32> {
     rt: &'rt Runtime,
     grid: DdGrid,
-    path: ExchangePath,
+    path: Path,
+    links: Option<Links>,
     images: PeriodicImages,
     parallel_min: usize,
     buffer: Option<f32>,
@@ -48,7 +49,7 @@ pub struct HaloBuilder<'rt, R: Real = f32> {
 }
 
 impl<'rt> HaloExchange<'rt> {
-    /// Starts building a halo exchange over `grid` (one domain per PE): the one-sided put path,
+    /// Starts building a halo exchange over `grid` (one domain per PE): the one-sided path,
     /// periodic images made by the exchange, packing on the thread pool above 4096 atoms,
     /// unless the builder says otherwise. Positions and forces are `f32` unless the builder
     /// picks another real type ([`HaloBuilder::real`]).
@@ -56,7 +57,8 @@ impl<'rt> HaloExchange<'rt> {
         HaloBuilder {
             rt,
             grid,
-            path: ExchangePath::Put,
+            path: Path::OneSided,
+            links: None,
             images: PeriodicImages::Halo,
             parallel_min: PARALLEL_MIN,
             buffer: None,
@@ -72,18 +74,35 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// exchange then works on the engine's `f64` arrays with no copy, and sends twice the
     /// bytes. Part of what the PEs agree on at the build.
     pub fn real<S: Real>(self) -> HaloBuilder<'rt, S> {
-        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, .. } = self;
-        HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, real: std::marker::PhantomData }
+        let HaloBuilder { rt, grid, path, links, images, parallel_min, buffer, dlb, .. } = self;
+        HaloBuilder {
+            rt,
+            grid,
+            path,
+            links,
+            images,
+            parallel_min,
+            buffer,
+            dlb,
+            real: std::marker::PhantomData,
+        }
     }
 
-    /// The communication path: [`ExchangePath::Put`] (the one-sided offset swap, with the
-    /// forces back as pulls), [`ExchangePath::Mpi`] (two-sided), or [`ExchangePath::Auto`]
-    /// (per neighbour, the path of its link, [`Runtime::collective_links`]: one-sided where
-    /// the link takes the put or the get path, MPI where it takes MPI). The get and buffered
-    /// paths stage every message in buffers sized ahead, which the halo's messages, changing
-    /// size at every repartition, would have to follow: the build refuses them.
-    pub fn path(self, path: ExchangePath) -> Self {
-        HaloBuilder { path, ..self }
+    /// The communication path: [`Path::OneSided`] (the default: the coordinates by the
+    /// one-sided offset swap, the forces back as pulls), [`Path::Mpi`] (two-sided), or
+    /// [`Path::Auto`] (per neighbour, the transport of its link,
+    /// [`Runtime::collective_links`]: one-sided where the link takes the put or the get
+    /// transport, MPI where it takes MPI, per size of message where the links say so).
+    pub fn path(self, path: Path) -> Self {
+        HaloBuilder { path, links: None, ..self }
+    }
+
+    /// The transport to each class of neighbour given, per size of message where `links`
+    /// says so, rather than the runtime's: for benchmarks and tests of one transport (the
+    /// halo's path is then [`Path::Auto`]). Where a link takes the get transport the
+    /// coordinates go by the put.
+    pub fn links(self, links: Links) -> Self {
+        HaloBuilder { path: Path::Auto, links: Some(links), ..self }
     }
 
     /// Who makes the periodic images along the dimensions of the grid with one domain
@@ -220,7 +239,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
 
     /// Allocates everything and builds the plan for `home` (positions put into the box).
     fn collective_setup(self, home: Vec<(u32, [R; 3])>) -> Result<HaloExchange<'rt, R>> {
-        let HaloBuilder { rt, grid, path, images, parallel_min, buffer, dlb, .. } = self;
+        let HaloBuilder { rt, grid, path, links, images, parallel_min, buffer, dlb, .. } = self;
         // The checks below are then the same on every PE. A grid of the rows near one domain
         // differs from PE to PE by design: all such grids hash alike here, and are refused.
         let hash = if grid.near().is_some() {
@@ -253,13 +272,6 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                 rt.n_pes()
             )));
         }
-        if path.needs_reserve() && path != ExchangePath::Auto {
-            return Err(Error::CollectiveConfig(format!(
-                "the halo exchange runs on the onesided-put or the MPI path, not {path}: its \
-                 messages change size with every repartition, which the staging buffers of {path} \
-                 would have to follow"
-            )));
-        }
         if let Some(b) = buffer.filter(|&b| !(b.is_finite() && b > 0.0 && b <= grid.range())) {
             return Err(Error::CollectiveConfig(format!(
                 "a Verlet buffer of {b} nm: it must be positive and part of the grid's range of {} nm \
@@ -271,15 +283,17 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
         // by the pull; MPI links stay MPI.
         // Per size of message where the links' paths differ with it: each pulse takes those
         // of its messages at every plan.
-        let coordinate_links: SizedLinks = match path {
-            ExchangePath::Auto => rt
-                .collective_sized_links()?
-                .map(|p| if p == ExchangePath::Get { ExchangePath::Put } else { p }),
-            path => Links::uniform(path).into(),
-        };
-        let force_links = coordinate_links.map(force_path);
+        // (The get transport stages every message in buffers sized ahead, which the halo's
+        // messages, changing size at every repartition, would have to follow.)
+        let coordinate_links = match (Transport::of(path), links) {
+            (Some(transport), _) => Links::uniform(transport),
+            (None, Some(links)) => links,
+            (None, None) => rt.collective_links()?,
+        }
+        .map(|t| if t == Transport::Get { Transport::Put } else { t });
+        let force_links = coordinate_links.map(force_transport);
         // The counts and per-atom fields go at repartitions alone, by the links of no size.
-        let plain_links = coordinate_links.links;
+        let plain_links = coordinate_links.plain();
         let cell = grid.cell_of(rt.my_pe());
         let name = |what: &str| format!("halo {}: {what}", path.name());
         let coords = GlobalMaxArray::collective_alloc(rt, &name("coordinates"), home.len(), GROWTH)?;
@@ -306,18 +320,14 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
                     receives_shifted: cell[dim] + 1 == dims[dim],
                     offset: 0,
                     count: 0,
-                    x: Exchange::collective_with_links(
-                        rt,
-                        &label("coordinates"),
-                        coordinate_links.clone(),
-                        &[to, from],
-                    )?,
-                    f: Exchange::collective_with_links(
-                        rt,
-                        &label("forces"),
-                        force_links.clone(),
-                        &[to, from],
-                    )?,
+                    x: Exchange::builder(rt, &label("coordinates"))
+                        .links(coordinate_links.clone())
+                        .partners(&[to, from])
+                        .collective_build()?,
+                    f: Exchange::builder(rt, &label("forces"))
+                        .links(force_links.clone())
+                        .partners(&[to, from])
+                        .collective_build()?,
                 });
             }
         }
@@ -345,9 +355,15 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             pulses,
             force_scratch: GlobalMaxArray::collective_alloc(rt, &name("force scratch"), 0, GROWTH)?,
             forces: GlobalMaxArray::collective_alloc(rt, &name("forces"), 0, GROWTH)?,
-            counts: Exchange::collective_with_links(rt, &name("counts"), plain_links, &neighbours)?,
+            counts: Exchange::builder(rt, &name("counts"))
+                .links(plain_links.clone())
+                .partners(&neighbours)
+                .collective_build()?,
             count_buffer: SymArray::collective_alloc(rt, &name("count buffer"), 2)?,
-            bytes: Exchange::collective_with_links(rt, &name("per-atom fields"), plain_links, &neighbours)?,
+            bytes: Exchange::builder(rt, &name("per-atom fields"))
+                .links(plain_links)
+                .partners(&neighbours)
+                .collective_build()?,
             byte_buffer: GlobalMaxArray::collective_alloc(rt, &name("per-atom field buffer"), 0, GROWTH)?,
             images,
             image_table: Vec::new(),

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use onesided::{Exchange, ExchangePath, GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
+use onesided::{Exchange, GlobalMaxArray, GrowthPolicy, Path, Runtime, SymArray};
 
 use crate::dlb::{Balancer, Dlb, LoadReport, RowBoard};
 use crate::grid::DdGrid;
@@ -37,18 +37,18 @@ pub(super) struct Pulse<'rt, R: Real> {
 /// A domain's atoms and the plan that keeps their halo up to date.
 ///
 /// An engine builds it from its atoms ([`builder`](Self::builder), then
-/// [`collective_from_global`](HaloBuilder::collective_from_global) or
-/// [`collective_build`](HaloBuilder::collective_build)) and then, every step: moves its home
+/// [`collective_from_global`](crate::HaloBuilder::collective_from_global) or
+/// [`collective_build`](crate::HaloBuilder::collective_build)) and then, every step: moves its home
 /// atoms ([`home_mut`](Self::home_mut)), calls [`move_x`](Self::move_x), which returns the
 /// step's view, computes the forces of the pairs it owns into the view's forces
-/// ([`Step::local`]) and calls [`Step::move_f`]. Every few steps it calls
+/// ([`Step::local`](crate::Step::local)) and calls [`Step::move_f`](crate::Step::move_f). Every few steps it calls
 /// [`collective_repartition`](Self::collective_repartition) with its per-atom state, which
 /// moves with the atoms.
 pub struct HaloExchange<'rt, R: Real = f32> {
     pub(super) rt: &'rt Runtime,
     pub(super) grid: DdGrid,
     pub(super) cell: [usize; 3],
-    pub(super) path: ExchangePath,
+    pub(super) path: Path,
     /// Home atoms, then halo atoms: current positions (home positions are not wrapped between
     /// repartitions, so that the plan's periodic shifts stay valid).
     pub(super) coords: GlobalMaxArray<'rt, [R; 3]>,
@@ -65,7 +65,7 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     pub(super) n_local: usize,
     pub(super) pulses: Vec<Pulse<'rt, R>>,
     pub(super) force_scratch: GlobalMaxArray<'rt, [R; 3]>,
-    /// Forces on the stored atoms, where a kernel writes them ([`Step::local`]): neighbours
+    /// Forces on the stored atoms, where a kernel writes them ([`Step::local`](crate::Step::local)): neighbours
     /// read the halo atoms' forces from here, and nobody but this PE writes it.
     pub(super) forces: GlobalMaxArray<'rt, [R; 3]>,
     pub(super) counts: Exchange<'rt, u64>,
@@ -153,7 +153,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
             at += count(d) * (dims[d] + 1);
         }
         // One non-zero term per element: the sum is that term, exactly.
-        self.rt.all_reduce(onesided::ReduceOp::Sum, &mut all)?;
+        onesided::Collectives::all_reduce(self.rt, onesided::ReduceOp::Sum, &mut all)?;
         let mut at = 0;
         let rows: [Vec<Vec<f64>>; 3] = std::array::from_fn(|d| {
             if d == 0 || count(d) == 0 {
@@ -167,7 +167,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         self.grid.with_rows(rows)
     }
 
-    /// The load balancing the exchange was built with ([`HaloBuilder::load_balancing`]).
+    /// The load balancing the exchange was built with ([`HaloBuilder::load_balancing`](crate::HaloBuilder::load_balancing)).
     pub fn load_balancing(&self) -> Dlb {
         self.balancer.mode()
     }
@@ -201,7 +201,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     }
 
     /// The communication path.
-    pub fn path(&self) -> ExchangePath {
+    pub fn path(&self) -> Path {
         self.path
     }
 
@@ -219,7 +219,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     }
 
     /// The number of local atoms whose coordinates the exchange holds
-    /// ([`coordinates`](Self::coordinates)) and whose forces [`Step::move_f`] takes:
+    /// ([`coordinates`](Self::coordinates)) and whose forces [`Step::move_f`](crate::Step::move_f) takes:
     /// all local atoms under [`PeriodicImages::Halo`], all but the images under
     /// [`PeriodicImages::Kernel`].
     pub fn stored_count(&self) -> usize {

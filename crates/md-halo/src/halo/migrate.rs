@@ -179,7 +179,9 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
                 for _ in 1..most_steps(&self.grid, dim) {
                     let left =
                         records.chunks_exact(record).any(|r| self.target_along(dim, r) != self.cell[dim]);
-                    if self.rt.max_u64_one(u64::from(left))? == 0 {
+                    let mut agreement = Agreement::new();
+                    let any_left = agreement.any(left);
+                    if !agreement.collective_run(self.rt)?.get(any_left) {
                         break;
                     }
                     records = self.collective_migrate(dim, records, record)?;

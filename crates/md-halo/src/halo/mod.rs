@@ -13,7 +13,7 @@
 //! array.
 //!
 //! Every transfer is an [`Exchange`](onesided::Exchange) on the chosen
-//! [`ExchangePath`](onesided::ExchangePath): the one-sided offset swap
+//! [`Path`](onesided::Path): the one-sided offset swap
 //! or MPI two-sided; on the one-sided path the forces go back as pulls instead, so that their
 //! owner adds them up where they lie in the neighbour's memory. The plan (who sends which
 //! atoms to whom, and where they land) is built once per partition; `move_x` then sends

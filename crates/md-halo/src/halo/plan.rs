@@ -143,7 +143,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
             self.coords.collective_ensure(self.n_local + count)?;
             // Where the links differ with the size of message, the pulse takes those of its
             // largest (the same decision on every PE, so the condition is too).
-            if self.pulses[q].x.sized_links().varies() {
+            if self.pulses[q].x.links().varies() {
                 self.pulses[q].x.collective_reserve(send.len())?;
             }
             let offset = self.n_local;

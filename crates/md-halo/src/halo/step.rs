@@ -7,7 +7,7 @@
 use std::fmt;
 use std::ops::Deref;
 
-use onesided::{ExchangePath, Incoming, Offer, Outgoing};
+use onesided::{Incoming, Offer, Outgoing, Transport};
 use rayon::prelude::*;
 
 use super::agree::check_count;
@@ -299,8 +299,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 /// The path of the force exchanges: the pull where the halo is one-sided, so that the forces
 /// coming back are added up where they lie in the neighbour's memory
 /// ([`onesided::Call::consume`]) instead of being copied into this PE's first.
-pub(super) fn force_path(path: ExchangePath) -> ExchangePath {
-    if path == ExchangePath::Put { ExchangePath::Get } else { path }
+pub(super) fn force_transport(transport: Transport) -> Transport {
+    if transport == Transport::Put { Transport::Get } else { transport }
 }
 
 /// A raw pointer that threads of a scoped parallel loop write through at distinct indices.

@@ -17,7 +17,7 @@
 
 use std::process::ExitCode;
 
-use onesided::{HeapStatus, Runtime, SignalArray, SymArray, launch};
+use onesided::{Collectives, HeapStatus, Runtime, SignalArray, StartReport, SymArray, launch};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 /// The report, then a round of traffic: each PE puts its number with a signal into the next
 /// PE and waits for the previous one's.
 fn check(rt: &Runtime) -> onesided::Result<()> {
-    let report = rt.collective_report()?;
+    let report = StartReport::collective_gather(rt)?;
     let heap = HeapStatus::now();
     if rt.my_pe() == 0 {
         print!("{report}");

@@ -46,7 +46,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     /// On every PE alike, so no PE is left waiting:
     /// - [`Error::AsymmetricAllocation`] names the first PE whose request differs from PE 0's;
     /// - [`Error::HeapTooSmall`] before the implementation is asked, when the heap cannot
-    ///   hold the array beside what is in use ([`Runtime::symmetric_heap`]);
+    ///   hold the array beside what is in use ([`HeapStatus::now`](crate::HeapStatus::now));
     /// - [`Error::HeapExhausted`] names the variable that sizes the heap;
     /// - [`Error::HeapDiverged`] when the block lands at different heap offsets (an earlier
     ///   collective ran on some PEs only);
@@ -247,6 +247,7 @@ impl<'rt, T: Pod> SymArray<'rt, T> {
     /// Copies `count` elements of this PE's copy of `source` from `source_offset` into this
     /// PE's copy of `self` at `offset` (a local copy between symmetric arrays, which may be
     /// the same array).
+    #[cfg(feature = "baselines")]
     pub(crate) fn copy_local_from(
         &self,
         offset: usize,

@@ -4,6 +4,7 @@
 use bytemuck::Pod;
 
 use super::array::SymArray;
+use crate::collective::Collectives;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -116,7 +117,9 @@ impl<'rt, T: Pod> GlobalMaxArray<'rt, T> {
                 })
             };
         }
-        let global = rt.max_u64_one(need as u64)? as usize;
+        let mut global = [need as u64];
+        rt.max_u64(&mut global)?;
+        let global = global[0] as usize;
         let from = self.array.len();
         if global <= from {
             self.stable_calls = self.stable_calls.saturating_add(1);

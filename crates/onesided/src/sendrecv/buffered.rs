@@ -8,7 +8,7 @@ use bytemuck::Pod;
 
 use super::channel::{Channel, STRIDE};
 use super::job::Job;
-use super::transport::Transport;
+use super::protocol::Protocol;
 use crate::error::Result;
 use crate::heap::GlobalMaxArray;
 
@@ -24,7 +24,7 @@ impl<'rt, T: Pod> Buffered<'rt, T> {
     ///
     /// # Collective
     /// A barrier, after which no PE can see a slot unmarked.
-    pub(super) fn collective_new(chan: &mut Channel<'rt>) -> Self {
+    pub(super) fn collective_new(chan: &Channel<'rt>) -> Self {
         for slot in 0..chan.slots() {
             chan.from_receivers.store_local(slot * STRIDE, 1);
         }
@@ -33,7 +33,7 @@ impl<'rt, T: Pod> Buffered<'rt, T> {
     }
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for Buffered<'rt, T> {
+impl<'rt, T: Pod> Protocol<'rt, T> for Buffered<'rt, T> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         let slot = self.reserved;
         let scratch = self.scratch.as_ref().expect("validate checked the reservation").array();

@@ -1,102 +1,120 @@
-//! The public constructors: the partners agreed, an [`ExchangePath::Auto`] exchange's links
-//! settled (the runtime's, calibrated at the first, or those given), then the exchange built
-//! on them.
+//! The exchange's builder: the partners agreed, a [`Path::Auto`] exchange's links settled
+//! (the runtime's, calibrated at the first, or those given), then the exchange built on them.
+
+use std::marker::PhantomData;
 
 use bytemuck::Pod;
 
 use super::exchange::Exchange;
 use super::partners::Partners;
 use crate::error::Result;
-use crate::links::{Links, SizedLinks};
-use crate::path::ExchangePath;
+use crate::links::Links;
+use crate::path::{Path, Transport};
 use crate::runtime::Runtime;
 
+/// The choices an [`Exchange`] is built with ([`Exchange::builder`]): its path (one-sided by
+/// default), or links that pin a transport per class of link; and its partners (by default
+/// every PE).
+#[derive(Clone, Debug)]
+#[must_use = "a builder builds nothing until collective_build"]
+pub struct ExchangeBuilder<'rt, T> {
+    rt: &'rt Runtime,
+    name: String,
+    path: Path,
+    links: Option<Links>,
+    transport: Option<Transport>,
+    partners: Option<Vec<usize>>,
+    elements: PhantomData<fn() -> T>,
+}
+
 impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// Creates a channel on `path` between any PEs: its slots and signals grow with the PE
-    /// count (about 512 bytes of symmetric memory per PE). An exchange whose partners are
-    /// known, as a halo pulse's are, should name them:
-    /// [`collective_with_partners`](Self::collective_with_partners).
+    /// Starts building an exchange named `name` (errors and reports use the name), on
+    /// [`Path::OneSided`] with every PE unless the builder says otherwise:
     ///
-    /// # Collective
-    /// Every PE must create it, with the same path, in the same order.
-    pub fn collective_new(rt: &'rt Runtime, name: &str, path: ExchangePath) -> Result<Self> {
-        let partners = Partners { me: rt.my_pe(), listed: None, capacity: rt.n_pes() };
-        Self::collective_build(rt, name, path, None, partners)
+    /// ```no_run
+    /// # fn main() -> onesided::Result<()> {
+    /// use onesided::{Exchange, Path, Runtime};
+    ///
+    /// let rt = Runtime::init()?;
+    /// let (me, n) = (rt.my_pe(), rt.n_pes());
+    /// let ring: Exchange<'_, u64> = Exchange::builder(&rt, "ring")
+    ///     .path(Path::Mpi)
+    ///     .partners(&[(me + n - 1) % n, (me + 1) % n])
+    ///     .collective_build()?;
+    /// # let _ = ring;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn builder(rt: &'rt Runtime, name: &str) -> ExchangeBuilder<'rt, T> {
+        ExchangeBuilder {
+            rt,
+            name: name.to_string(),
+            path: Path::OneSided,
+            links: None,
+            transport: None,
+            partners: None,
+            elements: PhantomData,
+        }
+    }
+}
+
+impl<'rt, T: Pod> ExchangeBuilder<'rt, T> {
+    /// The path: [`Path::OneSided`] (the offset swap's puts, the default), [`Path::Mpi`], or
+    /// [`Path::Auto`] (per partner, the transport of its link: the runtime's
+    /// [`collective_links`](Runtime::collective_links)).
+    pub fn path(self, path: Path) -> Self {
+        ExchangeBuilder { path, links: None, transport: None, ..self }
     }
 
-    /// Builds the exchange on `path`, or for `Auto` on `links` where given, else on the
-    /// runtime's links.
-    fn collective_build(
-        rt: &'rt Runtime,
-        name: &str,
-        path: ExchangePath,
-        links: Option<SizedLinks>,
-        partners: Partners,
-    ) -> Result<Self> {
-        let (path, sized) = match (path, links) {
-            // Links given that agree, and do not change with the size, are that one path.
-            (ExchangePath::Auto, Some(sized)) => {
-                rt.collective_agree_links(&sized, &format!("exchange '{name}'"))?;
-                let one = sized.links.is_uniform() && !sized.varies();
-                (if one { sized.links.same_node } else { ExchangePath::Auto }, sized)
-            }
-            (ExchangePath::Auto, None) => (ExchangePath::Auto, rt.collective_sized_links()?),
-            (path, _) => (path, Links::uniform(path).into()),
+    /// The transport to each class of partner given, per size of message where `links` says
+    /// so, rather than the runtime's: for benchmarks and tests of one transport, and for an
+    /// exchange whose links derive from another's (the halo pulls its forces where it puts
+    /// its coordinates). The exchange's path is then [`Path::Auto`].
+    pub fn links(self, links: Links) -> Self {
+        ExchangeBuilder { path: Path::Auto, links: Some(links), transport: None, ..self }
+    }
+
+    /// One transport for every partner and size, the buffered baseline included: for
+    /// benchmarks and tests of each (the exchange's path is then [`Path::Auto`]). Unlike
+    /// [`links`](Self::links), nothing is agreed at the build: every PE must pass the same.
+    pub fn transport(self, transport: Transport) -> Self {
+        ExchangeBuilder { path: Path::Auto, links: None, transport: Some(transport), ..self }
+    }
+
+    /// The PEs this PE sends to or receives from (in any order; repeats are ignored): the
+    /// exchange's symmetric memory then grows with the largest number of partners any PE
+    /// names, not with the PE count (without partners, about 512 bytes per PE of the job).
+    /// Partnership must be mutual: when PE `p` names `q`, `q` names `p`.
+    pub fn partners(self, partners: &[usize]) -> Self {
+        ExchangeBuilder { partners: Some(partners.to_vec()), ..self }
+    }
+
+    /// Builds the exchange.
+    ///
+    /// # Collective
+    /// Every PE must build it, with the same path or links, in the same order.
+    ///
+    /// # Errors
+    /// On every PE: [`Error::Exchange`](crate::Error::Exchange) for a partner that is not a
+    /// PE ([`NoSuchPartner`](crate::ExchangeProblem::NoSuchPartner)), or when some PE names a
+    /// partner that does not name it back ([`NotMutual`](crate::ExchangeProblem::NotMutual));
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for elements of zero size or
+    /// links that cannot serve; [`Error::CollectiveArgument`](crate::Error::CollectiveArgument)
+    /// when the PEs pass different links; what settling the runtime's links reports.
+    pub fn collective_build(self) -> Result<Exchange<'rt, T>> {
+        let ExchangeBuilder { rt, name, path, links, transport, partners, .. } = self;
+        let partners = match partners {
+            Some(list) => Partners::collective_listed(rt, &name, &list)?,
+            None => Partners { me: rt.my_pe(), listed: None, capacity: rt.n_pes() },
         };
-        Self::collective_on(rt, name, path, sized, partners)
-    }
-
-    /// Creates a channel on `path` between this PE and `partners` only (the PEs it will send
-    /// to or receive from, in any order; repeats are ignored): its symmetric memory grows with
-    /// the largest number of partners any PE names, not with the PE count. Partnership must
-    /// be mutual: when PE `p` names `q`, `q` names `p`.
-    ///
-    /// # Collective
-    /// Every PE must create it, with the same path, in the same order.
-    ///
-    /// # Errors
-    /// On every PE: [`Error::Exchange`] for a partner that is not a PE
-    /// ([`NoSuchPartner`](ExchangeProblem::NoSuchPartner)), or when some PE names a partner
-    /// that does not name it back ([`NotMutual`](ExchangeProblem::NotMutual)).
-    pub fn collective_with_partners(
-        rt: &'rt Runtime,
-        name: &str,
-        path: ExchangePath,
-        partners: &[usize],
-    ) -> Result<Self> {
-        Self::collective_listed(rt, name, path, None, partners)
-    }
-
-    /// As [`collective_with_partners`](Self::collective_with_partners), with the path to
-    /// each class of partner given ([`Links`](crate::Links), or [`SizedLinks`] with paths
-    /// per size of message) rather than the runtime's: how a user of
-    /// several exchanges derives the links of some from the others' (the halo pulls its
-    /// forces where it puts its coordinates).
-    ///
-    /// # Collective
-    /// Every PE must create it, with the same links, in the same order.
-    ///
-    /// # Errors
-    /// As [`collective_with_partners`](Self::collective_with_partners); on every PE,
-    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path and
-    /// [`Error::CollectiveArgument`] when the PEs pass different links.
-    pub fn collective_with_links(
-        rt: &'rt Runtime,
-        name: &str,
-        links: impl Into<SizedLinks>,
-        partners: &[usize],
-    ) -> Result<Self> {
-        Self::collective_listed(rt, name, ExchangePath::Auto, Some(links.into()), partners)
-    }
-
-    fn collective_listed(
-        rt: &'rt Runtime,
-        name: &str,
-        path: ExchangePath,
-        links: Option<SizedLinks>,
-        partners: &[usize],
-    ) -> Result<Self> {
-        let partners = Partners::collective_listed(rt, name, partners)?;
-        Self::collective_build(rt, name, path, links, partners)
+        let links = match (transport.or(Transport::of(path)), links) {
+            (Some(transport), _) => Links::uniform(transport),
+            (None, Some(links)) => {
+                rt.collective_agree_links(&links, &format!("exchange '{name}'"))?;
+                links
+            }
+            (None, None) => rt.collective_links()?,
+        };
+        Exchange::collective_on(rt, &name, path, links, partners)
     }
 }

@@ -1,4 +1,4 @@
-//! The calibration of the links ([`Links`]) that [`ExchangePath::Auto`] exchanges take.
+//! The calibration of the links ([`Links`]) that [`Path::Auto`](crate::Path::Auto) exchanges take.
 //!
 //! The runtime settles the links once, at the first [`Runtime::collective_links`]: from
 //! [`env::TRANSPORT`] when it names them; else from the cache file of an earlier calibration
@@ -8,7 +8,7 @@
 //! MPI one-sided), at three message sizes, and gives each class of link the path whose times
 //! are the least, summed as ratios to the fastest at each size ([`Links`]), and for each range
 //! of sizes around a measured one the path fastest there where it beats that choice by over
-//! 30 %, or at all at the largest, bandwidth-bound size ([`SizedLinks`], which an exchange
+//! 30 %, or at all at the largest, bandwidth-bound size ([`Links::by_size`], which an exchange
 //! follows once told the size of its messages by [`Exchange::collective_reserve`]). PE 0
 //! decides and every PE takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
 //! pair measured runs: every other PE waits napping between polls, leaving it the cores.
@@ -25,13 +25,12 @@ use super::message::{Incoming, Outgoing};
 use super::partners::Partners;
 use crate::agree::{Agreement, TOP};
 use crate::cache::{read_choice, write_choice};
+use crate::collective::Collectives;
 use crate::env;
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
-use crate::links::{
-    LINK_PATHS, LinkChoice, Links, LinksSource, PATHS, SizedLinks, TransportSetting, parse_transport,
-};
-use crate::path::ExchangePath;
+use crate::links::{Links, LinksSource, Measured, TRANSPORTS, TransportSetting, parse_transport};
+use crate::path::{Path, Transport};
 use crate::runtime::Runtime;
 use crate::signal::SignalArray;
 
@@ -61,11 +60,13 @@ const MIN_REPEATS: usize = 3;
 const BUDGET: Duration = Duration::from_millis(25);
 
 impl Runtime {
-    /// The paths [`ExchangePath::Auto`] exchanges take to the PEs of this node and to the
-    /// others: from [`env::TRANSPORT`], the cache of an earlier calibration, or a calibration
-    /// now (see [the module](crate::links)); settled at the first call and the same on every
-    /// PE. A calibration takes a fraction of a second (a few hundred send-receive calls
-    /// between three PEs).
+    /// The transports [`Path::Auto`](crate::Path::Auto) exchanges take to the PEs of this
+    /// node and to the others, with those a calibration found faster per range of message
+    /// sizes ([`Links::by_size`]): from [`env::TRANSPORT`], the cache of an earlier
+    /// calibration, or a calibration now (the calibration times the transports between PE 0 and a PE of its node and one of another node, at three sizes of message); settled at the first call
+    /// and the same on every PE, after which a call returns them at once. A calibration takes
+    /// a fraction of a second (a few hundred send-receive calls between three PEs).
+    /// [`Links::source`] says where they came from and what was measured.
     ///
     /// # Collective
     /// Every PE must call it (creating an `Auto` exchange does).
@@ -74,22 +75,8 @@ impl Runtime {
     /// On every PE: [`Error::Environment`] when [`env::TRANSPORT`] is malformed or differs
     /// between PEs; what an exchange of the calibration reports.
     pub fn collective_links(&self) -> Result<Links> {
-        Ok(self.collective_sized_links()?.links)
-    }
-
-    /// The links of [`collective_links`](Self::collective_links) with the paths the
-    /// calibration found fastest per range of message sizes ([`SizedLinks`]): what an
-    /// [`ExchangePath::Auto`] exchange follows once [`Exchange::collective_reserve`] has told it
-    /// the size of its messages.
-    ///
-    /// # Collective
-    /// As [`collective_links`](Self::collective_links).
-    ///
-    /// # Errors
-    /// As [`collective_links`](Self::collective_links).
-    pub fn collective_sized_links(&self) -> Result<SizedLinks> {
-        if let Some(choice) = self.link_choice() {
-            return Ok(choice.sized());
+        if let Some(links) = self.links.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(links);
         }
         let value = std::env::var(env::TRANSPORT).unwrap_or_default();
         let setting = parse_transport(&value);
@@ -111,44 +98,40 @@ impl Runtime {
             }
             Ok(setting) => setting,
         };
-        let choice = match setting {
-            TransportSetting::Links(sized) => LinkChoice::new(sized, LinksSource::Environment, Vec::new()),
+        let links = match setting {
+            TransportSetting::Links(links) => links.with_source(LinksSource::Environment),
             TransportSetting::Auto | TransportSetting::Calibrate => {
-                // Named by the candidates: a calibration among fewer paths is not reused.
+                // Named by the candidates: a calibration among fewer transports is not reused.
                 let cache = self.collective_cache_file(CACHE_NAME)?;
                 let cached = match (&cache, setting) {
                     (Some(file), TransportSetting::Auto) if self.my_pe() == 0 => read_cache(file),
                     _ => None,
                 };
-                let mut words = cached.map_or([0; 2 + 2 * SizedLinks::MAX_RANGES], |l| l.encode());
+                let mut words = cached.map_or([0; 2 + 2 * Links::MAX_RANGES], |l| l.encode());
                 self.broadcast(0, &mut words)?;
-                match (SizedLinks::decode(&words), cache) {
-                    (Some(sized), Some(file)) => LinkChoice::new(sized, LinksSource::Cache(file), Vec::new()),
+                match (Links::decode(&words), cache) {
+                    (Some(links), Some(file)) => links.with_source(LinksSource::Cache(file)),
                     (_, cache) => self.collective_calibrate(cache)?,
                 }
             }
         };
-        let sized = choice.sized();
-        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(choice);
-        Ok(sized)
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(links.clone());
+        Ok(links)
     }
 
-    /// Sets the links [`ExchangePath::Auto`] exchanges created from now on take, in place of
-    /// a calibration or [`env::TRANSPORT`]: [`Links`], or [`SizedLinks`] with paths per range
-    /// of message sizes.
+    /// Sets the links [`Path::Auto`](crate::Path::Auto) exchanges created from now on take,
+    /// in place of a calibration or [`env::TRANSPORT`].
     ///
     /// # Collective
     /// Every PE must call it, with the same links.
     ///
     /// # Errors
     /// On every PE: [`Error::CollectiveArgument`] when the PEs pass different links;
-    /// [`Error::InvalidArgument`] for a link on the buffered or `Auto` path, or ranges of sizes
+    /// [`Error::InvalidArgument`] for a link on the buffered transport, or ranges of sizes
     /// not ascending or too many.
-    pub fn collective_set_links(&self, links: impl Into<SizedLinks>) -> Result<()> {
-        let sized = links.into();
-        self.collective_agree_links(&sized, "collective_set_links")?;
-        *self.links.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(LinkChoice::new(sized, LinksSource::Set, Vec::new()));
+    pub fn collective_set_links(&self, links: Links) -> Result<()> {
+        self.collective_agree_links(&links, "collective_set_links")?;
+        *self.links.lock().unwrap_or_else(|p| p.into_inner()) = Some(links.with_source(LinksSource::Program));
         Ok(())
     }
 
@@ -156,7 +139,7 @@ impl Runtime {
     ///
     /// # Collective
     /// One reduction.
-    pub(crate) fn collective_agree_links(&self, links: &SizedLinks, what: &str) -> Result<()> {
+    pub(crate) fn collective_agree_links(&self, links: &Links, what: &str) -> Result<()> {
         let valid = links.check();
         let mut agreement = Agreement::new();
         let same = agreement.same(if valid.is_ok() { links.code() } else { 0 });
@@ -171,18 +154,12 @@ impl Runtime {
         Ok(())
     }
 
-    /// The links settled so far, where they came from and what was measured; `None` before
-    /// the first [`collective_links`](Self::collective_links).
-    pub fn link_choice(&self) -> Option<LinkChoice> {
-        self.links.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     /// Times each candidate path between PE 0 and a PE of its node and one of another node,
     /// chooses per link class, and writes the choice to `cache`.
     ///
     /// # Collective
     /// Every PE takes part in the exchanges' creation and the final broadcast.
-    fn collective_calibrate(&self, cache: Option<PathBuf>) -> Result<LinkChoice> {
+    fn collective_calibrate(&self, cache: Option<PathBuf>) -> Result<Links> {
         let start = Instant::now();
         let me = self.my_pe();
         // PE 0's partners: the first other PE of its node and the first PE of another node.
@@ -216,13 +193,13 @@ impl Runtime {
         let released = SignalArray::collective_alloc(self, "link calibration release", 2)?;
         // Every collective step comes before the measurements, so that the PEs not measuring
         // wait in the release below, not spinning in a collective.
-        let mut exchanges = Vec::with_capacity(LINK_PATHS.len());
-        for path in LINK_PATHS {
+        let mut exchanges = Vec::with_capacity(Transport::LINKS.len());
+        for path in Transport::LINKS {
             // Built on the path itself, beneath the constructors that settle an Auto
             // exchange's links by this calibration.
             let name = "link calibration";
             let built = Partners::collective_listed(self, name, &partners).and_then(|listed| {
-                Exchange::<u64>::collective_on(self, name, path, Links::uniform(path).into(), listed)
+                Exchange::<u64>::collective_on(self, name, Path::Auto, Links::uniform(path), listed)
             });
             match built {
                 Ok(mut exchange) => {
@@ -231,12 +208,12 @@ impl Runtime {
                 }
                 // No window over the heaps (Open MPI without a one-sided component that reaches
                 // every PE): the MPI one-sided path is left out, as every PE learns alike.
-                Err(_) if path == ExchangePath::MpiRma => exchanges.push(None),
+                Err(_) if path == Transport::MpiRma => exchanges.push(None),
                 Err(e) => return Err(e),
             }
         }
         // Median per (class, path, size), as nanoseconds, PE 0's.
-        let mut medians = [0u64; 2 * LINK_PATHS.len() * SIZES.len()];
+        let mut medians = [0u64; 2 * Transport::LINKS.len() * SIZES.len()];
         // One class after the other, every path of it, with the other class's peer waiting for
         // PE 0's go (not in an exchange's wait, which on MPI polls without yielding), napping
         // as every PE not measured does: only the pair measured runs, so that where the job's
@@ -269,7 +246,7 @@ impl Runtime {
                     if me == 0 {
                         let timed = round.max(2) - 2;
                         let more = timed + 1 < repeats
-                            && (timed + 1 < MIN_REPEATS || started.elapsed() < BUDGET * PATHS as u32);
+                            && (timed + 1 < MIN_REPEATS || started.elapsed() < BUDGET * TRANSPORTS as u32);
                         message[0] = u64::from(round < 2 || more);
                     }
                     for (p, exchange) in exchanges.iter_mut().enumerate() {
@@ -292,7 +269,7 @@ impl Runtime {
                 for (p, mut times) in times.into_iter().enumerate() {
                     times.sort_unstable();
                     // A path left out never wins.
-                    medians[(class * LINK_PATHS.len() + p) * SIZES.len() + s] =
+                    medians[(class * Transport::LINKS.len() + p) * SIZES.len() + s] =
                         times.get(times.len() / 2).copied().unwrap_or(u64::MAX);
                 }
             }
@@ -311,86 +288,83 @@ impl Runtime {
         self.broadcast(0, &mut medians)?;
         // Per class, the path whose times summed as ratios to the fastest at each size are the
         // least; a class with no PE to measure keeps the put path.
-        let median =
-            |class: usize, p: usize, s: usize| medians[(class * LINK_PATHS.len() + p) * SIZES.len() + s];
+        let median = |class: usize, p: usize, s: usize| {
+            medians[(class * Transport::LINKS.len() + p) * SIZES.len() + s]
+        };
         let choose = |class: usize| {
             if pair[class].is_none() {
-                return ExchangePath::Put;
+                return Transport::Put;
             }
             let score = |p: usize| -> f64 {
                 (0..SIZES.len())
                     .map(|s| {
-                        let best =
-                            (0..LINK_PATHS.len()).map(|q| median(class, q, s)).min().unwrap_or(1).max(1);
+                        let best = (0..Transport::LINKS.len())
+                            .map(|q| median(class, q, s))
+                            .min()
+                            .unwrap_or(1)
+                            .max(1);
                         median(class, p, s) as f64 / best as f64
                     })
                     .sum()
             };
-            let best = (0..LINK_PATHS.len()).min_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
-            LINK_PATHS[best]
+            let best =
+                (0..Transport::LINKS.len()).min_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
+            Transport::LINKS[best]
         };
-        let links = Links { same_node: choose(0), other_node: choose(1) };
+        let (same_node, other_node) = (choose(0), choose(1));
         // Per range of sizes, the path fastest at its measured size where it beats the class's
         // own path there by the margin.
-        let fastest_at = |class: usize, s: usize, path: ExchangePath| {
-            let own = LINK_PATHS.iter().position(|&p| p == path).unwrap_or(0);
-            let best = (0..LINK_PATHS.len()).min_by_key(|&q| median(class, q, s)).unwrap_or(own);
+        let fastest_at = |class: usize, s: usize, path: Transport| {
+            let own = Transport::LINKS.iter().position(|&p| p == path).unwrap_or(0);
+            let best = (0..Transport::LINKS.len()).min_by_key(|&q| median(class, q, s)).unwrap_or(own);
             let faster = (median(class, best, s) as f64) < SIZE_MARGIN[s] * median(class, own, s) as f64;
-            if pair[class].is_some() && faster { LINK_PATHS[best] } else { path }
+            if pair[class].is_some() && faster { Transport::LINKS[best] } else { path }
         };
-        let ranges = (0..SIZES.len()).map(|s| {
-            let at = Links {
-                same_node: fastest_at(0, s, links.same_node),
-                other_node: fastest_at(1, s, links.other_node),
-            };
-            (RANGE_FROM[s], at)
-        });
+        let ranges = (0..SIZES.len())
+            .map(|s| (RANGE_FROM[s], fastest_at(0, s, same_node), fastest_at(1, s, other_node)));
         // Only the ranges whose links differ from those below them (the first's from the
         // links over every size), which hold until the next.
-        let mut by_size: Vec<(usize, Links)> = Vec::new();
-        for (from, at) in ranges {
-            if at != by_size.last().map_or(links, |&(_, below)| below) {
-                by_size.push((from, at));
+        let mut links = Links::new(same_node, other_node);
+        for (from, same, other) in ranges {
+            let below = links.by_size.last().map_or((same_node, other_node), |&(_, s, o)| (s, o));
+            if (same, other) != below {
+                links = links.from_bytes(from, same, other);
             }
         }
         let mut measured = Vec::new();
         for (class, peer) in pair.iter().enumerate() {
             if peer.is_some() {
-                for (p, &path) in LINK_PATHS.iter().enumerate() {
+                for (p, &transport) in Transport::LINKS.iter().enumerate() {
                     for (s, &bytes) in
                         SIZES.iter().enumerate().filter(|&(s, _)| median(class, p, s) != u64::MAX)
                     {
-                        measured.push((class == 0, path, bytes, Duration::from_nanos(median(class, p, s))));
+                        let time = Duration::from_nanos(median(class, p, s));
+                        measured.push(Measured { same_node: class == 0, transport, bytes, time });
                     }
                 }
             }
         }
         let seconds = start.elapsed().as_secs_f64();
-        let sized = SizedLinks { links, by_size };
         let written = match &cache {
-            Some(file) if me == 0 => write_cache(file, &sized, &measured).then(|| file.clone()),
+            Some(file) if me == 0 => write_cache(file, &links, &measured).then(|| file.clone()),
             _ => cache,
         };
-        Ok(LinkChoice::new(sized, LinksSource::Calibrated { seconds, cache: written }, measured))
+        Ok(links.with_source(LinksSource::Calibrated { seconds, cache: written, measured }))
     }
 }
 
 /// The links a cache file holds, if it holds them well formed.
-fn read_cache(file: &std::path::Path) -> Option<SizedLinks> {
+fn read_cache(file: &std::path::Path) -> Option<Links> {
     read_choice(file, "links")?.parse().ok()
 }
 
 /// Writes the calibration's choice and measurements to `file`; whether it could.
-fn write_cache(
-    file: &std::path::Path,
-    links: &SizedLinks,
-    measured: &[(bool, ExchangePath, usize, Duration)],
-) -> bool {
+fn write_cache(file: &std::path::Path, links: &Links, measured: &[Measured]) -> bool {
     let notes: Vec<String> = measured
         .iter()
-        .map(|(same, path, bytes, time)| {
-            let class = if *same { "same-node" } else { "other-node" };
-            format!("{class} {path} {bytes} B: {:.2} us", time.as_secs_f64() * 1e6)
+        .map(|m| {
+            let class = if m.same_node { "same-node" } else { "other-node" };
+            format!("{class} {} {} B: {:.2} us", m.transport, m.bytes, m.time.as_secs_f64() * 1e6)
         })
         .collect();
     write_choice(file, "links", &links.to_string(), &notes)
@@ -404,12 +378,16 @@ mod tests {
     fn a_cache_file_gives_back_its_links() {
         let dir = std::env::temp_dir().join(format!("onesided-links-{}", std::process::id()));
         let file = dir.join("links.txt");
-        let links = Links { same_node: ExchangePath::Get, other_node: ExchangePath::Mpi };
-        let measured = [(false, ExchangePath::Mpi, 64, Duration::from_micros(25))];
-        assert!(write_cache(&file, &links.into(), &measured));
-        assert_eq!(read_cache(&file), Some(links.into()));
-        let sized =
-            SizedLinks { links, by_size: vec![(0, links), (32 << 10, Links::uniform(ExchangePath::Get))] };
+        let links = Links::new(Transport::Get, Transport::Mpi);
+        let time = Duration::from_micros(25);
+        let measured = [Measured { same_node: false, transport: Transport::Mpi, bytes: 64, time }];
+        assert!(write_cache(&file, &links, &measured));
+        assert_eq!(read_cache(&file), Some(links.clone()));
+        let sized = links.clone().from_bytes(0, Transport::Get, Transport::Mpi).from_bytes(
+            32 << 10,
+            Transport::Get,
+            Transport::Get,
+        );
         assert!(write_cache(&file, &sized, &measured));
         assert_eq!(read_cache(&file), Some(sized));
         std::fs::write(&file, "links same-node=carrier-pigeon\n").unwrap();

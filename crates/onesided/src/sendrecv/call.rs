@@ -179,13 +179,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     ///
     /// ```no_run
     /// # fn main() -> onesided::Result<()> {
-    /// use onesided::{Exchange, ExchangePath, Incoming, Outgoing, Runtime, SymArray};
+    /// use onesided::{Exchange, Incoming, Outgoing, Runtime, SymArray};
     ///
     /// let rt = Runtime::init()?;
     /// let (me, n) = (rt.my_pe(), rt.n_pes());
     /// let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     /// let inbox = SymArray::<u64>::collective_alloc(&rt, "inbox", 8)?;
-    /// let mut ring = Exchange::collective_with_partners(&rt, "ring", ExchangePath::Put, &[left, right])?;
+    /// let mut ring = Exchange::builder(&rt, "ring").partners(&[left, right]).collective_build()?;
     /// let message = [me as u64; 8];
     /// let counts = ring
     ///     .call(&[&inbox])
@@ -205,7 +205,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// need not wait for it: the way to take the announcement off the critical path when the
     /// receive regions are known, and free, ahead of time (after the data of the previous
     /// call has been used). The next call must receive exactly these messages. Only the paths
-    /// that [announce](ExchangePath::announces) use it; the others accept posted receives and
+    /// that [announce](crate::Transport::announces) use it; the others accept posted receives and
     /// ignore them.
     ///
     /// From the moment of posting, the senders may write into the announced regions.

@@ -1,38 +1,46 @@
-//! The exchange itself: its channel, its transport for the links it takes, and what it
-//! keeps between calls; built on links already settled (the constructors resolve
-//! [`ExchangePath::Auto`] first).
+//! The exchange itself: its channel, its protocol for the links it takes, and what it keeps
+//! between calls; built on links already settled (its builder resolves
+//! [`Path::Auto`] first).
 
 use std::fmt;
 
 use bytemuck::Pod;
 
+#[cfg(feature = "baselines")]
+use super::buffered;
 use super::channel::Channel;
 use super::partners::{Lane, Partners};
-use super::transport::Transport;
-use super::{buffered, get, mixed, mpi, mpi_rma, put};
+use super::protocol::Protocol;
+use super::{get, mixed, mpi, mpi_rma, put};
+use crate::collective::Collectives;
 use crate::error::{Error, ExchangeProblem, Result};
-use crate::links::{Links, SizedLinks};
-use crate::path::ExchangePath;
+use crate::links::Links;
+use crate::path::{Path, Transport};
 use crate::runtime::Runtime;
 
-/// A send-receive channel for elements of type `T`, on one of the [`ExchangePath`]s.
+/// The transports to PEs of this node and of other nodes.
+pub(super) type Pair = (Transport, Transport);
+
+/// A send-receive channel for elements of type `T`, on a [`Path`] chosen when it is built
+/// ([`builder`](Self::builder)).
 ///
 /// Exchanges are pairwise: only the PEs that exchange messages take part, and they need not
 /// arrive together. Per pair and direction, the `k`-th send of one PE meets the `k`-th
 /// receive of the other; within one call, the `l`-th message one PE sends another meets the
-/// `l`-th message the other receives from it (at most [`LANES`] per pair and call).
+/// `l`-th message the other receives from it (at most [`LANES`](crate::LANES) per pair and call).
 pub struct Exchange<'rt, T: Pod> {
-    pub(super) path: ExchangePath,
-    /// The path to each class of partner (one for every partner unless `path` is `Auto`).
+    pub(super) path: Path,
+    /// The transport to each class of partner for the size of message last reserved (one
+    /// for every partner unless `path` is `Auto`).
+    pub(super) current: Pair,
+    /// The links, per size of message, an `Auto` exchange follows at each reservation.
     pub(super) links: Links,
-    /// The links per size of message an `Auto` exchange follows at each reservation.
-    pub(super) sized: SizedLinks,
     /// What every path shares: partners, slots, signals, call numbers.
     pub(super) chan: Channel<'rt>,
     /// The path's own protocol and state.
-    pub(super) transport: Box<dyn Transport<'rt, T> + 'rt>,
+    pub(super) transport: Box<dyn Protocol<'rt, T> + 'rt>,
     /// The transports of links taken before and left at a reservation, kept for a return.
-    pub(super) spare: Vec<(Links, Box<dyn Transport<'rt, T> + 'rt>)>,
+    pub(super) spare: Vec<(Pair, Box<dyn Protocol<'rt, T> + 'rt>)>,
     /// Per-call bookkeeping, kept between calls so that a call allocates nothing.
     pub(super) work: Work<T>,
 }
@@ -65,16 +73,16 @@ impl<T: Pod> fmt::Debug for Exchange<'_, T> {
 }
 
 impl<'rt, T: Pod> Exchange<'rt, T> {
-    /// Builds the exchange on `path` with its links settled (`sized`: the one path for
-    /// every link unless `path` is `Auto`), between `partners`.
+    /// Builds the exchange on `path` with its links settled (one transport for every link
+    /// unless `path` is `Auto`), between `partners`.
     ///
     /// # Collective
     /// Every PE builds it with the same path and links.
     pub(super) fn collective_on(
         rt: &'rt Runtime,
         name: &str,
-        path: ExchangePath,
-        sized: SizedLinks,
+        path: Path,
+        links: Links,
         partners: Partners,
     ) -> Result<Self> {
         if std::mem::size_of::<T>() == 0 {
@@ -82,68 +90,69 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
                 "exchange '{name}': elements of zero size carry nothing to exchange"
             )));
         }
-        let links = sized.links;
+        let current = (links.same_node, links.other_node);
         let mut chan = Channel::collective_new(rt, name, partners)?;
-        let transport = Self::collective_transport(&mut chan, links)?;
-        Ok(Exchange { path, links, sized, chan, transport, spare: Vec::new(), work: Work::default() })
+        let transport = Self::collective_transport(&mut chan, current)?;
+        Ok(Exchange { path, current, links, chan, transport, spare: Vec::new(), work: Work::default() })
     }
 
-    /// The transport of `links` on `chan`.
+    /// The protocol of the transports `(same node, other node)` on `chan`.
     ///
     /// # Collective
-    /// Every PE builds the same transports (the links are agreed), whatever its partners:
+    /// Every PE builds the same protocols (the links are agreed), whatever its partners:
     /// their construction is collective.
     fn collective_transport(
         chan: &mut Channel<'rt>,
-        links: Links,
-    ) -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
+        (same_node, other_node): Pair,
+    ) -> Result<Box<dyn Protocol<'rt, T> + 'rt>> {
         let rt = chan.rt;
-        let mut transport_of = |path: ExchangePath| -> Result<Box<dyn Transport<'rt, T> + 'rt>> {
-            Ok(match path {
-                ExchangePath::Put => Box::new(put::Put::collective_new(chan)?),
-                ExchangePath::Get => Box::new(get::Get::new()),
-                ExchangePath::Buffered => Box::new(buffered::Buffered::collective_new(chan)),
-                ExchangePath::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
-                ExchangePath::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(chan)?),
-                ExchangePath::Auto => unreachable!("links name concrete paths"),
+        let protocol_of = |transport: Transport| -> Result<Box<dyn Protocol<'rt, T> + 'rt>> {
+            Ok(match transport {
+                Transport::Put => Box::new(put::Put::collective_new(chan)?),
+                Transport::Get => Box::new(get::Get::new()),
+                #[cfg(feature = "baselines")]
+                Transport::Buffered => Box::new(buffered::Buffered::collective_new(chan)),
+                Transport::Mpi => Box::new(mpi::Mpi::collective_new(rt)?),
+                Transport::MpiRma => Box::new(mpi_rma::MpiRma::collective_new(chan)?),
             })
         };
-        Ok(if links.is_uniform() {
-            transport_of(links.same_node)?
+        Ok(if same_node == other_node {
+            protocol_of(same_node)?
         } else {
-            let mut part = |path: ExchangePath| -> Result<mixed::Part<'rt, T>> {
-                Ok(match path {
-                    ExchangePath::Mpi => mixed::Part::Mpi(mpi::Mpi::collective_new(rt)?),
-                    other => mixed::Part::OneSided(transport_of(other)?),
+            let part = |transport: Transport| -> Result<mixed::Part<'rt, T>> {
+                Ok(match transport {
+                    Transport::Mpi => mixed::Part::Mpi(mpi::Mpi::collective_new(rt)?),
+                    other => mixed::Part::OneSided(protocol_of(other)?),
                 })
             };
-            let near = part(links.same_node)?;
-            let far = part(links.other_node)?;
+            let near = part(same_node)?;
+            let far = part(other_node)?;
             Box::new(mixed::Mixed { near, far })
         })
     }
 
-    /// The path to each class of partner: the one path given at creation for both, or for an
-    /// [`ExchangePath::Auto`] exchange the runtime's [`Links`] (or those given), for the size
-    /// of message last reserved ([`collective_reserve`](Self::collective_reserve)).
-    pub fn links(&self) -> Links {
-        self.links
+    /// The links this exchange follows: for a [`Path::OneSided`] or [`Path::Mpi`] exchange
+    /// that path's transport for every link and size, for a [`Path::Auto`] one the runtime's
+    /// (or those its builder was given), whose ranges of sizes it follows at each
+    /// [`collective_reserve`](Self::collective_reserve).
+    pub fn links(&self) -> &Links {
+        &self.links
     }
 
-    /// The links per size of message this exchange follows at each
-    /// [`collective_reserve`](Self::collective_reserve) (for a path given at creation, that
-    /// path at every size).
-    pub fn sized_links(&self) -> &SizedLinks {
-        &self.sized
+    /// The transports of [`links`](Self::links) for the size of message last reserved
+    /// ([`collective_reserve`](Self::collective_reserve)): one per class of link, no ranges.
+    pub fn reserved_links(&self) -> Links {
+        Links::new(self.current.0, self.current.1)
     }
 
-    /// The path messages to and from `pe` take.
-    pub fn path_to(&self, pe: usize) -> ExchangePath {
-        self.links.path(self.chan.rt.same_node(pe))
+    /// The transport messages to and from `pe` take, for the size of message last reserved.
+    pub fn transport_to(&self, pe: usize) -> Transport {
+        if self.chan.rt.same_node(pe) { self.current.0 } else { self.current.1 }
     }
 
-    /// The path.
-    pub fn path(&self) -> ExchangePath {
+    /// The path it was built on ([`Path::Auto`] where its builder was given links or a
+    /// transport).
+    pub fn path(&self) -> Path {
         self.path
     }
 
@@ -168,8 +177,8 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// paths (a symmetric buffer grown to the global maximum), for every message but those
     /// offered in place on the get path. The put and MPI paths need none.
     ///
-    /// On an [`ExchangePath::Auto`] exchange whose links differ with the size of message
-    /// ([`sized_links`](Self::sized_links)), the calls from now on take the links of the
+    /// On an [`Path::Auto`] exchange whose links differ with the size of message
+    /// ([`Links::by_size`]), the calls from now on take the transports of the
     /// largest message reserved on any PE: the transport of each class of partner measured
     /// fastest at that size. Before a change of links it waits until the receivers of the
     /// last call's offers have taken them ([`wait_taken`](Self::wait_taken)); the transports
@@ -183,7 +192,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// receive is posted ([`post_receives`](Self::post_receives)) on some PE of an exchange
     /// whose links may change here: reserve before posting.
     pub fn collective_reserve(&mut self, max_message: usize) -> Result<()> {
-        let varies = self.sized.varies();
+        let varies = self.links.varies();
         let posted = varies && self.chan.posted.iter().any(Option::is_some);
         let mut agreed = [max_message as u64, u64::from(posted)];
         self.chan.rt.max_u64(&mut agreed)?;
@@ -192,23 +201,24 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             return Err(self.chan.refuse(ExchangeProblem::PostedAcrossReserve));
         }
         if varies {
-            let links = self.sized.for_bytes(largest.saturating_mul(std::mem::size_of::<T>()));
-            if links != self.links {
+            let at = self.links.for_bytes(largest.saturating_mul(std::mem::size_of::<T>()));
+            let pair = (at.same_node, at.other_node);
+            if pair != self.current {
                 self.transport.settle(&mut self.chan)?;
-                let next = match self.spare.iter().position(|(l, _)| *l == links) {
+                let next = match self.spare.iter().position(|(p, _)| *p == pair) {
                     Some(i) => self.spare.swap_remove(i).1,
-                    None => Self::collective_transport(&mut self.chan, links)?,
+                    None => Self::collective_transport(&mut self.chan, pair)?,
                 };
                 let left = std::mem::replace(&mut self.transport, next);
-                self.spare.push((self.links, left));
-                self.links = links;
+                self.spare.push((self.current, left));
+                self.current = pair;
             }
         }
         self.transport.collective_reserve(&mut self.chan, largest)
     }
 
     /// Waits until the receivers of this PE's messages of the last call have taken them:
-    /// after it, the regions offered ([`Offer`]) may be written again. Returns at once on the
+    /// after it, the regions offered ([`Offer`](crate::Offer)) may be written again. Returns at once on the
     /// paths other than the get path, whose calls return only once their messages may be
     /// overwritten at the source.
     ///

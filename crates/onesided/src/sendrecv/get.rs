@@ -12,7 +12,7 @@ use super::delivery::Source;
 use super::job::Job;
 use super::message::Outgoing;
 use super::partners::Lane;
-use super::transport::Transport;
+use super::protocol::Protocol;
 use crate::error::{ExchangeProblem, Result};
 use crate::heap::{GlobalMaxArray, SymArray};
 
@@ -57,7 +57,7 @@ impl<'rt, T: Pod> Get<'rt, T> {
     }
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for Get<'rt, T> {
+impl<'rt, T: Pod> Protocol<'rt, T> for Get<'rt, T> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         // The staging buffer and offered regions are reused: the previous call's receivers
         // must be done with them.

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-/// A message this PE sends in a [`call`](Exchange::call). The kind says where its elements
+/// A message this PE sends in a [`call`](crate::Exchange::call). The kind says where its elements
 /// come from; the receiver gets the same elements in the same place whatever the kind.
 #[derive(Clone, Debug)]
 pub enum Outgoing<'a, T> {
@@ -14,7 +14,7 @@ pub enum Outgoing<'a, T> {
         /// The elements.
         data: &'a [T],
     },
-    /// `count` elements that the call's packing function ([`Call::pack`]) writes. On the put
+    /// `count` elements that the call's packing function ([`Call::pack`](crate::Call::pack)) writes. On the put
     /// path to a PE whose memory is mapped into this process (the same node), it writes
     /// straight into the receiver's final place, so the message is packed where it is
     /// needed, with no buffer between; on the get path into the staging buffer the receiver
@@ -61,7 +61,7 @@ impl<T> Outgoing<'_, T> {
 /// say) saves the copy into a staging buffer.
 ///
 /// On the get path the receiver may still be reading the region after the call returns:
-/// [`Exchange::wait_taken`] waits until it has taken it (the next call on the exchange
+/// [`Exchange::wait_taken`](crate::Exchange::wait_taken) waits until it has taken it (the next call on the exchange
 /// waits too).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offer {
@@ -75,7 +75,7 @@ impl Offer {
     ///
     /// # Safety
     /// No PE writes `range` of this PE's copy of that buffer from the call that sends the
-    /// offer until its receiver has taken it: until [`Exchange::wait_taken`], or the next
+    /// offer until its receiver has taken it: until [`Exchange::wait_taken`](crate::Exchange::wait_taken), or the next
     /// call on the same exchange, has returned on this PE. (The exchange itself never writes
     /// it: a call that also receives into the offered region is refused.)
     pub unsafe fn new(to: usize, buffer: usize, range: Range<usize>) -> Offer {
@@ -83,7 +83,7 @@ impl Offer {
     }
 }
 
-/// A message this PE receives in a [`call`](Exchange::call), and where it goes.
+/// A message this PE receives in a [`call`](crate::Exchange::call), and where it goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Incoming {
     /// The sending PE.

@@ -16,7 +16,7 @@ use super::job::{Job, direct_data};
 use super::message::{Incoming, Outgoing};
 use super::mpi::Mpi;
 use super::partners::Lane;
-use super::transport::Transport;
+use super::protocol::Protocol;
 use crate::error::Result;
 
 /// One part of a mixed exchange.
@@ -24,18 +24,18 @@ pub(super) enum Part<'rt, T: Pod> {
     /// MPI two-sided, started before the other part and completed after it.
     Mpi(Mpi),
     /// A one-sided transport, run whole.
-    OneSided(Box<dyn Transport<'rt, T> + 'rt>),
+    OneSided(Box<dyn Protocol<'rt, T> + 'rt>),
 }
 
 impl<'rt, T: Pod> Part<'rt, T> {
-    fn transport(&mut self) -> &mut dyn Transport<'rt, T> {
+    fn transport(&mut self) -> &mut dyn Protocol<'rt, T> {
         match self {
             Part::Mpi(mpi) => mpi,
             Part::OneSided(t) => t.as_mut(),
         }
     }
 
-    fn transport_ref(&self) -> &dyn Transport<'rt, T> {
+    fn transport_ref(&self) -> &dyn Protocol<'rt, T> {
         match self {
             Part::Mpi(mpi) => mpi,
             Part::OneSided(t) => t.as_ref(),
@@ -93,7 +93,7 @@ macro_rules! with_part_job {
     }};
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for Mixed<'rt, T> {
+impl<'rt, T: Pod> Protocol<'rt, T> for Mixed<'rt, T> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         let rt = chan.rt;
         let near_out = job.outgoing.iter().filter(|o| rt.same_node(o.to())).count();

@@ -37,12 +37,13 @@
 //! publishes it.
 //!
 //! All five give the same bytes in the same places, whatever kind of message each side
-//! chose. Each transport is one file behind the [`Transport`] trait (`put.rs`, `get.rs`,
+//! chose. Each transport is one file behind the `Protocol` trait (`put.rs`, `get.rs`,
 //! `buffered.rs`, `mpi.rs`, `mpi_rma.rs`), holding its own state; `channel.rs` holds what they share (the
 //! partners' slots and signals, call numbers, the delivery signal's encoding), `call.rs` the
 //! call's builder and what the transports see of it, `validate.rs` the checks made before
 //! anything moves.
 
+#[cfg(feature = "baselines")]
 mod buffered;
 mod build;
 mod calibrate;
@@ -57,10 +58,11 @@ mod mixed;
 mod mpi;
 mod mpi_rma;
 mod partners;
+mod protocol;
 mod put;
-mod transport;
 mod validate;
 
+pub use build::ExchangeBuilder;
 pub use call::Call;
 pub use exchange::Exchange;
 pub use message::{Incoming, LANES, Offer, Outgoing};

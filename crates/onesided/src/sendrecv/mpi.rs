@@ -18,7 +18,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use super::channel::Channel;
 use super::job::Job;
 use super::message::{Incoming, LANES};
-use super::transport::Transport;
+use super::protocol::Protocol;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -35,7 +35,7 @@ impl Mpi {
     }
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for Mpi {
+impl<'rt, T: Pod> Protocol<'rt, T> for Mpi {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         self.prepare(chan, job)?;
         self.channel.exchange(job).map_err(|failure| failure.into_error(chan))?;

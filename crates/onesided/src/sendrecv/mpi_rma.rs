@@ -21,8 +21,8 @@ use super::delivery::delivery;
 use super::job::Job;
 use super::message::Incoming;
 use super::partners::Lane;
+use super::protocol::Protocol;
 use super::put::{place, take_delivered};
-use super::transport::Transport;
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
 use crate::mpi_window::HeapWindow;
@@ -113,7 +113,7 @@ impl Drop for MpiRma<'_> {
     }
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for MpiRma<'rt> {
+impl<'rt, T: Pod> Protocol<'rt, T> for MpiRma<'rt> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             if !chan.consume_posted(inc, lane)? {

@@ -2,6 +2,7 @@
 //! in the partner's, found once when the exchange is built.
 
 use super::message::LANES;
+use crate::collective::Collectives;
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 use crate::runtime::Runtime;
@@ -110,7 +111,9 @@ impl Partners {
             }
         }
         // Everyone has read every list it needs before the table goes.
-        let one_sided = rt.max_u64_one(one_sided)?;
+        let mut one = [one_sided];
+        rt.max_u64(&mut one)?;
+        let one_sided = one[0];
         drop(table);
         if one_sided > 0 {
             return Err(Error::Exchange {

@@ -13,7 +13,7 @@ use super::channel::{COUNT_BITS, Channel, NO_BUFFER, REJECTED, STRIDE};
 use super::job::{Job, direct_data, split_counted};
 use super::message::{Incoming, Outgoing};
 use super::partners::Lane;
-use super::transport::Transport;
+use super::protocol::Protocol;
 use crate::error::{Error, ExchangeProblem, Result};
 use crate::heap::SymArray;
 
@@ -40,7 +40,7 @@ struct Place<T> {
     refusal: u64,
 }
 
-impl<'rt, T: Pod> Transport<'rt, T> for Put<'rt> {
+impl<'rt, T: Pod> Protocol<'rt, T> for Put<'rt> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         if job.outgoing.len() == 1 && job.incoming.len() == 1 {
             return self.one_each_way(chan, job);

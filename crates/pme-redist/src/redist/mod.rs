@@ -68,7 +68,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::rc::Rc;
 
-use onesided::{GrowthPolicy, Runtime};
+use onesided::{Collectives, GrowthPolicy, Runtime};
 
 use crate::RVec;
 use crate::error::{Error, Result};

@@ -16,7 +16,7 @@
 //! that slot; each PME rank sorts what it finds by PE (never by slot, which depends on
 //! timing), so that every path lays its atoms out alike.
 
-use onesided::{AtomicArray, GlobalMaxArray, Runtime};
+use onesided::{AtomicArray, Collectives, GlobalMaxArray, Runtime};
 
 use super::{GROWTH, Particle};
 use crate::error::Result;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use onesided::{ExchangePath, Runtime};
+use onesided::{Runtime, Transport};
 
 use crate::error::{Error, Result};
 
@@ -24,7 +24,7 @@ pub enum RedistPath {
     MpiNeighbor,
     /// Per pair of PEs, the path its link class was measured or set fastest on
     /// ([`Runtime::collective_links`], [`RedistPath::collective_links`]):
-    /// [`onesided::ExchangePath::Put`] taken as `onesided-put`, `Get` as `onesided-get`,
+    /// [`onesided::Transport::Put`] taken as `onesided-put`, `Get` as `onesided-get`,
     /// `Mpi` and `MpiRma` as `mpi`. [`Redistribution::links`](super::Redistribution::links)
     /// says what it took.
     Auto,
@@ -97,10 +97,10 @@ impl RedistPath {
     /// The redistribution's path for an exchange's: the redistribution has no MPI one-sided
     /// transport, so where MPI's one-sided path beat OpenSHMEM's on a link, MPI's two-sided
     /// one takes it.
-    fn of(path: ExchangePath) -> RedistPath {
-        match path {
-            ExchangePath::Get => RedistPath::OneSidedGet,
-            ExchangePath::Mpi | ExchangePath::MpiRma => RedistPath::Mpi,
+    fn of(transport: Transport) -> RedistPath {
+        match transport {
+            Transport::Get => RedistPath::OneSidedGet,
+            Transport::Mpi | Transport::MpiRma => RedistPath::Mpi,
             _ => RedistPath::OneSidedPut,
         }
     }

@@ -2,7 +2,7 @@
 //! plan), each home atom's reach and PME rank in this step, the counts and offsets per target
 //! and per source that lay out every message, and the errors a step carries to every PE.
 
-use onesided::Runtime;
+use onesided::{Collectives, Runtime};
 
 use super::partners::{Agreed, Margin, Reach, Source};
 use super::{PARALLEL_MIN, Particle, Store, by_rank, place};

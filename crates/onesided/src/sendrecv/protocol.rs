@@ -1,4 +1,4 @@
-//! The protocol each transport implements ([`Transport`]), one file each.
+//! The protocol each transport implements ([`Protocol`]), one file each.
 
 use bytemuck::Pod;
 
@@ -11,7 +11,7 @@ use crate::error::Result;
 /// One transport's protocol for a whole call, once the call has been validated and its lanes
 /// assigned: each implementation reads top to bottom in its own file and holds its own state;
 /// what every path shares is the [`Channel`] it is handed.
-pub(super) trait Transport<'rt, T: Pod> {
+pub(super) trait Protocol<'rt, T: Pod> {
     /// Sends every outgoing message of `job` and receives every incoming one
     /// (`job.received[i]` the count of message `i`), as [`Call::run`] describes.
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()>;
