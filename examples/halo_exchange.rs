@@ -538,7 +538,7 @@ fn run_path(
         if options.kernel == Kernel::Cluster && list_stale {
             // The pair search, on the coordinates the halo just brought: GROMACS's Neighbor
             // search, outside the Force phase.
-            let built = PairList::search_into(&mut list, &step_view, topology, field)?;
+            let built = PairList::search_into(&mut list, step_view.halo(), topology, field)?;
             list_isa = Some(built.isa());
             list_stale = false;
             force_start = Instant::now();
@@ -553,7 +553,7 @@ fn run_path(
                 list.shift_forces()
             }
             None => {
-                let all = domain_forces(&step_view, topology, field).0;
+                let all = domain_forces(step_view.halo(), topology, field).0;
                 step_view.local().fold_forces(&all)?
             }
         };
@@ -564,7 +564,7 @@ fn run_path(
         let load = replay.map_or(advanced + (computed - force_start), |loads| loads[step as usize]);
         step_view.record_load(load);
         loads.push(load);
-        let coordinates_print = verify::fingerprint(step_view.coordinates());
+        let coordinates_print = verify::fingerprint(step_view.halo().coordinates());
         // The wait for the slowest PE, which GROMACS counts in Wait + Comm. F; timed apart,
         // so that move_f measures communication alone.
         let fingerprinted = Instant::now();

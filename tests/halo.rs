@@ -237,14 +237,14 @@ fn run_with(
         // example does.
         let list = match &mut list {
             Some(list) if !stale => list,
-            _ => PairList::search_into(&mut list, &view, &topology, field)?,
+            _ => PairList::search_into(&mut list, view.halo(), &topology, field)?,
         };
         stale = false;
         if step + 1 == steps {
             // The plain cell-list loop, from both ends of every pair, agrees on this domain
             // (over the images made as the halo makes them, then folded back); the pair-list
             // kernel overwrites its forces below.
-            let (all, _) = domain_forces(&view, &topology, field);
+            let (all, _) = domain_forces(view.halo(), &topology, field);
             let mut local = view.local();
             local.fold_forces(&all)?;
             let plain = local.forces.to_vec();
@@ -264,9 +264,9 @@ fn run_with(
             let local = view.local();
             list.forces_into(local.coordinates, local.forces)?;
         }
-        let x_print = verify::fingerprint(view.coordinates());
+        let x_print = verify::fingerprint(view.halo().coordinates());
         if dlb != Dlb::No {
-            let load = skewed_load(&view);
+            let load = skewed_load(view.halo());
             view.record_load(load);
         }
         let mut shift_forces = view.move_f()?;
@@ -501,10 +501,10 @@ fn balance_to_the_limits(rt: &Runtime, s: &Structure, grid: &DdGrid, room: bool)
             verify::collective_check_halo(&halo, &before)?;
         }
         let mut view = halo.move_x()?;
-        let mut list = PairList::for_domain(&view, &topology, &field)?;
+        let mut list = PairList::for_domain(view.halo(), &topology, &field)?;
         let local = view.local();
         list.forces_into(local.coordinates, local.forces)?;
-        let load = Duration::from_micros(view.home_count() as u64);
+        let load = Duration::from_micros(view.halo().home_count() as u64);
         view.record_load(load);
         let mut shift = view.move_f()?;
         shift += list.shift_forces();
@@ -1068,7 +1068,7 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
     ensure!(!halo.images().is_empty(), "a grid of one domain along y and z makes no images");
     let (stored, local_count) = (halo.stored_count(), halo.local_count());
     let mut view = halo.move_x()?;
-    let x = view.positions_with_images();
+    let x = view.halo().positions_with_images();
     let mut local = view.local();
     let message = local.fold_forces(&vec![[0.0f32; 3]; stored]).expect_err("too few").to_string();
     ensure!(message.contains(&format!("one force per local atom ({local_count})")), "{message}");

@@ -5,7 +5,6 @@
 //! gives the home atoms' positions to move and their total forces ([`Home`]).
 
 use std::fmt;
-use std::ops::Deref;
 
 use onesided::{Incoming, Offer, Outgoing, Transport};
 use rayon::prelude::*;
@@ -18,8 +17,8 @@ use crate::zone::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
 
 /// The view of one step between [`HaloExchange::move_x`] and [`move_f`](Self::move_f): the
 /// local atoms' coordinates, this domain's forces on them, which pairs it owns and the
-/// periodic images a kernel makes itself ([`local`](Self::local)). It derefs to the
-/// [`HaloExchange`] for everything else the plan knows (global indices, the grid, counts).
+/// periodic images a kernel makes itself ([`local`](Self::local)); the [`HaloExchange`] for
+/// everything else the plan knows (global indices, the grid, counts) is [`halo`](Self::halo).
 ///
 /// A step dropped without `move_f` sends no forces; every PE must then skip `move_f` alike
 /// (a benchmark of `move_x` alone does).
@@ -78,15 +77,13 @@ impl<R: Real> fmt::Debug for Home<'_, R> {
     }
 }
 
-impl<'rt, R: Real> Deref for Step<'_, 'rt, R> {
-    type Target = HaloExchange<'rt, R>;
-
-    fn deref(&self) -> &HaloExchange<'rt, R> {
+impl<'rt, R: Real> Step<'_, 'rt, R> {
+    /// The halo exchange the step belongs to: what it says of the partition (counts, global
+    /// indices, the grid, pair ownership) while the step holds it.
+    pub fn halo(&self) -> &HaloExchange<'rt, R> {
         self.halo
     }
-}
 
-impl<R: Real> Step<'_, '_, R> {
     /// This PE's load in this step as the engine measured it (its update and force
     /// computation, say), for the load balance ([`crate::Dlb`]), in place of the time from
     /// the last [`move_f`](Self::move_f) (or repartition) to [`move_x`](HaloExchange::move_x)
