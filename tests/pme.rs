@@ -210,7 +210,7 @@ fn checked_step_via(
         }
     }
     let mut forces = Vec::new();
-    if let Some(rank) = delivered.pme_rank() {
+    if let Some(rank) = delivered.redistribution().pme_rank() {
         let expected = &expected[rank];
         ensure!(
             delivered.received() == expected.as_slice(),
@@ -230,7 +230,7 @@ fn checked_step_via(
             &heard == counts,
             "{context}: counts {:?} from sources {:?}, expected {counts:?}",
             delivered.received_counts(),
-            delivered.sources()
+            delivered.redistribution().sources()
         );
         forces = expected.iter().enumerate().map(|(i, p)| stamp(p.global, rank, step, i)).collect();
     } else {
@@ -500,7 +500,7 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
             let mut delivered = redist.redistribute(&homes[me])?;
             slab.spread(delivered.received());
             slab.collective_reduce_overlap()?;
-            if delivered.pme_rank().is_some() {
+            if delivered.redistribution().pme_rank().is_some() {
                 let [_, ky, kz] = grid.sizes();
                 let (lo, hi) = slab.planes();
                 let reference = &serial[lo * ky * kz..hi * ky * kz];
@@ -593,7 +593,7 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
         // With a new plan the same positions are fine, and the atoms reach their new ranks.
         redist.collective_plan(&homes[me])?;
         let delivered = redist.redistribute(&homes[me])?;
-        if let Some(rank) = delivered.pme_rank() {
+        if let Some(rank) = delivered.redistribution().pme_rank() {
             ensure!(
                 delivered.received() == expected_on(&grid, &homes, rank).as_slice(),
                 "{path}: after a new plan"

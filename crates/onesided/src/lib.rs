@@ -76,6 +76,7 @@ mod heap;
 pub mod launch;
 mod layout;
 pub mod links;
+mod mpi_raw;
 mod mpi_window;
 mod node_heap;
 mod path;
@@ -88,6 +89,7 @@ mod scratch;
 mod sendrecv;
 mod signal;
 mod startup;
+pub mod twosided;
 pub mod watchdog;
 
 pub use agree::{Agreed, Agreement, Fnv1a};
@@ -109,7 +111,5 @@ pub use raw::HeapStatus;
 pub use reduce::{ReduceOp, Reducible};
 pub use rma::{DirectAccess, NbiScope};
 pub use runtime::{Implementation, Runtime};
-pub use sendrecv::{
-    Call, Exchange, ExchangeBuilder, Incoming, LANES, Offer, Outgoing, collective_error_returning_world,
-};
+pub use sendrecv::{Call, Exchange, ExchangeBuilder, Incoming, LANES, Offer, Outgoing};
 pub use signal::SignalArray;

@@ -29,6 +29,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 
 use crate::error::{Error, Result};
+use crate::mpi_raw::{bytes_type, u64_type};
 
 /// Bytes one `MPI_Put` moves at most: counts are C `int`s.
 const MAX_PUT_BYTES: usize = 1 << 30;
@@ -181,11 +182,11 @@ impl HeapWindow {
                 ffi::MPI_Put(
                     data[at..].as_ptr().cast::<c_void>(),
                     n as i32,
-                    ffi::RSMPI_UINT8_T,
+                    bytes_type(),
                     pe as i32,
                     disp,
                     n as i32,
-                    ffi::RSMPI_UINT8_T,
+                    bytes_type(),
                     self.win,
                 )
             };
@@ -213,11 +214,11 @@ impl HeapWindow {
             ffi::MPI_Put(
                 std::ptr::from_ref(source).cast::<c_void>(),
                 1,
-                ffi::RSMPI_UINT64_T,
+                u64_type(),
                 pe as i32,
                 disp,
                 1,
-                ffi::RSMPI_UINT64_T,
+                u64_type(),
                 self.win,
             )
         };

@@ -65,35 +65,22 @@
 #![deny(missing_docs)]
 
 mod error;
-mod fft;
-mod fft_pencil;
 mod grid;
-mod pme;
+mod mesh;
+pub mod model;
+mod particle;
 mod redist;
 pub mod reference;
-mod solve;
 pub mod spline;
-mod spread;
+mod threads;
 
 pub use error::{Error, Result};
-pub use fft::{Complex32, SlabFft};
-pub use fft_pencil::PencilFft;
 pub use grid::{PmeDecomposition, PmeGrid};
-pub use onesided::ErrorScope;
-pub use pme::{MeshFft, Pme, PmeBuilder, PmeTimes};
-pub use redist::{
-    GROWTH_FACTOR, Mesh, MeshVote, Particle, RedistBuilder, RedistLinks, RedistPath, Redistribution,
-    StageTarget, Step, planned_stage_targets, planned_targets,
+pub use mesh::{
+    Complex32, MeshFft, ONE_4PI_EPS0, PencilFft, Pme, PmeBuilder, PmeTimes, Reciprocal, SlabFft, SlabGrid,
+    bspline_moduli, ewald_coefficient, serial_gather, serial_spread,
 };
-pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
-pub use spread::{SlabGrid, serial_gather, serial_spread};
-
-/// A position, force or box vector: x, y and z, in nm (positions, box vectors) or
-/// kJ mol⁻¹ nm⁻¹ (forces), single precision as GROMACS's `rvec`.
-pub type RVec = [f32; 3];
-
-/// Whether a loop over `len` items is worth handing to the thread pool: at least
-/// `parallel_min` items, and more than one thread to share them.
-fn parallel(len: usize, parallel_min: usize) -> bool {
-    len >= parallel_min && rayon::current_num_threads() > 1
-}
+pub use model::{StageTarget, planned_stage_targets, planned_targets};
+pub use onesided::ErrorScope;
+pub use particle::{Mesh, Particle, RVec};
+pub use redist::{GROWTH_FACTOR, RedistBuilder, RedistLinks, RedistPath, Redistribution, Step};

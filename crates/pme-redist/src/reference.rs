@@ -10,11 +10,10 @@
 use num_complex::Complex;
 use rustfft::FftPlanner;
 
-use crate::RVec;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-use crate::solve::{Influence, ONE_4PI_EPS0};
-use crate::spread::{serial_gather, serial_spread};
+use crate::mesh::{Influence, ONE_4PI_EPS0, serial_gather, serial_spread};
+use crate::particle::RVec;
 
 /// Energy and forces of a reference.
 #[derive(Clone, Debug, PartialEq)]

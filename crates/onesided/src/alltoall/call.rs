@@ -15,6 +15,7 @@ use super::algorithm::AlltoallAlgorithm;
 use super::state::{Alltoall, Delivery};
 use crate::error::{Error, Result};
 use crate::heap::SymArray;
+use crate::mpi_raw::bytes_type;
 
 /// The smallest block, in bytes, that [`AlltoallCall::pack`] packs straight into
 /// a mapped receiver. Below it, packing into the local send buffer and copying the block over
@@ -235,8 +236,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
     fn run_ordered_mpi(&mut self) -> Result<()> {
         let bytes = self.block_bytes()?;
         let comm = self.communicator().as_raw();
-        // SAFETY: reading a constant of rsmpi's shim.
-        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let bytes_type = bytes_type();
         for &(dest, src) in &self.phases {
             // SAFETY: both blocks lie inside the symmetric buffers (rank < n); the receive
             // block is written only by this call; no reference to either exists.
@@ -267,8 +267,7 @@ impl<'g, 'rt, T: Pod> Alltoall<'g, 'rt, T> {
         let bytes = self.block_bytes()?;
         let comm = self.communicator();
         debug_assert_eq!(comm.size() as usize, self.group.len());
-        // SAFETY: reading a constant of rsmpi's shim.
-        let bytes_type = unsafe { ffi::RSMPI_UINT8_T };
+        let bytes_type = bytes_type();
         // SAFETY: send and receive buffers hold n blocks of `bytes` bytes each; no reference
         // to the receive buffer exists during the call.
         let code = crate::watchdog::watch("MPI_Alltoall", None, || unsafe {

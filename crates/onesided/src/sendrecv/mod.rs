@@ -66,4 +66,3 @@ pub use build::ExchangeBuilder;
 pub use call::Call;
 pub use exchange::Exchange;
 pub use message::{Incoming, LANES, Offer, Outgoing};
-pub use mpi::collective_error_returning_world;

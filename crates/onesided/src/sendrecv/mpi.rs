@@ -13,14 +13,15 @@ use std::mem::{MaybeUninit, size_of};
 use bytemuck::Pod;
 use mpi::ffi;
 use mpi::raw::AsRaw;
-use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::channel::Channel;
 use super::job::Job;
 use super::message::{Incoming, LANES};
 use super::protocol::Protocol;
 use crate::error::{Error, Result};
+use crate::mpi_raw::{bytes_type, request_null, status_ignore};
 use crate::runtime::Runtime;
+use crate::twosided::Comm;
 
 /// The MPI transport: a communicator of its own.
 pub(super) struct Mpi {
@@ -107,7 +108,7 @@ fn consume_all<T: Pod>(job: &mut Job<'_, '_, T>) {
 
 /// A communicator of the same members as the world, private to one exchange.
 struct MpiChannel {
-    comm: SimpleCommunicator,
+    comm: Comm,
     /// Fault injection for the tests of the error paths: the `MPI_Isend` with this index
     /// (counted over the channel's life) reports failure without being started.
     fail_isend: Option<usize>,
@@ -139,12 +140,6 @@ impl MpiFailure {
     }
 }
 
-/// The datatype messages travel as: bytes.
-fn bytes_type() -> ffi::MPI_Datatype {
-    // SAFETY: reading a constant of rsmpi's shim.
-    unsafe { ffi::RSMPI_UINT8_T }
-}
-
 /// Where incoming message `inc` lands: its offset in its buffer (validation checked
 /// `offset + room` against the buffer).
 fn place<T: Pod>(buffers: &[&crate::heap::SymArray<'_, T>], inc: &Incoming) -> *mut std::ffi::c_void {
@@ -169,8 +164,8 @@ impl MpiChannel {
     /// # Collective
     /// `MPI_Comm_dup` over the world.
     fn collective_new(rt: &Runtime) -> Result<Self> {
-        let comm = collective_error_returning_world(rt)?;
-        debug_assert_eq!(comm.size() as usize, rt.n_pes());
+        let comm = Comm::collective_world(rt)?;
+        debug_assert_eq!(comm.size(), rt.n_pes());
         Ok(MpiChannel {
             comm,
             fail_isend: None,
@@ -187,7 +182,7 @@ impl MpiChannel {
     fn exchange<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
         let (buffers, incoming) = (job.buffers, job.incoming);
         let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
-        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.as_raw(), bytes_type());
+        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.communicator().as_raw(), bytes_type());
         let recv_ptr = |inc: &Incoming| place(buffers, inc);
         if let ([out], [inc]) = (job.outgoing, incoming) {
             let data = job.data(0);
@@ -228,7 +223,7 @@ impl MpiChannel {
     fn post<T: Pod>(&mut self, job: &mut Job<'_, '_, T>) -> std::result::Result<(), MpiFailure> {
         let (buffers, incoming) = (job.buffers, job.incoming);
         let (out_tags, in_tags) = (&self.out_tags, &self.in_tags);
-        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.as_raw(), bytes_type());
+        let (size, comm, bytes_type) = (size_of::<T>(), self.comm.communicator().as_raw(), bytes_type());
         let recv_ptr = |inc: &Incoming| place(buffers, inc);
         // Every size is checked before the first receive is posted, so that an error never
         // leaves a request pending on memory the caller gets back.
@@ -241,7 +236,7 @@ impl MpiChannel {
         let requests = &mut self.requests;
         requests.clear();
         // SAFETY: reading a constant of rsmpi's shim.
-        requests.resize(incoming.len() + job.outgoing.len(), unsafe { ffi::RSMPI_REQUEST_NULL });
+        requests.resize(incoming.len() + job.outgoing.len(), request_null());
         for ((inc, tag), request) in incoming.iter().zip(in_tags).zip(requests.iter_mut()) {
             let room_bytes = bytes_of(inc.room, size, "a receive room").expect("checked above");
             // SAFETY: the receive range lies inside this PE's buffer (validation checked
@@ -317,22 +312,6 @@ impl MpiChannel {
     }
 }
 
-/// A duplicate of the world communicator whose errors return codes instead of ending the
-/// job: what MPI reference paths use, so that a message larger than the room is an error a
-/// caller can report, and their messages never meet anyone else's.
-///
-/// # Collective
-/// `MPI_Comm_dup` over the world: every PE calls it, in the same order.
-pub fn collective_error_returning_world(rt: &Runtime) -> Result<SimpleCommunicator> {
-    let comm = rt.world().duplicate();
-    // SAFETY: the communicator is valid; MPI_ERRORS_RETURN is a predefined handler.
-    let code = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
-    if code != 0 {
-        return Err(Error::Mpi { call: "MPI_Comm_set_errhandler", code });
-    }
-    Ok(comm)
-}
-
 /// The error code an injected failure reports (`MPI_ERR_OTHER` in spirit; never read as a
 /// class).
 const INJECTED: c_int = -1;
@@ -343,14 +322,14 @@ const INJECTED: c_int = -1;
 fn release(requests: &mut [ffi::MPI_Request]) {
     for request in requests.iter_mut() {
         // SAFETY: reading a constant of rsmpi's shim.
-        if *request == unsafe { ffi::RSMPI_REQUEST_NULL } {
+        if *request == request_null() {
             continue;
         }
         // SAFETY: an active request started by this channel; cancelling and waiting on it is
         // valid in any state, and the wait leaves it MPI_REQUEST_NULL. The status is ignored.
         crate::watchdog::watch("MPI_Wait (a cancelled request)", None, || unsafe {
             ffi::MPI_Cancel(request);
-            ffi::MPI_Wait(request, ffi::RSMPI_STATUS_IGNORE);
+            ffi::MPI_Wait(request, status_ignore());
         });
     }
 }

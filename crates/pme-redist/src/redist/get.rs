@@ -12,11 +12,12 @@
 
 use onesided::Runtime;
 
+use super::buffers::{Buffers, Forces};
 use super::lines::{Line, Lines};
 use super::plan::{Pairs, Plan};
-use super::{Buffers, Forces, Particle, Transport};
-use crate::RVec;
+use super::protocol::Protocol;
 use crate::error::Result;
+use crate::particle::{Particle, RVec};
 
 /// The get transport.
 pub(super) struct Get<'rt> {
@@ -70,7 +71,7 @@ impl<'rt> Get<'rt> {
     }
 }
 
-impl<'rt> Transport<'rt> for Get<'rt> {
+impl<'rt> Protocol<'rt> for Get<'rt> {
     fn collective_replan(&mut self, plan: &Plan<'rt>) -> Result<()> {
         self.lines.collective_fit(plan)
     }

@@ -14,11 +14,15 @@
 
 use onesided::{Runtime, SignalArray, SymArray};
 
+use super::buffers::{Buffers, Forces};
+use super::by_rank;
 use super::plan::{Pairs, Plan};
 use super::vote::Vote;
-use super::{Buffers, Forces, LINE, by_rank};
-use crate::RVec;
 use crate::error::Result;
+use crate::particle::RVec;
+
+/// Words per slot of the get path's tables: one cache line.
+pub(super) const LINE: usize = 8;
 
 /// One line.
 pub(super) type Line = [u64; LINE];

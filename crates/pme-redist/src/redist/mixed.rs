@@ -22,14 +22,16 @@
 //!
 //! [`RedistLinks`]: super::RedistLinks
 
+use super::buffers::{Buffers, Forces};
 use super::get::Get;
 use super::lines::Lines;
 use super::mpi::Mpi;
+use super::path::{RedistLinks, RedistPath};
 use super::plan::{Pairs, Plan};
+use super::protocol::Protocol;
 use super::put::Put;
-use super::{Buffers, Forces, Particle, RedistLinks, RedistPath, Transport};
-use crate::RVec;
 use crate::error::Result;
+use crate::particle::{Particle, RVec};
 
 /// The one-sided part.
 enum OneSided<'rt> {
@@ -155,7 +157,7 @@ impl<'rt> Mixed<'rt> {
     }
 }
 
-impl<'rt> Transport<'rt> for Mixed<'rt> {
+impl<'rt> Protocol<'rt> for Mixed<'rt> {
     fn collective_replan(&mut self, plan: &Plan<'rt>) -> Result<()> {
         self.one_sided.lines().collective_fit(plan)
     }

@@ -15,36 +15,33 @@
 //! pairs of one class, in steps the mixed transport interleaves with the other part's, and
 //! its vote is every PME rank's.
 
-use std::ffi::c_int;
-use std::mem::{MaybeUninit, size_of};
+use std::mem::size_of;
 
-use mpi::ffi;
-use mpi::raw::AsRaw;
-use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use onesided::Runtime;
-use onesided::watchdog::watch;
+use onesided::twosided::{Bytes, BytesMut, Comm, MinVote, Probed, Sends};
 
+use super::buffers::{Buffers, Forces};
 use super::plan::{Pairs, Plan};
-use super::{Buffers, Forces, Particle, Transport};
-use crate::RVec;
+use super::protocol::Protocol;
 use crate::error::{Error, Result};
+use crate::particle::{Particle, RVec};
 
 /// Tag of a message that carries atoms or forces.
-pub(super) const DATA: c_int = 1;
+pub(super) const DATA: i32 = 1;
 /// Tag of a message that carries an error marker instead.
-const MARK: c_int = 2;
+const MARK: i32 = 2;
 
 /// The messages of atoms a PME rank probed, by source index, and the first broken bound.
-pub(super) type Probed = (Vec<(usize, ffi::MPI_Message)>, Result<()>);
+pub(super) type ProbedSources = (Vec<(usize, Probed)>, Result<()>);
 
 /// The MPI transport: its communicators, and whether it uses the collectives.
 pub(super) struct Mpi {
-    comm: SimpleCommunicator,
+    comm: Comm,
     pub vote: MpiVote,
     alltoallv: bool,
     /// The pairs the partner path serves.
     pairs: Pairs,
-    requests: Vec<ffi::MPI_Request>,
+    sends: Sends,
     /// The error marker this PE sends, where MPI reads it until the sends complete.
     marker: Box<u64>,
 }
@@ -54,24 +51,15 @@ pub(super) struct Mpi {
 /// it travels while the mesh works.
 pub(super) struct MpiVote {
     /// The PME ranks' communicator (rank order), on PME ranks only.
-    pme: Option<SimpleCommunicator>,
-    /// This rank's ballot and the outcome, where MPI reads and writes them until the wait.
-    values: Box<[u64; 2]>,
-    request: Option<ffi::MPI_Request>,
+    pme: Option<Comm>,
+    vote: MinVote,
 }
 
 impl MpiVote {
     /// # Collective
     /// Every PE of `comm` calls it: splits off the PME ranks' communicator.
-    pub(super) fn collective_new(comm: &SimpleCommunicator, my_rank: Option<usize>) -> Self {
-        let color = if my_rank.is_some() { Color::with_value(1) } else { Color::undefined() };
-        MpiVote {
-            pme: watch("MPI_Comm_split (the PME ranks)", None, || {
-                comm.split_by_color_with_key(color, my_rank.unwrap_or(0) as i32)
-            }),
-            values: Box::new([u64::MAX; 2]),
-            request: None,
-        }
+    pub(super) fn collective_new(comm: &Comm, my_rank: Option<usize>) -> Self {
+        MpiVote { pme: comm.collective_split(my_rank), vote: MinVote::new() }
     }
 
     /// Starts the vote on the step's error with this PME rank's ballot.
@@ -80,35 +68,10 @@ impl MpiVote {
     /// Every PME rank calls it once per step, then [`run`](Self::run) (nothing where the plan
     /// does not vote).
     pub(super) fn start(&mut self, plan: &Plan<'_>) -> Result<()> {
-        if let Some(mut stale) = self.request.take() {
-            // A step every PE dropped before its return: its vote completes first.
-            let code = watch("MPI_Wait", None, || {
-                // SAFETY: a request of an earlier start; the status is ignored.
-                unsafe { ffi::MPI_Wait(&mut stale, status_ignore()) }
-            });
-            mpi_check(code, "MPI_Wait")?;
-        }
+        // A step every PE dropped before its return: its vote completes first.
+        self.vote.wait()?;
         let Some(pme) = self.pme.as_ref().filter(|_| plan.votes) else { return Ok(()) };
-        self.values[0] = plan.ballot();
-        let (send, receive) = self.values.split_at_mut(1);
-        let mut request = MaybeUninit::uninit();
-        // SAFETY: one u64 each way, in the boxed pair, which stays in place and untouched
-        // until the wait in run; every PME rank starts it once per step.
-        let code = unsafe {
-            ffi::MPI_Iallreduce(
-                send.as_ptr().cast(),
-                receive.as_mut_ptr().cast(),
-                1,
-                u64_type(),
-                min_op(),
-                pme.as_raw(),
-                request.as_mut_ptr(),
-            )
-        };
-        mpi_check(code, "MPI_Iallreduce")?;
-        // SAFETY: initialised by the successful call.
-        self.request = Some(unsafe { request.assume_init() });
-        Ok(())
+        Ok(self.vote.start(pme, plan.ballot())?)
     }
 
     /// The smallest error any PME rank knows of in this step, into the plan (starting the
@@ -120,14 +83,12 @@ impl MpiVote {
         if self.pme.is_none() || !plan.votes {
             return Ok(());
         }
-        if self.request.is_none() {
+        if !self.vote.started() {
             self.start(plan)?;
         }
-        let mut request = self.request.take().expect("started just above");
-        // SAFETY: a request of start; the status is ignored.
-        let code = watch("MPI_Wait", None, || unsafe { ffi::MPI_Wait(&mut request, status_ignore()) });
-        mpi_check(code, "MPI_Wait")?;
-        plan.take_vote(self.values[1]);
+        if let Some(agreed) = self.vote.wait()? {
+            plan.take_vote(agreed);
+        }
         Ok(())
     }
 }
@@ -143,9 +104,9 @@ impl Mpi {
         alltoallv: bool,
         pairs: Pairs,
     ) -> Result<Self> {
-        let comm = onesided::collective_error_returning_world(rt)?;
+        let comm = Comm::collective_world(rt)?;
         let vote = MpiVote::collective_new(&comm, my_rank);
-        Ok(Mpi { comm, vote, alltoallv, pairs, requests: Vec::new(), marker: Box::new(0) })
+        Ok(Mpi { comm, vote, alltoallv, pairs, sends: Sends::new(), marker: Box::new(0) })
     }
 
     /// Starts sending `bytes` bytes from `data` to `to` under `tag`.
@@ -153,137 +114,24 @@ impl Mpi {
     /// # Safety
     /// `data` is valid for `bytes` bytes of reads, which nobody writes until
     /// [`waitall`](Self::waitall) returns.
-    unsafe fn isend(&mut self, data: *const u8, bytes: usize, to: usize, tag: c_int) -> Result<()> {
-        let mut request = MaybeUninit::uninit();
-        // SAFETY: `data` holds `bytes` bytes that stay untouched until waitall (the caller's
-        // promise); the request is a valid out-pointer.
-        let code = unsafe {
-            ffi::MPI_Isend(
-                data.cast(),
-                count_of(bytes)?,
-                bytes_type(),
-                to as c_int,
-                tag,
-                self.comm.as_raw(),
-                request.as_mut_ptr(),
-            )
-        };
-        mpi_check(code, "MPI_Isend")?;
-        // SAFETY: initialised by the successful call.
-        self.requests.push(unsafe { request.assume_init() });
-        Ok(())
+    unsafe fn isend(&mut self, data: *const u8, bytes: usize, to: usize, tag: i32) -> Result<()> {
+        // SAFETY: the caller's promise.
+        Ok(unsafe { self.sends.isend(&self.comm, data, bytes, to, tag) }?)
     }
 
     /// Completes every send started.
     pub(super) fn waitall(&mut self) -> Result<()> {
-        let requests = &mut self.requests;
-        // SAFETY: every request was started by isend; statuses are ignored.
-        let code = watch("MPI_Waitall", None, || unsafe {
-            ffi::MPI_Waitall(requests.len() as c_int, requests.as_mut_ptr(), statuses_ignore())
-        });
-        requests.clear();
-        mpi_check(code, "MPI_Waitall")
-    }
-
-    /// The next message from `from`: its handle, tag and size in bytes.
-    fn probe(&self, from: usize) -> Result<(ffi::MPI_Message, c_int, usize)> {
-        let (mut message, mut status) = (MaybeUninit::uninit(), MaybeUninit::<ffi::MPI_Status>::uninit());
-        // SAFETY: valid out-pointers; a matched message is received below by its handle.
-        let code = watch("MPI_Mprobe", Some(from), || unsafe {
-            ffi::MPI_Mprobe(
-                from as c_int,
-                any_tag(),
-                self.comm.as_raw(),
-                message.as_mut_ptr(),
-                status.as_mut_ptr(),
-            )
-        });
-        mpi_check(code, "MPI_Mprobe")?;
-        let mut bytes = 0;
-        // SAFETY: status filled by the successful probe.
-        let code = unsafe { ffi::MPI_Get_count(status.as_ptr(), bytes_type(), &mut bytes) };
-        mpi_check(code, "MPI_Get_count")?;
-        // SAFETY: filled by the successful probe.
-        let (message, status) = unsafe { (message.assume_init(), status.assume_init()) };
-        Ok((message, status.MPI_TAG, bytes.max(0) as usize))
-    }
-
-    /// Receives the probed `message` of `bytes` bytes into `into`.
-    ///
-    /// # Safety
-    /// `into` is valid for `bytes` bytes of writes, and nothing else accesses them meanwhile.
-    unsafe fn receive(message: ffi::MPI_Message, into: *mut u8, bytes: usize) -> Result<()> {
-        let mut message = message;
-        let count = count_of(bytes)?;
-        // SAFETY: the caller's promise; the message was matched by probe.
-        let code = watch("MPI_Mrecv", None, || unsafe {
-            ffi::MPI_Mrecv(into.cast(), count, bytes_type(), &mut message, status_ignore())
-        });
-        mpi_check(code, "MPI_Mrecv")
+        Ok(self.sends.waitall()?)
     }
 
     /// Receives a probed marker.
-    fn receive_marker(message: ffi::MPI_Message, bytes: usize) -> Result<u64> {
-        let mut marker = 0u64;
-        if bytes != size_of::<u64>() {
-            return Err(Error::Verification(format!("an error marker of {bytes} bytes, not 8")));
+    fn receive_marker(message: Probed) -> Result<u64> {
+        if message.bytes != size_of::<u64>() {
+            return Err(Error::Verification(format!("an error marker of {} bytes, not 8", message.bytes)));
         }
-        // SAFETY: a u64 holds the 8 bytes.
-        unsafe { Mpi::receive(message, (&mut marker as *mut u64).cast(), bytes)? };
+        let mut marker = 0u64;
+        message.receive(bytemuck::bytes_of_mut(&mut marker))?;
         Ok(marker)
-    }
-
-    /// One u64 from every PE to every PE (zero where nothing is meant).
-    fn alltoall(&self, out: &[u64], into: &mut [u64]) -> Result<()> {
-        // SAFETY: both buffers hold one u64 per PE; every PE calls MPI_Alltoall.
-        let code = watch("MPI_Alltoall", None, || unsafe {
-            ffi::MPI_Alltoall(
-                out.as_ptr().cast(),
-                1,
-                u64_type(),
-                into.as_mut_ptr().cast(),
-                1,
-                u64_type(),
-                self.comm.as_raw(),
-            )
-        });
-        mpi_check(code, "MPI_Alltoall")
-    }
-
-    /// Elements of `size` bytes: `send` holds `counts[p]` for PE `p` at `offsets[p]`, and
-    /// `recv` receives `counts[s]` from PE `s` at `offsets[s]`; the two may be one buffer
-    /// where one side moves nothing (a PE whose two sides share it).
-    fn alltoallv(
-        &self,
-        send: *const u8,
-        (send_counts, send_offsets): (&[usize], &[usize]),
-        recv: *mut u8,
-        (recv_counts, recv_offsets): (&[usize], &[usize]),
-        size: usize,
-    ) -> Result<()> {
-        let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
-        let (sc, sd, rc, rd) =
-            (ints(send_counts)?, ints(send_offsets)?, ints(recv_counts)?, ints(recv_offsets)?);
-        let mut empty = [0u8; 2];
-        let (send, recv) = apart((send, &sc), (recv, &rc), &mut empty);
-        // SAFETY: the buffers hold the counted ranges at their offsets (buffers sized
-        // for the home atoms and for the bounds of the sources, or the caller's forces, one
-        // per received atom, checked by return_with); no mutable reference to them exists;
-        // every PE calls MPI_Alltoallv with matching counts (the counts were exchanged first).
-        let code = watch("MPI_Alltoallv", None, || unsafe {
-            ffi::MPI_Alltoallv(
-                send.cast(),
-                sc.as_ptr(),
-                sd.as_ptr(),
-                bytes_type(),
-                recv.cast(),
-                rc.as_ptr(),
-                rd.as_ptr(),
-                bytes_type(),
-                self.comm.as_raw(),
-            )
-        });
-        mpi_check(code, "MPI_Alltoallv")
     }
 
     /// The partner path's forward: a message per target, probed and received in source order.
@@ -354,27 +202,25 @@ impl Mpi {
     /// error into `raw` (by source); returns the messages of atoms to receive, by source
     /// index, and the first broken bound (its message received and dropped, so that none is
     /// left behind).
-    pub(super) fn probe_sources(&mut self, plan: &Plan<'_>, raw: &mut [u64]) -> Result<Probed> {
+    pub(super) fn probe_sources(&mut self, plan: &Plan<'_>, raw: &mut [u64]) -> Result<ProbedSources> {
         let mut probed = Vec::with_capacity(plan.sources().len());
         let mut outcome = Ok(());
         for (j, source) in plan.sources_of(self.pairs) {
-            let (message, tag, bytes) = self.probe(source.pe)?;
-            if tag == MARK {
-                raw[j] = Mpi::receive_marker(message, bytes)?;
+            let message = self.comm.probe(source.pe)?;
+            if message.tag == MARK {
+                raw[j] = Mpi::receive_marker(message)?;
                 continue;
             }
             if outcome.is_ok() {
-                outcome = check_bound(bytes, source.bound, source.pe, tag);
+                outcome = check_bound(message.bytes, source.bound, source.pe, message.tag);
             }
             if outcome.is_err() {
                 // Received all the same, so that no message is left behind, and not kept.
-                let mut scratch = vec![0u8; bytes];
-                // SAFETY: scratch holds the bytes.
-                unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
+                message.discard()?;
                 raw[j] = 0;
                 continue;
             }
-            raw[j] = (bytes / size_of::<Particle>()) as u64;
+            raw[j] = (message.bytes / size_of::<Particle>()) as u64;
             probed.push((j, message));
         }
         Ok((probed, outcome))
@@ -385,15 +231,16 @@ impl Mpi {
     pub(super) fn receive_probed(
         plan: &Plan<'_>,
         buffers: &Buffers<'_>,
-        probed: Vec<(usize, ffi::MPI_Message)>,
+        probed: Vec<(usize, Probed)>,
     ) -> Result<()> {
         let recv = buffers.recv();
         for (j, message) in probed {
             let (at, count) = (plan.src_offsets[j], plan.src_counts[j]);
             // SAFETY: the source's range of the receive buffer, which holds the sum of the
             // bounds (each message checked against its source's when probed); only this PE
-            // touches it now.
-            unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), count * size_of::<Particle>())? };
+            // touches it now, through this slice alone.
+            let into = unsafe { bytes_mut(recv.as_ptr().add(at).cast(), count * size_of::<Particle>()) };
+            message.receive(into)?;
         }
         Ok(())
     }
@@ -434,26 +281,25 @@ impl Mpi {
         let recv = buffers.force_recv();
         let targets: Vec<usize> = plan.targets_of(self.pairs).map(|(_, r, _)| r).collect();
         for r in targets {
-            let (message, tag, bytes) = self.probe(plan.grid.pe_of(r))?;
-            if tag == MARK {
-                plan.note_error(Mpi::receive_marker(message, bytes)?);
+            let message = self.comm.probe(plan.grid.pe_of(r))?;
+            if message.tag == MARK {
+                plan.note_error(Mpi::receive_marker(message)?);
                 continue;
             }
             let (at, count) = (plan.dest_offsets[r], plan.dest_counts[r]);
-            let got = bytes / size_of::<RVec>();
+            let got = message.bytes / size_of::<RVec>();
             if got != count || plan.pending.is_some() {
                 // Received all the same, so that no message is left behind.
-                let mut scratch = vec![0u8; bytes];
-                // SAFETY: scratch holds the bytes.
-                unsafe { Mpi::receive(message, scratch.as_mut_ptr(), bytes)? };
+                message.discard()?;
                 if outcome.is_ok() {
                     outcome = plan.take_status(r, got as u64);
                 }
                 continue;
             }
             // SAFETY: this target's range of the force receive buffer (the offsets and counts
-            // cover the home atoms); only this PE touches it now.
-            unsafe { Mpi::receive(message, recv.as_ptr().add(at).cast(), bytes)? };
+            // cover the home atoms); only this PE touches it now, through this slice alone.
+            let into = unsafe { bytes_mut(recv.as_ptr().add(at).cast(), message.bytes) };
+            message.receive(into)?;
         }
         outcome
     }
@@ -473,7 +319,7 @@ impl Mpi {
             }
         }
         let mut counts_in = vec![0u64; n];
-        self.alltoall(&counts_out, &mut counts_in)?;
+        self.comm.alltoall_u64(&counts_out, &mut counts_in)?;
         let raw: Vec<u64> = plan.sources().iter().map(|s| counts_in[s.pe]).collect();
         let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
         let mut outcome = Ok(());
@@ -491,14 +337,17 @@ impl Mpi {
                 }
             }
         }
-        let received = self.alltoallv(
-            buffers.send().as_ptr().cast(),
-            (&send_counts, &send_offsets),
-            buffers.recv().as_ptr().cast(),
-            (&recv_counts, &recv_offsets),
-            size_of::<Particle>(),
-        );
-        outcome.and(received)
+        let send = Elements::new(&send_counts, &send_offsets, size_of::<Particle>());
+        let recv = Elements::new(&recv_counts, &recv_offsets, size_of::<Particle>());
+        // SAFETY: the send buffer holds the packed home atoms at the targets' offsets, the
+        // receive buffer the sum of the sources' bounds (each count checked just above, none
+        // received beyond); this PE's own buffers, which nobody else touches during the call;
+        // where they share memory, one side moves nothing (no PE has both roles then).
+        let (send_bytes, recv_bytes) = unsafe {
+            (send.view(buffers.send().as_ptr().cast()), recv.view_mut(buffers.recv().as_ptr().cast()))
+        };
+        let received = self.comm.alltoallv(send.bytes(send_bytes), recv.bytes_mut(recv_bytes));
+        outcome.and(received.map_err(Error::Comm))
     }
 
     /// The reference path's backward: statuses and forces over every rank.
@@ -521,7 +370,7 @@ impl Mpi {
             }
         }
         let mut status_in = vec![0u64; n];
-        self.alltoall(&status_out, &mut status_in)?;
+        self.comm.alltoall_u64(&status_out, &mut status_in)?;
         let (mut recv_counts, mut recv_offsets) = (vec![0usize; n], vec![0usize; n]);
         let mut outcome = Ok(());
         if plan.particle {
@@ -537,18 +386,17 @@ impl Mpi {
             }
         }
         // Every PE takes part, whatever it found: the counts both sides use agree.
-        self.alltoallv(
-            forces.as_ptr().cast(),
-            (&send_counts, &send_offsets),
-            buffers.force_recv().as_ptr().cast(),
-            (&recv_counts, &recv_offsets),
-            size_of::<RVec>(),
-        )?;
+        let send = Elements::new(&send_counts, &send_offsets, size_of::<RVec>());
+        let recv = Elements::new(&recv_counts, &recv_offsets, size_of::<RVec>());
+        // SAFETY: the caller's forces hold one per received atom (checked by return_with), the
+        // force receive buffer the home atoms, which only this PE touches now.
+        let recv_bytes = unsafe { recv.view_mut(buffers.force_recv().as_ptr().cast()) };
+        self.comm.alltoallv(send.bytes(bytemuck::cast_slice(forces)), recv.bytes_mut(recv_bytes))?;
         outcome
     }
 }
 
-impl<'rt> Transport<'rt> for Mpi {
+impl<'rt> Protocol<'rt> for Mpi {
     fn forward(&mut self, plan: &mut Plan<'rt>, buffers: &Buffers<'rt>, home: &[Particle]) -> Result<()> {
         if plan.particle {
             // SAFETY: on this path no PE reads or writes another's send buffer.
@@ -581,7 +429,7 @@ impl<'rt> Transport<'rt> for Mpi {
 
 /// A message of `bytes` from `pe` that carries more atoms than its bound: the plan's promise
 /// broken, reported rather than written past the source's room.
-pub(super) fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> Result<()> {
+pub(super) fn check_bound(bytes: usize, bound: usize, pe: usize, tag: i32) -> Result<()> {
     if tag == DATA && bytes > bound * size_of::<Particle>() {
         return Err(Error::Verification(format!(
             "PE {pe} sent {} atoms, more than the {bound} its plan allows",
@@ -591,59 +439,64 @@ pub(super) fn check_bound(bytes: usize, bound: usize, pe: usize, tag: c_int) -> 
     Ok(())
 }
 
-/// rsmpi's constants, read from its shim.
-pub(super) fn bytes_type() -> ffi::MPI_Datatype {
-    // SAFETY: reading a constant of rsmpi's shim, initialised before main.
-    unsafe { ffi::RSMPI_UINT8_T }
+/// Elements of `size` bytes: `counts[i]` at `offsets[i]`, as byte counts and offsets, and the
+/// bytes they reach.
+pub(super) struct Elements {
+    counts: Vec<usize>,
+    offsets: Vec<usize>,
+    extent: usize,
 }
 
-pub(super) fn u64_type() -> ffi::MPI_Datatype {
-    // SAFETY: as for bytes_type.
-    unsafe { ffi::RSMPI_UINT64_T }
+impl Elements {
+    pub(super) fn new(counts: &[usize], offsets: &[usize], size: usize) -> Elements {
+        let extent = counts.iter().zip(offsets).filter(|(c, _)| **c > 0).map(|(c, o)| (o + c) * size).max();
+        Elements {
+            counts: counts.iter().map(|c| c * size).collect(),
+            offsets: offsets.iter().map(|o| o * size).collect(),
+            extent: extent.unwrap_or(0),
+        }
+    }
+
+    /// The bytes at `data` that these elements reach (none where they move nothing).
+    ///
+    /// # Safety
+    /// `data` is valid for the extent's reads, which nothing writes while the slice lives.
+    pub(super) unsafe fn view<'a>(&self, data: *const u8) -> &'a [u8] {
+        if self.extent == 0 {
+            return &[];
+        }
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(data, self.extent) }
+    }
+
+    /// As [`view`](Self::view), to write.
+    ///
+    /// # Safety
+    /// `data` is valid for the extent's writes, and nothing else touches them while the slice
+    /// lives.
+    pub(super) unsafe fn view_mut<'a>(&self, data: *mut u8) -> &'a mut [u8] {
+        if self.extent == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller's promise.
+        unsafe { bytes_mut(data, self.extent) }
+    }
+
+    pub(super) fn bytes<'a>(&'a self, data: &'a [u8]) -> Bytes<'a> {
+        Bytes { data, counts: &self.counts, offsets: &self.offsets }
+    }
+
+    pub(super) fn bytes_mut<'a>(&'a self, data: &'a mut [u8]) -> BytesMut<'a> {
+        BytesMut { data, counts: &self.counts, offsets: &self.offsets }
+    }
 }
 
-fn min_op() -> ffi::MPI_Op {
-    // SAFETY: as for bytes_type.
-    unsafe { ffi::RSMPI_MIN }
-}
-
-fn any_tag() -> c_int {
-    // SAFETY: as for bytes_type.
-    unsafe { ffi::RSMPI_ANY_TAG }
-}
-
-fn status_ignore() -> *mut ffi::MPI_Status {
-    // SAFETY: as for bytes_type.
-    unsafe { ffi::RSMPI_STATUS_IGNORE }
-}
-
-fn statuses_ignore() -> *mut ffi::MPI_Status {
-    // SAFETY: as for bytes_type.
-    unsafe { ffi::RSMPI_STATUSES_IGNORE }
-}
-
-/// A byte count as an MPI count.
-pub(super) fn count_of(bytes: usize) -> Result<c_int> {
-    c_int::try_from(bytes)
-        .map_err(|_| Error::Config(format!("{bytes} bytes exceed what one MPI message can count (i32::MAX)")))
-}
-
-/// An MPI return code as a result.
-pub(super) fn mpi_check(code: c_int, call: &'static str) -> Result<()> {
-    if code == 0 { Ok(()) } else { Err(Error::Comm(onesided::Error::Mpi { call, code })) }
-}
-
-/// The send and receive addresses of a vector all-to-all, given their counts, with a side
-/// that moves nothing pointed at a byte of `empty` instead: MPI forbids the same buffer as
-/// input and output, and a PE whose two sides share a buffer passes it as both while one
-/// side is empty.
-pub(super) fn apart(
-    (send, send_counts): (*const u8, &[c_int]),
-    (recv, recv_counts): (*mut u8, &[c_int]),
-    empty: &mut [u8; 2],
-) -> (*const u8, *mut u8) {
-    let [no_send, no_recv] = empty;
-    let send = if send_counts.iter().all(|&c| c == 0) { no_send as *const u8 } else { send };
-    let recv = if recv_counts.iter().all(|&c| c == 0) { no_recv as *mut u8 } else { recv };
-    (send, recv)
+/// `bytes` bytes at `data`, to write.
+///
+/// # Safety
+/// `data` is valid for `bytes` bytes of writes, and nothing else touches them while the slice
+/// lives.
+unsafe fn bytes_mut<'a>(data: *mut u8, bytes: usize) -> &'a mut [u8] {
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts_mut(data, bytes) }
 }

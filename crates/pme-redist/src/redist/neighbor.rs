@@ -4,128 +4,44 @@
 //! `MPI_Neighbor_alltoall` of the counts and `MPI_Neighbor_alltoallv` of the data on them:
 //! MPI's own collective between partners, in place of `MPI_Alltoallv` over every rank.
 
-use std::ffi::c_int;
-use std::mem::{MaybeUninit, size_of};
+use std::mem::size_of;
 
-use mpi::ffi;
-use mpi::raw::{AsRaw, FromRaw};
-use mpi::topology::SimpleCommunicator;
 use onesided::Runtime;
-use onesided::watchdog::watch;
+use onesided::twosided::Comm;
 
-use super::mpi::{DATA, MpiVote, bytes_type, check_bound, count_of, mpi_check, u64_type};
+use super::buffers::{Buffers, Forces};
+use super::mpi::{DATA, Elements, MpiVote, check_bound};
 use super::plan::{ERROR, Plan};
-use super::{Buffers, Forces, Particle, Transport};
-use crate::RVec;
+use super::protocol::Protocol;
 use crate::error::{Error, Result};
+use crate::particle::{Particle, RVec};
 
 /// The neighbourhood transport: the world's duplicate, the plan's two graphs, the vote.
 pub(super) struct Neighbor {
-    comm: SimpleCommunicator,
+    comm: Comm,
     vote: MpiVote,
     /// Forward (particle PEs to targets) and backward graphs of the current plan.
-    graphs: Option<[SimpleCommunicator; 2]>,
+    graphs: Option<[Comm; 2]>,
 }
 
 impl Neighbor {
     /// # Collective
     /// Duplicates the world communicator and splits off the PME ranks'.
     pub(super) fn collective_new(rt: &Runtime, my_rank: Option<usize>) -> Result<Self> {
-        let comm = onesided::collective_error_returning_world(rt)?;
+        let comm = Comm::collective_world(rt)?;
         let vote = MpiVote::collective_new(&comm, my_rank);
         Ok(Neighbor { comm, vote, graphs: None })
     }
-
-    /// A graph whose in-neighbours are `from` and out-neighbours `to`, in that order.
-    ///
-    /// # Collective
-    /// Every PE of the world's duplicate calls it.
-    fn graph(&self, from: &[usize], to: &[usize]) -> Result<SimpleCommunicator> {
-        let from: Vec<c_int> = from.iter().map(|&p| p as c_int).collect();
-        let to: Vec<c_int> = to.iter().map(|&p| p as c_int).collect();
-        let mut graph = MaybeUninit::uninit();
-        // SAFETY: the lists hold their lengths' ranks; MPI_UNWEIGHTED and MPI_INFO_NULL are
-        // rsmpi's constants; no reordering, so ranks stay PE numbers; graph is an out-pointer.
-        let code = watch("MPI_Dist_graph_create_adjacent", None, || unsafe {
-            ffi::MPI_Dist_graph_create_adjacent(
-                self.comm.as_raw(),
-                from.len() as c_int,
-                from.as_ptr(),
-                ffi::RSMPI_UNWEIGHTED(),
-                to.len() as c_int,
-                to.as_ptr(),
-                ffi::RSMPI_UNWEIGHTED(),
-                ffi::RSMPI_INFO_NULL,
-                0,
-                graph.as_mut_ptr(),
-            )
-        });
-        mpi_check(code, "MPI_Dist_graph_create_adjacent")?;
-        // SAFETY: a live intra-communicator made just above, used only through the wrapper,
-        // which frees it when dropped.
-        Ok(unsafe { SimpleCommunicator::from_raw(graph.assume_init()) })
-    }
-
-    /// One u64 to each out-neighbour of `graph`, one from each in-neighbour.
-    fn counts(graph: &SimpleCommunicator, out: &[u64], into: &mut [u64]) -> Result<()> {
-        // SAFETY: one u64 per out- and per in-neighbour (the graph's lists, of these lengths);
-        // every PE calls it on the same graph.
-        let code = watch("MPI_Neighbor_alltoall", None, || unsafe {
-            ffi::MPI_Neighbor_alltoall(
-                out.as_ptr().cast(),
-                1,
-                u64_type(),
-                into.as_mut_ptr().cast(),
-                1,
-                u64_type(),
-                graph.as_raw(),
-            )
-        });
-        mpi_check(code, "MPI_Neighbor_alltoall")
-    }
-
-    /// Elements of `size` bytes to each out-neighbour (`counts[i]` at `offsets[i]` of `send`)
-    /// and from each in-neighbour (into `recv`).
-    ///
-    /// # Safety
-    /// `send` and `recv` hold the counted ranges at their offsets; nothing else touches them
-    /// during the call.
-    unsafe fn data(
-        graph: &SimpleCommunicator,
-        send: *const u8,
-        out: (&[usize], &[usize]),
-        recv: *mut u8,
-        into: (&[usize], &[usize]),
-        size: usize,
-    ) -> Result<()> {
-        let ints = |v: &[usize]| v.iter().map(|&c| count_of(c * size)).collect::<Result<Vec<c_int>>>();
-        let (sc, sd, rc, rd) = (ints(out.0)?, ints(out.1)?, ints(into.0)?, ints(into.1)?);
-        let mut empty = [0u8; 2];
-        let (send, recv) = super::mpi::apart((send, &sc), (recv, &rc), &mut empty);
-        // SAFETY: the caller's promise; one count and offset per neighbour.
-        let code = watch("MPI_Neighbor_alltoallv", None, || unsafe {
-            ffi::MPI_Neighbor_alltoallv(
-                send.cast(),
-                sc.as_ptr(),
-                sd.as_ptr(),
-                bytes_type(),
-                recv.cast(),
-                rc.as_ptr(),
-                rd.as_ptr(),
-                bytes_type(),
-                graph.as_raw(),
-            )
-        });
-        mpi_check(code, "MPI_Neighbor_alltoallv")
-    }
 }
 
-impl<'rt> Transport<'rt> for Neighbor {
+impl<'rt> Protocol<'rt> for Neighbor {
     fn collective_replan(&mut self, plan: &Plan<'rt>) -> Result<()> {
         let sources: Vec<usize> = plan.sources().iter().map(|s| s.pe).collect();
         let targets: Vec<usize> = plan.reach.targets.iter().map(|&r| plan.grid.pe_of(r)).collect();
         self.graphs = None;
-        self.graphs = Some([self.graph(&sources, &targets)?, self.graph(&targets, &sources)?]);
+        let forward = self.comm.collective_graph(&sources, &targets)?;
+        let backward = self.comm.collective_graph(&targets, &sources)?;
+        self.graphs = Some([forward, backward]);
         Ok(())
     }
 
@@ -138,7 +54,7 @@ impl<'rt> Transport<'rt> for Neighbor {
         let targets = plan.reach.targets.clone();
         let out: Vec<u64> = targets.iter().map(|&r| plan.count_to(r)).collect();
         let mut raw = vec![0u64; plan.sources().len()];
-        Neighbor::counts(forward, &out, &mut raw)?;
+        forward.neighbor_alltoall_u64(&out, &mut raw)?;
         plan.take_source_counts(&raw);
         self.vote.start(plan)?;
         let mut outcome = Ok(());
@@ -154,21 +70,17 @@ impl<'rt> Transport<'rt> for Neighbor {
         }
         let send_counts: Vec<usize> = targets.iter().map(|&r| plan.send_count(r)).collect();
         let send_offsets: Vec<usize> = targets.iter().map(|&r| plan.dest_offsets[r]).collect();
+        let send = Elements::new(&send_counts, &send_offsets, size_of::<Particle>());
+        let recv = Elements::new(&recv_counts, &plan.src_offsets, size_of::<Particle>());
         // SAFETY: the send buffer holds the packed home atoms at the targets' offsets, the
         // receive buffer the sum of the sources' bounds (each count checked against its
         // source's just above, none received beyond); this PE's own buffers, which nobody else
-        // touches during the call.
-        let received = unsafe {
-            Neighbor::data(
-                forward,
-                buffers.send().as_ptr().cast(),
-                (&send_counts, &send_offsets),
-                buffers.recv().as_ptr().cast(),
-                (&recv_counts, &plan.src_offsets),
-                size_of::<Particle>(),
-            )
+        // touches during the call; where they share memory, one side moves nothing.
+        let (send_bytes, recv_bytes) = unsafe {
+            (send.view(buffers.send().as_ptr().cast()), recv.view_mut(buffers.recv().as_ptr().cast()))
         };
-        outcome.and(received)
+        let received = forward.neighbor_alltoallv(send.bytes(send_bytes), recv.bytes_mut(recv_bytes));
+        outcome.and(received.map_err(Error::Comm))
     }
 
     fn backward(
@@ -184,7 +96,7 @@ impl<'rt> Transport<'rt> for Neighbor {
         let out: Vec<u64> = (0..sources).map(|j| plan.status_to(j)).collect();
         let targets = plan.reach.targets.clone();
         let mut statuses = vec![0u64; targets.len()];
-        Neighbor::counts(backward, &out, &mut statuses)?;
+        backward.neighbor_alltoall_u64(&out, &mut statuses)?;
         let failed = plan.pending.is_some();
         let send_counts: Vec<usize> =
             (0..sources).map(|j| if failed { 0 } else { plan.src_counts[j] }).collect();
@@ -198,19 +110,14 @@ impl<'rt> Transport<'rt> for Neighbor {
                 (recv_counts[i], recv_offsets[i]) = (plan.dest_counts[r], plan.dest_offsets[r]);
             }
         }
-        // SAFETY: the caller's forces hold one per received atom (checked by return_with),
-        // the force receive buffer the home atoms; every PE takes part with the counts both
-        // sides derived from the statuses.
-        unsafe {
-            Neighbor::data(
-                backward,
-                forces.data.as_ptr().cast(),
-                (&send_counts, &plan.src_offsets),
-                buffers.force_recv().as_ptr().cast(),
-                (&recv_counts, &recv_offsets),
-                size_of::<RVec>(),
-            )?
-        };
+        let send = Elements::new(&send_counts, &plan.src_offsets, size_of::<RVec>());
+        let recv = Elements::new(&recv_counts, &recv_offsets, size_of::<RVec>());
+        // SAFETY: the force receive buffer holds the home atoms' forces, which only this PE
+        // touches now; every PE takes part with the counts both sides derived from the
+        // statuses.
+        let recv_bytes = unsafe { recv.view_mut(buffers.force_recv().as_ptr().cast()) };
+        backward
+            .neighbor_alltoallv(send.bytes(bytemuck::cast_slice(forces.data)), recv.bytes_mut(recv_bytes))?;
         outcome.map(|()| false)
     }
 }

@@ -4,11 +4,14 @@
 
 use onesided::{Collectives, Runtime};
 
-use super::partners::{Agreed, Margin, Reach, Source};
-use super::{PARALLEL_MIN, Particle, Store, by_rank, place};
-use crate::RVec;
+use super::agreement::{Agreed, Source};
+use super::by_rank;
+use super::store::Store;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
+use crate::model::{Margin, Reach, place};
+use crate::particle::{Particle, RVec};
+use crate::threads::PARALLEL_MIN;
 
 /// A count with this bit set reports an error instead: an atom (low 32 bits) on a PE (the
 /// next 31 bits) moved too far for the plan.

@@ -14,11 +14,14 @@
 
 use onesided::SymArray;
 
+use super::buffers::{Buffers, Forces};
+use super::by_rank;
+use super::lines::LINE;
 use super::lines::{Line, Lines};
 use super::plan::{Pairs, Plan};
-use super::{Buffers, Forces, LINE, Particle, Transport, by_rank};
-use crate::RVec;
+use super::protocol::Protocol;
 use crate::error::Result;
+use crate::particle::{Particle, RVec};
 
 /// The put transport.
 pub(super) struct Put<'rt> {
@@ -42,7 +45,7 @@ impl<'rt> Put<'rt> {
     }
 }
 
-impl<'rt> Transport<'rt> for Put<'rt> {
+impl<'rt> Protocol<'rt> for Put<'rt> {
     fn collective_replan(&mut self, plan: &Plan<'rt>) -> Result<()> {
         self.lines.collective_fit(plan)
     }

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use bytemuck::Pod;
 use onesided::{GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
 
-use super::RedistPath;
+use super::path::RedistPath;
 use crate::error::Result;
 
 /// Which of the four buffers.

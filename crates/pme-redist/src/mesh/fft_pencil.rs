@@ -26,8 +26,8 @@ use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, Runtime};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
+use super::fft::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
-use crate::fft::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::grid::PmeGrid;
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] in pencils.

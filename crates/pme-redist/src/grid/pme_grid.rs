@@ -1,19 +1,10 @@
-//! The PME decomposition: a charge grid `Kx × Ky × Kz` over a rectangular or triclinic box,
-//! split over the PME ranks into slabs along its first axis or into pencils along x and y
-//! (`Px × Py` ranks, rank `a · Py + b` holding x planes of row `a` and y lines of column
-//! `b`, every z), and where an atom sits on it.
-//!
-//! The box is given as GROMACS gives it: three box vectors, the rows of its `matrix box`,
-//! a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz). An atom is placed by its fractional
-//! coordinates through the reciprocal box, as GROMACS's `calc_interpolation_idx` does:
-//! s_x = x·rxx + y·ryx + z·rzx, s_y = y·ryy + z·rzy, s_z = z·rzz, each wrapped into [0, 1)
-//! and scaled by the grid size. Grid plane `i` along x is therefore the plane s_x = i / Kx,
-//! parallel to b and c; the slabs are stacks of such planes.
+//! The PME grid ([`PmeGrid`]): its sizes, box and decomposition over the PME ranks, and where
+//! an atom sits on it.
 
 use std::cmp::Ordering;
 
-use crate::RVec;
 use crate::error::{Error, Result};
+use crate::particle::RVec;
 use crate::spline::ORDER;
 
 /// How the PME grid is split over the PME ranks.

@@ -7,13 +7,13 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use onesided::watchdog::watch;
 use onesided::{AlltoallAlgorithm, Path, PeGroup};
 
+use super::fft::{Complex32, SlabFft};
+use super::fft_pencil::PencilFft;
+use super::solve::Reciprocal;
+use super::spread::SlabGrid;
 use crate::error::{Error, Result};
-use crate::fft::{Complex32, SlabFft};
-use crate::fft_pencil::PencilFft;
 use crate::grid::PmeGrid;
-use crate::redist::{Mesh, MeshVote};
-use crate::solve::Reciprocal;
-use crate::spread::SlabGrid;
+use crate::particle::Mesh;
 
 /// Time spent per phase since the [`Pme`] was made (or [`reset`](PmeTimes::reset)), under
 /// the names of GROMACS's log.
@@ -218,10 +218,10 @@ impl<'g, 'rt> Pme<'g, 'rt> {
             let comm_before = self.fft.transpose_time();
             // The redistribution's vote on the step's error rides in the transposes, where it
             // left the vote to the mesh.
-            let ballot = vote.as_ref().map_or(u64::MAX, MeshVote::ballot);
+            let ballot = vote.as_ref().map_or(u64::MAX, |vote| vote.ballot);
             let agreed = self.fft.forward_voting(self.slab.slab(), ballot)?;
             if let Some(vote) = vote {
-                vote.agree(agreed);
+                *vote.agreed = Some(agreed);
             }
             let forward = start.elapsed();
             let start = Instant::now();

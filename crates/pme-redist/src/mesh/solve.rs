@@ -21,8 +21,8 @@
 
 use std::ops::Range;
 
+use super::fft::Complex32;
 use crate::error::{Error, Result};
-use crate::fft::Complex32;
 use crate::grid::PmeGrid;
 use crate::spline::{ORDER, weights};
 

@@ -5,8 +5,9 @@
 
 use rayon::prelude::*;
 
-use super::{PARALLEL_MIN, Particle};
 use crate::grid::PmeGrid;
+use crate::particle::Particle;
+use crate::threads::{PARALLEL_MIN, parallel};
 
 /// Up to this many PME ranks, the eight-wide placement finds ranks by comparison.
 const COMPARED_RANKS: usize = 16;
@@ -15,7 +16,7 @@ const COMPARED_RANKS: usize = 16;
 /// [`PARALLEL_MIN`] atoms into `chunk_counts` (`[c * m + r]`), or for all atoms in one row
 /// when placement stays on the calling thread; and the first atom of each run of one rank
 /// into `runs` (on the thread pool each chunk starts a run).
-pub(super) fn place(
+pub(crate) fn place(
     grid: &PmeGrid,
     home: &[Particle],
     ranks: &mut [u32],
@@ -26,7 +27,7 @@ pub(super) fn place(
     let m = grid.ranks();
     chunk_counts.clear();
     runs.clear();
-    if !crate::parallel(home.len(), PARALLEL_MIN) {
+    if !parallel(home.len(), PARALLEL_MIN) {
         chunk_counts.resize(m, 0);
         grid.ranks_of(home, ranks, chunk_counts, runs);
     } else {
@@ -335,7 +336,7 @@ fn push_run_starts(ranks: &[u32], from: usize, runs: &mut Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RVec;
+    use crate::particle::RVec;
 
     /// The eight-wide placement agrees with `rank_of` to the bit, and counts every rank:
     /// positions inside, on and around the box, on and next to plane boundaries (where the

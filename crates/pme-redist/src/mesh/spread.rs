@@ -18,10 +18,9 @@
 use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
 use rayon::prelude::*;
 
-use crate::RVec;
 use crate::error::Result;
 use crate::grid::PmeGrid;
-use crate::redist::Particle;
+use crate::particle::{Particle, RVec};
 use crate::spline::{ORDER, weights};
 
 /// Planes below a slab that its charges reach.
