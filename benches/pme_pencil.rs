@@ -13,7 +13,7 @@
 //!   with the overlap summed along y then x, FFT, solve, FFT, gather, forces back; one-sided is
 //!   the put redistribution, put overlaps and the ordered one-sided transposes, MPI the partner
 //!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
-//!   step's error rides in the forward transposes (`RedistBuilder::vote_in_mesh`).
+//!   step's error rides in the forward transposes (`Pme::collective_step`).
 //!
 //! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_pencil`
 //! launches 4 PEs through scripts/pe-run, one thread each.
@@ -113,10 +113,8 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .collect();
         let mut steps = Vec::new();
         for (name, path, mesh_path) in configurations {
-            let redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
-                .vote_in_mesh()
-                .collective_build(&home, system.len())?;
+            let redist =
+                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
             let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));

@@ -468,7 +468,6 @@ fn run_path(
             // Every step goes through the mesh, whose transposes carry the vote.
             let redist = Redistribution::builder(rt, pme_grid.clone())
                 .path(redist_path)
-                .vote_in_mesh()
                 .collective_build(&home, n_atoms)
                 .map_err(config)?;
             let mesh =

@@ -428,10 +428,8 @@ fn run_configuration(
     let me = rt.my_pe();
     let mut home = setup.home.clone();
     // Every step goes through the mesh, whose transposes carry the vote on the step's error.
-    let builder = Redistribution::builder(rt, setup.grid.clone())
-        .path(path)
-        .displacement_margin(setup.margin)
-        .vote_in_mesh();
+    let builder =
+        Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
     let mut redist = builder.collective_build(&home, setup.structure.len())?;
     // The overlap planes go the way the redistribution went; under auto, per partner the

@@ -342,8 +342,9 @@ struct Options {
     decomposition: PmeDecomposition,
     margin: f32,
     routings: Vec<Routing>,
-    /// Whether the PME ranks' vote on each step's error rides in the FFT transposes
-    /// (`RedistBuilder::vote_in_mesh`, as the examples run) or costs its own messages.
+    /// Whether the PME ranks' vote on each step's error rides in the FFT transposes (a step
+    /// through `Pme::collective_step`, as the examples run) or costs its own messages (a step
+    /// that skips the mesh).
     vote_in_mesh: bool,
     paths: Vec<Path>,
     /// Ranks a node, for the paths whose links differ by class.

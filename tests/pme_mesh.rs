@@ -207,11 +207,10 @@ fn mesh_steps_match_on(
         ];
         for (redist_path, overlap, fft_path) in paths {
             let label = format!("{redist_path}/{fft_path}, PME on {pme:?} as {:?}", grid.dims());
-            // The vote rides in the transposes here (tests/pme.rs covers the redistribution's
-            // own on every path): the same bits either way.
+            // The vote rides in the transposes (tests/pme.rs covers the redistribution's own
+            // on every path): the same bits either way.
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .path(redist_path)
-                .vote_in_mesh()
                 .collective_build(&homes[me], structure.len())?;
             let mut mesh =
                 Pme::builder(&group, &grid, beta).path(overlap).fft_algorithm(fft_path).collective_build()?;
@@ -262,11 +261,12 @@ fn mesh_steps_match_on(
     Ok(())
 }
 
-/// With the vote in the mesh (`RedistBuilder::vote_in_mesh`), on slabs and (with 4 PEs) 2 × 2
-/// pencils and on every path: an atom moved past its margin is reported on every PE, naming
-/// it, the ballots having reached every PME rank through the forward transposes alone; after
-/// a new plan the steps go on; a step whose mesh is skipped ends with an error on every PE
-/// that says so.
+/// The vote on each step's error, on slabs and (with 4 PEs) 2 × 2 pencils and on every
+/// path: an atom moved past its margin is reported on every PE, naming it, whether the step's
+/// mesh carried the ballots in its forward transposes (the atom's PE differs per path, so
+/// the smallest ballot starts on a different rank), or the step skipped the mesh and the
+/// redistribution voted itself (the first step after steps through the mesh, and steps
+/// after one without it); after a new plan the steps go on.
 fn the_mesh_carries_the_vote(rt: &Runtime) -> CaseResult {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let structure = water([2, 1, 1]);
@@ -280,50 +280,68 @@ fn the_mesh_carries_the_vote(rt: &Runtime) -> CaseResult {
     }
     let group = PeGroup::collective_new(rt, "pme", &all)?;
     for grid in grids {
-        for (path, overlap, fft_path) in [
+        for (p, (path, overlap, fft_path)) in [
             (RedistPath::OneSidedPut, Path::OneSided, AlltoallAlgorithm::Ordered),
             (RedistPath::OneSidedGet, Path::OneSided, AlltoallAlgorithm::NodeAware),
             (RedistPath::Mpi, Path::Mpi, AlltoallAlgorithm::Mpi),
             (RedistPath::MpiNeighbor, Path::Mpi, AlltoallAlgorithm::OrderedMpi),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let label = format!("{path}/{fft_path} on {:?}", grid.dims());
             let mut homes = homes(rt, &structure, &all)?;
             let mut redist = Redistribution::builder(rt, grid.clone())
                 .path(path)
                 .displacement_margin(0.05)
-                .vote_in_mesh()
                 .collective_build(&homes[me], structure.len())?;
             let mut mesh =
                 Pme::builder(&group, &grid, beta).path(overlap).fft_algorithm(fft_path).collective_build()?;
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
-            let mut step =
-                |redist: &mut Redistribution<'_>, homes: &[Vec<Particle>], home_forces: &mut Vec<RVec>| {
-                    home_forces.resize(homes[me].len(), [0.0; 3]);
-                    let mut delivered = redist.redistribute(&homes[me])?;
-                    mesh.collective_step(delivered.mesh())?;
-                    delivered.return_forces(home_forces)
-                };
-            step(&mut redist, &homes, &mut home_forces)?;
-            // The last PE's atom half a box away: past every rank its margin reaches.
-            let (pe, i) = (n - 1, homes[n - 1].len() / 2);
-            homes[pe][i].x[0] = (homes[pe][i].x[0] + 0.5 * lx) % lx;
-            let atom = homes[pe][i].global;
-            let outcome = step(&mut redist, &homes, &mut home_forces);
-            ensure!(
-                matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: p }) if a == atom && p == pe),
-                "{label}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe}"
-            );
-            redist.collective_plan(&homes[me])?;
-            step(&mut redist, &homes, &mut home_forces)?;
-            // A step whose mesh is skipped: no vote, an error on every PE.
-            let delivered = redist.redistribute(&homes[me])?;
-            let forces = vec![[0.0; 3]; delivered.received().len()];
-            let outcome = delivered.return_forces_from(&forces, &mut home_forces);
-            ensure!(
-                matches!(&outcome, Err(Error::Config(m)) if m.contains("vote_in_mesh")),
-                "{label}: PE {me}, a step without its mesh: {outcome:?}"
-            );
-            step(&mut redist, &homes, &mut home_forces)?;
+            // One step, through the mesh or (`skip`) with forces of the caller's.
+            let mut step = |redist: &mut Redistribution<'_>,
+                            homes: &[Vec<Particle>],
+                            home_forces: &mut Vec<RVec>,
+                            skip: bool| {
+                home_forces.resize(homes[me].len(), [0.0; 3]);
+                let mut delivered = redist.redistribute(&homes[me])?;
+                if skip {
+                    let forces = vec![[0.0; 3]; delivered.received().len()];
+                    return delivered.return_forces_from(&forces, home_forces);
+                }
+                mesh.collective_step(delivered.mesh())?;
+                delivered.return_forces(home_forces)
+            };
+            step(&mut redist, &homes, &mut home_forces, false)?;
+            // An atom of PE `pe` half a box away, past every rank its margin reaches: a step
+            // reports it on every PE, and the atom goes back.
+            let mut too_far = |redist: &mut Redistribution<'_>,
+                               homes: &mut Vec<Vec<Particle>>,
+                               home_forces: &mut Vec<RVec>,
+                               skip: bool,
+                               pe: usize|
+             -> CaseResult {
+                let i = homes[pe].len() / 2;
+                let was = homes[pe][i].x[0];
+                homes[pe][i].x[0] = (was + 0.5 * lx) % lx;
+                let atom = homes[pe][i].global;
+                let outcome = step(redist, homes, home_forces, skip);
+                ensure!(
+                    matches!(outcome, Err(Error::MovedTooFar { atom: a, pe: q }) if a == atom && q == pe),
+                    "{label}: PE {me} reported {outcome:?}, expected atom {atom} on PE {pe} (mesh \
+                     skipped: {skip})"
+                );
+                homes[pe][i].x[0] = was;
+                redist.collective_plan(&homes[me])?;
+                step(redist, homes, home_forces, skip)?;
+                Ok(())
+            };
+            let pe = (n - 1 + p) % n;
+            too_far(&mut redist, &mut homes, &mut home_forces, false, pe)?;
+            too_far(&mut redist, &mut homes, &mut home_forces, true, (pe + 1) % n)?;
+            too_far(&mut redist, &mut homes, &mut home_forces, true, pe)?;
+            too_far(&mut redist, &mut homes, &mut home_forces, false, (pe + 1) % n)?;
+            too_far(&mut redist, &mut homes, &mut home_forces, false, pe)?;
         }
     }
     Ok(())

@@ -52,7 +52,15 @@ impl<'a> Mesh<'a> {
 #[derive(Debug)]
 pub(crate) struct Vote<'a> {
     pub(crate) ballot: u64,
+    /// The PME ranks' PEs ([`pes_fingerprint`]): only a mesh over the same PEs carries it.
+    pub(crate) pes: u64,
     pub(crate) agreed: &'a mut Option<u64>,
+}
+
+/// A fingerprint of a list of PEs, to tell a mesh over the redistribution's PME ranks from
+/// one over others.
+pub(crate) fn pes_fingerprint(pes: impl IntoIterator<Item = usize>) -> u64 {
+    onesided::Fnv1a::new().words(pes.into_iter().map(|pe| pe as u64)).finish()
 }
 
 impl fmt::Debug for Mesh<'_> {

@@ -13,7 +13,7 @@ use super::solve::Reciprocal;
 use super::spread::SlabGrid;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-use crate::particle::Mesh;
+use crate::particle::{Mesh, pes_fingerprint};
 
 /// Time spent per phase since the [`Pme`] was made (or [`reset`](PmeTimes::reset)), under
 /// the names of GROMACS's log.
@@ -60,6 +60,9 @@ pub struct Pme<'g, 'rt> {
     fft: MeshFft<'g, 'rt>,
     solver: Option<Reciprocal>,
     times: PmeTimes,
+    /// The group's PEs ([`pes_fingerprint`]): a redistribution over the same PME ranks leaves
+    /// its vote on each step's error to this mesh's transposes.
+    pes: u64,
 }
 
 /// The choices a [`Pme`] is built with ([`Pme::builder`]).
@@ -149,7 +152,8 @@ impl<'g, 'rt> PmeBuilder<'g, 'rt> {
             }
         };
         let solver = group.my_rank().map(|_| solver);
-        Ok(Pme { group, slab, fft, solver, times: PmeTimes::default() })
+        let pes = pes_fingerprint(group.members().iter().copied());
+        Ok(Pme { group, slab, fft, solver, times: PmeTimes::default(), pes })
     }
 }
 
@@ -188,11 +192,13 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     /// [`Error::Config`] for atoms on a PE that is not a PME rank, or forces that are not one
     /// per atom; [`Error::Comm`] when communication fails.
     ///
-    /// Where the redistribution leaves its vote on the step's error to the mesh
-    /// ([`RedistBuilder::vote_in_mesh`](crate::RedistBuilder::vote_in_mesh)), the mesh's
-    /// vote carries it: its forward transposes take every PME rank's ballot to every other.
+    /// A step's [`Step::mesh`](crate::Step::mesh) over this mesh's PME ranks carries the
+    /// redistribution's vote on the step's error: the forward transposes take every PME
+    /// rank's ballot to every other, and the redistribution sends no message of its own for
+    /// it.
     pub fn collective_step(&mut self, mesh: Mesh<'_>) -> Result<f64> {
         let Mesh { atoms: particles, forces, vote } = mesh;
+        let vote = vote.filter(|vote| vote.pes == self.pes);
         let is_member = self.group.my_rank().is_some();
         let me = self.group.runtime().my_pe();
         if !is_member && !particles.is_empty() {
@@ -216,8 +222,7 @@ impl<'g, 'rt> Pme<'g, 'rt> {
         if let Some(solver) = &self.solver {
             let start = Instant::now();
             let comm_before = self.fft.transpose_time();
-            // The redistribution's vote on the step's error rides in the transposes, where it
-            // left the vote to the mesh.
+            // The redistribution's vote on the step's error rides in the transposes.
             let ballot = vote.as_ref().map_or(u64::MAX, |vote| vote.ballot);
             let agreed = self.fft.forward_voting(self.slab.slab(), ballot)?;
             if let Some(vote) = vote {

@@ -26,7 +26,6 @@ pub struct RedistBuilder<'rt> {
     links: RedistLinks,
     margin: Margin,
     routing: Routing,
-    mesh_votes: bool,
 }
 
 /// Whether a particle PE sends to the PME ranks directly or through its relay.
@@ -47,7 +46,6 @@ impl<'rt> Redistribution<'rt> {
             links: RedistLinks::uniform(RedistPath::OneSidedPut),
             margin: Margin::Slab,
             routing: Routing::Direct,
-            mesh_votes: false,
         }
     }
 }
@@ -77,16 +75,6 @@ impl<'rt> RedistBuilder<'rt> {
     /// Every PE must pass the same margin.
     pub fn displacement_margin(self, nm: f32) -> Self {
         RedistBuilder { margin: Margin::Distance(nm), ..self }
-    }
-
-    /// Leaves the PME ranks' vote on each step's error to the PME mesh: the ballots ride in the
-    /// forward FFT transposes ([`Pme::collective_step`](crate::Pme::collective_step) with the
-    /// step's [`Step::mesh`](crate::Step::mesh)), so the vote costs no message of its own (otherwise ⌈log₂ M⌉
-    /// rounds each way on the one-sided paths, an `MPI_Iallreduce` on MPI's). Every step
-    /// must then go through the mesh before its forces return; one that does not ends with
-    /// an error on every PE.
-    pub fn vote_in_mesh(self) -> Self {
-        RedistBuilder { mesh_votes: true, ..self }
     }
 
     /// Relays the atoms, as GROMACS does with separate PME ranks: each particle PE sends all
@@ -130,7 +118,7 @@ impl<'rt> RedistBuilder<'rt> {
     pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
         // The buffers follow the bounds of the plan, never more than the system.
         let _ = total_atoms;
-        let RedistBuilder { rt, grid, links, margin, routing, mesh_votes } = self;
+        let RedistBuilder { rt, grid, links, margin, routing } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -152,22 +140,15 @@ impl<'rt> RedistBuilder<'rt> {
         const INVALID: u64 = 64;
         const CODES: u64 = 128;
         let code = if valid.is_ok() { links.code() } else { INVALID };
-        let mut agreed = [u64::from(mesh_votes), u64::from(!mesh_votes), code, CODES - code];
+        let mut agreed = [code, CODES - code];
         rt.max_u64(&mut agreed)?;
-        if agreed[..2] == [1, 1] {
-            return Err(Error::CollectiveConfig(
-                "some PEs leave the vote to the PME mesh and some do not: every PE must build its \
-                 redistribution with the same vote_in_mesh"
-                    .to_string(),
-            ));
-        }
         valid?;
-        if agreed[2] == INVALID {
+        if agreed[0] == INVALID {
             return Err(Error::Config(format!(
                 "another PE was given redistribution links one redistribution cannot take (this PE: {links})"
             )));
         }
-        if agreed[2] != CODES - agreed[3] {
+        if agreed[0] != CODES - agreed[1] {
             return Err(Error::CollectiveConfig(format!(
                 "the PEs were given different redistribution paths (this PE: {links}): every PE must \
                  build its redistribution with the same path or links"
@@ -178,7 +159,7 @@ impl<'rt> RedistBuilder<'rt> {
         } else {
             links
         };
-        let hop = Hop { rt, grid: &grid, links, margin, mesh_votes };
+        let hop = Hop { rt, grid: &grid, links, margin };
         match agree_routing(rt, &grid, routing)? {
             None => hop.collective_build(
                 home,
@@ -246,8 +227,6 @@ struct Hop<'a, 'rt> {
     grid: &'a PmeGrid,
     links: RedistLinks,
     margin: Margin,
-    /// The hop that votes leaves it to the mesh.
-    mesh_votes: bool,
 }
 
 impl<'rt> Hop<'_, 'rt> {
@@ -268,7 +247,7 @@ impl<'rt> Hop<'_, 'rt> {
         votes: bool,
         (stage, banks): (Stage, Option<[&Rc<Bank>; 4]>),
     ) -> Result<Redistribution<'rt>> {
-        let Hop { rt, grid, links, margin, mesh_votes } = *self;
+        let Hop { rt, grid, links, margin } = *self;
         let my_rank = grid.rank_of_pe(rt.my_pe());
         let m = grid.ranks();
         // Agreed before anything is allocated, so that a wrong call fails on every PE alike.
@@ -295,9 +274,8 @@ impl<'rt> Hop<'_, 'rt> {
         let buffers =
             Buffers::collective_new(rt, &name, links.storage(), (own_home, most_home), both, banks)?;
         let agreement = Agreement::collective_new(rt, &name)?;
-        let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes && !mesh_votes);
+        let mut plan = Plan::new(rt, grid.clone(), particle, margin, relay, votes);
         plan.stage = stage;
-        plan.mesh_votes = votes && mesh_votes;
         let mut redist =
             Redistribution { links, plan, buffers, agreement, transport, onward: None, banks: Vec::new() };
         if stage != Stage::AlongX {

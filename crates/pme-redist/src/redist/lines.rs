@@ -89,8 +89,10 @@ pub(super) struct Lines<'rt> {
     owed_back_taken: u64,
     /// The PME ranks' vote, where the lines serve every pair.
     vote: Option<Vote<'rt>>,
-    /// What this PME rank brought to the vote of the current step.
+    /// What this PME rank brought to the vote of the current step, and which step that is
+    /// (0: none started yet).
     ballot: u64,
+    ballot_step: u64,
     /// Slots per source side and per target side.
     capacity: (usize, usize),
 }
@@ -122,6 +124,7 @@ impl<'rt> Lines<'rt> {
             owed_back_taken: 0,
             vote: (pairs == Pairs::All).then(|| Vote::collective_new(rt, name, m)).transpose()?,
             ballot: u64::MAX,
+            ballot_step: 0,
             capacity: (1, 1),
         })
     }
@@ -238,19 +241,24 @@ impl<'rt> Lines<'rt> {
     /// Every PME rank calls it once per step, after the announcements (nothing where the plan
     /// does not vote or the lines serve some pairs only).
     pub fn vote_start(&mut self, plan: &Plan<'rt>) -> Result<()> {
-        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.votes), &self.vote) {
+        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.own_vote), &self.vote) {
             self.ballot = plan.ballot();
+            self.ballot_step = plan.calls;
             vote.start(&plan.grid, rank, plan.calls, self.ballot)?;
         }
         Ok(())
     }
 
-    /// On a PME rank: the smallest error any PME rank knows of in this step, into the plan.
+    /// On a PME rank: the smallest error any PME rank knows of in this step, into the plan
+    /// (starting the vote first where the step left it to the mesh, which did not carry it).
     ///
     /// # Collective
-    /// Every PME rank calls it once per step, after [`vote_start`](Self::vote_start).
-    pub fn vote(&self, plan: &mut Plan<'rt>) -> Result<()> {
-        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.votes), &self.vote) {
+    /// Every PME rank calls it once per step.
+    pub fn vote(&mut self, plan: &mut Plan<'rt>) -> Result<()> {
+        if plan.own_vote && self.ballot_step != plan.calls {
+            self.vote_start(plan)?;
+        }
+        if let (Some(rank), Some(vote)) = (plan.my_rank.filter(|_| plan.own_vote), &self.vote) {
             let agreed = vote.finish(&plan.grid, rank, plan.calls, self.ballot)?;
             plan.take_vote(agreed);
         }

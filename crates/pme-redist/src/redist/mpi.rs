@@ -70,7 +70,7 @@ impl MpiVote {
     pub(super) fn start(&mut self, plan: &Plan<'_>) -> Result<()> {
         // A step every PE dropped before its return: its vote completes first.
         self.vote.wait()?;
-        let Some(pme) = self.pme.as_ref().filter(|_| plan.votes) else { return Ok(()) };
+        let Some(pme) = self.pme.as_ref().filter(|_| plan.own_vote) else { return Ok(()) };
         Ok(self.vote.start(pme, plan.ballot())?)
     }
 
@@ -80,7 +80,7 @@ impl MpiVote {
     /// # Collective
     /// Every PME rank calls it once per step.
     pub(super) fn run(&mut self, plan: &mut Plan<'_>) -> Result<()> {
-        if self.pme.is_none() || !plan.votes {
+        if self.pme.is_none() || !plan.own_vote {
             return Ok(());
         }
         if !self.vote.started() {

@@ -10,7 +10,7 @@ use super::store::Store;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 use crate::model::{Margin, Reach, place};
-use crate::particle::{Particle, RVec};
+use crate::particle::{Particle, RVec, pes_fingerprint};
 use crate::threads::PARALLEL_MIN;
 
 /// A count with this bit set reports an error instead: an atom (low 32 bits) on a PE (the
@@ -73,16 +73,21 @@ pub(super) struct Plan<'rt> {
     /// An error the stage before found or heard of in this step, which this stage carries
     /// (set before each step of the stage along x).
     pub inherited: Option<u64>,
-    /// Whether the mesh votes for this hop ([`RedistBuilder::vote_in_mesh`]): the PME
-    /// ranks' ballots ride in its FFT transposes, and the outcome lands in `mesh_agreed`.
-    ///
-    /// [`RedistBuilder::vote_in_mesh`]: super::RedistBuilder::vote_in_mesh
-    pub mesh_votes: bool,
-    pub mesh_agreed: Option<u64>,
     /// Whether the PME ranks vote on each step's error: not on the first hop of a relay,
     /// where no atom can be too far and the second hop's vote has made every PME rank agree
     /// before the return.
     pub votes: bool,
+    /// Whether the transport votes in this step, where the hop votes: unless the last step's
+    /// mesh carried the vote (as then every PME rank's did, or none), in which case this
+    /// step's mesh most likely does too; turned on at the return where it did not.
+    pub own_vote: bool,
+    /// Whether the last step's mesh carried the vote.
+    mesh_voted: bool,
+    /// The vote the mesh's forward transposes carried in this step, if they did.
+    pub mesh_agreed: Option<u64>,
+    /// The PME ranks' PEs, as a fingerprint ([`pes_fingerprint`]): a mesh carries the vote
+    /// only over the same PEs.
+    pub pme_pes: u64,
     /// On the second hop of a relay, where the home atoms came from in this step: `(first
     /// atom, particle PE)` by first atom, so that an atom too far is reported on the PE that
     /// holds it (empty: this PE).
@@ -132,6 +137,7 @@ impl<'rt> Plan<'rt> {
         votes: bool,
     ) -> Self {
         let m = grid.ranks();
+        let pme_pes = pes_fingerprint((0..m).map(|r| grid.pe_of(r)));
         Plan {
             rt,
             my_rank: grid.rank_of_pe(rt.my_pe()),
@@ -141,9 +147,11 @@ impl<'rt> Plan<'rt> {
             relay,
             stage: Stage::Whole,
             inherited: None,
-            mesh_votes: false,
-            mesh_agreed: None,
             votes,
+            own_vote: votes,
+            mesh_voted: false,
+            mesh_agreed: None,
+            pme_pes,
             origins: Vec::new(),
             reach: Reach::default(),
             agreed: Agreed::default(),
@@ -223,6 +231,8 @@ impl<'rt> Plan<'rt> {
         let me = self.rt.my_pe();
         self.calls += 1;
         self.pending = self.inherited.take();
+        self.own_vote = self.votes && !self.mesh_voted;
+        self.mesh_agreed = None;
         let m = self.grid.ranks();
         // Kept between steps: a fresh vector of this size would be new pages every step.
         let mut dest = std::mem::take(&mut self.dest);
@@ -402,6 +412,20 @@ impl<'rt> Plan<'rt> {
         self.pending.unwrap_or(u64::MAX)
     }
 
+    /// At the return, on a PME rank of a hop that votes: takes the vote the mesh carried,
+    /// or, where it did not, has the transport vote.
+    pub fn take_mesh_vote(&mut self) {
+        if !self.votes || self.my_rank.is_none() {
+            return;
+        }
+        let agreed = self.mesh_agreed.take();
+        self.mesh_voted = agreed.is_some();
+        match agreed {
+            Some(agreed) => self.take_vote(agreed),
+            None => self.own_vote = true,
+        }
+    }
+
     /// Takes the vote's outcome.
     pub fn take_vote(&mut self, agreed: u64) {
         if agreed != u64::MAX {
@@ -465,20 +489,7 @@ pub(super) fn marker(atom: u32, pe: usize) -> u64 {
 /// another error than an atom too far: no PE names an atom with it.
 pub(super) const RELAY_FAILED: u64 = ERROR | PE_MASK << 32 | u32::MAX as u64;
 
-/// The marker of a step whose redistribution leaves its vote to the mesh
-/// ([`RedistBuilder::vote_in_mesh`](super::RedistBuilder::vote_in_mesh)) but whose mesh did
-/// not vote: after every atom's error, before a relay's failure.
-pub(super) const NO_MESH_VOTE: u64 = ERROR | PE_MASK << 32 | (u32::MAX - 1) as u64;
-
 fn decode(marked: u64) -> Error {
-    if marked == NO_MESH_VOTE {
-        return Error::Config(
-            "this redistribution leaves its vote on each step's error to the PME mesh \
-             (RedistBuilder::vote_in_mesh), but the step's mesh was not computed: give every \
-             step's Step::mesh to Pme::collective_step before returning the forces"
-                .to_string(),
-        );
-    }
     if marked == RELAY_FAILED {
         return Error::Verification(
             "the relay PME rank of this PE failed in the second hop of this step (its own error \
@@ -508,8 +519,10 @@ mod tests {
     fn markers_round_trip() {
         assert_eq!(decode(marker(12345, 3)), Error::MovedTooFar { atom: 12345, pe: 3 });
         assert!(matches!(decode(RELAY_FAILED), Error::Verification(m) if m.contains("relay")));
-        assert!(matches!(decode(NO_MESH_VOTE), Error::Config(m) if m.contains("vote_in_mesh")));
-        assert!(marker(u32::MAX, (1 << 31) - 2) < NO_MESH_VOTE && NO_MESH_VOTE < RELAY_FAILED);
+        assert!(
+            marker(u32::MAX, (1 << 31) - 2) < RELAY_FAILED
+                && marker(u32::MAX - 1, (1 << 31) - 1) < RELAY_FAILED
+        );
         assert_eq!(decode(marker(u32::MAX, 1 << 20)), Error::MovedTooFar { atom: u32::MAX, pe: 1 << 20 });
         assert!(marker(0, 0) & ERROR != 0);
     }

@@ -352,13 +352,9 @@ fn return_with<'rt>(
             home_forces.len()
         )));
     }
-    if plan.mesh_votes && plan.my_rank.is_some() {
-        // The mesh's transposes carried the vote; every PME rank took part, or none did.
-        match plan.mesh_agreed.take() {
-            Some(agreed) => plan.take_vote(agreed),
-            None => plan.note_error(plan::NO_MESH_VOTE),
-        }
-    }
+    // Where the mesh's transposes carried the vote (on every PME rank, or on none), the
+    // transport need not.
+    plan.take_mesh_vote();
     let unpacked = transport.backward(plan, buffers, forces, home_forces)?;
     plan.outcome()?;
     if !unpacked {

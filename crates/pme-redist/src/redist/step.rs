@@ -63,9 +63,9 @@ impl<'rt> Step<'_, 'rt> {
         // the slice lives, and the atoms live in another allocation (on an MPI relay another
         // bank, RELAY_BANKS), so the two views do not overlap.
         let forces = unsafe { buffers.force_send().local_range_mut(0..received) };
-        let vote = (plan.mesh_votes && plan.my_rank.is_some()).then(|| {
+        let vote = (plan.votes && plan.my_rank.is_some()).then(|| {
             plan.mesh_agreed = None;
-            Vote { ballot: plan.ballot(), agreed: &mut plan.mesh_agreed }
+            Vote { ballot: plan.ballot(), pes: plan.pme_pes, agreed: &mut plan.mesh_agreed }
         });
         Mesh { atoms, forces, vote }
     }
