@@ -12,7 +12,7 @@
 //! not timed) and return them from there (`return_forces`): no staging copy, and each PE
 //! reads its forces where they lie and unpacks them in the same pass (on the put path too:
 //! the atoms go out by put, the forces come back by pull). `auto` is
-//! [`RedistPath::Auto`]: per link class the path measured or cached fastest (on one node
+//! [`Path::Auto`](onesided::Path::Auto): per link class the path measured or cached fastest (on one node
 //! the same-node link's; across emulated nodes each pair its class's where one class took MPI
 //! and the other a one-sided path, else the other-node link's), forces returned in place
 //! where it took a one-sided path for some pairs.
@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 
 use md_demo::types::TypeTable;
 use md_halo::DdGrid;
-use onesided::Runtime;
+use onesided::{Links, Runtime, Transport};
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, PmeGrid, RVec, RedistLinks, RedistPath, Redistribution};
+use onesided_suite::route::Route;
+use pme_redist::{Particle, PmeGrid, RVec, RedistBaseline, Redistribution};
 
 const SPACING: f32 = 0.12;
 
@@ -101,16 +102,19 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             .filter(|&g| domains.pe_of_position(system.positions[g]) == rt.my_pe())
             .map(|g| Particle { x: system.positions[g], q: params[g].charge, global: g as u32 })
             .collect();
-        let variants = RedistPath::ALL.map(|path| (path.name(), path, false));
-        for (name, path, in_place) in variants.into_iter().chain([
-            ("onesided-get-in-place", RedistPath::OneSidedGet, true),
-            ("onesided-put-in-place", RedistPath::OneSidedPut, true),
-            ("auto", RedistPath::Auto, true),
-        ]) {
-            let redist =
-                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
+        for (name, route, in_place) in [
+            ("onesided-get", Route::uniform(Transport::Get), false),
+            ("onesided-put", Route::uniform(Transport::Put), false),
+            ("mpi", Route::uniform(Transport::Mpi), false),
+            ("mpi-alltoallv", Route::Baseline(RedistBaseline::MpiAlltoallv), false),
+            ("mpi-neighbor", Route::Baseline(RedistBaseline::MpiNeighbor), false),
+            ("onesided-get-in-place", Route::uniform(Transport::Get), true),
+            ("onesided-put-in-place", Route::uniform(Transport::Put), true),
+            ("auto", Route::Auto, true),
+        ] {
+            let redist = route.apply(Redistribution::builder(rt, grid.clone())).collective_build(&home)?;
             // Auto returns in place where it took a one-sided path, as an engine would.
-            let in_place = in_place && redist.links() != RedistLinks::uniform(RedistPath::Mpi);
+            let in_place = in_place && redist.links() != Links::uniform(Transport::Mpi);
             let home_forces = vec![[0.0; 3]; home.len()];
             let step = Step { redist, home: home.clone(), forces: Vec::new(), home_forces, in_place };
             steps.push((name, system.len(), RefCell::new(step)));

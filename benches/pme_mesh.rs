@@ -15,7 +15,7 @@
 //!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
 //!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
 //!   step's error rides in the forward transposes (`Pme::collective_step`);
-//!   `pme_step/auto/<atoms>` takes [`RedistPath::Auto`] and [`Path::Auto`](onesided::Path::Auto) (the
+//!   `pme_step/auto/<atoms>` takes [`Path::Auto`](onesided::Path::Auto) for both (the
 //!   paths the job's links and the grid's blocks were measured fastest on) and
 //!   [`Path::Auto`](onesided::Path::Auto) for the overlaps (per partner, its link's path).
 //!
@@ -29,7 +29,7 @@ use md_demo::types::TypeTable;
 use md_halo::DdGrid;
 use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, Pme, PmeGrid, RVec, RedistPath, Redistribution, SlabFft, ewald_coefficient};
+use pme_redist::{MeshFft, Particle, Pme, PmeGrid, RVec, Redistribution, ewald_coefficient};
 
 /// The transposes benchmarked, with `mpi` (`MPI_Alltoall`) the reference of the ratios;
 /// `auto` is the one of the others measured fastest for the grid's blocks at creation.
@@ -51,14 +51,15 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
     // One grid at a time, so that the symmetric heap holds one grid's buffers.
     for k in [48usize, 96, 128] {
         let edge = 0.12 * k as f32;
-        let grid =
-            PmeGrid::with_sizes([[edge, 0.0, 0.0], [0.0, edge, 0.0], [0.0, 0.0, edge]], [k, k, k], &pme)?;
+        let grid = PmeGrid::builder([[edge, 0.0, 0.0], [0.0, edge, 0.0], [0.0, 0.0, edge]], &pme)
+            .sizes([k, k, k])
+            .build()?;
         let rank = group.my_rank().ok_or("every PE is a PME rank")?;
         let (lo, hi) = grid.slab(rank);
         let slab: Vec<f32> = (lo * k * k..hi * k * k).map(|i| ((i * 7919) % 1009) as f32 / 1009.0).collect();
         let mut ffts = Vec::new();
         for (name, algorithm) in FFT_PATHS {
-            ffts.push((name, RefCell::new(SlabFft::collective_new(&group, &grid, Path::Auto, algorithm)?)));
+            ffts.push((name, RefCell::new(MeshFft::collective_new(&group, &grid, Path::Auto, algorithm)?)));
         }
         let slab = &slab;
         let mut benches = Vec::new();
@@ -102,9 +103,9 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
     let table = TypeTable::builtin();
     let beta = ewald_coefficient(0.9, 1e-5)?;
     let configurations = [
-        ("onesided", RedistPath::OneSidedPut, Path::OneSided),
-        ("mpi", RedistPath::Mpi, Path::Mpi),
-        ("auto", RedistPath::Auto, Path::Auto),
+        ("onesided", Path::OneSided, Path::OneSided),
+        ("mpi", Path::Mpi, Path::Mpi),
+        ("auto", Path::Auto, Path::Auto),
     ];
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;
@@ -116,8 +117,7 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .collect();
         let mut steps = Vec::new();
         for (name, path, mesh_path) in configurations {
-            let redist =
-                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
+            let redist = Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home)?;
             let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));

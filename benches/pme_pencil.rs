@@ -25,7 +25,7 @@ use md_demo::types::TypeTable;
 use md_halo::DdGrid;
 use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, PencilFft, Pme, PmeGrid, RVec, RedistPath, Redistribution, ewald_coefficient};
+use pme_redist::{MeshFft, Particle, Pme, PmeGrid, RVec, Redistribution, ewald_coefficient};
 
 /// The transposes benchmarked, with `mpi` (`MPI_Alltoall` on the row and column
 /// communicators) the reference of the ratios.
@@ -49,7 +49,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
     for k in [48usize, 96] {
         let edge = 0.12 * k as f32;
         let box_vectors = [[edge, 0.0, 0.0], [0.0, edge, 0.0], [0.0, 0.0, edge]];
-        let grid = PmeGrid::with_sizes_in_pencils(box_vectors, [k, k, k], &pme, DIMS)?;
+        let grid = PmeGrid::builder(box_vectors, &pme).sizes([k, k, k]).pencils(DIMS).build()?;
         let rank = group.my_rank().ok_or("every PE is a PME rank")?;
         let ((lo, hi), (ylo, yhi)) = (grid.slab(rank), grid.lines(rank));
         let pencil: Vec<f32> =
@@ -58,7 +58,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         for (name, algorithm) in FFT_PATHS {
             ffts.push((
                 name,
-                RefCell::new(PencilFft::collective_new(rt, &grid, Path::Auto, Some(algorithm))?),
+                RefCell::new(MeshFft::collective_new(&group, &grid, Path::Auto, Some(algorithm))?),
             ));
         }
         let pencil = &pencil;
@@ -100,12 +100,11 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
     let pme: Vec<usize> = (0..4).collect();
     let table = TypeTable::builtin();
     let beta = ewald_coefficient(0.9, 1e-5)?;
-    let configurations =
-        [("onesided", RedistPath::OneSidedPut, Path::OneSided), ("mpi", RedistPath::Mpi, Path::Mpi)];
+    let configurations = [("onesided", Path::OneSided, Path::OneSided), ("mpi", Path::Mpi, Path::Mpi)];
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;
         let k = PmeGrid::new(system.pbc.vectors(), 0.12, &[0])?.sizes();
-        let grid = PmeGrid::with_sizes_in_pencils(system.pbc.vectors(), k, &pme, DIMS)?;
+        let grid = PmeGrid::builder(system.pbc.vectors(), &pme).sizes(k).pencils(DIMS).build()?;
         let domains = DdGrid::choose(4, system.pbc, 1e-3)?;
         let home: Vec<Particle> = (0..system.len())
             .filter(|&g| domains.pe_of_position(system.positions[g]) == rt.my_pe())
@@ -113,8 +112,7 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
             .collect();
         let mut steps = Vec::new();
         for (name, path, mesh_path) in configurations {
-            let redist =
-                Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home, system.len())?;
+            let redist = Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home)?;
             let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));

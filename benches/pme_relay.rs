@@ -16,18 +16,18 @@ use std::time::{Duration, Instant};
 
 use md_demo::types::TypeTable;
 use md_halo::DdGrid;
-use onesided::Runtime;
+use onesided::{Links, Runtime, Transport};
 use onesided_suite::bench::{self, Bench};
-use pme_redist::{Particle, PmeGrid, RVec, RedistPath, Redistribution};
+use pme_redist::{Particle, PmeGrid, RVec, Redistribution};
 
 const SPACING: f32 = 0.12;
 
 /// The paths benchmarked, each direct and relayed: the path and the two variants' names
 /// (MPI direct is the reference).
-const PATHS: [(RedistPath, [&str; 2]); 3] = [
-    (RedistPath::OneSidedPut, ["onesided-put-direct", "onesided-put-relay"]),
-    (RedistPath::OneSidedGet, ["onesided-get-direct", "onesided-get-relay"]),
-    (RedistPath::Mpi, ["mpi", "mpi-relay"]),
+const PATHS: [(Transport, [&str; 2]); 3] = [
+    (Transport::Put, ["onesided-put-direct", "onesided-put-relay"]),
+    (Transport::Get, ["onesided-get-direct", "onesided-get-relay"]),
+    (Transport::Mpi, ["mpi", "mpi-relay"]),
 ];
 
 fn main() {
@@ -45,7 +45,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
     let mut cases: Vec<(&str, usize, RefCell<Case<'_>>)> = Vec::new();
     for system in bench::water_systems()? {
         let params = table.assign(&system.atoms, "data/spc216.gro")?;
-        let grid = PmeGrid::new(system.pbc.vectors(), SPACING, &pme)?.with_pencils([1, 2])?;
+        let grid = PmeGrid::builder(system.pbc.vectors(), &pme).spacing(SPACING).pencils([1, 2]).build()?;
         let domains = DdGrid::choose(2, system.pbc, 1e-3)?;
         let home: Vec<Particle> = (0..system.len())
             .filter(|&g| me < 2 && domains.pe_of_position(system.positions[g]) == me)
@@ -54,9 +54,11 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         let relay = if me < 2 { grid.relay_rank(domains.dims(), domains.cell_of(me))? } else { 0 };
         for (path, names) in PATHS {
             for (relayed, name) in [false, true].into_iter().zip(names) {
-                let builder = Redistribution::builder(rt, grid.clone()).path(path).displacement_margin(0.1);
+                let builder = Redistribution::builder(rt, grid.clone())
+                    .links(Links::uniform(path))
+                    .displacement_margin(0.1);
                 let builder = if relayed { builder.relay(|_| relay) } else { builder };
-                let redist = builder.collective_build(&home, system.len())?;
+                let redist = builder.collective_build(&home)?;
                 let home_forces = vec![[0.0; 3]; home.len()];
                 cases.push((
                     name,

@@ -75,7 +75,7 @@ use md_halo::{DdGrid, Dlb, HaloExchange, PeriodicImages, RVec};
 use onesided::{Collectives, Links, Path, PeGroup, Runtime, Transport};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
-use pme_redist::{Particle, Pme, PmeGrid, RedistPath, Redistribution, ewald_coefficient};
+use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 
 struct Options {
     gro: PathBuf,
@@ -461,14 +461,14 @@ fn run_path(
     let mut pme = match (&setup.pme, &group) {
         (Some((pme_grid, beta)), Some(group)) => {
             let (redist_path, mesh_path) = match path {
-                RunPath::Mpi => (RedistPath::Mpi, Path::Mpi),
-                _ => (RedistPath::OneSidedPut, Path::OneSided),
+                RunPath::Mpi => (Path::Mpi, Path::Mpi),
+                _ => (Path::OneSided, Path::OneSided),
             };
             let home = particles(&halo, topology);
             // Every step goes through the mesh, whose transposes carry the vote.
             let redist = Redistribution::builder(rt, pme_grid.clone())
                 .path(redist_path)
-                .collective_build(&home, n_atoms)
+                .collective_build(&home)
                 .map_err(config)?;
             let mesh =
                 Pme::builder(group, pme_grid, *beta).path(mesh_path).collective_build().map_err(config)?;

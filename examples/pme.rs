@@ -56,12 +56,12 @@ use md_demo::force::{ForceField, Topology, serial_forces};
 use md_demo::types::{AtomParams, TypeTable};
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
-use onesided::{AlltoallAlgorithm, Collectives, Path, PeGroup, Runtime};
+use onesided::{AlltoallAlgorithm, Collectives, Path, PeGroup, Runtime, Transport};
 use onesided_suite::cli;
+use onesided_suite::route::Route;
 use pme_redist::reference::serial_pme;
 use pme_redist::{
-    ONE_4PI_EPS0, Particle, Pme, PmeDecomposition, PmeGrid, RVec, RedistPath, Redistribution,
-    ewald_coefficient,
+    ONE_4PI_EPS0, Particle, Pme, PmeDecomposition, PmeGrid, RVec, Redistribution, ewald_coefficient,
 };
 
 struct Options {
@@ -76,7 +76,7 @@ struct Options {
     decomposition: PmeDecomposition,
     margin: Option<f32>,
     relay: bool,
-    paths: Vec<RedistPath>,
+    paths: Vec<Route>,
     fft_paths: Option<Vec<FftPath>>,
     steps: u64,
     verify: bool,
@@ -107,7 +107,7 @@ fn parse() -> Result<Options, String> {
         decomposition: PmeDecomposition::Auto,
         margin: None,
         relay: false,
-        paths: vec![RedistPath::OneSidedPut, RedistPath::Mpi],
+        paths: vec![Route::uniform(Transport::Put), Route::uniform(Transport::Mpi)],
         fft_paths: None,
         steps: 20,
         verify: false,
@@ -136,11 +136,7 @@ fn parse() -> Result<Options, String> {
             "--relay" => options.relay = true,
             "--path" => {
                 let v = value()?;
-                options.paths = if v == "all" {
-                    RedistPath::ALL.to_vec()
-                } else {
-                    vec![v.parse().map_err(|e: pme_redist::Error| e.to_string())?]
-                };
+                options.paths = if v == "all" { Route::all() } else { vec![v.parse()?] };
             }
             "--fft-path" => {
                 let v = value()?;
@@ -236,8 +232,14 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     let pme: Vec<usize> = if m == n { (0..n).collect() } else { (n - m..n).collect() };
     let particle_pes = if m == n { n } else { n - m };
     let grid = match options.grid {
-        Some(k) => PmeGrid::with_sizes_as(structure.pbc.vectors(), k, &pme, options.decomposition)?,
-        None => PmeGrid::new_with(structure.pbc.vectors(), options.spacing, &pme, options.decomposition)?,
+        Some(k) => PmeGrid::builder(structure.pbc.vectors(), &pme)
+            .sizes(k)
+            .decomposition(options.decomposition)
+            .build()?,
+        None => PmeGrid::builder(structure.pbc.vectors(), &pme)
+            .spacing(options.spacing)
+            .decomposition(options.decomposition)
+            .build()?,
     };
     // What an atom can move between two plans (REPLAN steps), unless the user says.
     let margin = options.margin.unwrap_or(motion::buffer_for(REPLAN as usize, &structure.pbc) / 2.0);
@@ -277,19 +279,17 @@ impl std::fmt::Display for FftPath {
 }
 
 /// The transpose path that goes with a redistribution path by default.
-fn matching_fft_path(path: RedistPath) -> FftPath {
-    match path {
-        RedistPath::OneSidedGet | RedistPath::OneSidedPut => FftPath::Algorithm(AlltoallAlgorithm::Ordered),
-        RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor => {
-            FftPath::Algorithm(AlltoallAlgorithm::Mpi)
-        }
-        RedistPath::Auto => FftPath::Auto,
+fn matching_fft_path(path: &Route) -> FftPath {
+    match path.mesh_path() {
+        Path::OneSided => FftPath::Algorithm(AlltoallAlgorithm::Ordered),
+        Path::Mpi => FftPath::Algorithm(AlltoallAlgorithm::Mpi),
+        Path::Auto => FftPath::Auto,
     }
 }
 
 /// What one configuration measured: mean per step on the slowest PE, in µs, by phase.
 struct Outcome {
-    path: RedistPath,
+    path: Route,
     fft_path: FftPath,
     /// redist X, spread, FFT, FFT comm., solve, gather, redist F, whole step.
     us: [f64; 8],
@@ -322,7 +322,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
         );
     }
     let mut outcomes = Vec::new();
-    for &path in &options.paths {
+    for path in &options.paths {
         let fft_paths = options.fft_paths.clone().unwrap_or_else(|| vec![matching_fft_path(path)]);
         for fft_path in fft_paths {
             outcomes.push(run_configuration(rt, options, setup, &group, path, fft_path)?);
@@ -422,27 +422,27 @@ fn run_configuration(
     options: &Options,
     setup: &Setup,
     group: &PeGroup<'_>,
-    path: RedistPath,
+    path: &Route,
     fft_path: FftPath,
 ) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
     let mut home = setup.home.clone();
     // Every step goes through the mesh, whose transposes carry the vote on the step's error.
     let builder =
-        Redistribution::builder(rt, setup.grid.clone()).path(path).displacement_margin(setup.margin);
+        path.apply(Redistribution::builder(rt, setup.grid.clone())).displacement_margin(setup.margin);
     let builder = if options.relay { builder.relay(|_| setup.relay.unwrap_or(usize::MAX)) } else { builder };
-    let mut redist = builder.collective_build(&home, setup.structure.len())?;
+    let mut redist = builder.collective_build(&home)?;
     // The overlap planes go the way the redistribution went; under auto, per partner the
     // path of its link.
-    let overlap = match (path, redist.path()) {
-        (RedistPath::Auto, _) => Path::Auto,
-        (_, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor) => Path::Mpi,
+    let overlap = match path {
+        Route::Auto => Path::Auto,
+        _ if redist.links().other_node == Transport::Mpi => Path::Mpi,
         _ => Path::OneSided,
     };
-    if path == RedistPath::Auto && me == 0 {
+    if *path == Route::Auto && me == 0 {
         let links = redist.links();
-        if links.is_uniform() {
-            println!("  auto: the redistribution took {links} for every pair");
+        if links.same_node == links.other_node {
+            println!("  auto: the redistribution took {} for every pair", links.same_node);
         } else {
             println!(
                 "  auto: the redistribution took {} within a node, {} across nodes",
@@ -519,7 +519,7 @@ fn run_configuration(
         let phases: Vec<String> = names.zip(&us).map(|(name, t)| format!("{name} {t:.1}")).collect();
         println!("  {path} + {fft_path}: us per step on the slowest PE: {}", phases.join(", "));
     }
-    Ok(Outcome { path, fft_path, us, energy, first_energy, verified, prints })
+    Ok(Outcome { path: path.clone(), fft_path, us, energy, first_energy, verified, prints })
 }
 
 /// Each PE's memory for the redistribution, printed by PE 0: its symmetric bytes (the same

@@ -33,9 +33,9 @@ use mpi::datatype::PartitionMut;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use onesided::{Collectives, Path, Runtime};
 use onesided_suite::cli;
-use pme_redist::{
-    Particle, PmeGrid, RVec, RedistPath, Redistribution, SlabGrid, serial_gather, serial_spread,
-};
+use onesided_suite::route::Route;
+use pme_redist::reference::{serial_gather, serial_spread};
+use pme_redist::{Particle, PmeGrid, RVec, Redistribution, SlabGrid};
 
 struct Options {
     gro: PathBuf,
@@ -43,7 +43,7 @@ struct Options {
     replicate: [usize; 3],
     spacing: f32,
     pme_pes: Option<usize>,
-    paths: Vec<RedistPath>,
+    paths: Vec<Route>,
     steps: u64,
     verify: bool,
     threads: usize,
@@ -64,7 +64,7 @@ fn parse() -> Result<Options, String> {
         replicate: [2, 2, 2],
         spacing: 0.12,
         pme_pes: None,
-        paths: RedistPath::ALL.to_vec(),
+        paths: Route::all(),
         steps: 20,
         verify: false,
         threads: 1,
@@ -82,11 +82,7 @@ fn parse() -> Result<Options, String> {
             "--pme-pes" => options.pme_pes = Some(positive(value()?)? as usize),
             "--path" => {
                 let v = value()?;
-                options.paths = if v == "all" {
-                    RedistPath::ALL.to_vec()
-                } else {
-                    vec![v.parse().map_err(|e: pme_redist::Error| e.to_string())?]
-                };
+                options.paths = if v == "all" { Route::all() } else { vec![v.parse()?] };
             }
             "--steps" => options.steps = positive(value()?)?,
             "--threads" => options.threads = positive(value()?)? as usize,
@@ -182,7 +178,7 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
 
 /// What a path's run measured and found.
 struct Outcome {
-    path: RedistPath,
+    path: Route,
     redist_us: f64,
     forces_us: f64,
     verified: Option<bool>,
@@ -210,7 +206,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
         );
     }
     let mut outcomes = Vec::new();
-    for &path in &options.paths {
+    for path in &options.paths {
         outcomes.push(run_path(rt, options, setup, path)?);
     }
     if outcomes.len() > 1 {
@@ -250,18 +246,11 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
     Ok(all)
 }
 
-fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) -> pme_redist::Result<Outcome> {
+fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: &Route) -> pme_redist::Result<Outcome> {
     let me = rt.my_pe();
-    let overlap_path = if matches!(path, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor)
-    {
-        Path::Mpi
-    } else {
-        Path::OneSided
-    };
+    let overlap_path = if path.is_mpi() { Path::Mpi } else { Path::OneSided };
     let mut home = setup.home.clone();
-    let mut redist = Redistribution::builder(rt, setup.grid.clone())
-        .path(path)
-        .collective_build(&home, setup.structure.len())?;
+    let mut redist = path.apply(Redistribution::builder(rt, setup.grid.clone())).collective_build(&home)?;
     let mut slab = SlabGrid::collective_new(rt, &setup.grid, overlap_path)?;
     let (mut redist_times, mut force_times) = (Vec::new(), Vec::new());
     let mut fingerprints = Vec::new();
@@ -282,7 +271,7 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
         // The one-sided paths gather straight into the redistribution's buffer, from which the
         // PEs read their forces where they lie; MPI sends from the gather's vector, as MPI
         // codes do.
-        let in_place = matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
+        let in_place = path.is_one_sided();
         let forces = if in_place {
             let mesh = delivered.mesh();
             slab.gather_into(mesh.atoms, mesh.forces);
@@ -331,14 +320,20 @@ fn run_path(rt: &Runtime, options: &Options, setup: &Setup, path: RedistPath) ->
              {forces_us:.2} us"
         );
     }
-    Ok(Outcome { path, redist_us, forces_us, verified: options.verify.then_some(checks), fingerprints })
+    Ok(Outcome {
+        path: path.clone(),
+        redist_us,
+        forces_us,
+        verified: options.verify.then_some(checks),
+        fingerprints,
+    })
 }
 
 /// The checks of the last step; every PE returns the same verdict.
 fn verify_step(
     rt: &Runtime,
     setup: &Setup,
-    (path, pme_rank, received): (RedistPath, Option<usize>, &[Particle]),
+    (path, pme_rank, received): (&Route, Option<usize>, &[Particle]),
     slab: &SlabGrid<'_>,
     home: &[Particle],
     home_forces: &[RVec],

@@ -44,7 +44,7 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
     let beta = ewald_coefficient(CUTOFF, 1e-5)?;
     let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
     // Every step goes through the mesh: its transposes carry the vote on the step's error.
-    let mut redist = Redistribution::builder(rt, grid).collective_build(&home, total)?;
+    let mut redist = Redistribution::builder(rt, grid).collective_build(&home)?;
     let mut forces = vec![[0.0f32; 3]; home.len()];
     let mut velocities = vec![[0.0f32; 3]; home.len()];
     let mut energy = 0.0;

@@ -20,7 +20,7 @@
 //!   [`pme_redist::PmeGrid::pencil_dims`]; `slab` caps the ranks at a quarter of the x
 //!   planes);
 //! - each particle rank's partners from the library's own plan
-//!   ([`pme_redist::planned_targets`], with the displacement margin `--margin`, default
+//!   ([`pme_redist::model::planned_targets`], with the displacement margin `--margin`, default
 //!   0.1 nm): the PME ranks its atoms can reach, and the bound on what each can receive.
 //!
 //! - with `--routing relay` (default `both`, a line each), each particle rank's relay
@@ -70,8 +70,9 @@ use md_halo::DdGrid;
 use md_halo::model::{BalanceTraffic, balance_traffic, halo_traffic};
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
+use pme_redist::model::{planned_stage_targets, planned_targets};
 use pme_redist::spline::ORDER;
-use pme_redist::{Particle, PmeDecomposition, PmeGrid, RVec, planned_stage_targets, planned_targets};
+use pme_redist::{Particle, PmeDecomposition, PmeGrid, RVec};
 
 /// One class of link's cost: a message of `b` bytes takes `alpha + b / beta` seconds, and a
 /// redistribution target costs `extra` latencies beyond one message each way.
@@ -94,7 +95,7 @@ struct Path {
     name: String,
     same: Link,
     other: Link,
-    /// Where the PME redistribution takes one path for every pair, as `RedistPath::Auto` does
+    /// Where the PME redistribution takes one path for every pair, as `Path::Auto` does
     /// when both classes chose MPI or both a one-sided path (the other-node class's where the
     /// job spans nodes): that path's link within a node. `None`: each pair's own link (where
     /// one class chose MPI and the other a one-sided path, `Auto` mixes them per pair).
@@ -578,7 +579,7 @@ fn model(
     let grid = DdGrid::choose(particle_ranks, system.pbc, range)?;
     let pme_pes: Vec<usize> = (particle_ranks..particle_ranks + pme_ranks).collect();
     let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
-    let pme = PmeGrid::with_sizes_in_pencils(system.pbc.vectors(), k, &pme_pes, pme_dims)?;
+    let pme = PmeGrid::builder(system.pbc.vectors(), &pme_pes).sizes(k).pencils(pme_dims).build()?;
     let traffic = halo_traffic(&grid, &system.positions);
     let n = traffic.len();
     let nodes = Nodes::interleaved(n, pme_ranks, options.ranks_per_node);

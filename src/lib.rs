@@ -2,7 +2,8 @@
 //! through `scripts/pe-run` ([`launch`]), the multi-PE test harness ([`pe_test`]) and
 //! criterion across PEs ([`bench`](mod@bench)), the records it keeps for the report
 //! ([`records`]), the benchmark report ([`report`]), the GROMACS comparison ([`yardstick`]) and
-//! the examples' command lines ([`cli`]).
+//! the examples' command lines ([`cli`]) and the ways they build a redistribution
+//! ([`route`]).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -11,4 +12,5 @@ pub mod launch;
 pub mod pe_test;
 pub mod records;
 pub mod report;
+pub mod route;
 pub mod yardstick;

@@ -14,14 +14,13 @@ use std::time::Duration;
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::{DdGrid, PbcBox};
-use onesided::{Path, Runtime, Transport};
+use onesided::{Links, Path, Runtime, Transport};
 use onesided_suite::ensure;
 use onesided_suite::launch;
 use onesided_suite::pe_test::{self, CaseResult, TWO_THREE_FOUR};
-use pme_redist::{
-    Error, Particle, PmeGrid, RVec, RedistLinks, RedistPath, Redistribution, SlabGrid, serial_gather,
-    serial_spread,
-};
+use onesided_suite::route::Route;
+use pme_redist::reference::{serial_gather, serial_spread};
+use pme_redist::{Error, Particle, PmeGrid, RVec, Redistribution, SlabGrid};
 
 const WATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spc216.gro");
 
@@ -54,21 +53,17 @@ const SPACING: f32 = 0.12;
 /// Links that mix MPI with a one-sided path. On one node every pair takes the same-node path;
 /// on 2 emulated nodes (scripts/test-nodes) pairs of both classes take different transports in
 /// the same step.
-const MIXED: [RedistLinks; 3] = [
-    RedistLinks { same_node: RedistPath::OneSidedPut, other_node: RedistPath::Mpi },
-    RedistLinks { same_node: RedistPath::OneSidedGet, other_node: RedistPath::Mpi },
-    RedistLinks { same_node: RedistPath::Mpi, other_node: RedistPath::OneSidedPut },
-];
-
-/// Every path for every pair, then every mix of [`MIXED`].
-fn routes() -> impl Iterator<Item = RedistLinks> {
-    RedistPath::ALL.into_iter().map(RedistLinks::uniform).chain(MIXED)
+fn mixed() -> [Route; 3] {
+    [
+        Route::mixed(Transport::Put, Transport::Mpi),
+        Route::mixed(Transport::Get, Transport::Mpi),
+        Route::mixed(Transport::Mpi, Transport::Put),
+    ]
 }
 
-/// Whether every pair goes by MPI (every buffer is then the PE's own).
-fn all_mpi(links: RedistLinks) -> bool {
-    let mpi = |p| matches!(p, RedistPath::Mpi | RedistPath::MpiAlltoallv | RedistPath::MpiNeighbor);
-    mpi(links.same_node) && mpi(links.other_node)
+/// Every path for every pair, then every mix of [`mixed`].
+fn routes() -> impl Iterator<Item = Route> {
+    Route::all().into_iter().chain(mixed())
 }
 
 /// The PME PEs of each layout a job of `n` PEs is tested with: every PE, the last one, and
@@ -267,9 +262,8 @@ fn every_atom_reaches_its_rank_in(rt: &Runtime, structure: &Structure) -> CaseRe
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         for links in routes() {
             let mut homes = homes(rt, structure, &pme)?;
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .links(links)
-                .collective_build(&homes[me], structure.len())?;
+            let mut redist =
+                links.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
             for step in 0..9u64 {
                 if step % 4 == 3 {
                     redist.collective_plan(&homes[me])?;
@@ -294,25 +288,25 @@ fn auto_takes_the_path_of_each_link(rt: &Runtime) -> CaseResult {
     let structure = water([2, 2, 2]);
     let me = rt.my_pe();
     let links = rt.collective_links()?;
+    // The redistribution has no MPI one-sided transport: MPI's two-sided stands in.
     let of = |t: Transport| match t {
-        Transport::Get => RedistPath::OneSidedGet,
-        Transport::Mpi | Transport::MpiRma => RedistPath::Mpi,
-        _ => RedistPath::OneSidedPut,
+        Transport::Get => Transport::Get,
+        Transport::Mpi | Transport::MpiRma => Transport::Mpi,
+        _ => Transport::Put,
     };
     let (same_node, other_node) = (of(links.same_node), of(links.other_node));
     let want = if rt.node_pes().len() == rt.n_pes() {
-        RedistLinks::uniform(same_node)
-    } else if (same_node == RedistPath::Mpi) != (other_node == RedistPath::Mpi) {
-        RedistLinks { same_node, other_node }
+        Links::uniform(same_node)
+    } else if (same_node == Transport::Mpi) != (other_node == Transport::Mpi) {
+        Links::new(same_node, other_node)
     } else {
-        RedistLinks::uniform(other_node)
+        Links::uniform(other_node)
     };
     for pme in layouts(rt.n_pes()) {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let mut homes = homes(rt, &structure, &pme)?;
-        let mut redist = Redistribution::builder(rt, grid.clone())
-            .path(RedistPath::Auto)
-            .collective_build(&homes[me], structure.len())?;
+        let mut redist =
+            Redistribution::builder(rt, grid.clone()).path(Path::Auto).collective_build(&homes[me])?;
         ensure!(redist.links() == want, "auto took {}, the links say {want} ({links:?})", redist.links());
         for step in 0..5u64 {
             if step == 3 {
@@ -345,13 +339,12 @@ fn threads_place_and_pack_alike(rt: &Runtime) -> CaseResult {
             "PE {me} holds {} atoms: one chunk tests no parallel packing",
             homes[me].len()
         );
-        for path in RedistPath::ALL {
+        for path in Route::all() {
             // The whole run inside the pool; its error crosses back as its message (a boxed
             // error is not Send).
             let mut run = || -> CaseResult {
-                let mut redist = Redistribution::builder(rt, grid.clone())
-                    .path(path)
-                    .collective_build(&homes[me], structure.len())?;
+                let mut redist =
+                    path.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
                 for step in 0..3u64 {
                     let context = format!("{path} on 3 threads, PME on {pme:?}, step {step}");
                     checked_step(&mut redist, &grid, &homes, me, step, &context)?;
@@ -450,12 +443,11 @@ fn home_counts_grow_and_shrink_across_plans(rt: &Runtime) -> CaseResult {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let particle_pes = particle_pes(n, &pme);
         let mut sizes = Vec::new();
-        for path in RedistPath::ALL {
+        for path in Route::all() {
             let mut homes = homes(rt, &structure, &pme)?;
             sizes = vec![homes[0].len()];
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
-                .collective_build(&homes[me], structure.len())?;
+            let mut redist =
+                path.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
             for step in 0..12u64 {
                 if step > 0 && step % 3 == 0 {
                     repartition(&mut homes, particle_pes, step / 3, &structure.pbc)?;
@@ -492,10 +484,9 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
         let mut prints = Vec::new();
         for path in routes() {
             let homes = homes(rt, structure, &pme)?;
-            let overlap = if all_mpi(path) { Path::Mpi } else { Path::OneSided };
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .links(path)
-                .collective_build(&homes[me], structure.len())?;
+            let overlap = if path.is_mpi() { Path::Mpi } else { Path::OneSided };
+            let mut redist =
+                path.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
             let mut slab = SlabGrid::collective_new(rt, &grid, overlap)?;
             let mut delivered = redist.redistribute(&homes[me])?;
             slab.spread(delivered.received());
@@ -522,7 +513,7 @@ fn spread_and_gather_match_serial_in(rt: &Runtime, structure: &Structure) -> Cas
             // and return from there; the MPI paths from the gather's vector. The bits must
             // agree.
             let mut home_forces = vec![[0.0; 3]; homes[me].len()];
-            if !all_mpi(path) {
+            if !path.is_mpi() {
                 let mesh = delivered.mesh();
                 slab.gather_into(mesh.atoms, mesh.forces);
                 delivered.return_forces(&mut home_forces)?;
@@ -566,9 +557,8 @@ fn moved_too_far_is_reported_everywhere(rt: &Runtime) -> CaseResult {
     let jump = lx / 2.0;
     for path in routes() {
         let mut homes = homes(rt, &structure, &pme)?;
-        let mut redist = Redistribution::builder(rt, grid.clone())
-            .links(path)
-            .collective_build(&homes[me], structure.len())?;
+        let mut redist =
+            path.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
         // Two atoms on different PEs jump: the report names the one on the lower PE.
         let jumpers: Vec<(usize, usize)> = [0, n - 1].iter().map(|&pe| (pe, homes[pe].len() / 2)).collect();
         for &(pe, i) in &jumpers {
@@ -633,18 +623,22 @@ fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
         let slabs = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
         let mut grids = vec![slabs.clone()];
         match pme.len() {
-            2 => grids.push(slabs.with_pencils([1, 2])?),
-            4 => grids.push(slabs.with_pencils([2, 2])?),
+            2 => grids.push(
+                PmeGrid::builder(structure.pbc.vectors(), &pme).spacing(SPACING).pencils([1, 2]).build()?,
+            ),
+            4 => grids.push(
+                PmeGrid::builder(structure.pbc.vectors(), &pme).spacing(SPACING).pencils([2, 2]).build()?,
+            ),
             _ => {}
         }
         for grid in grids {
             let relays = relays_of(&grid, &domains, n)?;
             for path in routes() {
                 let mut homes = homes(rt, &structure, &pme)?;
-                let mut redist = Redistribution::builder(rt, grid.clone())
-                    .links(path)
+                let mut redist = path
+                    .apply(Redistribution::builder(rt, grid.clone()))
                     .relay(|pe| relays[pe].unwrap_or(usize::MAX))
-                    .collective_build(&homes[me], structure.len())?;
+                    .collective_build(&homes[me])?;
                 let dims = grid.dims();
                 if let Some(relay) = relays[me] {
                     ensure!(
@@ -672,7 +666,7 @@ fn relayed_atoms_reach_their_ranks_on_every_path(rt: &Runtime) -> CaseResult {
                 // On the MPI paths every buffer is the PE's own, and the hops' buffers take
                 // turns in four banks: a particle PE's atoms out and forces back share one,
                 // as large as the atoms (20 bytes each, a fifth over) and no more.
-                if all_mpi(path) {
+                if path.is_mpi() {
                     let (symmetric, local) = (redist.symmetric_bytes(), redist.local_bytes());
                     let home = homes[me].len();
                     let atoms = size_of::<Particle>() * (home + home.div_ceil(5)) + 8;
@@ -705,7 +699,10 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
     // vote tells every PME rank.
     let grids = if n >= 6 {
         let four: Vec<usize> = (n - 4..n).collect();
-        vec![(four.clone(), PmeGrid::new(structure.pbc.vectors(), SPACING, &four)?.with_pencils([2, 2])?)]
+        vec![(
+            four.clone(),
+            PmeGrid::builder(structure.pbc.vectors(), &four).spacing(SPACING).pencils([2, 2]).build()?,
+        )]
     } else {
         vec![(pme.clone(), slabs.clone())]
     };
@@ -714,11 +711,11 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
         let relays = relays_of(&grid, &domains, n)?;
         for path in routes() {
             let mut homes = homes(rt, &structure, &pme)?;
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .links(path)
+            let mut redist = path
+                .apply(Redistribution::builder(rt, grid.clone()))
                 .displacement_margin(0.05)
                 .relay(|pe| relays[pe].unwrap_or(usize::MAX))
-                .collective_build(&homes[me], structure.len())?;
+                .collective_build(&homes[me])?;
             let pe = particle_pes(n, &pme) - 1;
             let context = format!("{path} relayed, PME in {:?}", grid.dims());
             jump_is_reported(&mut redist, &mut homes, Some(&relays), me, pe, 0.5 * lx, &context)?;
@@ -731,8 +728,7 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
     let all: Vec<usize> = (0..n).collect();
     let everywhere = PmeGrid::new(structure.pbc.vectors(), SPACING, &all)?;
     let homes = homes(rt, &structure, &all)?;
-    let outcome =
-        Redistribution::builder(rt, everywhere).relay(|_| 0).collective_build(&homes[me], structure.len());
+    let outcome = Redistribution::builder(rt, everywhere).relay(|_| 0).collective_build(&homes[me]);
     ensure!(
         matches!(&outcome, Err(Error::Config(m)) if m.contains("subset")),
         "relaying with PME on every PE: {outcome:?}"
@@ -740,13 +736,12 @@ fn a_relayed_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseRe
     let homes = self::homes(rt, &structure, &pme)?;
     let builder = Redistribution::builder(rt, grid.clone());
     let builder = if me == 0 { builder } else { builder.relay(|pe| relays[pe].unwrap_or(0)) };
-    let outcome = builder.collective_build(&homes[me], structure.len());
+    let outcome = builder.collective_build(&homes[me]);
     ensure!(
         matches!(&outcome, Err(Error::CollectiveConfig(m)) if m.contains("some PEs relay")),
         "PE 0 alone not relaying: {outcome:?}"
     );
-    let outcome =
-        Redistribution::builder(rt, grid).relay(|_| 7).collective_build(&homes[me], structure.len());
+    let outcome = Redistribution::builder(rt, grid).relay(|_| 7).collective_build(&homes[me]);
     ensure!(
         matches!(&outcome, Err(Error::CollectiveConfig(m)) if m.contains("outside the grid's 2 PME ranks")),
         "a relay outside the grid: {outcome:?}"
@@ -774,12 +769,12 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
     let structure = water([2, 1, 1]);
     for pme in layouts(n) {
         let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?;
-        for path in RedistPath::ALL {
+        for path in Route::all() {
             let mut homes = homes(rt, &structure, &pme)?;
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .path(path)
+            let mut redist = path
+                .apply(Redistribution::builder(rt, grid.clone()))
                 .displacement_margin(MARGIN)
-                .collective_build(&homes[me], structure.len())?;
+                .collective_build(&homes[me])?;
             for step in 0..5u64 {
                 if step % 4 == 3 {
                     redist.collective_plan(&homes[me])?;
@@ -840,7 +835,7 @@ fn partners_follow_the_margin(rt: &Runtime) -> CaseResult {
             );
             // The MPI paths keep every buffer in the PE's own memory: symmetric only the
             // agreement's lines.
-            let one_sided = matches!(path, RedistPath::OneSidedGet | RedistPath::OneSidedPut);
+            let one_sided = path.is_one_sided();
             ensure!(
                 one_sided || (symmetric <= 16 * 1024 && local >= share),
                 "{path}, PME on {pme:?}: {symmetric} symmetric and {local} local bytes on PE {me} for a \
@@ -895,10 +890,10 @@ fn an_atom_past_its_margin_is_reported_everywhere(rt: &Runtime) -> CaseResult {
         let slab = lx / grid.ranks() as f32;
         for path in routes() {
             let mut homes = homes(rt, &structure, &pme)?;
-            let mut redist = Redistribution::builder(rt, grid.clone())
-                .links(path)
+            let mut redist = path
+                .apply(Redistribution::builder(rt, grid.clone()))
                 .displacement_margin(0.05)
-                .collective_build(&homes[me], structure.len())?;
+                .collective_build(&homes[me])?;
             let pe = particle_pes(n, &pme) - 1;
             let context = format!("{path}, PME on {pme:?}");
             jump_is_reported(&mut redist, &mut homes, None, me, pe, 1.5 * slab, &context)?;
@@ -915,17 +910,17 @@ fn pencils_place_every_atom(rt: &Runtime) -> CaseResult {
     let structure = water([2, 2, 1]);
     let ly = structure.pbc.diagonal()[1];
     for (pme, dims) in [((0..n).collect::<Vec<_>>(), [2, 2]), (vec![n - 2, n - 1], [1, 2])] {
-        let grid = PmeGrid::new(structure.pbc.vectors(), SPACING, &pme)?.with_pencils(dims)?;
+        let grid = PmeGrid::builder(structure.pbc.vectors(), &pme).spacing(SPACING).pencils(dims).build()?;
         ensure!(grid.is_pencil() && grid.dims() == dims, "{dims:?} pencils");
-        for path in RedistPath::ALL {
+        for path in Route::all() {
             for margin in [None, Some(0.05)] {
                 let mut homes = homes(rt, &structure, &pme)?;
-                let builder = Redistribution::builder(rt, grid.clone()).path(path);
+                let builder = path.apply(Redistribution::builder(rt, grid.clone()));
                 let builder = match margin {
                     Some(nm) => builder.displacement_margin(nm),
                     None => builder,
                 };
-                let mut redist = builder.collective_build(&homes[me], structure.len())?;
+                let mut redist = builder.collective_build(&homes[me])?;
                 for step in 0..5u64 {
                     if step == 3 {
                         redist.collective_plan(&homes[me])?;
@@ -976,21 +971,30 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     config(PmeGrid::new(box_vectors, 0.0, &[0]), "positive length")?;
     config(PmeGrid::new(box_vectors, f32::NAN, &[0]), "positive length")?;
     config(PmeGrid::new(box_vectors, SPACING, &[]), "at least one PME rank")?;
-    config(PmeGrid::with_sizes(box_vectors, [8, 8, 8], &[0, 1, 2]), "use at most 2 PME ranks")?;
-    config(PmeGrid::with_sizes(box_vectors, [6, 8, 8], &[0]), "too coarse")?;
+    let thin = PmeGrid::builder(box_vectors, &[0, 1, 2]).sizes([8, 8, 8]).build();
+    ensure!(
+        matches!(
+            thin,
+            Err(Error::TooManyRanks {
+                axis: 'x',
+                lines: 8,
+                ranks: 3,
+                thinnest: 2,
+                most: 2,
+                order: 4,
+                pencils: false
+            })
+        ),
+        "8 planes over 3 ranks: {thin:?}"
+    );
+    ensure!(
+        thin.is_err_and(|e| e.to_string().contains("use at most 2 PME ranks")),
+        "the message says how many"
+    );
+    config(PmeGrid::builder(box_vectors, &[0]).sizes([6, 8, 8]).build(), "too coarse")?;
     let mut rotated = box_vectors;
     rotated[0][1] = 0.5;
     config(PmeGrid::new(rotated, SPACING, &[0]), "box[0][1] (a_y) is 0.5, not 0")?;
-    ensure!("onesided-put".parse::<RedistPath>()? == RedistPath::OneSidedPut, "path names");
-    ensure!("nonsense".parse::<RedistPath>().is_err(), "an unknown path is an error");
-    let mixed: RedistLinks = "same-node=onesided-put,other-node=mpi".parse()?;
-    ensure!(mixed == MIXED[0] && mixed.to_string() == "same-node=onesided-put,other-node=mpi", "{mixed}");
-    ensure!("mpi".parse::<RedistLinks>()? == RedistLinks::uniform(RedistPath::Mpi), "uniform links");
-    for bad in
-        ["same-node=onesided-put,other-node=onesided-get", "same-node=auto,other-node=mpi", "same-node=mpi"]
-    {
-        ensure!(bad.parse::<RedistLinks>().is_err(), "links {bad:?} parsed");
-    }
 
     // A PME-only PE given home atoms: every PE fails, naming it.
     let pme_only = format!("PE {} is a PME-only rank", n - 1);
@@ -999,8 +1003,8 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
     let mut homes = homes(rt, &structure, &pme)?;
     homes[n - 1] = homes[0][..3].to_vec();
     let outcome = Redistribution::builder(rt, grid.clone())
-        .path(RedistPath::OneSidedGet)
-        .collective_build(&homes[me], structure.len());
+        .links(Links::uniform(Transport::Get))
+        .collective_build(&homes[me]);
     ensure!(
         matches!(outcome, Err(Error::CollectiveConfig(ref m)) if m.contains(&pme_only)),
         "PE {me}: {:?}",
@@ -1010,30 +1014,34 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
 
     // Links one redistribution cannot take, on one PE or all, and different paths on
     // different PEs: refused on every PE, naming what to change.
-    let two_one_sided =
-        RedistLinks { same_node: RedistPath::OneSidedPut, other_node: RedistPath::OneSidedGet };
-    let odd_one = if me == n - 1 { two_one_sided } else { MIXED[0] };
-    let outcome = Redistribution::builder(rt, grid.clone())
-        .links(odd_one)
-        .collective_build(&homes[me], structure.len());
+    let two_one_sided = Links::new(Transport::Put, Transport::Get);
+    let odd_one = if me == n - 1 { two_one_sided } else { Links::new(Transport::Put, Transport::Mpi) };
+    let outcome = Redistribution::builder(rt, grid.clone()).links(odd_one).collective_build(&homes[me]);
     ensure!(
         matches!(outcome, Err(Error::Config(ref m)) if m.contains("cannot take")),
         "PE {me}: {:?}",
         outcome.err()
     );
-    let path = if me == 0 { RedistPath::Mpi } else { RedistPath::OneSidedPut };
-    let outcome =
-        Redistribution::builder(rt, grid.clone()).path(path).collective_build(&homes[me], structure.len());
+    // MPI's one-sided transport, which the redistribution has not: refused, naming it.
+    let outcome = Redistribution::builder(rt, grid.clone())
+        .links(Links::new(Transport::Put, Transport::MpiRma))
+        .collective_build(&homes[me]);
+    ensure!(
+        matches!(outcome, Err(Error::Config(ref m)) if m.contains("no mpi-rma transport")),
+        "PE {me}: {:?}",
+        outcome.err()
+    );
+    let path = if me == 0 { Path::Mpi } else { Path::OneSided };
+    let outcome = Redistribution::builder(rt, grid.clone()).path(path).collective_build(&homes[me]);
     ensure!(
         matches!(outcome, Err(Error::CollectiveConfig(ref m)) if m.contains("different redistribution paths")),
         "PE {me}: {:?}",
         outcome.err()
     );
 
-    for path in RedistPath::ALL {
-        let mut redist = Redistribution::builder(rt, grid.clone())
-            .path(path)
-            .collective_build(&homes[me], structure.len())?;
+    for path in Route::all() {
+        let mut redist =
+            path.apply(Redistribution::builder(rt, grid.clone())).collective_build(&homes[me])?;
         // A new plan that gives the PME-only PE atoms fails on every PE and keeps the old one.
         let mut misplaced = homes.clone();
         misplaced[n - 1] = homes[0][..3].to_vec();
@@ -1046,7 +1054,7 @@ fn bad_calls_fail_cleanly(rt: &Runtime) -> CaseResult {
         extra.push(homes[0][0]);
         let outcome = redist.redistribute(&extra).map(|_| ());
         ensure!(
-            matches!(outcome, Err(Error::Config(ref m)) if m.contains("the plan is for")),
+            matches!(outcome, Err(Error::PlanOutOfDate { pe, home, planned }) if pe == me && home == planned + 1),
             "{path}: {outcome:?}"
         );
         // Forces that are not one per received atom, on every PE: refused before anything

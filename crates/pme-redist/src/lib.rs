@@ -1,29 +1,27 @@
-//! PME redistribution for molecular dynamics: coordinates and charges from the particle PEs
-//! to the PME ranks that own their part of the charge grid (slabs, or pencils in two
-//! dimensions), and forces back to their owners in their original order, between partners
-//! only (each particle PE talks to the PME ranks its atoms can reach before the next plan),
-//! over `onesided` (get-based, as the 2013 SHMEM port of GROMACS did it, or put-based) and
-//! over MPI two-sided (point to point, neighbourhood collectives, or `Alltoallv` over every
-//! rank as the reference), with identical results. The PME ranks may be every PE or a
-//! subset of them.
+//! Smooth PME for molecular dynamics over `onesided` and MPI, in two parts:
 //!
-//! - [`PmeGrid`]: the charge grid of a rectangular or triclinic box (GROMACS's box vectors),
-//!   its slabs or pencils over the PME ranks ([`PmeDecomposition`]), and where an atom sits on
-//!   it;
-//! - [`Redistribution`]: built once ([`Redistribution::builder`]), planned at every
+//! - **the redistribution**: coordinates and charges from the particle PEs to the PME ranks
+//!   that own their part of the charge grid (slabs, or pencils in two dimensions), and
+//!   forces back to their owners in their original order, between partners only (each
+//!   particle PE talks to the PME ranks its atoms can reach before the next plan), one-sided
+//!   or over MPI, with identical results; the PME ranks may be every PE or a subset, with a
+//!   relay as GROMACS has it. [`Redistribution`]: built once ([`Redistribution::builder`], on
+//!   a [`Path`](onesided::Path) or per-link [`Links`](onesided::Links)), planned at every
 //!   repartition ([`collective_plan`](Redistribution::collective_plan)), and every step
 //!   [`redistribute`](Redistribution::redistribute), which returns the step's view ([`Step`]):
 //!   on a PME rank its atoms and the forces on them ([`Mesh`]), then
-//!   [`Step::return_forces`], which brings every PE its home forces, on a [`RedistPath`];
-//! - [`SlabGrid`]: charge spreading with order-4 B-splines onto a PME rank's slab or pencil,
-//!   the overlap exchange between neighbours, the force gather; and their serial references;
-//! - [`SlabFft`]: the distributed real-to-complex 3-D FFT of the grid, slabs along x in real
-//!   space and along y in reciprocal space, its transposes on the library's all-to-all;
-//!   [`PencilFft`] the same in pencils, a row and a column transpose per direction;
-//! - [`Reciprocal`]: smooth PME's solve (B-spline moduli, influence function, energy), with
-//!   [`ewald_coefficient`] from GROMACS's `ewald-rtol`;
-//! - [`Pme`]: a whole mesh step (spread, FFT, solve, FFT, gather) timed per phase;
-//! - [`reference`](mod@reference): the direct Ewald sum and serial PME it is checked against.
+//!   [`Step::return_forces`], which brings every PE its home forces;
+//! - **the mesh**: [`Pme`], a whole mesh step (spread with order-4 B-splines onto a rank's
+//!   slab or pencil and the overlap exchange, [`SlabGrid`]; the distributed 3-D FFT,
+//!   [`MeshFft`]; the solve, with [`ewald_coefficient`] from GROMACS's `ewald-rtol`; the FFT
+//!   back and the gather), timed per phase. It needs nothing of the redistribution but the
+//!   [`Mesh`] a step hands it, whose vote on the step's error its transposes carry.
+//!
+//! Below both: [`PmeGrid`] (the charge grid of a rectangular or triclinic box, GROMACS's box
+//! vectors, its slabs or pencils over the PME ranks, [`PmeGrid::builder`], and where an atom
+//! sits on it) and [`model`] (the plans that need no runtime: which PME ranks an atom can
+//! reach). [`reference`](mod@reference) holds the direct Ewald sum and serial PME the parallel
+//! code is checked against.
 //!
 //! An engine's PME step, every PE a PME rank (the loop of `examples/pme_step.rs`):
 //!
@@ -45,7 +43,7 @@
 //!     let group = PeGroup::collective_new(&rt, "pme", &pes)?;
 //!     let beta = ewald_coefficient(0.9, 1e-5)?;
 //!     let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
-//!     let mut redist = Redistribution::builder(&rt, grid).collective_build(&home, 8)?;
+//!     let mut redist = Redistribution::builder(&rt, grid).collective_build(&home)?;
 //!     let mut forces = vec![[0.0f32; 3]; home.len()];
 //!     for step in 1..=10 {
 //!         let mut delivered = redist.redistribute(&home)?;
@@ -75,12 +73,10 @@ pub mod spline;
 mod threads;
 
 pub use error::{Error, Result};
-pub use grid::{PmeDecomposition, PmeGrid};
-pub use mesh::{
-    Complex32, MeshFft, ONE_4PI_EPS0, PencilFft, Pme, PmeBuilder, PmeTimes, Reciprocal, SlabFft, SlabGrid,
-    bspline_moduli, ewald_coefficient, serial_gather, serial_spread,
-};
-pub use model::{StageTarget, planned_stage_targets, planned_targets};
+pub use grid::{PmeDecomposition, PmeGrid, PmeGridBuilder};
+pub use mesh::{Complex32, MeshFft, ONE_4PI_EPS0, Pme, PmeBuilder, PmeTimes, SlabGrid, ewald_coefficient};
 pub use onesided::ErrorScope;
 pub use particle::{Mesh, Particle, RVec};
-pub use redist::{GROWTH_FACTOR, RedistBuilder, RedistLinks, RedistPath, Redistribution, Step};
+#[cfg(feature = "baselines")]
+pub use redist::RedistBaseline;
+pub use redist::{GROWTH_FACTOR, RedistBuilder, Redistribution, Step};

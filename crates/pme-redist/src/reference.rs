@@ -3,6 +3,8 @@
 //! - [`ewald_sum`]: the reciprocal part of the Ewald sum by direct summation over wave
 //!   vectors, converged to a requested accuracy: what smooth PME approximates;
 //! - [`serial_fft`]: the 3-D FFT of a whole grid;
+//! - [`serial_spread`] and [`serial_gather`]: the charges onto a whole grid, and the force on
+//!   a charge from it;
 //! - [`serial_pme`]: smooth PME on one process over the whole grid (spread, 3-D FFT, solve,
 //!   backward FFT, gather), the same method as the distributed one, so the two agree to
 //!   rounding.
@@ -12,8 +14,9 @@ use rustfft::FftPlanner;
 
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-use crate::mesh::{Influence, ONE_4PI_EPS0, serial_gather, serial_spread};
+use crate::mesh::{Influence, ONE_4PI_EPS0};
 use crate::particle::RVec;
+use crate::spline::{ORDER, weights};
 
 /// Energy and forces of a reference.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,7 +63,7 @@ pub fn ewald_sum(
         )));
     }
     // The box's shape is checked by the grid; its reciprocal box is the one PME uses.
-    let grid = PmeGrid::with_sizes(box_vectors, [8, 8, 8], &[0])?;
+    let grid = PmeGrid::builder(box_vectors, &[0]).sizes([8, 8, 8]).build()?;
     let recip = grid.reciprocal_box();
     let volume = grid.volume();
     let pi = std::f64::consts::PI;
@@ -159,7 +162,7 @@ pub fn serial_pme(grid: &PmeGrid, positions: &[RVec], charges: &[f32], beta: f64
 
 /// The forward 3-D FFT (`X(m) = Σ_k data(k) exp(-2πi m·k / K)`, unnormalised) of a real grid
 /// of `k[0] × k[1] × k[2]` points (last index fastest), in double precision, every point of
-/// the spectrum in the same layout: the reference of [`SlabFft`](crate::SlabFft).
+/// the spectrum in the same layout: the reference of [`MeshFft`](crate::MeshFft).
 pub fn serial_fft(k: [usize; 3], data: &[f64]) -> Vec<Complex<f64>> {
     let mut spectrum: Vec<Complex<f64>> = data.iter().map(|&v| Complex::new(v, 0.0)).collect();
     fft_3d(&mut spectrum, k, false);
@@ -193,6 +196,63 @@ fn fft_3d(data: &mut [Complex<f64>], k: [usize; 3], inverse: bool) {
             }
         }
     }
+}
+
+/// The grid line below a position and the spline weights along each dimension.
+fn locate_weights(grid: &PmeGrid, x: RVec) -> ([usize; 3], [[f64; ORDER]; 3]) {
+    let (index, fraction) = grid.locate(x);
+    (index, std::array::from_fn(|d| weights(fraction[d]).0))
+}
+
+/// As `locate_weights`, with the derivatives.
+fn locate_weights_derivatives(grid: &PmeGrid, x: RVec) -> ([usize; 3], [[f64; ORDER]; 3], [[f64; ORDER]; 3]) {
+    let (index, fraction) = grid.locate(x);
+    let both: [([f64; ORDER], [f64; ORDER]); 3] = std::array::from_fn(|d| weights(fraction[d]));
+    (index, std::array::from_fn(|d| both[d].0), std::array::from_fn(|d| both[d].1))
+}
+
+/// The serial reference: every charge spread onto the whole grid, `Kx × Ky × Kz`, x major,
+/// in double precision.
+pub fn serial_spread(grid: &PmeGrid, positions: &[RVec], charges: &[f32]) -> Vec<f64> {
+    let [kx, ky, kz] = grid.sizes();
+    let mut data = vec![0f64; kx * ky * kz];
+    for (x, &q) in positions.iter().zip(charges) {
+        let (index, w) = locate_weights(grid, *x);
+        for_each_point(grid, index, |at, [i, a, b]| data[at] += q as f64 * w[0][i] * w[1][a] * w[2][b]);
+    }
+    data
+}
+
+/// Calls `f` with the index into the whole grid (`Kx × Ky × Kz`, x major, periodic) of each
+/// point of the `ORDER³` stencil whose last point is `index`, and the point's place in it.
+fn for_each_point(grid: &PmeGrid, index: [usize; 3], mut f: impl FnMut(usize, [usize; 3])) {
+    let [kx, ky, kz] = grid.sizes();
+    for i in 0..ORDER {
+        let gx = (index[0] + kx + i + 1 - ORDER) % kx;
+        for a in 0..ORDER {
+            let gy = (index[1] + ky + a + 1 - ORDER) % ky;
+            for b in 0..ORDER {
+                let gz = (index[2] + kz + b + 1 - ORDER) % kz;
+                f((gx * ky + gy) * kz + gz, [i, a, b]);
+            }
+        }
+    }
+}
+
+/// The serial reference of the gather: the force on an atom at `x` with charge `q` from the
+/// whole grid `data` (`Kx × Ky × Kz`, x major, as [`serial_spread`] returns), that is minus the
+/// gradient with respect to `x` (Cartesian) of `q` times the grid interpolated at `x`,
+/// `q Σ θx θy θz · data`.
+pub fn serial_gather(grid: &PmeGrid, data: &[f64], x: RVec, q: f32) -> [f64; 3] {
+    let (index, w, dw) = locate_weights_derivatives(grid, x);
+    let mut gradient = [0.0f64; 3];
+    for_each_point(grid, index, |at, [i, a, b]| {
+        let v = data[at];
+        gradient[0] += v * dw[0][i] * w[1][a] * w[2][b];
+        gradient[1] += v * w[0][i] * dw[1][a] * w[2][b];
+        gradient[2] += v * w[0][i] * w[1][a] * dw[2][b];
+    });
+    grid.force(q as f64, gradient)
 }
 
 #[cfg(test)]
@@ -253,7 +313,7 @@ mod tests {
         // forces by about 2³, the energy by about 2⁴ (measured 8.2x and 22x, then 7.8x and 16x).
         let (mut previous_force, mut previous_energy) = (f64::INFINITY, f64::INFINITY);
         for k in [16usize, 32, 64] {
-            let grid = PmeGrid::with_sizes(b, [k, k, k], &[0]).expect("valid");
+            let grid = PmeGrid::builder(b, &[0]).sizes([k, k, k]).build().expect("valid");
             let pme = serial_pme(&grid, &x, &q, beta).expect("valid");
             let force_error = pme
                 .forces
@@ -275,5 +335,71 @@ mod tests {
         }
         assert!(previous_force < 1e-4, "the finest grid's relative force error: {previous_force}");
         assert!(previous_energy < 1e-5, "the finest grid's relative energy error: {previous_energy}");
+    }
+
+    /// A generator of numbers in [-1, 1).
+    struct Random(u64);
+
+    impl Random {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        }
+    }
+
+    /// `q` times the grid `phi` interpolated at `x`: the energy whose gradient the gather
+    /// returns, computed from the weights alone.
+    fn energy(grid: &PmeGrid, phi: &[f64], x: [f64; 3], q: f32) -> f64 {
+        let (index, w) = locate_weights(grid, x.map(|v| v as f32));
+        let mut sum = 0.0;
+        for_each_point(grid, index, |at, [i, a, b]| sum += phi[at] * w[0][i] * w[1][a] * w[2][b]);
+        q as f64 * sum
+    }
+
+    /// `serial_gather` against minus the central difference of the energy along each
+    /// Cartesian direction, at random positions in and around the box.
+    fn check_gather_against_differences(box_vectors: [RVec; 3], k: [usize; 3]) {
+        let grid = PmeGrid::builder(box_vectors, &[0]).sizes(k).build().expect("fits");
+        let mut random = Random(0x2545_F491_4F6C_DD1D);
+        let phi: Vec<f64> = (0..k.iter().product::<usize>()).map(|_| random.next()).collect();
+        // Positions exactly representable in f32 and a step that keeps them so: the points of
+        // the difference are the points the energy is evaluated at.
+        let h = 1.0 / 1024.0;
+        let mut worst = 0f64;
+        let mut largest = 0f64;
+        for _ in 0..200 {
+            let s: [f64; 3] = std::array::from_fn(|_| 0.75 * random.next() + 0.5);
+            let x: [f64; 3] = std::array::from_fn(|e| {
+                let v: f64 = (0..3).map(|v| s[v] * box_vectors[v][e] as f64).sum();
+                (v * 4096.0).round() / 4096.0
+            });
+            let q = (random.next() * 2.0) as f32;
+            let force = serial_gather(&grid, &phi, x.map(|v| v as f32), q);
+            for e in 0..3 {
+                let (mut up, mut down) = (x, x);
+                up[e] += h;
+                down[e] -= h;
+                let numerical = -(energy(&grid, &phi, up, q) - energy(&grid, &phi, down, q)) / (2.0 * h);
+                worst = worst.max((force[e] - numerical).abs());
+                largest = largest.max(numerical.abs());
+            }
+        }
+        assert!(largest > 1.0, "the test grid gives forces");
+        // The central difference is off by O(h²) times the third derivative of the spline
+        // (piecewise cubic in each fractional coordinate); h is a few thousandths of a grid
+        // spacing.
+        assert!(worst <= 5e-4 * largest, "{box_vectors:?}: off by {worst:e} (largest force {largest:e})");
+    }
+
+    #[test]
+    fn gather_is_minus_the_gradient_in_a_triclinic_box() {
+        check_gather_against_differences([[3.0, 0.0, 0.0], [1.0, 2.8, 0.0], [-1.2, 1.1, 2.6]], [12, 14, 15]);
+    }
+
+    #[test]
+    fn gather_is_minus_the_gradient_in_a_rectangular_box() {
+        check_gather_against_differences([[3.0, 0.0, 0.0], [0.0, 2.8, 0.0], [0.0, 0.0, 2.6]], [12, 14, 15]);
     }
 }

@@ -10,6 +10,10 @@
 //! and scaled by the grid size. Grid plane `i` along x is therefore the plane s_x = i / Kx,
 //! parallel to b and c; the slabs are stacks of such planes.
 
+mod build;
 mod pme_grid;
+#[cfg(test)]
+mod tests;
 
-pub use pme_grid::{PmeDecomposition, PmeGrid};
+pub use build::{PmeDecomposition, PmeGridBuilder};
+pub use pme_grid::PmeGrid;

@@ -4,14 +4,12 @@
 //! share of a step it is handed ([`Mesh`](crate::Mesh)).
 
 mod fft;
-mod fft_pencil;
 mod pme;
 mod solve;
 mod spread;
 
-pub use fft::{Complex32, SlabFft};
-pub use fft_pencil::PencilFft;
-pub use pme::{MeshFft, Pme, PmeBuilder, PmeTimes};
+pub use fft::{Complex32, MeshFft};
+pub use pme::{Pme, PmeBuilder, PmeTimes};
 pub(crate) use solve::Influence;
-pub use solve::{ONE_4PI_EPS0, Reciprocal, bspline_moduli, ewald_coefficient};
-pub use spread::{SlabGrid, serial_gather, serial_spread};
+pub use solve::{ONE_4PI_EPS0, ewald_coefficient};
+pub use spread::SlabGrid;

@@ -7,8 +7,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use onesided::watchdog::watch;
 use onesided::{AlltoallAlgorithm, Path, PeGroup};
 
-use super::fft::{Complex32, SlabFft};
-use super::fft_pencil::PencilFft;
+use super::fft::MeshFft;
 use super::solve::Reciprocal;
 use super::spread::SlabGrid;
 use crate::error::{Error, Result};
@@ -25,7 +24,7 @@ pub struct PmeTimes {
     /// paths, the packing before them, both ways.
     pub fft: Duration,
     /// `PME 3D-FFT Comm.`: the transposes' communication, both ways (see
-    /// [`SlabFft::transpose_time`]; on the one-sided paths it holds the packing).
+    /// [`MeshFft::transpose_time`]; on the one-sided paths it holds the packing).
     pub fft_comm: Duration,
     /// `PME solve Elec`: energy and convolution.
     pub solve: Duration,
@@ -128,29 +127,11 @@ impl<'g, 'rt> PmeBuilder<'g, 'rt> {
         let grid = &grid;
         let (overlap_path, fft_path) = (path, fft_path.unwrap_or(path));
         let rt = group.runtime();
-        let pme_pes: Vec<usize> = (0..grid.ranks()).map(|r| grid.pe_of(r)).collect();
-        if group.members() != pme_pes.as_slice() {
-            return Err(Error::Config(format!(
-                "the PME mesh's group '{}' has members {:?}, but the grid's PME ranks are PEs {:?}: \
-                 make the group of the grid's PME PEs in rank order",
-                group.name(),
-                group.members(),
-                pme_pes
-            )));
-        }
+        // The group is checked first, before anything is allocated.
+        let fft = MeshFft::collective_new(group, grid, fft_path, fft_algorithm)?;
         let slab = SlabGrid::collective_new(rt, grid, overlap_path)?;
-        let fft = if grid.is_pencil() {
-            MeshFft::Pencil(Box::new(PencilFft::collective_new(rt, grid, fft_path, fft_algorithm)?))
-        } else {
-            MeshFft::Slab(Box::new(SlabFft::collective_new(group, grid, fft_path, fft_algorithm)?))
-        };
         // Every PE checks beta, so that a bad one is an error everywhere.
-        let solver = match &fft {
-            MeshFft::Slab(fft) => Reciprocal::new(grid, beta, fft.spectrum_lines())?,
-            MeshFft::Pencil(fft) => {
-                Reciprocal::for_block(grid, beta, fft.spectrum_z(), fft.spectrum_lines())?
-            }
-        };
+        let solver = Reciprocal::new(grid, beta, fft.spectrum_z(), fft.spectrum_lines())?;
         let solver = group.my_rank().map(|_| solver);
         let pes = pes_fingerprint(group.members().iter().copied());
         Ok(Pme { group, slab, fft, solver, times: PmeTimes::default(), pes })
@@ -271,58 +252,6 @@ impl<'g, 'rt> Pme<'g, 'rt> {
             rt.world().process_at_rank(first as i32).broadcast_into(&mut energy)
         });
         Ok(energy)
-    }
-}
-
-/// The 3-D FFT of a [`Pme`]: in slabs or in pencils, as its grid is decomposed.
-#[derive(Debug)]
-pub enum MeshFft<'g, 'rt> {
-    /// Slabs along x, one transpose per direction.
-    Slab(Box<SlabFft<'g, 'rt>>),
-    /// Pencils along x and y, two transposes per direction.
-    Pencil(Box<PencilFft<'rt>>),
-}
-
-impl MeshFft<'_, '_> {
-    /// The all-to-all algorithm of the transposes (with pencils, the row transposes'; for
-    /// [`Path::Auto`], the one it took).
-    pub fn algorithm(&self) -> AlltoallAlgorithm {
-        match self {
-            MeshFft::Slab(fft) => fft.algorithm(),
-            MeshFft::Pencil(fft) => fft.algorithm(),
-        }
-    }
-
-    /// The time spent in the transposes' communication, both ways, since creation
-    /// ([`SlabFft::transpose_time`]; with pencils, the whole transposes).
-    pub fn transpose_time(&self) -> Duration {
-        match self {
-            MeshFft::Slab(fft) => fft.transpose_time(),
-            MeshFft::Pencil(fft) => fft.transpose_time(),
-        }
-    }
-
-    /// The forward transform with this rank's `ballot` in the PME ranks' vote, which its
-    /// transposes carry; the smallest ballot of every rank.
-    fn forward_voting(&mut self, grid: &[f32], ballot: u64) -> Result<u64> {
-        match self {
-            MeshFft::Slab(fft) => fft.forward_voting(grid, ballot),
-            MeshFft::Pencil(fft) => fft.forward_voting(grid, ballot),
-        }
-    }
-
-    fn backward(&mut self, grid: &mut [f32]) -> Result<()> {
-        match self {
-            MeshFft::Slab(fft) => fft.backward(grid),
-            MeshFft::Pencil(fft) => fft.backward(grid),
-        }
-    }
-
-    fn spectrum_mut(&mut self) -> &mut [Complex32] {
-        match self {
-            MeshFft::Slab(fft) => fft.spectrum_mut(),
-            MeshFft::Pencil(fft) => fft.spectrum_mut(),
-        }
     }
 }
 

@@ -70,7 +70,7 @@ pub fn ewald_coefficient(cutoff: f64, rtol: f64) -> Result<f64> {
 /// `|b(m)|⁻²` of smooth PME for `m = 0..k`: the squared modulus of the discrete Fourier
 /// transform of the B-spline at the integer points, as GROMACS's `make_bspline_moduli`
 /// computes it, with a zero (possible for odd orders) replaced by the mean of its neighbours.
-pub fn bspline_moduli(k: usize) -> Vec<f64> {
+pub(crate) fn bspline_moduli(k: usize) -> Vec<f64> {
     let (at_integers, _) = weights(0.0);
     // The spline's values at 1, 2, .., ORDER - 1, placed from index 1 (GROMACS's bsp_data).
     let mut data = vec![0.0f64; k];
@@ -148,8 +148,7 @@ impl Influence {
 
 /// The influence function on one rank's part of the spectrum, and the solve with it.
 #[derive(Clone, Debug)]
-pub struct Reciprocal {
-    beta: f64,
+pub(crate) struct Reciprocal {
     /// η per complex value of the spectrum, in its layout `[kz][y - lo][x]`.
     eta: Vec<f32>,
     /// The same, times the number of times the value stands for itself and its mirror in
@@ -159,24 +158,14 @@ pub struct Reciprocal {
 }
 
 impl Reciprocal {
-    /// The influence function of `grid` with Ewald coefficient `beta` (nm⁻¹) on the y lines
-    /// `lines` of a spectrum with `Kz / 2 + 1` values per z line (a [`SlabFft`](crate::SlabFft)'s
-    /// layout).
+    /// The influence function of `grid` with Ewald coefficient `beta` (nm⁻¹) on the complex z
+    /// values `zs` (of `Kz / 2 + 1`) and y lines `lines` of a spectrum laid out
+    /// `[kz - zs.start][y - lines.start][x]` (a [`MeshFft`](crate::MeshFft)'s).
     ///
     /// # Errors
-    /// [`Error::Config`] for a `beta` that is not a positive finite number, or lines beyond
-    /// the grid.
-    pub fn new(grid: &PmeGrid, beta: f64, lines: Range<usize>) -> Result<Reciprocal> {
-        let kzc = grid.sizes()[2] / 2 + 1;
-        Reciprocal::for_block(grid, beta, 0..kzc, lines)
-    }
-
-    /// The influence function on the complex z values `zs` and y lines `lines` of a spectrum
-    /// laid out `[kz - zs.start][y - lines.start][x]` (a [`PencilFft`](crate::PencilFft)'s).
-    ///
-    /// # Errors
-    /// As [`new`](Self::new), and for z values beyond `Kz / 2`.
-    pub fn for_block(grid: &PmeGrid, beta: f64, zs: Range<usize>, lines: Range<usize>) -> Result<Reciprocal> {
+    /// [`Error::Config`] for a `beta` that is not a positive finite number, or lines or z
+    /// values beyond the grid.
+    pub fn new(grid: &PmeGrid, beta: f64, zs: Range<usize>, lines: Range<usize>) -> Result<Reciprocal> {
         if !(beta > 0.0 && beta.is_finite()) {
             return Err(Error::Config(format!(
                 "the Ewald coefficient must be a positive number of inverse nm, got {beta} \
@@ -208,12 +197,7 @@ impl Reciprocal {
                 }
             }
         }
-        Ok(Reciprocal { beta, eta, weight })
-    }
-
-    /// The Ewald coefficient.
-    pub fn beta(&self) -> f64 {
-        self.beta
+        Ok(Reciprocal { eta, weight })
     }
 
     /// The solve: the reciprocal energy of this rank's part of the spectrum (summed in

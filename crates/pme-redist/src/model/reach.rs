@@ -373,7 +373,10 @@ mod tests {
 
     fn grid(m: usize) -> PmeGrid {
         let pes: Vec<usize> = (0..m).collect();
-        PmeGrid::with_sizes([[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]], [64, 16, 16], &pes).unwrap()
+        PmeGrid::builder([[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]], &pes)
+            .sizes([64, 16, 16])
+            .build()
+            .unwrap()
     }
 
     fn atom(x: f32) -> Particle {
@@ -441,7 +444,7 @@ mod tests {
     fn pencils_4x4() -> PmeGrid {
         let pes: Vec<usize> = (0..16).collect();
         let cube = [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]];
-        PmeGrid::with_sizes_in_pencils(cube, [64, 64, 16], &pes, [4, 4]).unwrap()
+        PmeGrid::builder(cube, &pes).sizes([64, 64, 16]).pencils([4, 4]).build().unwrap()
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use onesided::{GrowthPolicy, Runtime};
 
-use super::path::RedistPath;
+use super::path::Wire;
 use super::store::{Bank, Role, Store};
 use crate::error::Result;
 use crate::particle::{Particle, RVec};
@@ -55,7 +55,7 @@ impl<'rt> Buffers<'rt> {
     pub(super) fn collective_new(
         rt: &'rt Runtime,
         name: &dyn Fn(&str) -> String,
-        path: RedistPath,
+        path: Wire,
         (home, most_home): (usize, usize),
         both: bool,
         banks: Option<[&Rc<Bank>; 4]>,

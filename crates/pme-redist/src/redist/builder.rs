@@ -3,16 +3,20 @@
 
 use std::rc::Rc;
 
-use onesided::{Collectives, Runtime};
+use onesided::{Collectives, Links, Path, Runtime};
 
 use super::agreement::Agreement;
 use super::buffers::Buffers;
-use super::path::{RedistLinks, RedistPath};
+#[cfg(feature = "baselines")]
+use super::neighbor;
+#[cfg(feature = "baselines")]
+use super::path::RedistBaseline;
+use super::path::{Choice, Wire, Wires, collective_auto};
 use super::plan::{Pairs, Plan, Stage, agree_home};
 use super::protocol::Protocol;
 use super::redistribution::{Onward, Redistribution};
 use super::store::{Bank, RELAY_BANKS, Role};
-use super::{get, mixed, mpi, neighbor, put};
+use super::{get, mixed, mpi, put};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 use crate::model::Margin;
@@ -23,7 +27,7 @@ use crate::particle::Particle;
 pub struct RedistBuilder<'rt> {
     rt: &'rt Runtime,
     grid: PmeGrid,
-    links: RedistLinks,
+    choice: Choice,
     margin: Margin,
     routing: Routing,
 }
@@ -37,13 +41,13 @@ enum Routing {
 }
 
 impl<'rt> Redistribution<'rt> {
-    /// Starts building a redistribution over `grid`'s PME ranks, on the one-sided put path
+    /// Starts building a redistribution over `grid`'s PME ranks, on [`Path::OneSided`]
     /// unless the builder says otherwise.
     pub fn builder(rt: &'rt Runtime, grid: PmeGrid) -> RedistBuilder<'rt> {
         RedistBuilder {
             rt,
             grid,
-            links: RedistLinks::uniform(RedistPath::OneSidedPut),
+            choice: Choice::Path(Path::OneSided),
             margin: Margin::Slab,
             routing: Routing::Direct,
         }
@@ -51,17 +55,30 @@ impl<'rt> Redistribution<'rt> {
 }
 
 impl<'rt> RedistBuilder<'rt> {
-    /// The transport for every pair ([`RedistPath::OneSidedPut`] by default;
-    /// [`RedistPath::Auto`] per link class).
-    pub fn path(self, path: RedistPath) -> Self {
-        RedistBuilder { links: RedistLinks::uniform(path), ..self }
+    /// The path: [`Path::OneSided`] (the default: senders put where the PME ranks announced),
+    /// [`Path::Mpi`] (point to point between partners: `Isend`, `Mprobe`, `Mrecv`), or
+    /// [`Path::Auto`] (per class of link, the transport the job's links took,
+    /// [`Runtime::collective_links`]; [`Redistribution::links`] says which).
+    pub fn path(self, path: Path) -> Self {
+        RedistBuilder { choice: Choice::Path(path), ..self }
     }
 
-    /// A transport per link class: each pair of PEs on one node takes `links.same_node`, each
-    /// pair across nodes `links.other_node` ([`RedistLinks`] says which mixes one
-    /// redistribution can take; [`collective_build`](Self::collective_build) refuses others).
-    pub fn links(self, links: RedistLinks) -> Self {
-        RedistBuilder { links, ..self }
+    /// A transport per class of link: each pair of PEs on one node takes `links.same_node`,
+    /// each pair across nodes `links.other_node`, of [`Transport::Put`](onesided::Transport::Put),
+    /// [`Get`](onesided::Transport::Get) (receivers get from the senders' buffers) and
+    /// [`Mpi`](onesided::Transport::Mpi). The classes may differ where one takes MPI and the
+    /// other a one-sided transport; [`collective_build`](Self::collective_build) refuses
+    /// other mixes. The transports of no stated size serve every message (a step's messages
+    /// are of every size at once).
+    pub fn links(self, links: Links) -> Self {
+        RedistBuilder { choice: Choice::Links(links), ..self }
+    }
+
+    /// One of MPI's collective baselines for every pair, for benchmarks against the paths
+    /// (with the `baselines` feature).
+    #[cfg(feature = "baselines")]
+    pub fn baseline(self, baseline: RedistBaseline) -> Self {
+        RedistBuilder { choice: Choice::Baseline(baseline), ..self }
     }
 
     /// How far an atom may move, in nm in any direction, between two plans: each particle PE
@@ -97,28 +114,25 @@ impl<'rt> RedistBuilder<'rt> {
     }
 
     /// Sets up the redistribution of this PE's `home` atoms (empty on PME-only PEs) over
-    /// the grid's PME ranks, for a system of `total_atoms`, and builds the plan.
+    /// the grid's PME ranks and builds the plan (its buffers follow the plan's bounds, never
+    /// more than the system).
     ///
     /// When every PE is a PME rank, every PE also holds atoms; otherwise the PEs that are not
     /// PME ranks hold them and the PME ranks receive (with a relay, they also pass the atoms
     /// on among themselves).
     ///
     /// # Collective
-    /// Every PE must call it, with a builder of the same grid, path and routing and the same
-    /// total.
+    /// Every PE must call it, with a builder of the same grid, path and routing.
     ///
     /// # Errors
     /// On every PE: [`Error::Config`] when the PME ranks do not fit the job, a PME-only PE is
-    /// given home atoms, a relay is asked for with PME on every PE, or the links mix paths
-    /// one redistribution cannot ([`RedistLinks`]); [`Error::CollectiveConfig`] when the PEs
-    /// were given different paths;
-    /// [`Error::CollectiveConfig`] when some PEs relay and some do not, or a particle PE names
-    /// a relay outside the grid; [`Error::Comm`] when the symmetric heap cannot hold the
-    /// buffers.
-    pub fn collective_build(self, home: &[Particle], total_atoms: usize) -> Result<Redistribution<'rt>> {
-        // The buffers follow the bounds of the plan, never more than the system.
-        let _ = total_atoms;
-        let RedistBuilder { rt, grid, links, margin, routing } = self;
+    /// given home atoms, a relay is asked for with PME on every PE, or the links name a
+    /// transport the redistribution has not or mix two it cannot ([`links`](Self::links));
+    /// [`Error::CollectiveConfig`] when the PEs were given different paths, when some PEs
+    /// relay and some do not, or a particle PE names a relay outside the grid; [`Error::Comm`]
+    /// when the symmetric heap cannot hold the buffers.
+    pub fn collective_build(self, home: &[Particle]) -> Result<Redistribution<'rt>> {
+        let RedistBuilder { rt, grid, choice, margin, routing } = self;
         let n = rt.n_pes();
         let m = grid.ranks();
         if m > n || (0..m).any(|r| grid.pe_of(r) >= n) {
@@ -135,29 +149,28 @@ impl<'rt> RedistBuilder<'rt> {
             )));
         }
         let my_rank = grid.rank_of_pe(rt.my_pe());
-        let valid = links.check();
+        let fixed = choice.fixed();
         // The largest code and the smallest (as CODES less the largest of CODES less each).
         const INVALID: u64 = 64;
         const CODES: u64 = 128;
-        let code = if valid.is_ok() { links.code() } else { INVALID };
+        let code = fixed.as_ref().map_or(INVALID, |wires| choice.code(*wires));
         let mut agreed = [code, CODES - code];
         rt.max_u64(&mut agreed)?;
-        valid?;
+        let fixed = fixed?;
         if agreed[0] == INVALID {
             return Err(Error::Config(format!(
-                "another PE was given redistribution links one redistribution cannot take (this PE: {links})"
+                "another PE was given redistribution links one redistribution cannot take (this PE: {choice})"
             )));
         }
         if agreed[0] != CODES - agreed[1] {
             return Err(Error::CollectiveConfig(format!(
-                "the PEs were given different redistribution paths (this PE: {links}): every PE must \
+                "the PEs were given different redistribution paths (this PE: {choice}): every PE must \
                  build its redistribution with the same path or links"
             )));
         }
-        let links = if links == RedistLinks::uniform(RedistPath::Auto) {
-            RedistPath::Auto.collective_links(rt)?
-        } else {
-            links
+        let links = match fixed {
+            Some(wires) => wires,
+            None => collective_auto(rt)?,
         };
         let hop = Hop { rt, grid: &grid, links, margin };
         match agree_routing(rt, &grid, routing)? {
@@ -225,7 +238,7 @@ impl<'rt> RedistBuilder<'rt> {
 struct Hop<'a, 'rt> {
     rt: &'rt Runtime,
     grid: &'a PmeGrid,
-    links: RedistLinks,
+    links: Wires,
     margin: Margin,
 }
 
@@ -263,12 +276,13 @@ impl<'rt> Hop<'_, 'rt> {
         let all = Pairs::All;
         let transport: Box<dyn Protocol<'rt> + 'rt> = match links.same_node {
             _ if !links.is_uniform() => Box::new(mixed::Mixed::collective_new(rt, &name, m, my_rank, links)?),
-            RedistPath::OneSidedGet => Box::new(get::Get::collective_new(rt, &name, m, all)?),
-            RedistPath::OneSidedPut => Box::new(put::Put::collective_new(rt, &name, m, all)?),
-            RedistPath::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false, all)?),
-            RedistPath::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true, all)?),
-            RedistPath::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
-            RedistPath::Auto => unreachable!("the builder resolves the automatic path first"),
+            Wire::Get => Box::new(get::Get::collective_new(rt, &name, m, all)?),
+            Wire::Put => Box::new(put::Put::collective_new(rt, &name, m, all)?),
+            Wire::Mpi => Box::new(mpi::Mpi::collective_new(rt, my_rank, false, all)?),
+            #[cfg(feature = "baselines")]
+            Wire::MpiAlltoallv => Box::new(mpi::Mpi::collective_new(rt, my_rank, true, all)?),
+            #[cfg(feature = "baselines")]
+            Wire::MpiNeighbor => Box::new(neighbor::Neighbor::collective_new(rt, my_rank)?),
         };
         let own_home = if particle { home.len() } else { 0 };
         let buffers =

@@ -1,4 +1,4 @@
-//! A redistribution whose links take different paths ([`RedistLinks`] with MPI for one class
+//! A redistribution whose links take different wires (MPI for one class
 //! of pairs and a one-sided path for the other): each pair of PEs goes by its class's
 //! transport, both in the same step. A pair is of one class from both ends, so a source and
 //! its target always agree on how their atoms, counts, statuses and forces travel.
@@ -19,14 +19,12 @@
 //!
 //! The vote is the MPI path's (`MPI_Iallreduce` among the PME ranks), since one of the
 //! classes was measured faster on MPI; the one-sided part's lines hold no vote.
-//!
-//! [`RedistLinks`]: super::RedistLinks
 
 use super::buffers::{Buffers, Forces};
 use super::get::Get;
 use super::lines::Lines;
 use super::mpi::Mpi;
-use super::path::{RedistLinks, RedistPath};
+use super::path::{Wire, Wires};
 use super::plan::{Pairs, Plan};
 use super::protocol::Protocol;
 use super::put::Put;
@@ -73,15 +71,15 @@ impl<'rt> Mixed<'rt> {
         name: &dyn Fn(&str) -> String,
         m: usize,
         my_rank: Option<usize>,
-        links: RedistLinks,
+        links: Wires,
     ) -> Result<Self> {
-        let (one_sided_path, pairs, mpi_pairs) = if links.same_node == RedistPath::Mpi {
+        let (one_sided_path, pairs, mpi_pairs) = if links.same_node == Wire::Mpi {
             (links.other_node, Pairs::OtherNode, Pairs::SameNode)
         } else {
             (links.same_node, Pairs::SameNode, Pairs::OtherNode)
         };
         let one_sided = match one_sided_path {
-            RedistPath::OneSidedGet => OneSided::Get(Get::collective_new(rt, name, m, pairs)?),
+            Wire::Get => OneSided::Get(Get::collective_new(rt, name, m, pairs)?),
             _ => OneSided::Put(Put::collective_new(rt, name, m, pairs)?),
         };
         Ok(Mixed { one_sided, mpi: Mpi::collective_new(rt, my_rank, false, mpi_pairs)? })

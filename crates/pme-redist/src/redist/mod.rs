@@ -72,6 +72,7 @@ mod get;
 mod lines;
 mod mixed;
 mod mpi;
+#[cfg(feature = "baselines")]
 mod neighbor;
 mod path;
 mod plan;
@@ -84,6 +85,7 @@ mod vote;
 
 pub use buffers::GROWTH_FACTOR;
 pub use builder::RedistBuilder;
-pub use path::{RedistLinks, RedistPath};
+#[cfg(feature = "baselines")]
+pub use path::RedistBaseline;
 pub use redistribution::Redistribution;
 pub use step::Step;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::agreement::Agreement;
 use super::buffers::{Buffers, Forces};
 use super::by_rank;
-use super::path::{RedistLinks, RedistPath};
+use super::path::{Wire, Wires};
 use super::plan::{self, Plan, Stage, agree_home};
 use super::protocol::Protocol;
 use super::store::Bank;
@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 use crate::model::Reach;
 use crate::particle::{Particle, RVec};
+use onesided::Links;
 
 /// The redistribution of one set of home atoms to the PME ranks, and of their forces back.
 ///
@@ -24,7 +25,7 @@ use crate::particle::{Particle, RVec};
 /// mesh reads the atoms and writes their forces ([`Step::mesh`](crate::Step::mesh)); then
 /// [`Step::return_forces`](crate::Step::return_forces) brings every PE its home atoms' forces in home order.
 pub struct Redistribution<'rt> {
-    pub(super) links: RedistLinks,
+    pub(super) links: Wires,
     pub(super) plan: Plan<'rt>,
     pub(super) buffers: Buffers<'rt>,
     pub(super) agreement: Agreement<'rt>,
@@ -56,15 +57,10 @@ impl fmt::Debug for Redistribution<'_> {
 }
 
 impl<'rt> Redistribution<'rt> {
-    /// The path: with links that differ per class ([`links`](Self::links)), that of the pairs
-    /// across nodes.
-    pub fn path(&self) -> RedistPath {
-        self.links.other_node
-    }
-
-    /// The path of each class of link ([`RedistPath::Auto`] made concrete).
-    pub fn links(&self) -> RedistLinks {
-        self.links
+    /// The transport of each class of link ([`Path::Auto`](onesided::Path::Auto) made
+    /// concrete; a baseline's are [`Transport::Mpi`](onesided::Transport::Mpi)).
+    pub fn links(&self) -> Links {
+        self.links.links()
     }
 
     /// This PE's PME rank, if it is one.
@@ -315,7 +311,7 @@ impl Redistribution<'_> {
             // The put path puts them into the sources' force buffers (on one node faster than
             // each source reading them here: pme_relay, docs/bench/PME-SCALE.md); the others
             // return them from where they lie.
-            let forces = Forces { data, in_place: self.links.storage() != RedistPath::OneSidedPut };
+            let forces = Forces { data, in_place: self.links.storage() != Wire::Put };
             let first =
                 return_with(&mut self.plan, &self.buffers, self.transport.as_mut(), forces, home_forces);
             return failed.map_or(first, Err);

@@ -114,8 +114,8 @@ impl<'rt> Redistribution<'rt> {
     /// Every PE must call it.
     ///
     /// # Errors
-    /// [`Error::Config`] when `home` is not the plan's number of home atoms (on this PE
-    /// only); what the transport reports.
+    /// [`Error::PlanOutOfDate`] when `home` is not the plan's number of home atoms (on this
+    /// PE only); what the transport reports.
     pub fn redistribute(&mut self, home: &[Particle]) -> Result<Step<'_, 'rt>> {
         // The stage along x takes what the stage along y brought, up to its plan's count.
         let fits = match self.plan.stage {
@@ -123,13 +123,11 @@ impl<'rt> Redistribution<'rt> {
             _ => home.len() == self.plan.home_count(),
         };
         if !fits || home.len() > self.buffers.send().capacity() {
-            return Err(Error::Config(format!(
-                "PE {} redistributes {} home atoms, but the plan is for {}; after a repartition, \
-                 every PE calls collective_plan with its new home atoms",
-                self.plan.rt.my_pe(),
-                home.len(),
-                self.plan.home_count()
-            )));
+            return Err(Error::PlanOutOfDate {
+                pe: self.plan.rt.my_pe(),
+                home: home.len(),
+                planned: self.plan.home_count(),
+            });
         }
         self.plan.begin_step(home);
         self.transport.forward(&mut self.plan, &self.buffers, home)?;

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use bytemuck::Pod;
 use onesided::{GlobalMaxArray, GrowthPolicy, Runtime, SymArray};
 
-use super::path::RedistPath;
+use super::path::Wire;
 use crate::error::Result;
 
 /// Which of the four buffers.
@@ -42,10 +42,10 @@ pub(super) enum Role {
 
 impl Role {
     /// Whether `path` needs this buffer in symmetric memory: other PEs read or write it.
-    pub(super) fn symmetric_on(self, path: RedistPath) -> bool {
+    pub(super) fn symmetric_on(self, path: Wire) -> bool {
         match path {
-            RedistPath::OneSidedGet => matches!(self, Role::Send | Role::ForcesOut),
-            RedistPath::OneSidedPut => self != Role::Send,
+            Wire::Get => matches!(self, Role::Send | Role::ForcesOut),
+            Wire::Put => self != Role::Send,
             _ => false,
         }
     }
@@ -125,7 +125,7 @@ impl<'rt, T: Pod> Store<'rt, T> {
     pub(super) fn collective_new(
         rt: &'rt Runtime,
         name: &str,
-        (role, path): (Role, RedistPath),
+        (role, path): (Role, Wire),
         need: usize,
         policy: GrowthPolicy,
         bank: Option<&Rc<Bank>>,

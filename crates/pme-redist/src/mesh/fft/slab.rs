@@ -1,61 +1,33 @@
-//! The distributed 3-D FFT of the PME grid: slabs along x in real space, slabs along y in
-//! reciprocal space, and between the two the library's all-to-all within the PME group.
+//! The slab FFT: slabs along x in real space, slabs along y in reciprocal space, and between
+//! the two one all-to-all within the PME group.
 //!
 //! **Forward.** A PME rank holds x planes `lo..hi` of the real grid (`Ky × Kz` each, z
-//! fastest: the layout [`SlabGrid::slab`](crate::SlabGrid::slab) has after the overlap
-//! reduction). Per plane it transforms every z line real to complex (`Kz` reals give
-//! `Kz / 2 + 1` complex values, the rest follows from symmetry), transposes the plane to
+//! fastest). Per plane it transforms every z line real to complex, transposes the plane to
 //! `[kz][y]` and transforms every y line. Then the *transpose*: each rank sends to rank `r`,
 //! for each of its planes and each `kz`, the y range of `r` (a contiguous run in the `[kz][y]`
 //! layout), in one [`Alltoall`] of equal blocks (padded to the largest plane × y-range
 //! product, so grids that do not divide evenly by the rank count work on every path). Each
-//! rank unpacks what it received into `[kz][y][x]` and transforms every x line. The result,
-//! the *spectrum*, is this rank's y range of the complex grid with every x and every `kz`.
+//! rank unpacks what it received into `[kz][y][x]` and transforms every x line. **Backward**
+//! runs the same steps in reverse order with the inverse transforms.
 //!
-//! **Backward** runs the same steps in reverse order with the inverse transforms, which are
-//! not normalised (a forward and backward pass multiply by `Kx · Ky · Kz`), as smooth PME
-//! wants them: the convolution of the charge grid with the influence function is the backward
-//! transform of their product, with no factor.
-//!
-//! The 1-D transforms come from `rustfft` (and its real-input wrapper `realfft`): pure Rust,
-//! maintained, with AVX code chosen at run time, plans for any length (mixed radix for
-//! products of small primes, Rader and Bluestein for the rest, so every grid size
-//! [`PmeGrid`] accepts has a plan) and no native library to find at build time.
-//!
-//! The transpose goes over whichever all-to-all algorithm the FFT was built with; every one
-//! leaves the same bytes, so the spectrum and everything computed from it is bit for bit the
-//! same on each. On the one-sided paths, to ranks whose memory is mapped (PEs on the node),
-//! each element is written straight to its place in the receiver's layout
-//! ([`AlltoallCall::fuse`](onesided::AlltoallCall::fuse)): packing, moving and unpacking are one strided pass,
-//! which is why the planes and the spectrum live in symmetric memory. Other ranks, and the
-//! MPI and shmem paths, pack into the all-to-all's send buffer, and the receiver unpacks.
+//! On the one-sided paths, to ranks whose memory is mapped (PEs on the node), each element is
+//! written straight to its place in the receiver's layout
+//! ([`AlltoallCall::fuse`](onesided::AlltoallCall::fuse)): packing, moving and unpacking are
+//! one strided pass, which is why the planes and the spectrum live in symmetric memory. Other
+//! ranks, and the MPI paths, pack into the all-to-all's send buffer, and the receiver unpacks.
 
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use num_complex::Complex;
 use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, SymArray};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
+use super::blocks::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-
-/// A single-precision complex number, the element of the spectrum.
-pub type Complex32 = Complex<f32>;
-
-/// A ballot of the PME ranks' vote (the smallest wins) as the element a transpose block
-/// carries after its data: the `u64`'s bits, never used as a number.
-pub(crate) fn ballot_element(ballot: u64) -> Complex32 {
-    bytemuck::cast(ballot)
-}
-
-/// The ballot an element made by [`ballot_element`] carries.
-pub(crate) fn ballot_of(element: Complex32) -> u64 {
-    bytemuck::cast(element)
-}
 
 /// The 1-D transforms a rank needs, planned once.
 struct Plans {
@@ -98,7 +70,7 @@ impl Plans {
 }
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] over its PME ranks.
-pub struct SlabFft<'g, 'rt> {
+pub(super) struct SlabFft<'g, 'rt> {
     k: [usize; 3],
     /// Complex values per z line: `Kz / 2 + 1`.
     kzc: usize,
@@ -129,17 +101,6 @@ pub struct SlabFft<'g, 'rt> {
     transposing: Duration,
     /// The whole transposes (packing, communication, unpacking) on every path.
     exchanging: Duration,
-}
-
-/// `r * n / m` for `r` in `0..=m`: the split of `n` items over `m` ranks that [`PmeGrid`]
-/// uses for its slabs.
-pub(crate) fn split(n: usize, m: usize) -> Vec<usize> {
-    (0..=m).map(|r| r * n / m).collect()
-}
-
-/// The most items of any rank in a split's `bounds`.
-pub(crate) fn widest(bounds: &[usize]) -> usize {
-    bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
 }
 
 impl<'g, 'rt> SlabFft<'g, 'rt> {
@@ -235,11 +196,6 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         self.alltoall.algorithm()
     }
 
-    /// Grid points per dimension.
-    pub fn sizes(&self) -> [usize; 3] {
-        self.k
-    }
-
     /// The y lines `lo..hi` of this rank's spectrum (empty on PEs that are not PME ranks).
     pub fn spectrum_lines(&self) -> Range<usize> {
         match self.rank {
@@ -254,7 +210,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         self.kzc
     }
 
-    /// This rank's spectrum after [`forward`](Self::forward): for `kz` in
+    /// This rank's spectrum after [`forward_voting`](Self::forward_voting): for `kz` in
     /// `0..`[`complex_z`](Self::complex_z), `y` in [`spectrum_lines`](Self::spectrum_lines)
     /// and `x` in `0..Kx`, element `(kz * lines + (y - lo)) * Kx + x`.
     pub fn spectrum(&self) -> &[Complex32] {
@@ -294,7 +250,9 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     }
 
     /// Transforms this rank's slab of the real grid (x planes of the grid's slab, `Ky × Kz`
-    /// each, z fastest) into its part of the spectrum.
+    /// each, z fastest) into its part of the spectrum, with this rank's `ballot` in a vote of
+    /// the PME ranks that costs no message of its own: every block of the transpose carries
+    /// it, and the smallest ballot of every rank comes back.
     ///
     /// # Collective
     /// Every member of the group must call it; other PEs must not.
@@ -302,20 +260,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// # Errors
     /// [`Error::Config`] on a PE outside the group or for a slab of the wrong length;
     /// [`Error::Comm`] when the transpose fails.
-    pub fn forward(&mut self, slab: &[f32]) -> Result<()> {
-        self.forward_voting(slab, u64::MAX).map(drop)
-    }
-
-    /// [`forward`](Self::forward), with this rank's `ballot` in a vote of the PME ranks that
-    /// costs no message of its own: every block of the transpose carries it, and the smallest
-    /// ballot of every rank comes back.
-    ///
-    /// # Collective
-    /// As [`forward`](Self::forward).
-    ///
-    /// # Errors
-    /// As [`forward`](Self::forward).
-    pub fn forward_voting(&mut self, slab: &[f32], ballot: u64) -> Result<u64> {
+    pub(super) fn forward_voting(&mut self, slab: &[f32], ballot: u64) -> Result<u64> {
         let me = self.member("forward")?;
         let [_, ky, kz] = self.k;
         let kzc = self.kzc;
@@ -414,14 +359,14 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     }
 
     /// Transforms this rank's part of the spectrum back into its slab of the real grid (the
-    /// layout [`forward`](Self::forward) takes), not normalised, and leaves the spectrum
+    /// layout [`forward_voting`](Self::forward_voting) takes), not normalised, and leaves the spectrum
     /// undefined.
     ///
     /// # Collective
-    /// As [`forward`](Self::forward).
+    /// As [`forward_voting`](Self::forward_voting).
     ///
     /// # Errors
-    /// As [`forward`](Self::forward).
+    /// As [`forward_voting`](Self::forward_voting).
     pub fn backward(&mut self, slab: &mut [f32]) -> Result<()> {
         let me = self.member("backward")?;
         let [kx, ky, kz] = self.k;
@@ -609,18 +554,13 @@ unsafe fn transpose_into(
 }
 
 /// `to[c * rows + r] = from[r * cols + c]`: a `rows × cols` matrix into `cols × rows`.
-fn transpose(from: &[Complex32], to: &mut [Complex32], rows: usize, cols: usize) {
+pub(super) fn transpose(from: &[Complex32], to: &mut [Complex32], rows: usize, cols: usize) {
     debug_assert!(from.len() == rows * cols && to.len() == rows * cols);
     for (r, row) in from.chunks_exact(cols).enumerate() {
         for (c, &v) in row.iter().enumerate() {
             to[c * rows + r] = v;
         }
     }
-}
-
-/// A failed 1-D transform as the crate's error.
-pub(crate) fn fft_failed(e: realfft::FftError) -> Error {
-    Error::Config(format!("a 1-D transform of the PME FFT failed: {e}"))
 }
 
 impl std::fmt::Debug for SlabFft<'_, '_> {
@@ -630,34 +570,5 @@ impl std::fmt::Debug for SlabFft<'_, '_> {
             .field("rank", &self.rank)
             .field("alltoall", &self.alltoall)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transpose_moves_every_element_once() {
-        let from: Vec<Complex32> = (0..12).map(|i| Complex32::new(i as f32, -(i as f32))).collect();
-        let mut to = vec![Complex32::default(); 12];
-        transpose(&from, &mut to, 3, 4);
-        for r in 0..3 {
-            for c in 0..4 {
-                assert_eq!(to[c * 3 + r], from[r * 4 + c]);
-            }
-        }
-    }
-
-    #[test]
-    fn split_matches_the_slabs_of_the_grid() {
-        let grid =
-            PmeGrid::with_sizes([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 3.0]], [25, 9, 8], &[0, 1, 2])
-                .expect("valid grid");
-        let bounds = split(25, 3);
-        for r in 0..3 {
-            assert_eq!(grid.slab(r), (bounds[r], bounds[r + 1]));
-        }
-        assert_eq!(widest(&bounds), 9);
     }
 }

@@ -11,7 +11,7 @@
 //! range (of column `b`) and its y range (of row `a`).
 //!
 //! **Backward** runs the same steps in reverse with the inverse transforms, not normalised,
-//! as [`SlabFft`](crate::SlabFft)'s.
+//! as the slab FFT's.
 //!
 //! The transposes go over whichever all-to-all algorithm the FFT was built with (the ordered and
 //! node-aware one-sided all-to-alls, or `MPI_Alltoall` on the row's or column's
@@ -26,12 +26,12 @@ use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, Runtime};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
-use super::fft::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
+use super::blocks::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] in pencils.
-pub struct PencilFft<'rt> {
+pub(super) struct PencilFft<'rt> {
     k: [usize; 3],
     kzc: usize,
     /// Real space: x planes per row, y lines per column (the grid's).
@@ -176,7 +176,7 @@ impl<'rt> PencilFft<'rt> {
         self.place.map_or(0..0, |(_, b)| self.kz_bounds[b]..self.kz_bounds[b + 1])
     }
 
-    /// This rank's spectrum after [`forward`](Self::forward):
+    /// This rank's spectrum after [`forward_voting`](Self::forward_voting):
     /// `[kz - kz_lo][y - y_lo][x]` over [`spectrum_z`](Self::spectrum_z) and
     /// [`spectrum_lines`](Self::spectrum_lines).
     pub fn spectrum(&self) -> &[Complex32] {
@@ -203,7 +203,9 @@ impl<'rt> PencilFft<'rt> {
     }
 
     /// Transforms this rank's pencil of the real grid (`planes × lines × Kz`, z fastest) into
-    /// its part of the spectrum.
+    /// its part of the spectrum, with this rank's `ballot` in a vote of the PME ranks that
+    /// costs no message of its own: the row transpose's blocks carry it, the column
+    /// transpose's the smallest of the row, and the smallest ballot of every rank comes back.
     ///
     /// # Collective
     /// Every PME rank must call it; other PEs must not.
@@ -211,20 +213,7 @@ impl<'rt> PencilFft<'rt> {
     /// # Errors
     /// [`Error::Config`] on a PE that is not a PME rank or for a pencil of the wrong length;
     /// [`Error::Comm`] when a transpose fails.
-    pub fn forward(&mut self, pencil: &[f32]) -> Result<()> {
-        self.forward_voting(pencil, u64::MAX).map(drop)
-    }
-
-    /// [`forward`](Self::forward), with this rank's `ballot` in a vote of the PME ranks that
-    /// costs no message of its own: the row transpose's blocks carry it, the column
-    /// transpose's the smallest of the row, and the smallest ballot of every rank comes back.
-    ///
-    /// # Collective
-    /// As [`forward`](Self::forward).
-    ///
-    /// # Errors
-    /// As [`forward`](Self::forward).
-    pub fn forward_voting(&mut self, pencil: &[f32], ballot: u64) -> Result<u64> {
+    pub(super) fn forward_voting(&mut self, pencil: &[f32], ballot: u64) -> Result<u64> {
         let (a, b) = self.member("forward")?;
         let [kx, ky, kz] = self.k;
         let kzc = self.kzc;
@@ -319,14 +308,14 @@ impl<'rt> PencilFft<'rt> {
     }
 
     /// Transforms this rank's part of the spectrum back into its pencil of the real grid (the
-    /// layout [`forward`](Self::forward) takes), not normalised, and leaves the spectrum
+    /// layout [`forward_voting`](Self::forward_voting) takes), not normalised, and leaves the spectrum
     /// undefined.
     ///
     /// # Collective
-    /// As [`forward`](Self::forward).
+    /// As [`forward_voting`](Self::forward_voting).
     ///
     /// # Errors
-    /// As [`forward`](Self::forward).
+    /// As [`forward_voting`](Self::forward_voting).
     pub fn backward(&mut self, pencil: &mut [f32]) -> Result<()> {
         let (a, b) = self.member("backward")?;
         let [kx, ky, kz] = self.k;
