@@ -1,11 +1,13 @@
 //! The PME redistribution of a water box replicated to about 20 000 and 100 000 atoms, on
 //! every path in the same run, between 2 PEs that are both particle PEs and PME ranks:
-//! `pme_redist/{onesided-get,onesided-put,mpi,mpi-alltoallv}/<atoms>` times the round trip of
-//! a step (coordinates and charges to the PME ranks, forces back), from a barrier on, as the
-//! time PE 0 takes to finish it. `pme_redistribute/.../<atoms>` and
+//! `pme_redist/{onesided-get,onesided-put,mpi,mpi-alltoallv,mpi-neighbor}/<atoms>` times the
+//! round trip of a step (coordinates and charges to the PME ranks, forces back), from a
+//! barrier on, as the time PE 0 takes to finish it; the last two are MPI's collective
+//! baselines ([`RedistBaseline`]). `pme_redistribute/.../<atoms>` and
 //! `pme_return_forces/.../<atoms>` time the two halves alone: each iteration is still a whole
-//! step, with a barrier (not timed) before each half. `pme_redist/copy/<atoms>` is the memory
-//! floor: one copy of PE 0's home atoms (coordinates, charge and index), from a barrier on.
+//! step, with a barrier (not timed) before each half, so that a partner's lag from the half
+//! before is not counted. `pme_redist/copy/<atoms>` is the memory floor: one copy of PE 0's
+//! home atoms (coordinates, charge and index), from a barrier on.
 //! Forces are returned from the caller's array (`return_forces_from`) on every path;
 //! `onesided-get-in-place` and `onesided-put-in-place` write the PME ranks' forces into the
 //! redistribution's own buffer (the step's `mesh`, as a gather writes them; the writing is

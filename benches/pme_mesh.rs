@@ -12,12 +12,13 @@
 //! - `pme_step/{onesided,mpi}/<atoms>`: a whole PME step on a water box of about 20 000 and
 //!   100 000 atoms (0.12 nm grid, order 4, ewald-rtol 1e-5 at 0.9 nm): coordinates and charges
 //!   to the PME ranks, spread, FFT, solve, FFT, gather, forces back; one-sided is the put
-//!   redistribution, put overlaps and the ordered one-sided transpose, MPI the `Sendrecv`
-//!   redistribution, MPI overlaps and `MPI_Alltoall`; on both the PME ranks' vote on the
-//!   step's error rides in the forward transposes (`Pme::collective_step`);
-//!   `pme_step/auto/<atoms>` takes [`Path::Auto`](onesided::Path::Auto) for both (the
-//!   paths the job's links and the grid's blocks were measured fastest on) and
-//!   [`Path::Auto`](onesided::Path::Auto) for the overlaps (per partner, its link's path).
+//!   redistribution, put overlaps and the ordered one-sided transpose, MPI the partner
+//!   redistribution (`Isend`, `Mprobe`, `Mrecv`), MPI overlaps and `MPI_Alltoall`; on both
+//!   the PME ranks' vote on the step's error rides in the forward transposes
+//!   (`Pme::collective_step`); `pme_step/auto/<atoms>` takes
+//!   [`Path::Auto`](onesided::Path::Auto) for both (the paths the job's links and the grid's
+//!   blocks were measured fastest on) and [`Path::Auto`](onesided::Path::Auto) for the
+//!   overlaps (per partner, its link's path).
 //!
 //! Each iteration starts after a barrier (not timed). `cargo bench --bench pme_mesh` launches
 //! 2 PEs through scripts/pe-run, one thread each.

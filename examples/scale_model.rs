@@ -54,7 +54,7 @@
 //!
 //! `--links FILE` (repeatable) adds the paths a links calibration measured, from its cache
 //! file (`ONESIDED_CACHE_DIR`, `links-by-size-4paths-*.txt`): each path it timed (`cal:NAME`)
-//! and `cal:auto`, per class of link the path the calibration chose, as `ExchangePath::Auto`
+//! and `cal:auto`, per class of link the path the calibration chose, as the exchanges' `Path::Auto`
 //! takes it (a halo pulse's messages on the path of their size's range where the calibration
 //! chose per size, as a halo reserves them); each with an `α` and `β` per class (to ranks on the same node and to the
 //! others), fitted to the calibration's send-receive calls (a class no file measured takes
@@ -673,7 +673,7 @@ fn model(
         (row.max(column), transposes(row, column))
     };
     // An `auto` path's transposes take the one all-to-all measured fastest for the whole group
-    // (`AlltoallPath::Auto`), not a path per pair: here the fastest calibrated path's.
+    // (the all-to-all's `Path::Auto`), not a path per pair: here the fastest calibrated path's.
     let mut fft_time = fft_time;
     for (i, p) in options.paths.iter().enumerate() {
         if p.auto {

@@ -9,10 +9,24 @@
 //! library broadcast would spin on a core that a PE in the benchmark needs.
 //!
 //! `ONESIDED_BENCH_PES` launches more PEs than a benchmark's minimum: with 4 on this 2-core
-//! machine the benchmarks run oversubscribed (`scripts/bench-oversubscribed`).
+//! machine the benchmarks run oversubscribed (`scripts/bench-oversubscribed`), and the
+//! pairwise ones run in every pair of PEs at once (each bench file says which).
 //!
 //! Ids are `GROUP/VARIANT/BYTES`, as criterion forms them from a group name and a
-//! `BenchmarkId::new(variant, bytes)`.
+//! `BenchmarkId::new(variant, bytes)`, with the one-sided and MPI variants of a group in the
+//! same run.
+//!
+//! On a virtual machine whose host moves vCPUs about, the cost of a cross-core cache transfer
+//! changes by up to three times between two benchmarks, so a ratio of two criterion medians
+//! is mostly noise. After criterion, each variant and its group's reference therefore run in
+//! alternating batches of equal iteration counts (ABBA order), and the median of the
+//! per-round ratios is recorded beside criterion's results ([`PairedRatio`], by default in
+//! `target/criterion/paired-ratios.json`), which the report prefers. Before its benchmarks
+//! each launch also measures the machine on PE 0 and PE 1 ([`LaunchProbe`]: a signal round
+//! trip, a local copy, the pull of data the other PE has just written and the overwrite of
+//! data it has just read, in `launch-probes.json` beside them), which the report lists per
+//! launch, so that a run's state can be read beside its figures. `cargo bench -- --test` runs
+//! each benchmark once, measures nothing and keeps the last real run's records.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,12 @@
 //! Starting PEs: every test, benchmark and example goes through `scripts/pe-run`, the one
-//! place that knows the launcher's flags and the environment this machine needs.
+//! place that knows the launcher's flags and the environment this machine needs, for either
+//! implementation: root allowed, `OMPI_MCA_osc=ucx`, `--oversubscribe` and no binding to cores
+//! where the PEs outnumber the cores, and for Sandia OpenSHMEM Open MPI's `mpirun` with
+//! address-space randomisation off and a libfabric provider (docs/RUNNING.md).
+//!
+//! An engine's own binary gets the same single-node launch without the script, from
+//! [`onesided::launch::ensure_launched`]; emulated nodes (`--nodes`, `ONESIDED_NODES`) stay
+//! with `scripts/pe-run`.
 
 use std::ffi::OsStr;
 use std::process::{Command, ExitStatus, Output, Stdio};

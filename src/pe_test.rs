@@ -1,17 +1,24 @@
 //! A harness for multi-PE integration tests that `cargo test` runs like any other test
-//! target (`harness = false`).
+//! target (`harness = false`, so that no collective OpenSHMEM or MPI call runs inside
+//! libtest's harness, which runs tests on threads of its own).
 //!
-//! Started by cargo, the binary is the *parent*: for every PE count its cases ask for, it
-//! launches itself through `scripts/pe-run -n N`, relays what PE 0 reports, enforces a time
-//! limit, and fails if any launch fails. Started under the launcher, the binary is a *PE*: it
+//! Started by cargo, the binary is the *parent*: for every PE count its cases ask for (most
+//! suites 2, 3 and 4, [`TWO_THREE_FOUR`]) and every variant of the environment a suite runs
+//! under ([`Variant`]: most suites with and without the direct path, [`DIRECT_AND_LIBRARY`]), it
+//! launches itself through `scripts/pe-run -n N`, relays what the PEs print, bounds each
+//! launch in time, and fails if any launch fails. Each launch calibrates afresh, in a cache
+//! directory of its own that is removed when it ends, so the tests leave nothing behind. A
+//! launch that asked for emulated nodes this machine cannot make (`scripts/pe-run` exits
+//! with status 4) counts as skipped. Started under the launcher, the binary is a *PE*: it
 //! initialises the runtime and runs, in order, the cases that take the job's PE count.
 //!
 //! A case that fails on any PE (an error, or a panic such as a failed `assert!`) prints the
-//! PE, the case and the message. After each case the PEs agree whether it failed anywhere;
-//! if so, every PE ends normally with status 1. A PE on which the case failed waits for that
-//! agreement as long as the others may still be waiting for it (their wait timeout, plus a
-//! margin); when they do not come (stuck in a barrier, say), it ends the whole job at once
-//! ([`Runtime::abort`]), so no PE is left waiting.
+//! PE, the case and the message. After each case the PEs agree whether it failed anywhere,
+//! by a non-blocking max-reduction on a communicator of its own (so it cannot match an MPI
+//! call a failed case left behind); if it did, every PE ends normally with status 1. A PE on
+//! which the case failed waits for that agreement as long as the others may still be waiting
+//! for it (their wait timeout, plus a margin); when they do not come (stuck in a barrier,
+//! say), it ends the whole job at once ([`Runtime::abort`]), so no PE is left waiting.
 //!
 //! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
 //! flags cargo passes are accepted and ignored.
@@ -233,7 +240,7 @@ fn launch_once(
     timeout: Duration,
 ) -> Result<Launch, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the test binary: {e}"))?;
-    // Every launch calibrates afresh (ExchangePath::Auto, AlltoallPath::Auto), in a cache
+    // Every launch calibrates afresh (the exchanges' and the all-to-alls' Path::Auto), in a cache
     // directory of its own, removed when it ends: the tests measure, and leave nothing behind.
     let cache = CacheDir::new(pes);
     let mut child = launch::command(pes, exe)

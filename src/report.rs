@@ -1,6 +1,11 @@
-//! The benchmark report: reads criterion's results, prints a Markdown table of each group
-//! with the ratio of every variant to the group's reference (MPI where the group has it,
-//! otherwise the C library called directly), and draws time against message size as SVG.
+//! The benchmark report (`cargo run --bin bench-report`): reads criterion's results under
+//! `target/criterion`, prints a Markdown table of each group with the ratio of every variant
+//! to the group's reference (MPI where the group has it, otherwise the C library called
+//! directly), and draws time against message size as SVG, into `docs/bench/`. A ratio is the
+//! paired one where the benchmarks measured it ([`PairedRatio`], variant and reference
+//! interleaved), else the ratio of the two medians, marked `~`: compare variants within one
+//! run, since whole runs drift. The launch probes ([`LaunchProbe`]) come as a table, one row
+//! per launch with the state it fell into.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

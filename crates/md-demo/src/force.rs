@@ -264,7 +264,9 @@ pub(crate) fn bucket(index: &[usize], groups: usize) -> (Vec<u32>, Vec<usize>) {
 /// domain's share of the potential energy: write them into the step's forces with
 /// [`Local::fold_forces`](md_halo::Local::fold_forces), which folds the images' forces onto
 /// their atoms; after [`Step::move_f`](md_halo::Step::move_f) the home forces are the total
-/// forces.
+/// forces. It evaluates every pair from both ends, in plain double precision: the reference
+/// the multi-PE halo test checks the [pair-list kernel](crate::cluster::PairList) against on
+/// every domain.
 pub fn domain_forces(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> (Vec<RVec>, f64) {
     let positions = halo.positions_with_images();
     let x = &positions[..];

@@ -4,8 +4,9 @@
 //! - [`structure`]: a GROMACS `.gro` reader for any system and box, molecules, replication;
 //! - [`types`]: charges and Lennard-Jones parameters for every atom name, from a documented
 //!   built-in table or a types file;
-//! - [`force`]: a Lennard-Jones plus reaction-field force on a domain's atoms, and the serial
-//!   reference with energy and virial;
+//! - [`force`]: Lennard-Jones plus reaction field or the real-space part of Ewald summation
+//!   on a domain's atoms, a plain cell-list loop, and the serial reference with energy and
+//!   virial;
 //! - [`cluster`]: the fast force kernel: a clustered Verlet pair list and a vectorised
 //!   kernel, bit for bit the same for any number of threads;
 //! - [`motion`]: deterministic displacements between steps, and the Verlet buffer they need;

@@ -40,6 +40,11 @@ impl Structure {
     /// box line (three lengths, or the nine numbers of a triclinic box). Velocities, if
     /// present, are ignored. Positions are wrapped into the box.
     ///
+    /// The atom lines are read by their columns, not split at blanks, as GROMACS reads them:
+    /// past atom 9999 the atom number fills its columns and touches the name, and residue
+    /// numbers wrap after 99999. The width of the coordinate fields is the distance between
+    /// their first two decimal points.
+    ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be read; [`Error::Input`] naming the line for a
     /// malformed file or a box GROMACS would refuse.

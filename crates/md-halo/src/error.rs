@@ -68,7 +68,10 @@ pub enum Error {
 
     /// An atom's position is not finite (NaN or infinite): the simulation has blown up, or
     /// the input is corrupt.
-    #[error("atom {atom} has a position that is not finite{}; check the input or the integration", pe.map(|p| format!(" on PE {p}")).unwrap_or_default())]
+    #[error(
+        "atom {atom} has a position that is not finite{}; check the input or the integration",
+        pe.map(|p| format!(" on PE {p}")).unwrap_or_default()
+    )]
     NotFinite {
         /// Its global index.
         atom: usize,

@@ -1,8 +1,6 @@
 //! The periodic box as GROMACS defines it: three box vectors a = (ax, 0, 0), b = (bx, by, 0),
-//! c = (cx, cy, cz), rectangular when the off-diagonal elements are zero. Positions become
-//! fractional coordinates through the reciprocal box (GROMACS's `calc_recipbox`); the domain
-//! decomposition, the halo ranges and the periodic shifts all work in those coordinates, so
-//! a triclinic box needs no special case anywhere else.
+//! c = (cx, cy, cz), rectangular when the off-diagonal elements are zero, and the fractional
+//! coordinates of positions through the reciprocal box (GROMACS's `calc_recipbox`).
 
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -17,6 +15,15 @@ const AXES: [&str; 3] = ["x", "y", "z"];
 const VECTORS: [&str; 3] = ["a", "b", "c"];
 
 /// A periodic box: its vectors and the reciprocal box that turns positions into fractions.
+///
+/// The domain decomposition, the halo ranges and the periodic shifts all work in those
+/// fractions: domains are slices of the unit cell along each fraction ([`DdGrid`]), a range
+/// `r` reaches `r / height(d)` in fraction `d` ([`height`](Self::height)), and an atom
+/// crossing the periodic boundary along `d` is shifted by box vector `d`. So a triclinic box
+/// needs no special case anywhere else. One placement decides an atom's home domain:
+/// [`put_in_box`](Self::put_in_box).
+///
+/// [`DdGrid`]: crate::DdGrid
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PbcBox {
     vectors: [RVec; 3],

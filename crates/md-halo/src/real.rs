@@ -8,10 +8,12 @@ use bytemuck::Pod;
 
 /// `f32` or `f64`: the element type of an exchange's coordinates and forces
 /// ([`HaloExchange`](crate::HaloExchange)`<'rt, R>`). Every decision of the decomposition is
-/// made in `f64` fractions of the positions, whichever the type; the arithmetic on positions
-/// and forces (periodic shifts, sums of forces) is the type's own. The box keeps GROMACS's
-/// `f32` vectors ([`PbcBox`](crate::PbcBox)): an `f64` engine's periodic shifts are those of
-/// that box, exactly, and its own box must be the same. Sealed.
+/// made in `f64` fractions of the positions, whichever the type, so an `f64` exchange of
+/// positions that are `f32` values makes the same plan as the `f32` exchange; the arrays, the
+/// messages and the arithmetic on positions and forces (periodic shifts, sums of forces) are
+/// the type's own. The box keeps GROMACS's `f32` vectors ([`PbcBox`](crate::PbcBox)): an
+/// `f64` engine's periodic shifts are those of that box, exactly, and its own box must be the
+/// same. Sealed.
 pub trait Real:
     sealed::Sealed
     + Pod

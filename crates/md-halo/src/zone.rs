@@ -12,7 +12,9 @@ use crate::real::Real;
 ///
 /// The virial of the pair forces then needs only home atoms:
 /// `Ξ = -½ (Σ_home x ⊗ f + Σ_d vector_d ⊗ along(d))`, summed over all PEs, with `x` the home
-/// positions of the step and `f` the total forces after `move_f`.
+/// positions of the step and `f` the total forces after `move_f`. The exchange sums them in
+/// double precision, in the pass that adds the returned forces to their atoms, in an order
+/// fixed by the send lists: the same bits for any thread count.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShiftForces {
     pub(crate) along: [[f64; 3]; 3],
@@ -61,17 +63,22 @@ impl std::ops::AddAssign for ShiftForces {
 /// domain is its own neighbour.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PeriodicImages {
-    /// The halo exchange: [`HaloExchange::move_x`](crate::HaloExchange::move_x) copies the images, shifted, behind the
-    /// halo atoms, and [`Step::move_f`](crate::Step::move_f) adds their forces to their atoms. Any force
-    /// kernel that takes plain coordinates works.
+    /// The halo exchange: [`HaloExchange::move_x`](crate::HaloExchange::move_x) writes each
+    /// image behind the halo atoms from its stored atom plus its whole shift, and
+    /// [`Step::move_f`](crate::Step::move_f) adds their forces back to their atoms, pulse by
+    /// pulse. Any force kernel that takes plain coordinates works.
     #[default]
     Halo,
-    /// The force kernel, as GROMACS's does with shift vectors: the halo exchange moves only
-    /// what crosses between PEs, and [`HaloExchange::images`](crate::HaloExchange::images) lists each image as an atom and
-    /// a shift. The kernel adds the shift where it loads the atom
-    /// ([`PeriodicImage::position`]) and adds the image's force to the atom's, and returns the
-    /// shift forces ([`ShiftForces::add_image`]); no pass over the images is left in the
-    /// exchange.
+    /// The force kernel, as GROMACS's does with shift vectors: the halo exchange runs only the
+    /// pulses between PEs, the step's coordinates and forces cover the
+    /// [`stored_count`](crate::HaloExchange::stored_count) atoms, and
+    /// [`HaloExchange::images`](crate::HaloExchange::images) lists each image as an atom and a
+    /// shift. The kernel adds the shift where it loads the atom ([`PeriodicImage::position`])
+    /// and adds the image's force to the atom's, and returns the shift forces
+    /// ([`ShiftForces::add_image`]); no pass over the images is left in the exchange. On 20 736
+    /// atoms over 2 PEs (grid 1x2x1) the images are two of the three pulses, and under `Halo`
+    /// each costs 3-6 µs of gather in `move_x` and as much of scatter-add in `move_f`, on
+    /// either path, about half of each exchange.
     Kernel,
 }
 
@@ -99,8 +106,9 @@ impl<R: Real> PeriodicImage<R> {
     }
 }
 
-/// Which pairs of local atoms a domain computes ([`HaloExchange::pair_owner`](crate::HaloExchange::pair_owner)): GROMACS's
-/// eighth-shell rule on the domains the two atoms came from. An atom's home domain lies some
+/// Which pairs of local atoms a domain computes
+/// ([`HaloExchange::pair_owner`](crate::HaloExchange::pair_owner)): GROMACS's eighth-shell
+/// rule on the domains the two atoms came from. An atom's home domain lies some
 /// pulses above this one along each dimension it was received along (its [`Zone`]); the
 /// domain computes a pair when, along every dimension, at least one of the two was not
 /// received along it: this domain is the componentwise lowest of their two home domains.
@@ -180,8 +188,8 @@ impl Zone {
 /// The local atoms among `candidates` that a pulse along `dim` sends down: those whose
 /// reference fraction lies below the limit of their zone (the range above the domain's lower
 /// face, or above a higher lower face of a row of domains above it where the grid is
-/// staggered: [`DdGrid::send_limits`]). The one rule of the plan, shared by
-/// the exchange and by [`crate::model`].
+/// staggered: [`DdGrid::send_limits`](crate::DdGrid::send_limits)). The one rule of the plan,
+/// shared by the exchange and by [`crate::model`].
 pub(crate) fn sends<'a>(
     reference: &'a [[f64; 3]],
     zones: &'a [Zone],

@@ -108,9 +108,12 @@ atomic_int!(
 /// An array of 64-bit integers in symmetric memory that is only ever accessed atomically,
 /// locally as well as remotely. Zero at allocation.
 ///
-/// The operations are OpenSHMEM's atomics, or, when every PE of the job is mapped into this
-/// process (one node, direct path on), the processor's atomics through the mapping on every
-/// PE alike.
+/// The operations are OpenSHMEM's atomics, so that PEs on different nodes stay atomic with
+/// respect to each other (a processor's atomic through a mapping is not atomic with respect
+/// to a library atomic from another node). When every PE of the job is mapped into this
+/// process (one node, direct path on), they are the processor's atomics through the mapping,
+/// on every PE alike: atomic with respect to each other, and none waits for its target to
+/// call into the library (Sandia OpenSHMEM applies a same-node atomic only then).
 pub struct AtomicArray<'rt, A: AtomicInt> {
     words: SymArray<'rt, A>,
 }

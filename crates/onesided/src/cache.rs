@@ -1,7 +1,7 @@
 //! The cache of a calibration's choice: a file per shape of job (implementation, PE count,
-//! nodes, their hosts, the settings that change a path's speed), which the next run of the
-//! same shape reads instead of measuring again. The exchanges' links and the all-to-all's
-//! path are cached alike.
+//! nodes, their hosts, how the PEs of a node reach each other's memory), which the next run
+//! of the same shape reads instead of measuring again. The exchanges' links and the
+//! all-to-all's algorithm are cached alike.
 
 use std::path::PathBuf;
 
@@ -13,8 +13,8 @@ use crate::runtime::Runtime;
 impl Runtime {
     /// The cache file for this job's calibration of `what` (PE 0's path; `None` where no
     /// cache directory can be found): its name holds `what`, the implementation, the PE
-    /// count, the nodes, a hash of their host names and the settings that change the paths'
-    /// speed.
+    /// count, the nodes, a hash of their host names and how the PEs of a node reach each
+    /// other's memory ([`SameNodeAccess`](crate::SameNodeAccess)).
     ///
     /// # Collective
     /// One reduction over the world.

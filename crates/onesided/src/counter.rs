@@ -1,10 +1,4 @@
-//! Call counters: pairwise synchronisation without barriers.
-//!
-//! Each PE counts the paired operations it has started with each peer. Arriving at the next
-//! operation with `peer` increments the count and writes it into `peer`'s symmetric slot for
-//! this PE; waiting for `peer` means waiting until `peer`'s count in this PE's slot has
-//! reached this PE's own count. Two PEs thus synchronise without involving the others, and
-//! since counts only grow, nothing is ever reset.
+//! Call counters ([`CallCounters`]): pairwise synchronisation without barriers.
 
 use std::time::Duration;
 
@@ -13,6 +7,13 @@ use crate::runtime::Runtime;
 use crate::signal::SignalArray;
 
 /// Per-peer call counters of one kind of paired operation (one send-receive channel, say).
+///
+/// Each PE counts the paired operations it has started with each peer. Arriving at the next
+/// operation with `peer` ([`arrive`](Self::arrive)) fences, increments the count and writes it
+/// into `peer`'s symmetric slot for this PE; waiting for `peer` ([`wait`](Self::wait)) means
+/// waiting until `peer`'s count in this PE's slot has reached this PE's own count. Two PEs
+/// thus synchronise without a barrier and without involving the others, and since counts
+/// only grow, nothing is ever reset.
 pub struct CallCounters<'rt> {
     /// Slot `p` on this PE holds the count PE `p` has reached with this PE.
     arrived: SignalArray<'rt>,

@@ -10,18 +10,28 @@
 //!    process-management interface to join them by (no `PMIX_RANK`, `PMI_RANK`, `PMI_FD`,
 //!    `OMPI_COMM_WORLD_RANK`): each process would start as a job of one PE (`srun` without
 //!    `--mpi=pmix`), [`Error::Launch`](crate::Error::Launch).
-//! 2. **Once OpenSHMEM has started** (after check 3): its PE count against the launcher's count and against
-//!    MPI's world (a library that found no process manager starts alone), [`Error::Launch`](crate::Error::Launch).
-//! 3. **Before OpenSHMEM starts**, in one reduction over MPI: address-space randomisation
-//!    where Sandia OpenSHMEM reaches the PEs of a node through CMA, which would abort every PE
-//!    at its first barrier ([`Error::AddressRandomisation`](crate::Error::AddressRandomisation)).
-//! 4. **Before the first symmetric allocation**, in one reduction over MPI: PEs that disagree
-//!    on the OpenSHMEM or MPI library, the heap size, the library's settings or the transport
-//!    ([`Error::SettingsDiffer`](crate::Error::SettingsDiffer)).
+//! 2. **Once MPI is up and before OpenSHMEM starts**, in one reduction over MPI: address-space
+//!    randomisation where Sandia OpenSHMEM reaches the PEs of a node through CMA (its loaded
+//!    library imports `process_vm_writev`), which would abort every PE at its first barrier
+//!    ([`Error::AddressRandomisation`](crate::Error::AddressRandomisation)).
+//! 3. **Once OpenSHMEM has started**: its PE count against the launcher's count and against
+//!    MPI's world (a library that found no process manager starts alone), agreed in one
+//!    reduction before any PE acts on it, [`Error::Launch`](crate::Error::Launch).
+//! 4. **Before the first symmetric allocation**, in one reduction over MPI of two words per
+//!    setting: PEs that disagree on the OpenSHMEM or MPI library, the heap size, the library's
+//!    settings or the transport ([`Error::SettingsDiffer`](crate::Error::SettingsDiffer),
+//!    naming the lowest PE that differs from PE 0).
+//!
+//! Each refuses only what it can be sure of: a Slurm step's count counts only for the process
+//! the step started (`SLURM_TASK_PID`), and the first check stands aside for an MPI that might
+//! join through Slurm's own PMI library (an Open MPI with its `s1` or `s2` component, or
+//! another MPI), leaving the case to the third.
 //!
 //! The symmetric heap is checked at every allocation: one that cannot fit what is already in
-//! use plus what is asked fails before the implementation is asked
-//! ([`Error::HeapTooSmall`](crate::Error::HeapTooSmall), [`HeapStatus`]).
+//! use on any PE plus what is asked fails on every PE before the implementation is asked
+//! ([`Error::HeapTooSmall`](crate::Error::HeapTooSmall), with a size that fits;
+//! [`HeapStatus`]); the implementation's own failure stays
+//! [`Error::HeapExhausted`](crate::Error::HeapExhausted).
 //!
 //! [`StartReport::collective_gather`] gathers the rest, the library, heap, transport and mapping
 //! each node got, for the `onesided-doctor` program (run it under the launcher) and the one

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 /// What went wrong, with the context needed to act on it: which PE, which array, which
 /// environment variable to raise.
+///
+/// A protocol error of an exchange is a value a caller can match ([`Error::Exchange`] with
+/// an [`ExchangeProblem`]), not a string. Input a caller can get wrong is an error, not a
+/// panic (the `unsafe` views of a range, which say so under **Panics**, are the exception).
+/// [`scope`](Self::scope) says which PEs see an error, and so whether the job can end
+/// normally.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -72,7 +72,8 @@ impl HeapLayout {
     /// symmetric block; `direct` is whether transfers may go through a mapping at all.
     ///
     /// # Collective
-    /// Every PE calls it during [`Runtime::init`], before any transfer into symmetric memory.
+    /// Every PE calls it during [`Runtime::init`](crate::Runtime::init), before any transfer
+    /// into symmetric memory.
     pub(crate) fn collective_new(
         world: &SimpleCommunicator,
         first_block: usize,

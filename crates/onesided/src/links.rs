@@ -4,6 +4,11 @@
 //! below the runtime that keeps the settled links:
 //! [`Runtime::collective_links`](crate::Runtime::collective_links) settles them, by the
 //! calibration that times the exchanges themselves.
+//!
+//! The two classes are kept apart because they differ: on a node whose heaps are mapped the
+//! one-sided paths are copies and beat MPI, while across nodes without RDMA they lose to it
+//! (OSHMEM over UCX's TCP transport emulates each remote write with messages the target must
+//! progress).
 
 use std::fmt;
 use std::path::PathBuf;

@@ -2,23 +2,23 @@
 //! ([`Transport::MpiRma`](crate::Transport::MpiRma)).
 //!
 //! Every symmetric object lies at the same offset from the start of each PE's heap, so one
-//! window over the whole heap, created once, reaches every symmetric array of every PE: the
-//! target displacement of a symmetric address is its distance from this PE's heap start. The
-//! window is held in a passive-target epoch for all of its life (`MPI_Win_lock_all` with
-//! `MPI_MODE_NOCHECK`): a put completes at its target by `MPI_Win_flush`. Waiting PEs read
-//! their own signal words and drive MPI's progress between polls, since a transport that
-//! emulates remote writes (Open MPI's UCX one-sided component over TCP) lands them only when
-//! the target calls into MPI.
+//! window over the whole heap reaches every symmetric array of every PE: the target
+//! displacement of a symmetric address is its distance from this PE's heap start. The runtime
+//! creates it at the first exchange on this path and frees it before finalising; where MPI
+//! cannot create it, every PE gets the error. It is held in a passive-target epoch for all of
+//! its life (`MPI_Win_lock_all` with `MPI_MODE_NOCHECK`): a put completes at its target by
+//! `MPI_Win_flush`. Since a transport that emulates remote writes (Open MPI's UCX one-sided
+//! component over TCP) lands them only when the target calls into MPI, every wait of the
+//! library drives the window's progress once it exists.
 //!
-//! A signal is raised by an `MPI_Put` of one aligned 64-bit element, flushed before the next
-//! write to its PE (see [`HeapWindow::raise_unflushed`]). MPI promises no
-//! atomicity between a put and a load at the target (not for accumulates either); the path
-//! relies, as polling on notified puts over MPI does in practice, on the transports storing an
-//! aligned 8-byte element whole (one store, or a kernel copy of the word). Each signal word has
-//! one writer, whose puts to it are flushed one by one, so they land in order. An
-//! `MPI_Accumulate` instead costs a lock round trip at the target in Open MPI's UCX component
-//! (13.9 µs against 1.6 µs per 8-byte send-receive on one node), `MPI_Fetch_and_op` with
-//! `MPI_REPLACE` 2.6 µs.
+//! A signal is an `MPI_Put` of one aligned 64-bit element, flushed before the next write to
+//! its PE ([`HeapWindow::raise_unflushed`]). MPI promises no atomicity between a put and a
+//! load at the target (nor for accumulates); the path relies, as polling on notified puts over
+//! MPI does in practice, on the transports storing an aligned 8-byte element whole (one store,
+//! or a kernel copy of the word). Each word has one writer, whose puts to it are flushed one by
+//! one, so they land in order. An `MPI_Accumulate` costs a lock round trip at the target in
+//! Open MPI's UCX component (13.9 µs against 1.6 µs per 8-byte send-receive on one node),
+//! `MPI_Fetch_and_op` with `MPI_REPLACE` 2.6 µs.
 
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
@@ -43,7 +43,8 @@ pub(crate) struct HeapWindow {
     /// A communicator of its own on which nothing is ever sent: probing it drives MPI's
     /// progress without matching anyone's messages.
     progress: SimpleCommunicator,
-    /// A communicator of its own for the barrier of [`barrier_progressing`](Self::barrier_progressing).
+    /// A communicator of its own for the barrier of
+    /// [`barrier_progressing`](Self::barrier_progressing).
     fence: SimpleCommunicator,
 }
 

@@ -21,8 +21,9 @@ pub enum Path {
     Mpi,
     /// Per partner, the transport its class of link was measured fastest on (this node or
     /// another), calibrated at the first `Auto` exchange of a job, cached, or named by
-    /// [`env::TRANSPORT`](crate::env::TRANSPORT) ([`Runtime::collective_links`](crate::Runtime::collective_links));
-    /// for an all-to-all, the algorithm measured fastest for its group and block.
+    /// [`env::TRANSPORT`](crate::env::TRANSPORT)
+    /// ([`Runtime::collective_links`](crate::Runtime::collective_links)); for an all-to-all,
+    /// the algorithm measured fastest for its group and block.
     Auto,
 }
 
@@ -67,8 +68,10 @@ pub enum Transport {
     /// MPI two-sided.
     Mpi,
     /// MPI-3 one-sided: the put path's offset swap over an MPI window on the symmetric heap
-    /// (`MPI_Put`, `MPI_Win_flush`, signals raised by `MPI_Accumulate`, passive target), for
-    /// networks where MPI's one-sided transport is faster than OpenSHMEM's.
+    /// (`MPI_Put` of the data and of the signal words, `MPI_Win_flush`, passive target), for
+    /// networks where MPI's one-sided transport is faster than OpenSHMEM's. Where MPI cannot
+    /// create the window (Open MPI without a one-sided component that reaches every PE),
+    /// building an exchange on it fails on every PE, and a calibration leaves it out.
     MpiRma,
     /// One-sided through a symmetric scratch buffer with post/consumed flags (the 2013 SHMEM
     /// port's first attempt): a benchmark baseline, with the `baselines` feature.

@@ -47,7 +47,8 @@ macro_rules! reducible {
 }
 reducible!(f32: false, f64: false, i32: true, i64: true, u32: true, u64: true);
 
-/// Reduces `values` element by element over all PEs, in place ([`Collectives::all_reduce`](crate::Collectives::all_reduce)).
+/// Reduces `values` element by element over all PEs, in place
+/// ([`Collectives::all_reduce`](crate::Collectives::all_reduce)).
 ///
 /// # Collective
 /// Every PE calls it with the same `op` and a slice of the same length.

@@ -1,6 +1,13 @@
 //! Remote memory access: typed, bounds-checked put and get, non-blocking forms inside a scope
 //! that keeps their buffers borrowed until completion, and direct load/store access to PEs
 //! on the same node.
+//!
+//! Two transfer paths. To a PE whose heap is mapped into this process (the same node, a
+//! shared-memory transport) a put or get is a `memcpy` through the mapping, ordered by a
+//! fence; to any other PE it is the library call. The mapping of each PE's copy is looked up
+//! once, when the array is allocated. The direct path is what makes the 8-byte ping-pong take
+//! a quarter of MPI's time on one node (docs/bench/RESULTS.md); the library path is the
+//! portable one, and `ONESIDED_DIRECT=0` forces it (the core tests run under both).
 
 use std::ffi::c_void;
 use std::marker::PhantomData;

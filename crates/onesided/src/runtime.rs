@@ -70,7 +70,8 @@ pub struct Runtime {
     constants: Constants,
     wait_timeout: Duration,
     direct: bool,
-    /// More PEs on this node than cores this process may run on: waits sleep between polls.
+    /// More PEs on this node than it has cores online (or the setting says so): waits nap
+    /// between polls.
     oversubscribed: bool,
     /// The symmetric heap's base and mapping. When every PE's heap is mapped into this
     /// process and direct access is on, every signal is written with release stores, so an
@@ -113,8 +114,8 @@ impl Runtime {
     ///
     /// # Errors
     /// - [`Error::AlreadyInitialized`] on a second call in the process;
-    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT`, `ONESIDED_DIRECT`, `ONESIDED_OVERSUBSCRIBED` or
-    ///   `ONESIDED_NODE_HEAP` is malformed or, with Open MPI,
+    /// - [`Error::Environment`] when `ONESIDED_WAIT_TIMEOUT`, `ONESIDED_DIRECT`,
+    ///   `ONESIDED_OVERSUBSCRIBED` or `ONESIDED_NODE_HEAP` is malformed or, with Open MPI,
     ///   `OMPI_MCA_osc` is not `ucx` (see [`env`](crate::env));
     /// - [`Error::NodeHeap`] on every PE when `ONESIDED_NODE_HEAP=1` and the heaps of a node
     ///   could not be shared;
@@ -401,8 +402,8 @@ impl Runtime {
 
     /// Whether PEs share cores: the node runs more PEs than it has cores online, or
     /// `ONESIDED_OVERSUBSCRIBED=1` says so (see [`env`](crate::env)). Waits then sleep
-    /// between polls once they have spun a while, rather than yield, so that the PE they wait
-    /// for gets the core.
+    /// between polls once they have spun and yielded a while, so that the PE they wait for
+    /// gets the core even where it waits on another core's run queue.
     pub fn oversubscribed(&self) -> bool {
         self.oversubscribed
     }

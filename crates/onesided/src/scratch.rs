@@ -11,7 +11,7 @@ use crate::raw::{RawSymmetric, SYMMETRIC_ALIGN};
 
 /// Elements reduced per library call.
 const REDUCE_CHUNK: usize = 64;
-/// Elements of the first call of [`Runtime::max_u64`]: a header of three and up to five
+/// Elements of the first call of [`max_u64`](crate::Collectives::max_u64): a header of three and up to five
 /// values, padded, so that the call has the same size on every PE.
 pub(crate) const FIRST_CHUNK: usize = 8;
 /// Bytes broadcast per library call.
@@ -44,7 +44,7 @@ fn round_up(bytes: usize) -> usize {
 
 impl CollectiveScratch {
     /// # Collective
-    /// Called by [`Runtime::init`] on every PE; ends with a barrier.
+    /// Called by [`Runtime::init`](crate::Runtime::init) on every PE; ends with a barrier.
     pub(crate) fn collective_alloc(constants: &Constants) -> Result<Self> {
         let psync_len = constants.psync_len;
         let pwrk_len = (REDUCE_CHUNK / 2 + 1).max(constants.reduce_min_wrkdata);

@@ -1,11 +1,5 @@
-//! Signals: monotonic 64-bit words in symmetric memory, set by remote PEs (alone or with a
-//! put), awaited locally with `>=`.
-//!
-//! Values only grow (a step or call number), so a signal never needs resetting and a late
-//! waiter still sees that its value was reached. Waits spin briefly, then yield the core (or,
-//! where PEs share cores, sleep between polls: [`Runtime::oversubscribed`]), drive the
-//! library's progress as they poll, and give up after the runtime's timeout with an error naming the PE, the signal, the value
-//! awaited and the value seen.
+//! Signals ([`SignalArray`]): monotonic 64-bit words in symmetric memory, set by remote PEs
+//! (alone or with a put), awaited locally with `>=`; and put-with-signal.
 
 use std::ffi::c_ulonglong;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -25,7 +19,18 @@ const POLLS_PER_PROGRESS: u32 = 16;
 /// library is called only for the progress of anything else it may have in flight.
 const POLLS_PER_PROGRESS_MAPPED: u32 = 1024;
 
-/// An array of signal words in symmetric memory, zero at allocation.
+/// An array of signal words in symmetric memory, zero at allocation, only ever accessed
+/// atomically.
+///
+/// A signal's value only grows (a step or call number) and is awaited with `>=`, so a signal
+/// never needs resetting and a late waiter still sees that its value was reached.
+///
+/// A wait polls with an acquire load, calling the library's test (which drives its progress,
+/// for transports that need the target's help) every 16th poll, or every 1024th where every
+/// PE's heap is mapped and signals arrive as plain stores. It spins briefly, then yields the
+/// core (or, where PEs share cores, sleeps between polls: [`Runtime::oversubscribed`]), and
+/// after the runtime's [timeout](Runtime::wait_timeout) returns [`Error::WaitTimeout`] naming
+/// the PE, the signal and its array, the value awaited and the value seen.
 pub struct SignalArray<'rt> {
     words: SymArray<'rt, u64>,
 }

@@ -47,7 +47,7 @@ fn launch_fix(variable: &str) -> &'static str {
 /// Check 1: run before either library starts. `var` reads an environment variable;
 /// `mpi_may_join` says whether the MPI library could join the launcher without any of
 /// [`PROCESS_MANAGER_VARIABLES`] (Slurm's own PMI library, which reads Slurm's variables): then
-/// only check 2 can tell.
+/// only check 3 can tell.
 pub(crate) fn check_process_manager(var: &dyn Fn(&str) -> Option<String>, mpi_may_join: bool) -> Result<()> {
     let Some((variable, size)) = launcher_size(var) else { return Ok(()) };
     if size <= 1 || mpi_may_join || PROCESS_MANAGER_VARIABLES.iter().any(|name| var(name).is_some()) {
@@ -63,7 +63,7 @@ pub(crate) fn check_process_manager(var: &dyn Fn(&str) -> Option<String>, mpi_ma
     })
 }
 
-/// Check 2: OpenSHMEM's `n_pes` and `my_pe` against the launcher's count and MPI's world.
+/// Check 3: OpenSHMEM's `n_pes` and `my_pe` against the launcher's count and MPI's world.
 pub(crate) fn check_launch(
     var: &dyn Fn(&str) -> Option<String>,
     (my_pe, n_pes): (usize, usize),
@@ -172,7 +172,7 @@ fn settings(implementation: &str, mpi_library: &str) -> Vec<Setting> {
     all
 }
 
-/// Check 3: address-space randomisation where CMA needs it off (`breaks` on this PE), in one
+/// Check 2: address-space randomisation where CMA needs it off (`breaks` on this PE), in one
 /// maximum-reduction over MPI that names the lowest such PE. It runs before OpenSHMEM
 /// starts: Sandia OpenSHMEM's first barrier already writes through CMA.
 ///
@@ -186,8 +186,8 @@ pub(crate) fn collective_check_randomisation(world: &SimpleCommunicator, breaks:
 }
 
 /// Check 4: the settings of every PE against PE 0's, in one maximum-reduction over MPI of
-/// two words per setting (the hash of its value, [`Agreement::same_bytes`]). Only when something differs do further broadcasts name the PE
-/// and the values.
+/// two words per setting (the hash of its value, [`Agreement::same_bytes`]). Only when
+/// something differs do further broadcasts name the PE and the values.
 ///
 /// # Collective
 /// Every PE of `world` calls it.

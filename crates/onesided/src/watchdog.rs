@@ -1,36 +1,33 @@
 //! A deadline on every call that can block on another PE.
 //!
 //! The library's own waits (signals, counters, the all-to-alls' flags) poll and give up with
-//! [`Error::WaitTimeout`](crate::Error::WaitTimeout) after [`Runtime::wait_timeout`](crate::Runtime::wait_timeout). The calls
-//! into OpenSHMEM and MPI that can block on a peer (a quiet, a blocking put, get or atomic, a
-//! barrier, a collective, an MPI wait, finalisation) cannot: a PE whose peer's node dropped off
-//! the network stays inside the implementation for as long as TCP keeps retrying, which is
-//! longer than a batch job. Each of those calls is made inside [`watch`], which records it in
-//! a slot of the calling thread (a few relaxed stores, no clock read). A thread of the
-//! process's own, started with the [`Runtime`](crate::Runtime), looks at every slot a few times a second; a
-//! call that has stayed the same for half the deadline is reported (one line: the call, the
-//! peer, how long), so that when the job ends every PE still blocked has said where; one that
-//! has stayed the same for the whole deadline is a fault: the thread prints, on this
-//! PE, which call it is, on which PE it waits and for how long, then ends the whole job
-//! ([`Runtime::abort`](crate::Runtime::abort)'s route, with status [`EXIT_STATUS`]). Where that itself blocks (the
-//! launcher behind the same dead link), the process ends itself [`ABORT_GRACE`] later, and the
-//! launcher, which sees a PE die, tears the job down.
-//!
-//! Once a wait of the library's own on this PE has run out the deadline (a peer is lost), a
-//! blocking call made after it, such as the `shmem_free` of the error's path, gets only
-//! [`after_a_timeout`] before the job ends: the fault has already cost its deadline.
+//! [`Error::WaitTimeout`](crate::Error::WaitTimeout) after
+//! [`Runtime::wait_timeout`](crate::Runtime::wait_timeout). The calls into OpenSHMEM and MPI
+//! that can block on a peer (a quiet, a blocking put, get or atomic, a barrier or collective,
+//! an MPI wait, receive or collective, allocation, initialisation and finalisation) cannot: a
+//! PE whose peer's node dropped off the network stays inside the implementation for as long
+//! as TCP keeps retrying. Each of those calls is made inside [`watch`], which records it in a
+//! slot of the calling thread. A thread started with the [`Runtime`](crate::Runtime) looks at
+//! every slot at a twentieth of the deadline (between 10 and 500 ms). A call seen unchanged
+//! for half the deadline is reported in one line, so that every PE still blocked when the job
+//! ends has said where; one unchanged for the whole deadline ends the job: a line naming the
+//! PE, its host, the call and the peer, then [`Runtime::abort`](crate::Runtime::abort)'s route
+//! with status [`EXIT_STATUS`]. Where that itself blocks (the launcher behind the same dead
+//! link), the process ends itself [`ABORT_GRACE`] later, and the launcher, which sees a PE
+//! die, tears the job down. The launcher must notice a lost node too: `scripts/pe-run` in the
+//! repository gives Open MPI's daemons TCP keepalives, and `scripts/test-faults` injects such
+//! faults (docs/bench/FAULTS.md). Once a wait of the library's own on this PE has run out the
+//! deadline (a peer is lost), a blocking call made after it, such as the `shmem_free` of the
+//! error's path, gets only [`after_a_timeout`].
 //!
 //! # What the deadline counts from
-//! From the moment the call began, on this PE. A call blocks only while a peer has not done
-//! its part, so a false alarm needs a peer that spends the whole deadline away from the
-//! library between two calls (a force computation of a minute against a deadline of a
-//! minute). Counting from when the peer was last seen alive would need a sign of life that
-//! arrives while this PE is blocked inside the implementation, over a channel that does not
-//! need the peer's help: OSHMEM over TCP carries a one-sided read as a message the target must
-//! progress, so a heartbeat read from a peer that is computing would block like the call it
-//! guards. The bound is therefore the setting: `ONESIDED_WAIT_TIMEOUT` (default 60 s) must be
-//! longer than the longest time any PE computes between two calls of the library, which for a
-//! molecular-dynamics step is milliseconds.
+//! From the moment the call began, on this PE. Counting from when the peer was last seen alive
+//! would need a sign of life that arrives while this PE is blocked inside the implementation,
+//! over a channel that does not need the peer's help: OSHMEM over TCP carries a one-sided read
+//! as a message the target must progress, so a heartbeat read from a peer that is computing
+//! would block like the call it guards. So a PE that computes for longer than the deadline
+//! between two calls of the library is a false alarm: `ONESIDED_WAIT_TIMEOUT` (default 60 s)
+//! must exceed it, and for a molecular-dynamics step it is milliseconds.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
@@ -167,7 +164,7 @@ fn my_slot() -> Option<&'static Slot> {
 /// Calls may nest; the innermost is the one reported, and the deadline of an outer call
 /// starts again when an inner one returns (the watchdog never ends a job before a single call
 /// has blocked for the whole deadline). Cheap enough for every call: a few stores to memory
-/// of this thread's own.
+/// of this thread's own, no clock read.
 ///
 /// Engines may wrap their own blocking calls (MPI included) in it too. Without a
 /// [`Runtime`](crate::Runtime) nothing watches.

@@ -8,6 +8,14 @@
 //! - [`serial_pme`]: smooth PME on one process over the whole grid (spread, 3-D FFT, solve,
 //!   backward FFT, gather), the same method as the distributed one, so the two agree to
 //!   rounding.
+//!
+//! The unit tests here check that serial PME converges to the Ewald sum at the rate of order-4
+//! interpolation (halving the spacing divides the force error by about 2³ and the energy's by
+//! about 2⁴) and the gather against the numerical gradient of the energy. The multi-PE tests
+//! (`tests/pme_mesh.rs`) check the distributed FFT against [`serial_fft`] on grids that do not
+//! divide evenly by the rank count, and whole steps against [`serial_pme`] to single-precision
+//! rounding and against [`ewald_sum`] to the grid's accuracy, with the same bits on every
+//! transpose and redistribution path.
 
 use num_complex::Complex;
 use rustfft::FftPlanner;

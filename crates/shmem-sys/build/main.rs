@@ -8,6 +8,10 @@
 //!   separator, for an rpath;
 //! - `DEP_OPENSHMEM_INCLUDE`: the include directories, likewise.
 //!
+//! For this crate it sets `cfg(shmem_oshmem)` or `cfg(shmem_sos)`, and `cfg(shmem_spec_1_5)`
+//! for a header of 1.5 or later; `onesided`'s build script turns the exported facts into the
+//! same cfgs.
+//!
 //! A documentation-only build (`DOCS_RS` set, as docs.rs sets it, or `SHMEM_SYS_DOCS_ONLY`)
 //! looks for no library: it takes the bindings generated ahead in `bindings/` (Sandia
 //! OpenSHMEM 1.5 unless `SHMEM_SYS_DOCS_BINDINGS=oshmem-1.4`), compiles and links nothing, and

@@ -16,7 +16,7 @@
 //! When nothing is found, [`ProbeFailure`] lists every place tried and why it failed.
 //!
 //! Everything the probe learns from the machine goes through [`Host`], so the parsing and the
-//! decisions can be tested on recorded outputs of both implementations.
+//! decisions are tested on recorded outputs of both implementations (`tests/probe.rs`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

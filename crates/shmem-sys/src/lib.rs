@@ -15,7 +15,9 @@
 //! 1.5 or later, `cfg(shmem_spec_1_5)`; routines of 1.5 (put-with-signal, teams,
 //! `wait_until_any`) exist in these bindings only then. Dependent crates receive the same
 //! facts in their build scripts as `DEP_OPENSHMEM_IMPLEMENTATION` and
-//! `DEP_OPENSHMEM_SPEC_VERSION`.
+//! `DEP_OPENSHMEM_SPEC_VERSION`. The 1.5 routines are built and tested against Sandia
+//! OpenSHMEM 1.5.3 (`scripts/build-sos` in the repository builds it from the vendored
+//! release), the 1.4 ones against Open MPI's OSHMEM.
 #![no_std]
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(missing_docs, clippy::all)]

@@ -26,8 +26,8 @@ impl PairList {
     }
 
     /// As [`forces`](Self::forces), into `forces` of exactly one element per position: memory
-    /// the caller does not own as a `Vec`, such as the halo exchange's own force array
-    /// (`md_halo::HaloExchange::coordinates_and_forces_mut`), which the forces then leave from
+    /// the caller does not own as a `Vec`, such as the halo exchange's own force array (the
+    /// forces of [`Step::local`](md_halo::Step::local)), which the forces then leave from
     /// without a copy.
     ///
     /// # Errors

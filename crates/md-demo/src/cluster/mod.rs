@@ -13,13 +13,14 @@
 //!   slot of i below slot of j).
 //!   Between builds the list is reused; the kernel applies the cutoff itself.
 //! - **Kernel.** 4 × 8 pairs per list entry, written as loops over the eight j lanes that the
-//!   compiler turns into vector instructions (AVX2 where the processor has it, chosen at run
-//!   time; SSE2 otherwise); every pair is evaluated once and its force added to both atoms
-//!   (Newton's third law).
+//!   compiler turns into vector instructions. The instruction set is chosen at run time
+//!   ([`Isa::detect`]) through `#[target_feature]` copies of one body: AVX-512 on 256-bit
+//!   vectors, AVX2, or the baseline (SSE2 on x86-64). Every pair is evaluated once and its
+//!   force added to both atoms (Newton's third law).
 //! - **Threads.** The i-clusters are cut into chunks of a fixed size; each chunk adds into its
 //!   own force buffer and the buffers are summed in chunk order. Chunks depend on the system
 //!   only, so the forces are bit for bit the same for any number of threads, and the same on
-//!   either instruction set (no fused multiply-add, no approximate reciprocal).
+//!   every instruction set (no fused multiply-add, no approximate reciprocal).
 //! - **Ewald.** Under [`Electrostatics::Ewald`] the kernel evaluates `erfc(βr)` in single
 //!   precision with the rational approximation of Abramowitz and Stegun (7.1.26, absolute
 //!   error below 1.5 × 10⁻⁷) and `exp(−β²r²)` with a polynomial that vectorises, shared by the

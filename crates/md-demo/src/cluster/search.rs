@@ -18,15 +18,15 @@ impl PairList {
     /// left them) with the domain's pair ownership, at the list radius of the halo plan (the
     /// cutoff plus the Verlet buffer), for the [best](Isa::detect) instruction set.
     ///
-    /// # Errors
-    /// As [`PairList::build`].
-    ///
     /// Under [`PeriodicImages::Kernel`](md_halo::PeriodicImages::Kernel) the list makes the
     /// halo's periodic images itself: [`forces`](Self::forces) then takes the stored
-    /// coordinates ([`HaloExchange::coordinates`]), adds each image's shift where it loads
-    /// the image, writes one force per stored atom with the images' forces added, and keeps
-    /// the forces the images carried across the boundaries
-    /// ([`shift_forces`](Self::shift_forces)).
+    /// coordinates ([`HaloExchange::coordinates`]), adds each image's shift where its per-step
+    /// gather loads the image's slot, adds each image's force to its atom's in the pass that
+    /// writes the atoms' forces (one force per stored atom), and keeps the forces the images
+    /// carried across the boundaries ([`shift_forces`](Self::shift_forces)).
+    ///
+    /// # Errors
+    /// As [`PairList::build`].
     pub fn for_domain(halo: &HaloExchange<'_>, topology: &Topology, field: &ForceField) -> Result<PairList> {
         let mut list = PairList::empty(field);
         list.rebuild_for_domain(halo, topology, field)?;

@@ -1,48 +1,18 @@
 //! Dynamic load balancing: domain boundaries that follow the measured load, as GROMACS's DLB
-//! moves them (`src/gromacs/domdec/cellsizes.cpp`).
+//! moves them (`src/gromacs/domdec/cellsizes.cpp`). What a PE's load is, and how the
+//! boundaries move, is [`Dlb`]'s to say; here the measure ([`Balancer`]) and the decision.
 //!
-//! The load of a PE is its step's work outside the exchanges, between two repartitions: the
-//! time from each [`Step::move_f`](crate::Step::move_f) returning to the next
-//! [`HaloExchange::move_x`](crate::HaloExchange::move_x) (the update), restarted when a
-//! repartition returns (so that a search step holds the search but not the repartition's
-//! communication), plus the time from that `move_x` returning to the next `move_f` (the force
-//! work); or what the engine measured itself ([`Step::record_load`](crate::Step::record_load)).
-//! GROMACS's balance region also holds the coordinate halo: its wait is a neighbour's lateness
-//! (the update of a loaded domain is longer), which would count on the domain that waited, so
-//! here it is left out. The loads are summed over the steps with the largest one left out (a
-//! step the system or the network held up says nothing of the domain), as GROMACS counts its
-//! force cycles. At each repartition the PEs sum these per slab of domains along each split
-//! dimension, with the run's load, step time and steps (one reduction of `Nx + Ny + Nz + 3`
-//! values; of `Nx + 3` where rows are staggered, below), and take one maximum of three (the
-//! largest load, whether any row is off equal domains, and how far the way back to them may
-//! go at once); every PE computes the same new boundaries from the same sums (on staggered
-//! rows, the PEs of a row from the same row loads):
+//! At each repartition the PEs sum the loads per slab of domains along each split dimension,
+//! with the run's load, step time and steps: one reduction of `Nx + Ny + Nz + 3` values, or of
+//! `Nx + 3` where rows are staggered (each row's loads then come from its own PEs, `rows.rs`).
+//! One maximum of three values follows: the largest load, whether any row is off equal
+//! domains, and how far the way back to them may go at once. Every PE then computes the same
+//! new boundaries from the same sums (`bounds.rs`); on staggered rows the PEs of a row compute
+//! that row from the same row loads, and each PE keeps the rows near its domain.
 //!
-//! - a slab's width is scaled by `1 - s (L_i / L̄ - 1)`, with `s` one half (under-relaxation),
-//!   less where that would change a slab by more than 10 % at once;
-//! - no slab gets narrower than [`DdGrid::min_width`] (its pulses must still cover the range),
-//!   with GROMACS's iterative clamping;
-//! - no boundary moves past the middle of either slab it bounded, so an atom changes domain by
-//!   at most one along a dimension within its row, as migration needs (on staggered rows it
-//!   may find itself one further off in a neighbouring row, which migration allows too).
-//!
-//! On a grid of one split dimension the boundaries are one set for it. With two or three, as
-//! GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each
-//! x slab's y boundaries from its own domains' loads, each (x, y) column's z boundaries from
-//! its own, which balances loads that vary across a slab as well. Each row then moves towards
-//! where its loads want it as far as its neighbouring rows' boundaries alone allow (GROMACS
-//! bounds each boundary by its neighbours', `cellFracLowerMax` and `cellFracUpperMin`): each
-//! limit between two rows gives either at most half of what it has to spare, so a row's move
-//! depends on its own loads and its neighbours' boundaries, and a pair of rows at their limit
-//! holds back no other row, nor (but where a rounding would leave a domain too narrow) its
-//! own other boundaries. That makes the rows a PE's own business and its neighbours'
-//! (`rows.rs`, GROMACS's row roots and `dd_move_cellx`): each PE reads the loads
-//! of its column's domains and of its slab's columns from their PEs (`Nz + Ny` values), moves
-//! its own two rows, and reads the new rows near its domain from a PE of each; its grid then
-//! holds those rows alone ([`DdGrid::near`]). What a repartition sends and what a PE keeps
-//! grow with the domains along a dimension and with the neighbourhood, not with the PE count.
-//! The way back to equal domains under [`Dlb::Auto`] moves every row the same agreed share,
-//! each PE the rows it holds.
+//! `bounds.rs` holds the rule that moves the boundaries, `rows.rs` the board on which the PEs
+//! share their rows' loads and boundaries, `auto.rs` when [`Dlb::Auto`] turns balancing on
+//! and off.
 
 use std::fmt;
 use std::str::FromStr;
@@ -61,7 +31,46 @@ use auto::{AutoState, Turn};
 use bounds::{balanced_bounds, equal_by, moved_row, share_toward_equal, toward_equal};
 pub(crate) use rows::RowBoard;
 
-/// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings.
+/// Whether the domain boundaries follow the load, with GROMACS's `-dlb` meanings
+/// ([`HaloBuilder::load_balancing`](crate::HaloBuilder::load_balancing)).
+///
+/// The load of a PE is its step's work outside the exchanges, between two repartitions: the
+/// time from each [`Step::move_f`](crate::Step::move_f) returning to the next
+/// [`HaloExchange::move_x`](crate::HaloExchange::move_x) (the update), restarted when a
+/// repartition returns (so that a search step holds the search but not the repartition's
+/// communication), plus the time from that `move_x` returning to the next `move_f` (the force
+/// work); or what the engine measured itself ([`Step::record_load`](crate::Step::record_load)).
+/// GROMACS's balance region also holds the coordinate halo: its wait is a neighbour's lateness
+/// (the update of a loaded domain is longer), which would count on the domain that waited, so
+/// here it is left out. The loads are summed over the steps with the largest one left out (a
+/// step the system or the network held up says nothing of the domain), as GROMACS counts its
+/// force cycles.
+///
+/// At each repartition every PE computes the same boundaries from the summed loads, by
+/// GROMACS's rule:
+///
+/// - a slab's width is scaled by `1 - s (L_i / L̄ - 1)`, with `s` one half (under-relaxation),
+///   less where that would change a slab by more than 10 % at once;
+/// - no slab gets narrower than [`DdGrid::min_width`] (its pulses must still cover the range),
+///   with GROMACS's iterative clamping;
+/// - no boundary moves past the middle of either slab it bounded, so an atom changes domain by
+///   at most one along a dimension within its row, as migration needs.
+///
+/// The new grid is taken up once the repartition's checks pass, before atoms migrate. On a
+/// grid of one split dimension the boundaries are one set for it. With two or three, as
+/// GROMACS does, they are staggered ([`DdGrid::with_rows`]): x's from the x slabs' loads, each
+/// x slab's y boundaries from the loads of its (x, y) columns, each column's z boundaries from
+/// those of its own domains, which balances loads that vary across a slab as well. Each row
+/// then moves towards where its loads want it as far as its neighbouring rows' boundaries
+/// allow, and an atom that crosses into a neighbouring row may find itself one domain further
+/// off there, which migration allows too. A PE's grid then holds only the rows near its domain
+/// ([`DdGrid::near`]): what a repartition sends and what a PE keeps grow with the domains along
+/// a dimension and with the neighbourhood, not with the PE count
+/// ([`collective_whole_grid`] gathers every row, for output). [`collective_load_report`] gives
+/// the balance in GROMACS's terms.
+///
+/// [`collective_whole_grid`]: crate::HaloExchange::collective_whole_grid
+/// [`collective_load_report`]: crate::HaloExchange::collective_load_report
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dlb {
     /// Equal domains throughout; the load imbalance is still measured and reported.
@@ -71,9 +80,12 @@ pub enum Dlb {
     Yes,
     /// Boundaries start moving once the imbalance has cost 2 % of the run time or more
     /// (GROMACS's `DD_PERF_LOSS_DLB_ON`), judged at each repartition from the third on; as
-    /// GROMACS does, balancing turns itself off again when the steps got slower with it: the
-    /// boundaries go back to equal domains, it is tried again no sooner than 100 repartitions
-    /// later, and after a second such slowdown within 1 000 no more.
+    /// GROMACS does, balancing turns itself off again when the steps got slower with it (every
+    /// 20 repartitions, a running average of the step time under balancing is compared with
+    /// the mean step time before it): the boundaries go back to equal domains, each
+    /// repartition as far along the straight line to them as the half-slab limit allows, it is
+    /// tried again no sooner than 100 repartitions later, and after a second such slowdown
+    /// within 1 000 no more.
     Auto,
 }
 

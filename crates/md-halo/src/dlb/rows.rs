@@ -2,6 +2,13 @@
 //! reads the loads of its own rows and the new boundaries of the rows near it from its
 //! neighbours' symmetric boards, so that a repartition's messages and a PE's grid grow with
 //! the rows (a dimension's domain count) and the neighbourhood, never with the PE count.
+//!
+//! A row moves by its own loads and its neighbouring rows' old boundaries alone
+//! (`bounds::moved_row`), so it is the business of its PEs and their neighbours, as with
+//! GROMACS's row roots and `dd_move_cellx`. Rather than one root per row, every PE of the row
+//! computes it from the same loads: each PE reads the loads of its column's domains and of
+//! its slab's columns, moves its own y and z rows, and reads the other rows near its domain
+//! from a PE of each; its grid then holds those rows alone ([`DdGrid::near`]).
 
 use std::collections::BTreeMap;
 

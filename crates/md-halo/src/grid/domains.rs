@@ -13,6 +13,12 @@ use super::rowset::{AXES, RowSet, equal_bounds};
 pub const MAX_PULSES: usize = 2;
 
 /// A grid of domains and the communication range it serves.
+///
+/// Whatever depends on the boundaries reads them through [`send_limits`](Self::send_limits)
+/// and [`cell_of_fraction`](Self::cell_of_fraction): the halo plan, migration, the periodic
+/// images and [`model`](crate::model); pair ownership reads only the atoms' zones. So a grid
+/// whose boundaries moved ([`with_bounds`](Self::with_bounds)) or are staggered
+/// ([`with_rows`](Self::with_rows)) needs nothing else of them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DdGrid {
     pub(super) dims: [usize; 3],
@@ -45,7 +51,10 @@ impl DdGrid {
     /// OpenSHMEM and MPI number: `i32::MAX`), when `range` is not
     /// below half the box height in every dimension (the minimum-image convention: then no
     /// two images of an atom are within range of one point), or when a dimension has more
-    /// domains than fit the range (more than [`MAX_PULSES`] pulses).
+    /// domains than fit the range (more than [`MAX_PULSES`] pulses). For a skewed box the
+    /// height rule is stricter than GROMACS's own limit (about half the shortest box vector):
+    /// the plan brings at most one image of an atom along each dimension, which needs the
+    /// range below half of every height.
     pub fn new(dims: [usize; 3], pbc: PbcBox, range: f32, n_pes: usize) -> Result<DdGrid> {
         let [nx, ny, nz] = dims;
         let domains = nx.checked_mul(ny).and_then(|d| d.checked_mul(nz));
@@ -165,7 +174,8 @@ impl DdGrid {
         }
         if n_pes == 0 || fits.is_some_and(|fits| n_pes > fits) {
             return Err(Error::Config(format!(
-                "no grid of {n_pes} domains fits: at most {}x{}x{} domains of this box fit a halo of                  {range:.3} nm; use between 1 and {} PEs, or a larger (replicated) box",
+                "no grid of {n_pes} domains fits: at most {}x{}x{} domains of this box fit a halo of \
+                 {range:.3} nm; use between 1 and {} PEs, or a larger (replicated) box",
                 most[0],
                 most[1],
                 most[2],

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 pub(crate) const AXES: [&str; 3] = ["x", "y", "z"];
 
 /// The boundaries along one dimension: one row every row of domains shares, a row for each
-/// row of domains (indexed by [`DdGrid::row`]), or the rows near one domain by index
-/// ([`DdGrid::near`]).
+/// row of domains (indexed by [`DdGrid::row`](crate::DdGrid::row)), or the rows near one
+/// domain by index ([`DdGrid::near`](crate::DdGrid::near)).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum RowSet {
     Shared(Vec<f64>),
@@ -29,8 +29,9 @@ impl RowSet {
 }
 
 /// One limit between two neighbouring rows of domains along a dimension
-/// ([`DdGrid::row_limits`]): domain `c`'s top in one row, `mine[c + 1]`, lies at least `least`
-/// below `theirs[j] + wrap` in the other (a lower face, periodically).
+/// ([`DdGrid::row_limits`](crate::DdGrid::row_limits)): domain `c`'s top in one row,
+/// `mine[c + 1]`, lies at least `least` below `theirs[j] + wrap` in the other (a lower face,
+/// periodically).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RowLimit {
     pub(crate) c: usize,

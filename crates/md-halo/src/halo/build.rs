@@ -123,8 +123,9 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
     /// [`collective_repartition`](HaloExchange::collective_repartition) checks that no atom
     /// moved more than half the buffer since the last one, and fails on every PE when one
     /// did ([`Error::BufferExceeded`]): beyond that, a pair may have come within the cutoff
-    /// unseen by the halo. The check is one pass over the home atoms per repartition.
-    /// Part of what the PEs agree on at the build.
+    /// unseen by the halo. The check is one pass over the home atoms per repartition, from
+    /// their positions when the plan was built; the largest displacement travels in the
+    /// reduction the repartition makes anyway. Part of what the PEs agree on at the build.
     pub fn verlet_buffer(self, buffer: f32) -> Self {
         HaloBuilder { buffer: Some(buffer), ..self }
     }

@@ -38,12 +38,22 @@ pub(super) struct Pulse<'rt, R: Real> {
 ///
 /// An engine builds it from its atoms ([`builder`](Self::builder), then
 /// [`collective_from_global`](crate::HaloBuilder::collective_from_global) or
-/// [`collective_build`](crate::HaloBuilder::collective_build)) and then, every step: moves its home
-/// atoms ([`home_mut`](Self::home_mut)), calls [`move_x`](Self::move_x), which returns the
-/// step's view, computes the forces of the pairs it owns into the view's forces
-/// ([`Step::local`](crate::Step::local)) and calls [`Step::move_f`](crate::Step::move_f). Every few steps it calls
-/// [`collective_repartition`](Self::collective_repartition) with its per-atom state, which
-/// moves with the atoms.
+/// [`collective_build`](crate::HaloBuilder::collective_build)) and then, every step: moves
+/// its home atoms ([`home_mut`](Self::home_mut)), calls [`move_x`](Self::move_x), which
+/// returns the step's view, computes the forces of the pairs it owns into the view's forces
+/// ([`Step::local`](crate::Step::local)) and calls [`Step::move_f`](crate::Step::move_f).
+/// Every few steps it calls [`collective_repartition`](Self::collective_repartition) with its
+/// per-atom state, which moves with the atoms.
+///
+/// Misuse that one PE sees (state arrays of the wrong length or of different sizes on
+/// different PEs, fields of different types, non-finite positions, different grids or paths
+/// at construction) is agreed by a reduction before anything moves, so it is an error on every
+/// PE, never a hang, and leaves the exchange usable. A failure of the communication itself (a
+/// neighbour that timed out, a message that does not match the plan) marks the exchange
+/// failed: an announced receive region may still be written later, so
+/// [`coordinates`](Self::coordinates) then hands out the home atoms only and every further
+/// exchange call refuses; the program should end the job
+/// ([`Runtime::abort`](onesided::Runtime::abort)).
 pub struct HaloExchange<'rt, R: Real = f32> {
     pub(super) rt: &'rt Runtime,
     pub(super) grid: DdGrid,
@@ -65,8 +75,9 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     pub(super) n_local: usize,
     pub(super) pulses: Vec<Pulse<'rt, R>>,
     pub(super) force_scratch: GlobalMaxArray<'rt, [R; 3]>,
-    /// Forces on the stored atoms, where a kernel writes them ([`Step::local`](crate::Step::local)): neighbours
-    /// read the halo atoms' forces from here, and nobody but this PE writes it.
+    /// Forces on the stored atoms, where a kernel writes them
+    /// ([`Step::local`](crate::Step::local)): neighbours read the halo atoms' forces from
+    /// here, and nobody but this PE writes it.
     pub(super) forces: GlobalMaxArray<'rt, [R; 3]>,
     pub(super) counts: Exchange<'rt, u64>,
     pub(super) count_buffer: SymArray<'rt, u64>,
@@ -167,7 +178,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         self.grid.with_rows(rows)
     }
 
-    /// The load balancing the exchange was built with ([`HaloBuilder::load_balancing`](crate::HaloBuilder::load_balancing)).
+    /// The load balancing the exchange was built with
+    /// ([`HaloBuilder::load_balancing`](crate::HaloBuilder::load_balancing)).
     pub fn load_balancing(&self) -> Dlb {
         self.balancer.mode()
     }

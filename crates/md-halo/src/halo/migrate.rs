@@ -1,6 +1,8 @@
-//! Repartition: atoms that left a domain move to their new home, one dimension at a time,
-//! as byte records (global index, position, then each per-atom state array's entry), and the
-//! plan is rebuilt.
+//! Repartition: atoms that left a domain move to their new home, one dimension at a time, to
+//! the neighbour below or above, as byte records (global index, position, force, then each
+//! per-atom state array's entry), and the plan is rebuilt. Along a dimension of staggered rows
+//! an atom that crossed into another row may need a further step, which migration takes while
+//! any PE has such atoms.
 
 use std::mem::size_of;
 
@@ -69,7 +71,9 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// for an integrator's next half-kick) and their entries in `state` (each array one entry
     /// per home atom, in home order), and rebuilds the plan. Afterwards the home atoms are in
     /// ascending global order, and the forces and every array in `state` hold their entries
-    /// in that order.
+    /// in that order. Under [load balancing](super::HaloBuilder::load_balancing) it first
+    /// computes the boundaries the loads since the last repartition ask for; the new grid is
+    /// taken up once the checks below pass, before any atom moves.
     ///
     /// With a [Verlet buffer](super::HaloBuilder::verlet_buffer) set, it also checks that no
     /// home atom moved more than half the buffer since the last repartition: beyond that, a

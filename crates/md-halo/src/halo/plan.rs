@@ -1,6 +1,23 @@
 //! The plan: which atoms each pulse sends and where received atoms land, built from the
 //! reference fractions at (re)partition; the per-atom fields that travel along it; and one
 //! pulse of `move_x`.
+//!
+//! GROMACS's scheme with the half-shell convention, in fractional coordinates: dimension by
+//! dimension (in the grid's [exchange order]: split dimensions in x, y, z order, then those of
+//! one domain, whose pulses only make periodic images), each domain receives from its
+//! neighbour above the atoms within the halo range beyond its upper face, and sends to its
+//! neighbour below the atoms within that range above its own lower face (on a staggered grid,
+//! above the lower face the atom's zone needs: [`DdGrid::send_limits`]). Atoms received in
+//! earlier dimensions are forwarded in later ones, which covers edges and corners; when the
+//! range exceeds a domain's width, a second pulse forwards the atoms received in the first,
+//! one domain further. An atom sent across the periodic boundary (from the first domain of a
+//! dimension to the last) is shifted by that dimension's box vector on the way. Received atoms
+//! land in place, behind the home atoms, in one symmetric coordinate array. Once per plan each
+//! pulse also sends, for every atom on its list, the global index, the reference fractions
+//! (with the image shifts) and the zone ([`HaloRecord`]).
+//!
+//! [exchange order]: crate::DdGrid::exchange_order
+//! [`DdGrid::send_limits`]: crate::DdGrid::send_limits
 
 use std::mem::size_of;
 
@@ -185,7 +202,7 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 
     /// The images the pulses along dimensions of one domain make, resolved to the stored atom
     /// each is an image of and the box vectors it is shifted by: the table a force kernel
-    /// works from under [`PeriodicImages::Kernel`](super::PeriodicImages::Kernel).
+    /// works from under [`PeriodicImages::Kernel`](crate::PeriodicImages::Kernel).
     fn list_images(&mut self) {
         let first = self.pulses.get(self.exchanged_pulses).map_or(self.n_local, |p| p.offset);
         let vectors: [[R; 3]; 3] = std::array::from_fn(|d| self.grid.pbc().vector_real(d));

@@ -1,8 +1,17 @@
 //! One step of the halo exchange: [`HaloExchange::move_x`] sends the coordinates along the
 //! plan and hands out a [`Step`], the view a force kernel works from ([`Local`]: coordinates,
 //! forces, pair ownership, periodic images), and [`Step::move_f`] sends the forces on halo
-//! atoms back in reverse, where their owners add them up. Afterwards [`HaloExchange::home_mut`]
-//! gives the home atoms' positions to move and their total forces ([`Home`]).
+//! atoms back in reverse, where their owners add them up. Afterwards
+//! [`HaloExchange::home_mut`] gives the home atoms' positions to move and their total forces
+//! ([`Home`]).
+//!
+//! The forces leave from where the kernel wrote them, in the exchange's own symmetric array,
+//! with no staging copy into a buffer the neighbour read the step before: in launches where
+//! overwriting memory another PE has just read was slow (docs/bench/README.md), a staged
+//! return took 0.69-1.06x MPI's time and the offered one 0.15-0.48x. The region a pulse offers
+//! must then stay unwritten until the neighbour has taken it: `move_x` returns only once every
+//! neighbour has taken the last step's forces (`wait_taken`), and in the reverse loop of
+//! `move_f` each region is offered after the later pulses' adds into it are done.
 
 use std::fmt;
 
@@ -167,7 +176,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Sends the coordinates of this PE's halo atoms to the domains that need them and
     /// receives its own halo, in place, with periodic shifts applied, and returns the step's
     /// view for the force kernel. The neighbours along each pulse must call it too (every PE
-    /// does, once per step).
+    /// does, once per step). Each pulse between PEs is one packed message, packed straight
+    /// into the neighbour's coordinate array where the path allows it (one-sided, on the
+    /// node). It returns once every neighbour has taken the forces of the last
+    /// [`Step::move_f`], so that the kernel may write the view's forces.
     ///
     /// # Errors
     /// What the exchanges report (a neighbour that does not take part times out, naming it);

@@ -42,7 +42,8 @@ impl<T: Pod> AlltoallBuilder<T> {
     /// this group size and block on this job's nodes (each candidate makes a few calls when
     /// it is built, interleaved with the others' where their buffers fit together; the
     /// median call, each timed as its slowest member's, decides; the choice is cached like
-    /// the exchanges' links, and [`Alltoall::algorithm`] says which it took).
+    /// the exchanges' links, and [`Alltoall::algorithm`] says which it took), as cuDecomp
+    /// chooses among its transpose back ends.
     pub fn path(self, path: Path) -> Self {
         AlltoallBuilder { path, algorithm: None, ..self }
     }

@@ -11,11 +11,12 @@ use crate::collective::Collectives;
 use crate::error::Result;
 use crate::group::PeGroup;
 
-/// Timed calls per candidate when [`Path::Auto`](crate::Path::Auto) calibrates, after a warm-up call.
+/// Timed calls per candidate when [`Path::Auto`](crate::Path::Auto) calibrates, after a
+/// warm-up call.
 const CALIBRATION_CALLS: usize = 5;
 
-/// The most buffer bytes [`Path::Auto`](crate::Path::Auto)'s candidates may hold at once to be timed
-/// in interleaved rounds; beyond it they are timed one after another.
+/// The most buffer bytes [`Path::Auto`](crate::Path::Auto)'s candidates may hold at once to
+/// be timed in interleaved rounds; beyond it they are timed one after another.
 const INTERLEAVED_BYTES: usize = 64 << 20;
 
 /// The algorithms [`Path::Auto`](crate::Path::Auto) chooses among: an engine's, not the

@@ -14,7 +14,20 @@ use crate::runtime::Runtime;
 /// PE, so that any PE can put into or get from any other PE's copy.
 ///
 /// Elements are plain old data ([`bytemuck::Pod`]): no references, no padding, any bit
-/// pattern valid, so whatever a remote PE writes is a valid `T`.
+/// pattern valid, so whatever a remote PE writes is a valid `T`. The array borrows the
+/// [`Runtime`], so it cannot outlive it.
+///
+/// # Memory model
+/// Symmetric memory is memory other PEs write without this process's knowledge. The safe
+/// accessors therefore only copy ([`read_local`](Self::read_local),
+/// [`write_local`](Self::write_local), [`get`](Self::get), [`put`](Self::put)): a race
+/// between a remote put and a local copy of the same elements gives unspecified, possibly
+/// torn values, never a reference to changing memory. A slice view
+/// ([`local_slice`](Self::local_slice) and its kin) is `unsafe`, and its contract is that no
+/// PE writes the viewed elements while the view lives. Types that know their protocol (the
+/// [`Exchange`](crate::Exchange), the [`Alltoall`](crate::Alltoall)) hand out safe views,
+/// because their own synchronisation proves the memory quiescent. Signal words are only ever
+/// accessed atomically ([`SignalArray`](crate::SignalArray)).
 ///
 /// Dropping the array frees it; see [`SymArray::collective_free`].
 pub struct SymArray<'rt, T: Pod> {
@@ -37,10 +50,17 @@ unsafe impl<T: Pod> Sync for SymArray<'_, T> {}
 impl<'rt, T: Pod> SymArray<'rt, T> {
     /// Allocates `len` elements on every PE, zeroed.
     ///
+    /// Each PE allocates its block (`shmem_align` to [`SYMMETRIC_ALIGN`] or more) and zeroes
+    /// it; then a max-reduction agrees on success and on the block's offset, and is also the
+    /// barrier that publishes the zeroed memory: no remote put can land before the block is
+    /// zeroed (OSHMEM's own `shmem_calloc` zeroes after its barrier, so it could wipe a put
+    /// that a faster PE has already made into the new block).
+    ///
     /// # Collective
     /// Every PE must call it with the same `len` and `T`, from one thread per PE, in the same
     /// order relative to other collectives. Both are checked, in debug and release builds, by
-    /// reductions that every allocation needs anyway.
+    /// a reduction of the sizes that every allocation makes anyway; only when they differ does
+    /// an all-gather find the first PE that differs.
     ///
     /// # Errors
     /// On every PE alike, so no PE is left waiting:

@@ -1,24 +1,28 @@
 //! The symmetric heaps of the PEs on one node, mapped into each other by this library where
-//! the implementation maps none (Sandia OpenSHMEM without XPMEM: `shmem_ptr` is NULL, and
-//! every same-node put is a `process_vm_writev` system call).
+//! the implementation maps none (Sandia OpenSHMEM without XPMEM: `shmem_ptr` is NULL, every
+//! same-node put is a `process_vm_writev` system call and every signal a libfabric message,
+//! up to 10x MPI's time in the halo exchange, docs/bench/SOS.md).
 //!
-//! After `shmem_init` each PE moves its own symmetric heap, in place, onto a memory file
+//! During `Runtime::init` each PE moves its own symmetric heap, in place, onto a memory file
 //! (`memfd_create`): the pages in use are copied into the file, and the file is mapped over
-//! the heap at the same addresses (`MAP_FIXED | MAP_SHARED`). The implementation sees the
-//! same memory at the same addresses; its own transfers (CMA, the libfabric provider's copies)
-//! still land there. The PEs of a node then map each other's files (`/proc/PID/fd/N`, which
-//! needs the same permission as CMA itself), and the library's direct path (copies, release
-//! stores, acquire loads) works exactly as it does over Open MPI's `shmem_ptr` mapping.
+//! the heap at the same addresses (`MAP_FIXED | MAP_SHARED`); a failed mapping puts anonymous
+//! memory and the heap's content back before the PE refuses. The implementation sees the same
+//! memory at the same addresses, and its own transfers (CMA, the libfabric provider's copies)
+//! still land there. The PEs of a node then map each other's files (`/proc/PID/fd/N`, the
+//! permission CMA needs anyway; each checked by the device and inode its owner published), and
+//! `HeapLayout::remote` translates a symmetric address by its offset from each heap's base:
+//! the direct path (copies, release stores, acquire loads) works as over `shmem_ptr`.
 //!
 //! Replacing the pages under a heap is safe only where nothing outside this process holds
 //! them: a software transport (libfabric's `tcp`, `sockets`, `udp`, with `ofi_rxm` or
 //! `ofi_rxd`), never a NIC that registered (pinned) the heap's pages, whose writes would land
 //! in the pages replaced. [`transport_allows`] decides that from the provider the launch names
-//! and from the devices the process holds open; `ONESIDED_NODE_HEAP` overrides it
-//! ([`crate::env::NODE_HEAP`]).
+//! and from the devices the process holds open; [`NODE_HEAP`](crate::env::NODE_HEAP) overrides
+//! it. Open MPI's OSHMEM, which maps its heaps itself, never moves them.
 //!
-//! Every step ends in an agreement of all PEs (an MPI reduction), so the job as a whole either
-//! maps or does not, and no PE touches another's heap while it is being moved.
+//! Every step ends in an agreement of all PEs (an MPI reduction; the first agrees on the
+//! setting itself), so the job maps as a whole or not at all, and no heap is written while it
+//! moves.
 // Only Sandia OpenSHMEM lacks a mapping; the mechanism and its tests compile everywhere.
 #![cfg_attr(not(shmem_sos), allow(dead_code))]
 

@@ -83,8 +83,10 @@ impl<'rt, T: Pod> ExchangeBuilder<'rt, T> {
 
     /// The PEs this PE sends to or receives from (in any order; repeats are ignored): the
     /// exchange's symmetric memory then grows with the largest number of partners any PE
-    /// names, not with the PE count (without partners, about 512 bytes per PE of the job).
-    /// Partnership must be mutual: when PE `p` names `q`, `q` names `p`.
+    /// names, not with the PE count. On the put path an exchange with two partners (a halo
+    /// pulse's neighbours) holds 1 KiB per PE whatever the job's size, one with every PE
+    /// about 512 bytes per PE of the job. Partnership must be mutual: when PE `p` names `q`,
+    /// `q` names `p`.
     pub fn partners(self, partners: &[usize]) -> Self {
         ExchangeBuilder { partners: Some(partners.to_vec()), ..self }
     }

@@ -1,17 +1,19 @@
-//! The calibration of the links ([`Links`]) that [`Path::Auto`](crate::Path::Auto) exchanges take.
+//! The calibration of the links ([`Links`]) that [`Path::Auto`](crate::Path::Auto) exchanges
+//! take.
 //!
 //! The runtime settles the links once, at the first [`Runtime::collective_links`]: from
 //! [`env::TRANSPORT`] when it names them; else from the cache file of an earlier calibration
-//! of the same implementation, hosts, PE count and settings; else by calibrating. The
-//! calibration times send-receive calls between PE 0 and one PE of its node and one PE of
-//! another node on each candidate path (the one-sided put and get paths, MPI two-sided and
-//! MPI one-sided), at three message sizes, and gives each class of link the path whose times
-//! are the least, summed as ratios to the fastest at each size ([`Links`]), and for each range
-//! of sizes around a measured one the path fastest there where it beats that choice by over
-//! 30 %, or at all at the largest, bandwidth-bound size ([`Links::by_size`], which an exchange
-//! follows once told the size of its messages by [`Exchange::collective_reserve`]). PE 0
-//! decides and every PE takes its decision, so the PEs agree. PE 0 measures one class after the other, and only the
-//! pair measured runs: every other PE waits napping between polls, leaving it the cores.
+//! of the same implementation, hosts, PE count and same-node access; else by calibrating. The
+//! calibration times send-receive calls between PE 0 and one PE of its node, then one PE of
+//! another node, on each candidate path (the one-sided put and get paths, MPI two-sided and
+//! MPI one-sided, which is left out where MPI cannot make its window), at three message sizes.
+//! Each class of link takes the path whose times are the least, summed as ratios to the
+//! fastest at each size ([`Links`]), and each range of sizes around a measured one the path
+//! fastest there where it beats that choice by over 30 %, or at all at the largest,
+//! bandwidth-bound size ([`Links::by_size`], which an exchange follows once told the size of
+//! its messages by [`Exchange::collective_reserve`]). PE 0 broadcasts its medians and every
+//! PE derives the same links from them. Only the pair measured runs: every other PE waits
+//! napping between polls, leaving it the cores, until PE 0 releases them down a binary tree.
 //! Where PE 0's node runs more PEs than it has cores ([`Runtime::oversubscribed`]), the
 //! same-node link keeps the one-sided put unmeasured: two PEs timed while the others sleep
 //! cannot show what MPI's polling costs the rest. Each path, class and size is timed at most
@@ -63,9 +65,10 @@ impl Runtime {
     /// The transports [`Path::Auto`](crate::Path::Auto) exchanges take to the PEs of this
     /// node and to the others, with those a calibration found faster per range of message
     /// sizes ([`Links::by_size`]): from [`env::TRANSPORT`], the cache of an earlier
-    /// calibration, or a calibration now (the calibration times the transports between PE 0 and a PE of its node and one of another node, at three sizes of message); settled at the first call
-    /// and the same on every PE, after which a call returns them at once. A calibration takes
-    /// a fraction of a second (a few hundred send-receive calls between three PEs).
+    /// calibration, or a calibration now (it times the transports between PE 0 and a PE of
+    /// its node and one of another node, at three sizes of message); settled at the first
+    /// call and the same on every PE, after which a call returns them at once. A calibration
+    /// takes a fraction of a second (a few hundred send-receive calls between three PEs).
     /// [`Links::source`] says where they came from and what was measured.
     ///
     /// # Collective

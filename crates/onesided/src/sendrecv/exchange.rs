@@ -1,6 +1,9 @@
 //! The exchange itself: its channel, its protocol for the links it takes, and what it keeps
-//! between calls; built on links already settled (its builder resolves
-//! [`Path::Auto`] first).
+//! between calls; built on links already settled (its builder resolves [`Path::Auto`] first).
+//!
+//! When a reservation changes an `Auto` exchange's transports, a lane's call numbers stay as
+//! they were: they live in the channel that every transport shares (the MPI path uses none),
+//! so both sides of a pair go on counting from the same number on the new transport.
 
 use std::fmt;
 
@@ -24,10 +27,32 @@ pub(super) type Pair = (Transport, Transport);
 /// A send-receive channel for elements of type `T`, on a [`Path`] chosen when it is built
 /// ([`builder`](Self::builder)).
 ///
+/// It has one operation, a [`call`](Self::call), whose messages say what differs. Every
+/// message a PE receives names its final place ([`Incoming`](crate::Incoming)): a buffer out
+/// of a list of symmetric arrays both sides pass in the same order (the coordinate array
+/// itself, received in place, or a scratch buffer), an element offset, and the room there.
+/// Every message a PE sends says where its elements come from
+/// ([`Outgoing`](crate::Outgoing)): a copy of a slice, elements the call's packing function
+/// writes ([`Call::pack`](crate::Call::pack), straight into a same-node receiver's place
+/// where it can), or a region of one of the call's buffers offered where it lies
+/// ([`Offer`](crate::Offer)). A call can also hand each incoming message to a function where
+/// it lies instead of landing it ([`Call::consume`](crate::Call::consume)). Whatever the
+/// [`Transport`] (the one-sided offset swap or pull, MPI two-sided, the offset swap over MPI
+/// one-sided) and whatever kind of message each side chose, the same bytes land in the same
+/// places.
+///
 /// Exchanges are pairwise: only the PEs that exchange messages take part, and they need not
 /// arrive together. Per pair and direction, the `k`-th send of one PE meets the `k`-th
 /// receive of the other; within one call, the `l`-th message one PE sends another meets the
-/// `l`-th message the other receives from it (at most [`LANES`](crate::LANES) per pair and call).
+/// `l`-th message the other receives from it (at most [`LANES`](crate::LANES) per pair and
+/// call, so that two PEs that are each other's neighbour on both sides send forward and
+/// backward at once).
+///
+/// A misuse is refused before anything of the call moves (overlapping receive regions, an
+/// offer the same call receives into, a call that differs from the receives posted for it:
+/// see [`ExchangeProblem`]), and a message too large for its room is refused with nothing
+/// written while the call's other messages are still delivered
+/// ([`Call::run`](crate::Call::run)).
 pub struct Exchange<'rt, T: Pod> {
     pub(super) path: Path,
     /// The transport to each class of partner for the size of message last reserved (one
@@ -178,11 +203,13 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// offered in place on the get path. The put and MPI paths need none.
     ///
     /// On an [`Path::Auto`] exchange whose links differ with the size of message
-    /// ([`Links::by_size`]), the calls from now on take the transports of the
-    /// largest message reserved on any PE: the transport of each class of partner measured
-    /// fastest at that size. Before a change of links it waits until the receivers of the
-    /// last call's offers have taken them ([`wait_taken`](Self::wait_taken)); the transports
-    /// of links left are kept for a return.
+    /// ([`Links::by_size`]), the calls from now on take the transports of the largest message
+    /// reserved on any PE: the transport of each class of partner measured fastest at that
+    /// size. The size is agreed here, at a collective point, because both sides of a pair must
+    /// take the same transport for a message, and a receiver knows only the room it gives, not
+    /// the size its sender will send. Before a change of links it waits until the receivers of
+    /// the last call's offers have taken them ([`wait_taken`](Self::wait_taken)); the
+    /// transports of links left are kept for a return.
     ///
     /// # Collective
     /// Every PE must call it, each with its own `max_message`.
@@ -217,10 +244,10 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         self.transport.collective_reserve(&mut self.chan, largest)
     }
 
-    /// Waits until the receivers of this PE's messages of the last call have taken them:
-    /// after it, the regions offered ([`Offer`](crate::Offer)) may be written again. Returns at once on the
-    /// paths other than the get path, whose calls return only once their messages may be
-    /// overwritten at the source.
+    /// Waits until the receivers of this PE's messages of the last call have taken them: after
+    /// it, the regions offered ([`Offer`](crate::Offer)) may be written again. Returns at once
+    /// on the paths other than the get path, whose calls return only once their messages may
+    /// be overwritten at the source.
     ///
     /// # Errors
     /// [`Error::WaitTimeout`] when a receiver does not take its message.

@@ -14,11 +14,11 @@ pub enum Outgoing<'a, T> {
         /// The elements.
         data: &'a [T],
     },
-    /// `count` elements that the call's packing function ([`Call::pack`](crate::Call::pack)) writes. On the put
-    /// path to a PE whose memory is mapped into this process (the same node), it writes
-    /// straight into the receiver's final place, so the message is packed where it is
-    /// needed, with no buffer between; on the get path into the staging buffer the receiver
-    /// reads; elsewhere into a buffer that is then sent.
+    /// `count` elements that the call's packing function ([`Call::pack`](crate::Call::pack))
+    /// writes. On the put path to a PE whose memory is mapped into this process (the same
+    /// node), it writes straight into the receiver's final place, so the message is packed
+    /// where it is needed, with no buffer between; on the get path into the staging buffer the
+    /// receiver reads; elsewhere into a buffer that is then sent.
     Packed {
         /// The receiving PE.
         to: usize,
@@ -61,8 +61,8 @@ impl<T> Outgoing<'_, T> {
 /// say) saves the copy into a staging buffer.
 ///
 /// On the get path the receiver may still be reading the region after the call returns:
-/// [`Exchange::wait_taken`](crate::Exchange::wait_taken) waits until it has taken it (the next call on the exchange
-/// waits too).
+/// [`Exchange::wait_taken`](crate::Exchange::wait_taken) waits until it has taken it (the next
+/// call on the exchange waits too).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offer {
     pub(super) to: usize,
@@ -75,9 +75,10 @@ impl Offer {
     ///
     /// # Safety
     /// No PE writes `range` of this PE's copy of that buffer from the call that sends the
-    /// offer until its receiver has taken it: until [`Exchange::wait_taken`](crate::Exchange::wait_taken), or the next
-    /// call on the same exchange, has returned on this PE. (The exchange itself never writes
-    /// it: a call that also receives into the offered region is refused.)
+    /// offer until its receiver has taken it: until
+    /// [`Exchange::wait_taken`](crate::Exchange::wait_taken), or the next call on the same
+    /// exchange, has returned on this PE. (The exchange itself never writes it: a call that
+    /// also receives into the offered region is refused.)
     pub unsafe fn new(to: usize, buffer: usize, range: Range<usize>) -> Offer {
         Offer { to, buffer, range }
     }

@@ -1,7 +1,9 @@
-//! The MPI two-sided reference path: `MPI_Sendrecv` for one
-//! message each way, `MPI_Irecv` / `MPI_Isend` / `MPI_Waitall` otherwise, on a duplicate of the
-//! world communicator whose error handler returns codes, so that a message larger than the
-//! posted room is an error rather than the end of the job.
+//! The MPI two-sided reference path: `MPI_Sendrecv` for one message each way, `MPI_Irecv` /
+//! `MPI_Isend` / `MPI_Waitall` otherwise, on a duplicate of the world communicator whose
+//! error handler returns codes ([`Comm`], as the MD crates' MPI paths use it), so that a
+//! message larger than the posted room is an error rather than the end of the job. Every
+//! request an error leaves posted is cancelled and completed before the error returns: no
+//! receive outlives its call.
 //!
 //! Messages travel as bytes (`MPI_UINT8_T`), so any `Pod` element type works without an MPI
 //! datatype of its own, and receives land straight in the final place in symmetric memory

@@ -1,11 +1,11 @@
 //! The MPI one-sided path: the put path's offset swap over an MPI-3 window on the symmetric
 //! heap ([`crate::mpi_window`]) instead of OpenSHMEM. The receiver writes where its message
 //! goes (buffer, offset, room) into the sender's slot with `MPI_Put`, flushes it, and raises
-//! the announcement signal (a put of the word, flushed); the sender, once it sees the signal, checks
-//! that its message fits, puts it into the final place, flushes, and raises the delivery
-//! signal, which carries the count. The signals and slots are the channel's own symmetric
-//! words, so the bookkeeping (call numbers, counts, refusals) is the put path's; only the
-//! writes go through MPI, and waits drive MPI's progress between polls.
+//! the announcement signal (a put of the word, flushed); the sender, once it sees the signal,
+//! checks that its message fits, puts it into the final place, flushes, and raises the
+//! delivery signal, which carries the count. The signals and slots are the channel's own
+//! symmetric words, so the bookkeeping (call numbers, counts, refusals) is the put path's;
+//! only the writes go through MPI, and waits drive MPI's progress between polls.
 //!
 //! Every write is flushed before the signal that publishes it, and every signal before the
 //! next write to the same PE: MPI does not order puts. The signals themselves are flushed only

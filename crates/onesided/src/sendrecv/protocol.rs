@@ -13,11 +13,12 @@ use crate::error::Result;
 /// what every path shares is the [`Channel`] it is handed.
 pub(super) trait Protocol<'rt, T: Pod> {
     /// Sends every outgoing message of `job` and receives every incoming one
-    /// (`job.received[i]` the count of message `i`), as [`Call::run`] describes.
+    /// (`job.received[i]` the count of message `i`), as [`Call::run`](super::Call::run) describes.
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()>;
 
-    /// Announces a receive posted ahead of its call ([`Exchange::post_receives`]), on the
-    /// paths that announce.
+    /// Announces a receive posted ahead of its call
+    /// ([`Exchange::post_receives`](super::Exchange::post_receives)), on the paths that
+    /// announce.
     fn post(&mut self, _chan: &mut Channel<'rt>, _incoming: &Incoming, _lane: &Lane) -> Result<()> {
         Ok(())
     }

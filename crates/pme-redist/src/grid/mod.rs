@@ -8,7 +8,16 @@
 //! coordinates through the reciprocal box, as GROMACS's `calc_interpolation_idx` does:
 //! s_x = x·rxx + y·ryx + z·rzx, s_y = y·ryy + z·rzy, s_z = z·rzz, each wrapped into [0, 1)
 //! and scaled by the grid size. Grid plane `i` along x is therefore the plane s_x = i / Kx,
-//! parallel to b and c; the slabs are stacks of such planes.
+//! parallel to b and c; the slabs are stacks of such planes. One function computes an atom's
+//! grid line from its position, so that every placement agrees to the bit; the eight-wide
+//! placement of the redistribution (`model/place.rs`) hands it the atoms it cannot place
+//! exactly.
+//!
+//! A grid made from a spacing has along each dimension at least the length of that box vector
+//! over the spacing, rounded up to a product of 2, 3, 5 and 7, as GROMACS's `calcFftGrid`
+//! sizes it. [`PmeDecomposition::Auto`] keeps slabs while each holds `2 (order - 1)` planes,
+//! as GROMACS decides, and pencils beyond; every slab or pencil is at least the interpolation
+//! order thick.
 
 mod build;
 mod pme_grid;

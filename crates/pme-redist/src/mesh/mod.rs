@@ -1,7 +1,14 @@
-//! Smooth PME's mesh on the PME ranks (Essmann et al. 1995): the charges spread onto the
-//! grid, the overlap planes exchanged, the distributed 3-D FFT, the solve, the FFT back and the
-//! forces gathered ([`Pme`], one step per call). It needs nothing of the redistribution but the
-//! share of a step it is handed ([`Mesh`](crate::Mesh)).
+//! Smooth PME's mesh on the PME ranks (Essmann et al. 1995), one step per call of
+//! [`Pme::collective_step`] with a step's share ([`Mesh`](crate::Mesh)), whose forces it
+//! gathers into the redistribution's own buffer:
+//!
+//! ```text
+//! spread (SlabGrid) ─ overlap to the slab below ─ forward FFT (MeshFft) ─ solve (Reciprocal)
+//!    ─ backward FFT ─ overlap back ─ gather (SlabGrid) ─ forces to their owners (Step)
+//! ```
+//!
+//! It needs nothing of the redistribution but that share. The share's vote on the step's error
+//! rides in the forward transposes when the mesh's group is the redistribution's PME ranks.
 
 mod fft;
 mod pme;

@@ -176,7 +176,8 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     /// A step's [`Step::mesh`](crate::Step::mesh) over this mesh's PME ranks carries the
     /// redistribution's vote on the step's error: the forward transposes take every PME
     /// rank's ballot to every other, and the redistribution sends no message of its own for
-    /// it.
+    /// it. A mesh over other PEs leaves the vote to the redistribution, which then holds it at
+    /// the return.
     pub fn collective_step(&mut self, mesh: Mesh<'_>) -> Result<f64> {
         let Mesh { atoms: particles, forces, vote } = mesh;
         let vote = vote.filter(|vote| vote.pes == self.pes);

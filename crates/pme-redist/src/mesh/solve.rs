@@ -17,7 +17,8 @@
 //!
 //! The influence function depends only on the box and the grid, so it is tabulated once per
 //! rank for its part of the spectrum; a step costs one multiplication and one addition per
-//! complex value.
+//! complex value. The energy counts each value of the half spectrum for itself and its mirror,
+//! but on the planes `kz = 0` and `kz = Kz/2`, which hold their own mirrors.
 
 use std::ops::Range;
 

@@ -1,6 +1,7 @@
 //! Charge spreading onto a PME rank's slab or pencil with B-splines of order 4, the overlap
-//! exchange between neighbouring slabs or pencils, the force gather, and the serial reference
-//! of both.
+//! exchange between neighbouring slabs or pencils, and the force gather (the serial
+//! references of both are [`serial_spread`](crate::reference::serial_spread) and
+//! [`serial_gather`](crate::reference::serial_gather)).
 //!
 //! A charge whose x grid line is `i` spreads onto planes `i - 3 ..= i`: a PME rank's local
 //! grid is its slab plus the three planes below it, whose contributions belong to the slab
@@ -11,9 +12,12 @@
 //! below in x), and comes back in the reverse order, so that the corner, below in both,
 //! arrives by way of the pencil beside it, as GROMACS's `gmx_sum_qgrid_dd` does it.
 //!
-//! Spreading runs on rayon over x planes: each plane sums the contributions of the charges
-//! whose spline reaches it, charge by charge in received order, so the grid is the same
-//! whatever the number of threads.
+//! Each charge's stencil (its x line, its four y and z lines wrapped once, the closed-form
+//! cubic B-spline weights and their derivatives) is made once per step and kept for the
+//! gather of the same particles, as GROMACS does. Spreading runs on rayon over x planes, from
+//! records sorted by plane: each plane sums the contributions of the charges whose spline
+//! reaches it, charge by charge in received order, so the grid is the same whatever the
+//! number of threads; four neighbouring z points are one short vector.
 
 use onesided::{Exchange, Incoming, Outgoing, Path, Runtime, SymArray};
 use rayon::prelude::*;

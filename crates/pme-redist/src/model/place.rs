@@ -1,7 +1,20 @@
 //! Where each home atom goes: its PME rank, counted per rank, and where each run of atoms of
-//! one rank starts, eight atoms at a time in `f32` where the processor has AVX2, FMA and
-//! POPCNT, with a bound that hands atoms near a plane boundary to the exact `f64` placement
-//! every other part of the crate uses ([`PmeGrid::rank_of`]), so that all agree to the bit.
+//! one rank starts, all in one pass ([`PmeGrid::ranks_of`]; on the thread pool in chunks of
+//! [`PARALLEL_MIN`] atoms, each chunk starting a run).
+//!
+//! With slabs, where the processor has AVX2, FMA and POPCNT, it places eight atoms at a time
+//! in `f32`, with a bound on the distance from the exact `f64` placement every other part of
+//! the crate uses ([`PmeGrid::rank_of`]): an atom whose grid coordinate lies within four times
+//! the bound of a plane boundary (about one in a thousand), or is not finite, goes through
+//! `rank_of` with the rest of its group of eight, so that all agree to the bit (a unit test
+//! holds the two to the same bits on every kind of position, near every boundary). Where the
+//! box is upright along x (b and c with no x component, as in a rectangular box) it reads x
+//! alone: the x fraction is then x times one element, in every placement alike. Up to 16 PME
+//! ranks an atom's rank is the number of slab boundaries at or below its plane, found by
+//! comparison, which counts the atoms per rank in the same pass; beyond, and for the groups
+//! that fall back, a table gives each plane's rank. The runs' starts come from the same vector
+//! of eight ranks and are written eight at a time through a table, with no branch per start.
+//! With pencils, where the y line matters too, atoms are placed one at a time, exactly.
 
 use rayon::prelude::*;
 

@@ -4,9 +4,12 @@
 //! them may go on to each row ([`planned_stage_targets`]). The redistribution's agreement
 //! tells each target what this computes; the scale model computes it for every PE of a job.
 //!
-//! An atom's reach is a run of consecutive PME ranks around the ring of slabs: by default its
-//! planned rank and one either side; with a displacement margin, the slabs its x fraction can
-//! reach when it moves by at most the margin in any direction. A step in which an atom lies
+//! An atom's reach is a run of consecutive PME ranks around the ring of slabs (with pencils, a
+//! run of rows around the ring of rows and a run of columns around the ring of columns): by
+//! default its planned slab, row or column and one either side; with a displacement margin,
+//! those its x (and y) fraction can reach when it moves by at most the margin in any
+//! direction. A PE's bounds, the atoms whose reach includes each PME rank, come from a 2-D
+//! difference array over rows and columns, O(home + ranks). A step in which an atom lies
 //! outside its reach reports it on every PE (as [`Error::MovedTooFar`](crate::Error)); so
 //! while no error is reported, a PME rank receives from each source at most that source's
 //! bound, and the receive buffers sized by the bounds always suffice.

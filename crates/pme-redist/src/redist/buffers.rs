@@ -16,8 +16,8 @@ pub(crate) const GROWTH: GrowthPolicy = GrowthPolicy { over_allocation: GROWTH_F
 
 /// The forces a PME rank returns: one per received atom, in the caller's array, or already in
 /// the force staging buffer (`data` is then a view of it): `in_place` where the sources are
-/// to read them there (a step's [`Mesh`] handed them out, or a relay's second hop brought
-/// them on the get and MPI paths), not where a put relay pushes them from it.
+/// to read them there (a step's [`Mesh`](crate::Mesh) handed them out, or a relay's second
+/// hop brought them on the get and MPI paths), not where a put relay pushes them from it.
 #[derive(Clone, Copy)]
 pub(super) struct Forces<'a> {
     pub(super) data: &'a [RVec],
@@ -25,7 +25,7 @@ pub(super) struct Forces<'a> {
 }
 
 /// The buffers the transports move data between, each symmetric where other PEs read or
-/// write it and local otherwise ([`store`]).
+/// write it and local otherwise ([`store`](super::store)).
 ///
 /// When no PE is both a particle PE and a PME rank (PME on a subset of the PEs), each PE uses
 /// only one side of each pair, so the receive side shares the send side's memory where both
@@ -38,9 +38,9 @@ pub(super) struct Buffers<'rt> {
     /// Room for the atoms a PME rank may receive: the sum of its sources' bounds (symmetric:
     /// the most of any PME rank at the last plan); `None`: `send` serves.
     pub(super) recv: Option<Store<'rt, Particle>>,
-    /// Room for the forces on them, where a PME rank's forces are written ([`Step::mesh`]) or
-    /// staged, and where the PEs take them from on the one-sided paths; sized as the receive
-    /// buffer; `None`: `force_recv` serves.
+    /// Room for the forces on them, where a PME rank's forces are written
+    /// ([`Step::mesh`](super::Step::mesh)) or staged, and where the PEs take them from on the
+    /// one-sided paths; sized as the receive buffer; `None`: `force_recv` serves.
     pub(super) force_send: Option<Store<'rt, RVec>>,
     /// This PE's home forces, by destination; sized as `send`.
     pub(super) force_recv: Store<'rt, RVec>,

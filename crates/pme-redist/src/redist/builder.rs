@@ -101,6 +101,8 @@ impl<'rt> RedistBuilder<'rt> {
     /// columns or more: along y, then along x; the forces come back the same way). A
     /// particle PE then sends one message each way per step whatever the decomposition, and
     /// a PME rank hears from the particle PEs it relays for and from the PME ranks near it.
+    /// The price is that the atoms outside their relay's slab or pencil travel two hops, on
+    /// pencils up to three (`examples/scale_model.rs` tabulates both routings at scale).
     /// [`PmeGrid::relay_rank`] gives each domain of a domain grid a relay under it, an even
     /// number of domains per PME rank.
     ///

@@ -6,9 +6,10 @@
 //! the same on every path.
 //!
 //! How a pass moves the atoms depends on their order. Atoms sorted in space (as an engine
-//! sorts them into cells, or whole replicas of a box) come in runs of one rank: each run is
-//! one copy. Otherwise the rank changes from atom to atom, and a branch on it would be
-//! mispredicted once in two atoms: with two ranks in use (the usual case: a PE's domain
+//! sorts them into cells, or whole replicas of a box) come in runs of one rank, which
+//! placement found once for the step: each run is one copy. Otherwise (the rank changes at
+//! more than one atom in eight) a branch on the rank would be mispredicted as often as once
+//! in two atoms: with two ranks in use (the usual case: a PE's domain
 //! overlaps one to three slabs) the pass chooses by arithmetic instead; with up to
 //! [`CURSORS`] it keeps a cursor per rank in a register (a cursor in memory makes each atom
 //! wait for the previous one's store and reload), and beyond, in memory. All atoms bound for

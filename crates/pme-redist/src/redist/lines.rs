@@ -9,6 +9,13 @@
 //! The slots grow with the most sources of any PME rank and the most targets of any PE,
 //! agreed at each plan, never with the job.
 //!
+//! Forces left in a PME rank's force buffer are read where they lie: a particle PE whose
+//! targets with forces for it are all on its node reads them through the mapping
+//! ([`SymArray::remote_range`]) and unpacks them into home order in the same pass, getting
+//! nothing first; otherwise it gets them into its force receive buffer and unpacks from there.
+//! It then adds one to each such target's `back_taken`, which the target awaits before its
+//! force buffer is written again.
+//!
 //! In a redistribution whose links differ ([`super::mixed`]) the lines serve the pairs of one
 //! class only ([`Pairs`]), and the vote is MPI's.
 

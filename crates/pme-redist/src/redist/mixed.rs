@@ -1,7 +1,9 @@
-//! A redistribution whose links take different wires (MPI for one class
-//! of pairs and a one-sided path for the other): each pair of PEs goes by its class's
-//! transport, both in the same step. A pair is of one class from both ends, so a source and
-//! its target always agree on how their atoms, counts, statuses and forces travel.
+//! A redistribution whose links take different wires (MPI for one class of pairs and a
+//! one-sided path for the other: [`Links`](onesided::Links) so given, or what
+//! [`Path::Auto`](onesided::Path::Auto) takes across nodes where the calibration chose so):
+//! each pair of PEs goes by its class's transport, both in the same step ([`Pairs`]). A pair
+//! is of one class from both ends, so a source and its target always agree on how their
+//! atoms, counts, statuses and forces travel.
 //!
 //! The MPI part's sends start first and complete last, so that both parts are in flight
 //! together, and no PE blocks in one part on a PE that is blocked in the other:

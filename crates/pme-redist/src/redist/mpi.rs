@@ -4,11 +4,12 @@
 //!   the error, under its own tag); each PME rank probes each source in source order
 //!   (`MPI_Mprobe`), which tells it the count, and receives each message straight into place
 //!   (`MPI_Mrecv`); forces go back one message per source the same way.
-//! - **mpi-alltoallv**, over every rank, the reference: `MPI_Alltoall` of the counts, then
-//!   `MPI_Alltoallv` of the data.
+//! - **mpi-alltoallv**, over every rank, the reference (a baseline, with the `baselines`
+//!   feature): `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
 //!
-//! On both, the PME ranks agree on the error of a step with an `MPI_Iallreduce` on their own
-//! communicator, started once the counts are in and completed before the statuses go out.
+//! On both, where the step's mesh did not carry the vote (`plan.rs`), the PME ranks agree on
+//! the error of a step with an `MPI_Iallreduce` on their own communicator, started once the
+//! counts are in and completed before the statuses go out.
 //! Every call completes its sends before it returns, whatever failed.
 //!
 //! In a redistribution whose links differ ([`super::mixed`]) the partner path serves the

@@ -2,7 +2,8 @@
 //! (`MPI_Dist_graph_create_adjacent`; forward, each particle PE to its targets, and backward,
 //! each PME rank to its sources, each in source or target order by PE), and every step
 //! `MPI_Neighbor_alltoall` of the counts and `MPI_Neighbor_alltoallv` of the data on them:
-//! MPI's own collective between partners, in place of `MPI_Alltoallv` over every rank.
+//! MPI's own collective between partners, in place of `MPI_Alltoallv` over every rank. A
+//! baseline, with the `baselines` feature; the PME ranks' vote is the MPI path's.
 
 use std::mem::size_of;
 

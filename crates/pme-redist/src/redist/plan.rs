@@ -1,6 +1,18 @@
 //! What every path of the redistribution shares: who sends to whom (the partners of the
 //! plan), each home atom's reach and PME rank in this step, the counts and offsets per target
 //! and per source that lay out every message, and the errors a step carries to every PE.
+//!
+//! An atom found outside its reach does not stop the step, which would leave PEs waiting: its
+//! PE withholds all its atoms and announces, in place of each count, a marker (the [`ERROR`]
+//! bit, the PE that holds the atom and its global index). The PME ranks agree on the smallest
+//! marker any of them heard of and return it with the statuses, so every PE reports the same
+//! atom, and no count travels between PEs that are not partners. The agreement rides in the
+//! mesh's forward transposes when the step's [`Mesh`](crate::Mesh) goes through
+//! [`Pme::collective_step`](crate::Pme::collective_step) over the same PME ranks; otherwise
+//! the transport votes (`vote.rs` on the one-sided paths, an `MPI_Iallreduce` on the MPI and
+//! mixed ones). It starts that vote once the counts are in, so that it travels while the mesh
+//! works, unless the last step's mesh carried the vote (this one's most likely does too), and
+//! at the return where the mesh did not ([`Plan::take_mesh_vote`]).
 
 use onesided::{Collectives, Runtime};
 

@@ -2,11 +2,14 @@
 //! each target its count (or its error) and where that target's forces go in its force
 //! receive buffer; each PME rank, once its sources have announced, offers each source where
 //! its atoms go (by source order, so that the layout is every path's), and the sources write
-//! them there, packed straight into place where the PME rank's memory is mapped, with a
-//! signal. Forces come back put from the caller's array (or a relay's force buffer, where its
-//! second hop brought them) into the sources' force receive buffers before the status that
-//! says so; forces the mesh wrote in place are read by their PEs where they lie instead, as
-//! on the get path ([`Lines::send_back`]).
+//! them there, packed straight into place where the PME rank's memory is mapped
+//! ([`SymArray::remote_range_mut`]: each atom written once, where it is needed; the other
+//! targets' atoms are packed into the send buffer and put), with a signal. Forces come back
+//! put from the caller's array (or a relay's force buffer, where its second hop brought them)
+//! into the sources' force receive buffers before the status that says so; forces the mesh
+//! wrote in place are read by their PEs where they lie instead, as on the get path
+//! ([`Lines::send_back`]): writing them into memory the source has just read, and its reading
+//! them back, costs more than its one pull of them.
 //!
 //! In a redistribution whose links differ ([`super::mixed`]) it serves the pairs of one class,
 //! from a send buffer packed before (the other part's messages start first), so that its

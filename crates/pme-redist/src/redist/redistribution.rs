@@ -1,5 +1,21 @@
 //! The redistribution: its plan, buffers, agreement and transport, with a relay's onward hop;
 //! a plan at every repartition, a step's forward half, and the return of the forces.
+//!
+//! With a relay ([`RedistBuilder::relay`](super::RedistBuilder::relay)) a redistribution is
+//! two hops of the same kind on the same wires. The first sends all of a particle PE's atoms
+//! to its relay PME rank: one target, and no vote, since no atom can be too far for it. The
+//! relay's received atoms are the home atoms of the second, among the PME ranks, with the
+//! displacement margin, the partners and the vote; at each plan one round trip of the first
+//! hop tells the relays where the atoms are now, and the second is planned from there. Forces
+//! come back through the second hop into the first hop's force buffer, then through the
+//! first. An atom too far is reported as held by its particle PE: the second hop knows which
+//! source each run of its home atoms came from (`Plan::origins`). On pencils of two rows and
+//! two columns or more the second hop is two stages (`plan::Stage`): along y within the
+//! relay's row, each atom checked against its whole reach, then along x within each column,
+//! planned from the counts per row that the first stage's agreement carries (its home atoms
+//! change every step, so it has targets and bounds but no per-atom reach); the second stage
+//! votes, carrying what the first found. On the MPI paths, where no buffer is symmetric, the
+//! hops' buffers take turns in four banks of local memory (`store::RELAY_BANKS`).
 
 use std::fmt;
 use std::rc::Rc;
@@ -30,8 +46,9 @@ pub struct Redistribution<'rt> {
     pub(super) buffers: Buffers<'rt>,
     pub(super) agreement: Agreement<'rt>,
     pub(super) transport: Box<dyn Protocol<'rt> + 'rt>,
-    /// With a relay ([`RedistBuilder::relay`]), the second hop: from each relay PME rank,
-    /// whose received atoms are its home atoms, to the atoms' own PME ranks.
+    /// With a relay ([`RedistBuilder::relay`](super::RedistBuilder::relay)), the second hop:
+    /// from each relay PME rank, whose received atoms are its home atoms, to the atoms' own PME
+    /// ranks.
     pub(super) onward: Option<Box<Onward<'rt>>>,
     /// With a relay on the MPI paths, the banks its hops' buffers take turns in (held by the
     /// first hop).

@@ -73,15 +73,17 @@ impl<'rt> Step<'_, 'rt> {
     /// Sends the forces the mesh wrote ([`mesh`](Self::mesh)) back to the atoms' PEs, and
     /// writes this PE's home forces into `home_forces` (one per home atom, in home order).
     /// Nothing is staged on the PME rank; on the one-sided paths each PE reads its forces
-    /// where they lie (with a relay on the put path, the relay puts them to its particle PEs).
+    /// where they lie, on the put path too: writing forces into memory the source has just
+    /// read, and its reading them back, costs more than its one pull of them (with a relay on
+    /// the put path, the relay puts them to its particle PEs).
     ///
     /// # Collective
     /// Every PE must call it, or [`return_forces_from`](Self::return_forces_from).
     ///
     /// # Errors
     /// [`Error::MovedTooFar`] on every PE when any PE found an atom beyond the slabs or
-    /// pencils its plan lets it reach in this step, naming the same atom everywhere; that step's forces are not
-    /// delivered and `home_forces` is unchanged. Rebuild the plan
+    /// pencils its plan lets it reach in this step, naming the same atom everywhere; that
+    /// step's forces are not delivered and `home_forces` is unchanged. Rebuild the plan
     /// ([`Redistribution::collective_plan`]) and go on. [`Error::Config`] when `home_forces`
     /// is not one per home atom (on this PE only).
     pub fn return_forces(self, home_forces: &mut [RVec]) -> Result<()> {
@@ -89,8 +91,9 @@ impl<'rt> Step<'_, 'rt> {
     }
 
     /// [`return_forces`](Self::return_forces) of `forces` from the caller's array (one per
-    /// received atom, in their order; empty on PEs that are not PME ranks), staged first where
-    /// the path reads forces at their source.
+    /// received atom, in their order; empty on PEs that are not PME ranks): on the put path
+    /// put into the sources' force buffers before the status that says so, on the get path
+    /// staged first where the sources read them.
     ///
     /// # Collective
     /// As [`return_forces`](Self::return_forces).
@@ -109,6 +112,10 @@ impl<'rt> Redistribution<'rt> {
     ///
     /// An atom that moved too far for the plan is not an error yet: the step goes on, so that
     /// no PE is left waiting, and [`Step::return_forces`] reports it on every PE.
+    ///
+    /// On the one-sided paths a PME rank returns only once every source has taken the forces
+    /// of the last return from its force buffer, so the mesh never writes them while another
+    /// PE reads them.
     ///
     /// # Collective
     /// Every PE must call it.

@@ -1,7 +1,7 @@
 //! The PME ranks' vote on the error of a step: each PME rank knows the errors its sources
 //! announced; after the vote every PME rank holds the smallest of all, and passes it to its
 //! sources with their forces, so that every PE reports the same atom without counts from
-//! every PE to every PE.
+//! every PE to every PE. It runs where the step's mesh did not carry the vote (`plan.rs`).
 //!
 //! A dissemination among the PME ranks: in round `j` rank `r` puts what it knows to rank
 //! `r + 2^j` (around the ring) with a signal, and takes the smallest of that and what rank

@@ -19,8 +19,8 @@ pub(super) fn ballot_of(element: Complex32) -> u64 {
     bytemuck::cast(element)
 }
 
-/// `r * n / m` for `r` in `0..=m`: the split of `n` items over `m` ranks that [`PmeGrid`]
-/// uses for its slabs.
+/// `r * n / m` for `r` in `0..=m`: the split of `n` items over `m` ranks that
+/// [`PmeGrid`](crate::PmeGrid) uses for its slabs.
 pub(super) fn split(n: usize, m: usize) -> Vec<usize> {
     (0..=m).map(|r| r * n / m).collect()
 }

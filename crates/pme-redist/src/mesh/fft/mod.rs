@@ -9,11 +9,12 @@
 //! any length (mixed radix for products of small primes, Rader and Bluestein for the rest),
 //! and no native library to find at build time.
 //!
-//! The transposes go over whichever all-to-all algorithm the FFT was built with; every one
-//! leaves the same bytes, so the spectrum and everything computed from it is bit for bit the
-//! same on each. Each transpose block ends with one element more, the PME ranks' ballot in the
-//! redistribution's vote on a step's error (the smallest wins), so that a step through the
-//! mesh needs no vote of its own.
+//! The transposes go over whichever all-to-all algorithm the FFT was built with (ordered
+//! one-sided, node-aware, ordered MPI, `MPI_Alltoall`, and for slabs the `shmem` baseline);
+//! every one leaves the same bytes, so the spectrum and everything computed from it is bit for
+//! bit the same on each. Each transpose block ends with one element more, the PME ranks' ballot
+//! in the redistribution's vote on a step's error (the smallest wins), so that a step through
+//! the mesh needs no vote of its own.
 
 mod blocks;
 mod pencil;

@@ -13,10 +13,14 @@
 //! **Backward** runs the same steps in reverse with the inverse transforms, not normalised,
 //! as the slab FFT's.
 //!
-//! The transposes go over whichever all-to-all algorithm the FFT was built with (the ordered and
-//! node-aware one-sided all-to-alls, or `MPI_Alltoall` on the row's or column's
-//! communicator); each packs its blocks into the all-to-all's send buffer and unpacks what
-//! arrives, so every path leaves the same bytes.
+//! The row and column groups come from [`PeGroup::collective_split`], each owned by its
+//! all-to-all (`AlltoallBuilder::collective_build_owning`). The transposes go over whichever
+//! algorithm the FFT was built with (the ordered and node-aware one-sided all-to-alls, the
+//! ordered MPI one, or `MPI_Alltoall` on the row's or column's communicator; not `shmem`,
+//! whose active sets split groups are not); each packs its blocks into the all-to-all's send
+//! buffer and unpacks what arrives, so every path leaves the same bytes. The row transpose's
+//! blocks carry each rank's ballot in the redistribution's vote, the column transpose's the
+//! smallest of its row, so that every rank hears every other's.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -14,7 +14,12 @@
 //! written straight to its place in the receiver's layout
 //! ([`AlltoallCall::fuse`](onesided::AlltoallCall::fuse)): packing, moving and unpacking are
 //! one strided pass, which is why the planes and the spectrum live in symmetric memory. Other
-//! ranks, and the MPI paths, pack into the all-to-all's send buffer, and the receiver unpacks.
+//! ranks, and the MPI and shmem paths, pack into the all-to-all's send buffer, and the receiver
+//! unpacks. Both arrays are as long as the widest rank's, and a rank leaves them alone from
+//! entering a transpose (its ready signal, after which senders may write them) until the
+//! transpose returns. A sender that writes a receiver's spectrum directly leaves its ballot in
+//! a tail slot of that array, one per rank. The strided side of each transpose goes in 16 × 16
+//! tiles, so that the lines read and the lines written both stay in the L1 cache.
 
 use std::ops::Range;
 use std::ptr::NonNull;
@@ -124,7 +129,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         let m = grid.ranks();
         if grid.is_pencil() {
             return Err(Error::Config(format!(
-                "the slab FFT takes a grid in slabs, and this one is in {:?} pencils: use PencilFft \
+                "the slab FFT takes a grid in slabs, and this one is in {:?} pencils: use MeshFft \
                  (or Pme, which picks the FFT by the grid)",
                 grid.dims()
             )));
