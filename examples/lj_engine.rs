@@ -17,7 +17,7 @@
 //! fingerprint=<hex of every atom's final position and velocity, in global order>`.
 
 use md_halo::{DdGrid, ErrorScope, HaloExchange, Local, PbcBox, RVec};
-use onesided::{Collectives, Path, ReduceOp, Runtime};
+use onesided::{Collectives, Fnv1a, Path, ReduceOp, Runtime};
 
 const SIGMA: f64 = 0.3405; // nm
 const EPSILON: f64 = 0.996; // kJ/mol (119.8 K)
@@ -187,8 +187,7 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
         halo.home_mut().forces.iter().map(|f| f.iter().map(|&c| f64::from(c).powi(2)).sum::<f64>()).sum();
     let scale = o.dt * o.dt * rt.all_sum(squared) / atoms / (12.0 * MASS);
     let state = gather(rt, &halo, &velocities, positions.len())?;
-    let print =
-        state.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, c| (h ^ c.to_bits()).wrapping_mul(0x100_0000_01b3));
+    let print = Fnv1a::new().words(state.iter().map(|c| c.to_bits())).finish();
     if let (Some(path), 0) = (&o.dump, rt.my_pe()) {
         let lines: Vec<String> = state
             .chunks(6)

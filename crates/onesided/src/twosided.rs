@@ -19,6 +19,30 @@ use crate::mpi_raw::{
 use crate::runtime::Runtime;
 use crate::watchdog::watch;
 
+/// The signature `MPI_Alltoall` and `MPI_Neighbor_alltoall` share.
+type EachFn = unsafe extern "C" fn(
+    *const std::ffi::c_void,
+    c_int,
+    ffi::MPI_Datatype,
+    *mut std::ffi::c_void,
+    c_int,
+    ffi::MPI_Datatype,
+    ffi::MPI_Comm,
+) -> c_int;
+
+/// The signature `MPI_Alltoallv` and `MPI_Neighbor_alltoallv` share.
+type EachVFn = unsafe extern "C" fn(
+    *const std::ffi::c_void,
+    *const c_int,
+    *const c_int,
+    ffi::MPI_Datatype,
+    *mut std::ffi::c_void,
+    *const c_int,
+    *const c_int,
+    ffi::MPI_Datatype,
+    ffi::MPI_Comm,
+) -> c_int;
+
 /// A communicator for MPI paths: its errors return codes instead of ending the job, and its
 /// messages never meet another path's.
 pub struct Comm {
@@ -137,18 +161,7 @@ impl Comm {
             )));
         }
         // SAFETY: both buffers hold one u64 per rank, checked above; every rank calls it.
-        let code = watch("MPI_Alltoall", None, || unsafe {
-            ffi::MPI_Alltoall(
-                send.as_ptr().cast(),
-                1,
-                u64_type(),
-                recv.as_mut_ptr().cast(),
-                1,
-                u64_type(),
-                self.comm.as_raw(),
-            )
-        });
-        check("MPI_Alltoall", code)
+        unsafe { self.one_u64_each(("MPI_Alltoall", ffi::MPI_Alltoall), send, recv) }
     }
 
     /// Bytes from every rank to every rank: `send_counts[r]` bytes at `send_offsets[r]` of
@@ -165,25 +178,11 @@ impl Comm {
         let n = self.size();
         let (sc, sd) = send.counts(n, "send")?;
         let (rc, rd) = recv.counts(n, "receive")?;
-        let mut empty = [0u8; 2];
-        let (send_at, recv_at) = apart(&send, &recv, &mut empty);
-        // SAFETY: every counted range lies inside its slice (checked by counts); the two
-        // slices do not overlap (Rust's borrows), or a side that moves nothing points at a
-        // byte of `empty` instead; every rank calls it with matching counts.
-        let code = watch("MPI_Alltoallv", None, || unsafe {
-            ffi::MPI_Alltoallv(
-                send_at.cast(),
-                sc.as_ptr(),
-                sd.as_ptr(),
-                bytes_type(),
-                recv_at.cast(),
-                rc.as_ptr(),
-                rd.as_ptr(),
-                bytes_type(),
-                self.comm.as_raw(),
-            )
-        });
-        check("MPI_Alltoallv", code)
+        // SAFETY: every counted range lies inside its slice (checked by counts); every rank
+        // calls it with matching counts.
+        unsafe {
+            self.bytes_each(("MPI_Alltoallv", ffi::MPI_Alltoallv), (&send, &sc, &sd), (&recv, &rc, &rd))
+        }
     }
 
     /// On a graph ([`collective_graph`](Self::collective_graph)): one `u64` to each
@@ -207,18 +206,7 @@ impl Comm {
         }
         // SAFETY: one u64 per out- and per in-neighbour, checked above; every rank calls it
         // on the same graph.
-        let code = watch("MPI_Neighbor_alltoall", None, || unsafe {
-            ffi::MPI_Neighbor_alltoall(
-                send.as_ptr().cast(),
-                1,
-                u64_type(),
-                recv.as_mut_ptr().cast(),
-                1,
-                u64_type(),
-                self.comm.as_raw(),
-            )
-        });
-        check("MPI_Neighbor_alltoall", code)
+        unsafe { self.one_u64_each(("MPI_Neighbor_alltoall", ffi::MPI_Neighbor_alltoall), send, recv) }
     }
 
     /// On a graph: bytes to each out-neighbour and from each in-neighbour, as
@@ -234,11 +222,56 @@ impl Comm {
         let (ins, outs) = self.degrees("neighbor_alltoallv")?;
         let (sc, sd) = send.counts(outs, "send")?;
         let (rc, rd) = recv.counts(ins, "receive")?;
-        let mut empty = [0u8; 2];
-        let (send_at, recv_at) = apart(&send, &recv, &mut empty);
+        let call: (_, EachVFn) = ("MPI_Neighbor_alltoallv", ffi::MPI_Neighbor_alltoallv);
         // SAFETY: as in alltoallv, one count and offset per neighbour.
-        let code = watch("MPI_Neighbor_alltoallv", None, || unsafe {
-            ffi::MPI_Neighbor_alltoallv(
+        unsafe { self.bytes_each(call, (&send, &sc, &sd), (&recv, &rc, &rd)) }
+    }
+
+    /// `call`, `MPI_Alltoall` or `MPI_Neighbor_alltoall`, of one `u64` each way per rank or
+    /// neighbour.
+    ///
+    /// # Safety
+    /// `send` and `recv` hold one value per rank (or per out- and in-neighbour), and every
+    /// rank of the communicator makes the same call.
+    unsafe fn one_u64_each(
+        &self,
+        (name, call): (&'static str, EachFn),
+        send: &[u64],
+        recv: &mut [u64],
+    ) -> Result<()> {
+        // SAFETY: the caller's promise; the pointers come from live slices.
+        let code = watch(name, None, || unsafe {
+            call(
+                send.as_ptr().cast(),
+                1,
+                u64_type(),
+                recv.as_mut_ptr().cast(),
+                1,
+                u64_type(),
+                self.comm.as_raw(),
+            )
+        });
+        check(name, code)
+    }
+
+    /// `call`, `MPI_Alltoallv` or `MPI_Neighbor_alltoallv`, of bytes by counts and offsets.
+    ///
+    /// # Safety
+    /// Every counted range lies inside its slice, and every rank of the communicator makes
+    /// the same call with matching counts.
+    unsafe fn bytes_each(
+        &self,
+        (name, call): (&'static str, EachVFn),
+        (send, sc, sd): (&Bytes<'_>, &[c_int], &[c_int]),
+        (recv, rc, rd): (&BytesMut<'_>, &[c_int], &[c_int]),
+    ) -> Result<()> {
+        let mut empty = [0u8; 2];
+        let (send_at, recv_at) = apart(send, recv, &mut empty);
+        // SAFETY: the caller's promise for the ranges; the two slices do not overlap (Rust's
+        // borrows), or a side that moves nothing points at a byte of `empty` instead.
+        let code = watch(name, None, || unsafe {
+            let comm = self.comm.as_raw();
+            call(
                 send_at.cast(),
                 sc.as_ptr(),
                 sd.as_ptr(),
@@ -247,10 +280,10 @@ impl Comm {
                 rc.as_ptr(),
                 rd.as_ptr(),
                 bytes_type(),
-                self.comm.as_raw(),
+                comm,
             )
         });
-        check("MPI_Neighbor_alltoallv", code)
+        check(name, code)
     }
 
     /// The next message from rank `from`, matched (`MPI_Mprobe`): its tag and size, to be

@@ -23,14 +23,11 @@
 //! smallest of its row, so that every rank hears every other's.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, Runtime};
-use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
-use rustfft::{Fft, FftPlanner};
 
-use super::blocks::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
+use super::blocks::{Complex32, Plans, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 
@@ -47,12 +44,7 @@ pub(super) struct PencilFft<'rt> {
     y2_bounds: Vec<usize>,
     /// This PE's (row, column), if it is a PME rank.
     place: Option<(usize, usize)>,
-    r2c: Arc<dyn RealToComplex<f32>>,
-    c2r: Arc<dyn ComplexToReal<f32>>,
-    y: Arc<dyn Fft<f32>>,
-    y_inverse: Arc<dyn Fft<f32>>,
-    x: Arc<dyn Fft<f32>>,
-    x_inverse: Arc<dyn Fft<f32>>,
+    plans: Plans,
     rows: Alltoall<'rt, 'rt, Complex32>,
     columns: Alltoall<'rt, 'rt, Complex32>,
     /// `[p][l][kz]`: this rank's z lines transformed.
@@ -124,22 +116,8 @@ impl<'rt> PencilFft<'rt> {
             ),
             None => (0, 0, 0, 0),
         };
-        let mut real = RealFftPlanner::<f32>::new();
-        let mut complex = FftPlanner::<f32>::new();
-        let (r2c, c2r) = (real.plan_fft_forward(k[2]), real.plan_fft_inverse(k[2]));
-        let (y, y_inverse) = (complex.plan_fft_forward(k[1]), complex.plan_fft_inverse(k[1]));
-        let (x, x_inverse) = (complex.plan_fft_forward(k[0]), complex.plan_fft_inverse(k[0]));
-        let scratch_len = [
-            r2c.get_scratch_len(),
-            c2r.get_scratch_len(),
-            y.get_inplace_scratch_len(),
-            y_inverse.get_inplace_scratch_len(),
-            x.get_inplace_scratch_len(),
-            x_inverse.get_inplace_scratch_len(),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+        let plans = Plans::new(k);
+        let scratch_len = plans.scratch_len();
         Ok(PencilFft {
             k,
             kzc,
@@ -148,12 +126,7 @@ impl<'rt> PencilFft<'rt> {
             kz_bounds,
             y2_bounds,
             place,
-            r2c,
-            c2r,
-            y,
-            y_inverse,
-            x,
-            x_inverse,
+            plans,
             rows,
             columns,
             zlines: vec![Complex32::default(); planes * lines * kzc],
@@ -231,7 +204,10 @@ impl<'rt> PencilFft<'rt> {
         }
         for (values, out) in pencil.chunks_exact(kz).zip(self.zlines.chunks_exact_mut(kzc)) {
             self.line.copy_from_slice(values);
-            self.r2c.process_with_scratch(&mut self.line, out, &mut self.scratch).map_err(fft_failed)?;
+            self.plans
+                .r2c
+                .process_with_scratch(&mut self.line, out, &mut self.scratch)
+                .map_err(fft_failed)?;
         }
         let start = Instant::now();
         let block = self.rows.block();
@@ -270,7 +246,7 @@ impl<'rt> PencilFft<'rt> {
         }
         self.transposing += start.elapsed();
         for line in self.ylines.chunks_exact_mut(ky) {
-            self.y.process_with_scratch(line, &mut self.scratch);
+            self.plans.y.process_with_scratch(line, &mut self.scratch);
         }
         let start = Instant::now();
         let block = self.columns.block();
@@ -306,7 +282,7 @@ impl<'rt> PencilFft<'rt> {
         }
         self.transposing += start.elapsed();
         for line in self.spectrum.chunks_exact_mut(kx) {
-            self.x.process_with_scratch(line, &mut self.scratch);
+            self.plans.x.process_with_scratch(line, &mut self.scratch);
         }
         Ok(agreed)
     }
@@ -333,7 +309,7 @@ impl<'rt> PencilFft<'rt> {
             )));
         }
         for line in self.spectrum.chunks_exact_mut(kx) {
-            self.x_inverse.process_with_scratch(line, &mut self.scratch);
+            self.plans.x_inverse.process_with_scratch(line, &mut self.scratch);
         }
         let zs = self.kz_bounds[b + 1] - self.kz_bounds[b];
         let ys = self.y2_bounds[a + 1] - self.y2_bounds[a];
@@ -366,7 +342,7 @@ impl<'rt> PencilFft<'rt> {
         }
         self.transposing += start.elapsed();
         for line in self.ylines.chunks_exact_mut(ky) {
-            self.y_inverse.process_with_scratch(line, &mut self.scratch);
+            self.plans.y_inverse.process_with_scratch(line, &mut self.scratch);
         }
         let start = Instant::now();
         let block = self.rows.block();
@@ -403,7 +379,7 @@ impl<'rt> PencilFft<'rt> {
             if kz.is_multiple_of(2) {
                 spectrum[kzc - 1].im = 0.0;
             }
-            self.c2r.process_with_scratch(spectrum, values, &mut self.scratch).map_err(fft_failed)?;
+            self.plans.c2r.process_with_scratch(spectrum, values, &mut self.scratch).map_err(fft_failed)?;
         }
         Ok(())
     }

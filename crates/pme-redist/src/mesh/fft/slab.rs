@@ -23,56 +23,13 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, SymArray};
-use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
-use rustfft::{Fft, FftPlanner};
 
-use super::blocks::{Complex32, ballot_element, ballot_of, fft_failed, split, widest};
+use super::blocks::{Complex32, Plans, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-
-/// The 1-D transforms a rank needs, planned once.
-struct Plans {
-    r2c: Arc<dyn RealToComplex<f32>>,
-    c2r: Arc<dyn ComplexToReal<f32>>,
-    y: Arc<dyn Fft<f32>>,
-    y_inverse: Arc<dyn Fft<f32>>,
-    x: Arc<dyn Fft<f32>>,
-    x_inverse: Arc<dyn Fft<f32>>,
-}
-
-impl Plans {
-    fn new(k: [usize; 3]) -> Plans {
-        let mut real = RealFftPlanner::<f32>::new();
-        let mut complex = FftPlanner::<f32>::new();
-        Plans {
-            r2c: real.plan_fft_forward(k[2]),
-            c2r: real.plan_fft_inverse(k[2]),
-            y: complex.plan_fft_forward(k[1]),
-            y_inverse: complex.plan_fft_inverse(k[1]),
-            x: complex.plan_fft_forward(k[0]),
-            x_inverse: complex.plan_fft_inverse(k[0]),
-        }
-    }
-
-    /// Scratch enough for any of the transforms.
-    fn scratch_len(&self) -> usize {
-        [
-            self.r2c.get_scratch_len(),
-            self.c2r.get_scratch_len(),
-            self.y.get_inplace_scratch_len(),
-            self.y_inverse.get_inplace_scratch_len(),
-            self.x.get_inplace_scratch_len(),
-            self.x_inverse.get_inplace_scratch_len(),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
-    }
-}
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] over its PME ranks.
 pub(super) struct SlabFft<'g, 'rt> {
@@ -109,17 +66,17 @@ pub(super) struct SlabFft<'g, 'rt> {
 }
 
 impl<'g, 'rt> SlabFft<'g, 'rt> {
-    /// The FFT of `grid` over `group`, whose members must be the grid's PME ranks in slab
-    /// order; the transpose goes over `path`.
+    /// The FFT of `grid` (in slabs) over `group`, the grid's PME ranks in slab order
+    /// ([`MeshFft::collective_new`](super::MeshFft::collective_new) checks both); the
+    /// transpose goes over `path`.
     ///
     /// # Collective
     /// Every PE of the job must call it with the same arguments (the all-to-all's buffers are
     /// symmetric); PEs outside the group hold nothing.
     ///
     /// # Errors
-    /// [`Error::Config`] when the group's members are not the grid's PME ranks, or the path
-    /// cannot serve the group (the shmem path needs an active set);
-    /// [`Error::Comm`] when the symmetric heap cannot hold the transpose's buffers.
+    /// [`Error::Config`] when the path cannot serve the group (the shmem path needs an active
+    /// set); [`Error::Comm`] when the symmetric heap cannot hold the transpose's buffers.
     pub fn collective_new(
         group: &'g PeGroup<'rt>,
         grid: &PmeGrid,
@@ -127,23 +84,7 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
         algorithm: Option<AlltoallAlgorithm>,
     ) -> Result<Self> {
         let m = grid.ranks();
-        if grid.is_pencil() {
-            return Err(Error::Config(format!(
-                "the slab FFT takes a grid in slabs, and this one is in {:?} pencils: use MeshFft \
-                 (or Pme, which picks the FFT by the grid)",
-                grid.dims()
-            )));
-        }
-        let pme_pes: Vec<usize> = (0..m).map(|r| grid.pe_of(r)).collect();
-        if group.members() != pme_pes.as_slice() {
-            return Err(Error::Config(format!(
-                "the PME FFT's group '{}' has members {:?}, but the grid's PME ranks are PEs {:?}: \
-                 make the group of the grid's PME PEs in rank order",
-                group.name(),
-                group.members(),
-                pme_pes
-            )));
-        }
+        debug_assert!(!grid.is_pencil() && group.len() == m, "MeshFft checks the grid and group");
         let k = grid.sizes();
         let kzc = k[2] / 2 + 1;
         let x_bounds: Vec<usize> = (0..=m).map(|r| if r < m { grid.slab(r).0 } else { k[0] }).collect();
