@@ -10,7 +10,8 @@
 //!
 //! Options: `--gro FILE` (any GROMACS structure; default: the SPC water box in data/),
 //! `--types FILE` (charges for atom names the built-in table lacks), `--replicate NX,NY,NZ`,
-//! `--spacing NM` (grid spacing, default 0.12) or `--grid KX,KY,KZ`, `--cutoff NM` and
+//! `--spacing NM` (grid spacing, default 0.12) or `--grid KX,KY,KZ`, `--order N` (the
+//! interpolation order, GROMACS's `pme-order`, 3 to 12, default 4), `--cutoff NM` and
 //! `--rtol R` (the Ewald coefficient from the real-space cutoff and GROMACS's `ewald-rtol`,
 //! defaults 0.9 and 1e-5), `--pme-pes M` (default every PE; fewer puts PME on the last M),
 //! `--pme-decomposition slab|pencil|auto` (default auto: slabs while each holds at least
@@ -70,6 +71,7 @@ struct Options {
     replicate: [usize; 3],
     spacing: f32,
     grid: Option<[usize; 3]>,
+    order: usize,
     cutoff: f64,
     rtol: f64,
     pme_pes: Option<usize>,
@@ -86,7 +88,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: pme [--gro FILE] [--types FILE] [--replicate NX,NY,NZ] [--spacing NM | --grid KX,KY,KZ] \
-[--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] [--relay] \
+[--order N] [--cutoff NM] [--rtol R] [--pme-pes M] [--pme-decomposition slab|pencil|auto] [--margin NM] [--relay] \
 [--path onesided-put|onesided-get|mpi|mpi-alltoallv|mpi-neighbor|auto|all] \
 [--fft-path ordered-onesided|node-aware-onesided|ordered-mpi|mpi|shmem|auto|all] [--steps S] [--verify] [--energies] \
 [--threads T] [--pes N]";
@@ -101,6 +103,7 @@ fn parse() -> Result<Options, String> {
         replicate: [2, 2, 2],
         spacing: 0.12,
         grid: None,
+        order: pme_redist::spline::DEFAULT_ORDER,
         cutoff: 0.9,
         rtol: 1e-5,
         pme_pes: None,
@@ -125,6 +128,7 @@ fn parse() -> Result<Options, String> {
             "--replicate" => options.replicate = cli::triple(&flag, &value()?)?,
             "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
             "--grid" => options.grid = Some(cli::triple(&flag, &value()?)?),
+            "--order" => options.order = positive(value()?)? as usize,
             "--cutoff" => options.cutoff = cli::length(&flag, &value()?)? as f64,
             "--rtol" => {
                 let v = value()?;
@@ -234,10 +238,12 @@ fn prepare(rt: &Runtime, options: &Options) -> Result<Setup, Box<dyn std::error:
     let grid = match options.grid {
         Some(k) => PmeGrid::builder(structure.pbc.vectors(), &pme)
             .sizes(k)
+            .order(options.order)
             .decomposition(options.decomposition)
             .build()?,
         None => PmeGrid::builder(structure.pbc.vectors(), &pme)
             .spacing(options.spacing)
+            .order(options.order)
             .decomposition(options.decomposition)
             .build()?,
     };
@@ -313,7 +319,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             setup.structure.len(),
             rt.n_pes(),
             setup.pme.len(),
-            pme_redist::spline::ORDER,
+            setup.grid.order(),
             setup.beta,
             options.cutoff,
             options.rtol,

@@ -14,7 +14,7 @@
 //! mpi|mpi-alltoallv|onesided-get|onesided-put|all`, `--steps S`, `--verify`, `--threads T`,
 //! and `--pes N` when the program launches itself.
 //!
-//! Each step: redistribute, spread the charges (B-splines of order 4) onto the slabs, sum the
+//! Each step: redistribute, spread the charges (cubic B-splines, order 4) onto the slabs, sum the
 //! slab overlaps, gather a force on each atom from the grid, return the forces (on the
 //! one-sided paths gathered straight into the redistribution's buffer and read by their PEs
 //! where they lie, `return_forces_in_place`); then every
@@ -202,7 +202,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
             setup.structure.len(),
             rt.n_pes(),
             setup.pme_pes,
-            pme_redist::spline::ORDER
+            setup.grid.order()
         );
     }
     let mut outcomes = Vec::new();

@@ -71,7 +71,7 @@ use md_halo::model::{BalanceTraffic, balance_traffic, halo_traffic};
 use onesided_suite::cli;
 use onesided_suite::report::{Point, svg_labelled};
 use pme_redist::model::{planned_stage_targets, planned_targets};
-use pme_redist::spline::ORDER;
+use pme_redist::spline::DEFAULT_ORDER as ORDER;
 use pme_redist::{Particle, PmeDecomposition, PmeGrid, RVec};
 
 /// One class of link's cost: a message of `b` bytes takes `alpha + b / beta` seconds, and a
@@ -1183,7 +1183,7 @@ fn pme_decomposition(
     let k = PmeGrid::new(system.pbc.vectors(), options.spacing, &[0])?.sizes();
     let slabs = wanted.min(k[0] / ORDER).max(1);
     let fits = |m: usize| {
-        let [px, py] = PmeGrid::pencil_dims(k, m);
+        let [px, py] = PmeGrid::pencil_dims(k, m, ORDER);
         (px * py == m && k[0] / px >= ORDER && (py == 1 || k[1] / py >= ORDER)).then_some((m, [px, py]))
     };
     let pencils = || (1..=wanted).rev().find_map(fits).unwrap_or((slabs, [slabs, 1]));

@@ -11,7 +11,7 @@
 //!   [`redistribute`](Redistribution::redistribute), which returns the step's view ([`Step`]):
 //!   on a PME rank its atoms and the forces on them ([`Mesh`]), then
 //!   [`Step::return_forces`], which brings every PE its home forces;
-//! - **the mesh**: [`Pme`], a whole mesh step (spread with order-4 B-splines onto a rank's
+//! - **the mesh**: [`Pme`], a whole mesh step (spread with B-splines of the grid's order, 3 to 12, onto a rank's
 //!   slab or pencil and the overlap exchange, [`SlabGrid`]; the distributed 3-D FFT,
 //!   [`MeshFft`]; the solve, with [`ewald_coefficient`] from GROMACS's `ewald-rtol`; the FFT
 //!   back and the gather), timed per phase. It needs nothing of the redistribution but the

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use super::pme_grid::PmeGrid;
 use crate::error::{Error, Result};
 use crate::particle::RVec;
-use crate::spline::ORDER;
+use crate::spline::{DEFAULT_ORDER, ORDERS};
 
 /// How the PME grid is split over the PME ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +36,8 @@ impl std::str::FromStr for PmeDecomposition {
 }
 
 /// The choices a [`PmeGrid`] is made with ([`PmeGrid::builder`]): its size, from a spacing
-/// (0.12 nm, GROMACS's default `fourier-spacing`, unless told) or given in points, and its
-/// decomposition (slabs unless told).
+/// (0.12 nm, GROMACS's default `fourier-spacing`, unless told) or given in points, its
+/// interpolation order (4 unless told) and its decomposition (slabs unless told).
 #[derive(Clone, Debug)]
 #[must_use = "a builder makes no grid until build"]
 pub struct PmeGridBuilder {
@@ -45,6 +45,7 @@ pub struct PmeGridBuilder {
     pme_pes: Vec<usize>,
     size: Size,
     layout: Layout,
+    order: usize,
 }
 
 /// How the grid is sized.
@@ -89,23 +90,37 @@ impl PmeGrid {
             pme_pes: pme_pes.to_vec(),
             size: Size::Spacing(0.12),
             layout: Layout::Decomposition(PmeDecomposition::Slab),
+            order: DEFAULT_ORDER,
         }
     }
 
     /// The grid before it is split over its ranks.
-    pub(super) fn unsplit(box_vectors: [RVec; 3], k: [usize; 3], pme_pes: &[usize]) -> Result<PmeGrid> {
+    pub(super) fn unsplit(
+        box_vectors: [RVec; 3],
+        k: [usize; 3],
+        pme_pes: &[usize],
+        order: usize,
+    ) -> Result<PmeGrid> {
         check_box(&box_vectors)?;
         let m = pme_pes.len();
         if m == 0 {
             return Err(Error::Config("PME needs at least one PME rank".to_string()));
         }
+        if !ORDERS.contains(&order) {
+            return Err(Error::Config(format!(
+                "interpolation order {order} is not one the mesh takes: pme-order runs from {} to {} \
+                 (4, cubic, is GROMACS's default)",
+                ORDERS.start(),
+                ORDERS.end()
+            )));
+        }
         for (d, &kd) in k.iter().enumerate() {
-            if kd < 2 * ORDER {
+            if kd < 2 * order {
                 return Err(Error::Config(format!(
-                    "a PME grid of {kd} points along {} is too coarse for interpolation order {ORDER}: \
-                     it needs at least {}; use a finer spacing",
+                    "a PME grid of {kd} points along {} is too coarse for interpolation order {order}: \
+                     it needs at least {}; use a finer spacing or a lower order",
                     ["x", "y", "z"][d],
-                    2 * ORDER
+                    2 * order
                 )));
             }
         }
@@ -122,24 +137,26 @@ impl PmeGrid {
             recip,
             x_only,
             pes: pme_pes.to_vec(),
+            order,
         };
         Ok(grid)
     }
 
-    /// The pencils GROMACS-style for `m` ranks on a grid of `k` points: of the ways to write
-    /// `m = px · py` with at least the interpolation order of planes and lines per rank, the
-    /// one whose thinnest side is thickest (then the larger `px`); slabs when none fits.
-    pub fn pencil_dims(k: [usize; 3], m: usize) -> [usize; 2] {
+    /// The pencils GROMACS-style for `m` ranks on a grid of `k` points and interpolation
+    /// order `order`: of the ways to write `m = px · py` with at least `order` planes and
+    /// lines per rank, the one whose thinnest side is thickest (then the larger `px`); slabs
+    /// when none fits.
+    pub fn pencil_dims(k: [usize; 3], m: usize, order: usize) -> [usize; 2] {
         (1..=m)
             .filter(|px| m.is_multiple_of(*px))
             .map(|px| [px, m / px])
-            .filter(|&[px, py]| k[0] / px >= ORDER && k[1] / py >= ORDER)
+            .filter(|&[px, py]| k[0] / px >= order && k[1] / py >= order)
             .max_by_key(|&[px, py]| ((k[0] / px).min(k[1] / py), px))
             .unwrap_or([m, 1])
     }
 
     pub(super) fn split(mut self, [px, py]: [usize; 2]) -> Result<PmeGrid> {
-        let (m, k) = (self.ranks(), self.k);
+        let (m, k, order) = (self.ranks(), self.k, self.order);
         if px.checked_mul(py) != Some(m) || px == 0 {
             return Err(Error::Config(format!(
                 "{px} x {py} pencils do not make the {m} PME ranks: their product must be the rank count"
@@ -148,27 +165,27 @@ impl PmeGrid {
         let bounds: Vec<usize> = (0..=px).map(|r| r * k[0] / px).collect();
         let y_bounds: Vec<usize> = (0..=py).map(|r| r * k[1] / py).collect();
         let thinnest = |b: &[usize]| b.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
-        if thinnest(&bounds) < ORDER {
-            let (lines, thinnest, most) = (k[0], thinnest(&bounds), k[0] / ORDER);
+        if thinnest(&bounds) < order {
+            let (lines, thinnest, most) = (k[0], thinnest(&bounds), k[0] / order);
             return Err(Error::TooManyRanks {
                 axis: 'x',
                 lines,
                 ranks: px,
                 thinnest,
                 most,
-                order: ORDER,
+                order,
                 pencils: py > 1,
             });
         }
-        if py > 1 && thinnest(&y_bounds) < ORDER {
-            let (lines, thinnest, most) = (k[1], thinnest(&y_bounds), k[1] / ORDER);
+        if py > 1 && thinnest(&y_bounds) < order {
+            let (lines, thinnest, most) = (k[1], thinnest(&y_bounds), k[1] / order);
             return Err(Error::TooManyRanks {
                 axis: 'y',
                 lines,
                 ranks: py,
                 thinnest,
                 most,
-                order: ORDER,
+                order,
                 pencils: true,
             });
         }
@@ -194,6 +211,14 @@ impl PmeGridBuilder {
         PmeGridBuilder { size: Size::Points(k), ..self }
     }
 
+    /// Interpolates with B-splines of order `order` (GROMACS's `pme-order`, 3 to 12; 4 unless
+    /// told): each charge covers `order` grid lines along each dimension, and slabs and pencils
+    /// must be at least that thick. At a given accuracy a higher order allows a coarser grid
+    /// (GROMACS suggests order 5 with a spacing raised to match when running in parallel).
+    pub fn order(self, order: usize) -> Self {
+        PmeGridBuilder { order, ..self }
+    }
+
     /// Splits the grid as `decomposition` says: slabs, pencils
     /// ([`PmeGrid::pencil_dims`]), or by GROMACS's rule.
     pub fn decomposition(self, decomposition: PmeDecomposition) -> Self {
@@ -210,24 +235,24 @@ impl PmeGridBuilder {
     ///
     /// # Errors
     /// [`Error::Config`] for a box of another shape (naming the element), a spacing that is not
-    /// positive or gives more than 65 536 lines along a dimension, a grid coarser than twice the
-    /// interpolation order, no PME ranks, or pencils whose product is not the rank count;
+    /// positive or gives more than 65 536 lines along a dimension, an order outside 3 to 12, a
+    /// grid coarser than twice the interpolation order, no PME ranks, or pencils whose product is not the rank count;
     /// [`Error::TooManyRanks`] for slabs or pencils thinner than the interpolation order, with
     /// the most ranks the grid allows.
     pub fn build(self) -> Result<PmeGrid> {
-        let PmeGridBuilder { box_vectors, pme_pes, size, layout } = self;
+        let PmeGridBuilder { box_vectors, pme_pes, size, layout, order } = self;
         check_box(&box_vectors)?;
         let k = match size {
             Size::Points(k) => k,
             Size::Spacing(spacing) => grid_size(&box_vectors, spacing)?,
         };
-        let grid = PmeGrid::unsplit(box_vectors, k, &pme_pes)?;
+        let grid = PmeGrid::unsplit(box_vectors, k, &pme_pes, order)?;
         let m = grid.ranks();
         let dims = match layout {
             Layout::Pencils(dims) => dims,
             Layout::Decomposition(PmeDecomposition::Slab) => [m, 1],
-            Layout::Decomposition(PmeDecomposition::Auto) if k[0] / m >= 2 * (ORDER - 1) || m == 1 => [m, 1],
-            Layout::Decomposition(_) => PmeGrid::pencil_dims(k, m),
+            Layout::Decomposition(PmeDecomposition::Auto) if k[0] / m >= 2 * (order - 1) || m == 1 => [m, 1],
+            Layout::Decomposition(_) => PmeGrid::pencil_dims(k, m, order),
         };
         grid.split(dims)
     }

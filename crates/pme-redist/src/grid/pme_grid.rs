@@ -28,12 +28,21 @@ pub struct PmeGrid {
     pub(super) x_only: bool,
     /// The PE of each PME rank.
     pub(super) pes: Vec<usize>,
+    /// The interpolation order: grid lines a charge's spline covers along each dimension.
+    pub(super) order: usize,
 }
 
 impl PmeGrid {
     /// Grid points per dimension.
     pub fn sizes(&self) -> [usize; 3] {
         self.k
+    }
+
+    /// The interpolation order, GROMACS's `pme-order`: the grid lines a charge's B-spline
+    /// covers along each dimension (4, cubic interpolation, unless the builder's
+    /// [`order`](crate::PmeGridBuilder::order) said otherwise).
+    pub fn order(&self) -> usize {
+        self.order
     }
 
     /// The box vectors a, b, c (the rows of GROMACS's `matrix box`), in nm.
@@ -204,7 +213,7 @@ impl PmeGrid {
     }
 
     /// The PME rank an atom at `x` belongs to: the one whose slab holds the x plane at or
-    /// below it (its spline reaches `ORDER - 1` planes further down, into the slab below,
+    /// below it (its spline reaches [`order`](Self::order) less one planes further down, into the slab below,
     /// whose share comes back through the overlap exchange).
     #[inline]
     pub fn rank_of(&self, x: RVec) -> usize {

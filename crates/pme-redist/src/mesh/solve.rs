@@ -25,7 +25,7 @@ use std::ops::Range;
 use super::fft::Complex32;
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
-use crate::spline::{ORDER, weights};
+use crate::spline::weights_into;
 
 /// GROMACS's electric conversion factor `1 / (4π ε₀)`, kJ mol⁻¹ nm e⁻².
 pub const ONE_4PI_EPS0: f64 = 138.935_458;
@@ -68,14 +68,16 @@ pub fn ewald_coefficient(cutoff: f64, rtol: f64) -> Result<f64> {
     Ok(beta)
 }
 
-/// `|b(m)|⁻²` of smooth PME for `m = 0..k`: the squared modulus of the discrete Fourier
-/// transform of the B-spline at the integer points, as GROMACS's `make_bspline_moduli`
-/// computes it, with a zero (possible for odd orders) replaced by the mean of its neighbours.
-pub(crate) fn bspline_moduli(k: usize) -> Vec<f64> {
-    let (at_integers, _) = weights(0.0);
-    // The spline's values at 1, 2, .., ORDER - 1, placed from index 1 (GROMACS's bsp_data).
+/// `|b(m)|⁻²` of smooth PME for `m = 0..k` and a spline of order `order`: the squared modulus
+/// of the discrete Fourier transform of the B-spline at the integer points, as GROMACS's
+/// `make_bspline_moduli` computes it, with a zero (possible for odd orders) replaced by the
+/// mean of its neighbours.
+pub(crate) fn bspline_moduli(k: usize, order: usize) -> Vec<f64> {
+    let (mut at_integers, mut slopes) = (vec![0.0; order], vec![0.0; order]);
+    weights_into(0.0, &mut at_integers, &mut slopes);
+    // The spline's values at 1, 2, .., order - 1, placed from index 1 (GROMACS's bsp_data).
     let mut data = vec![0.0f64; k];
-    for (i, &w) in at_integers.iter().take(ORDER - 1).enumerate() {
+    for (i, &w) in at_integers.iter().take(order - 1).enumerate() {
         data[(i + 1) % k] += w;
     }
     let mut moduli: Vec<f64> = (0..k)
@@ -117,7 +119,7 @@ impl Influence {
         let k = grid.sizes();
         Influence {
             k,
-            moduli: k.map(bspline_moduli),
+            moduli: k.map(|k| bspline_moduli(k, grid.order())),
             recip: grid.reciprocal_box(),
             volume: grid.volume(),
             factor: std::f64::consts::PI * std::f64::consts::PI / (beta * beta),
@@ -243,7 +245,7 @@ mod tests {
     fn moduli_of_the_cubic_spline() {
         // For order 4, |Σ M4(k+1) e^{2πi m k/K}|² = (2/3 + cos(2π m/K) / 3)².
         let k = 12;
-        for (m, &v) in bspline_moduli(k).iter().enumerate() {
+        for (m, &v) in bspline_moduli(k, 4).iter().enumerate() {
             let want = (2.0 / 3.0 + (2.0 * std::f64::consts::PI * m as f64 / k as f64).cos() / 3.0).powi(2);
             assert!((v - want).abs() < 1e-14, "m = {m}: {v} against {want}");
         }
