@@ -128,7 +128,7 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
                         rt.barrier();
                         let start = Instant::now();
                         let mut delivered = step.redist.redistribute(&step.home)?;
-                        step.mesh.collective_step(delivered.mesh())?;
+                        step.mesh.collective_forces(delivered.mesh())?;
                         delivered.return_forces(&mut step.home_forces)?;
                         total += start.elapsed();
                     }

@@ -817,7 +817,7 @@ impl MeshState<'_, '_> {
         let f_start = Instant::now();
         delivered.return_forces(&mut self.forces).map_err(config)?;
         let end = Instant::now();
-        self.energy = self.mesh.collective_energy(share).map_err(config)?;
+        self.energy = self.mesh.collective_energy(share).map_err(config)?.energy;
         if warm_up {
             self.mesh.times_mut().reset();
         } else {

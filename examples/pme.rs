@@ -491,7 +491,7 @@ fn run_configuration(
         x_time += x_done - start;
         f_time += end - f_start;
         step_time += end - start;
-        energy = mesh.collective_energy(share)?;
+        energy = mesh.collective_energy(share)?.energy;
         if step == 0 {
             first_energy = energy;
         }

@@ -52,7 +52,7 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
         let mut delivered = redist.redistribute(&home)?;
         let share = mesh.collective_step(delivered.mesh())?;
         delivered.return_forces(&mut forces)?;
-        energy = mesh.collective_energy(share)?;
+        energy = mesh.collective_energy(share)?.energy;
         for ((p, v), f) in home.iter_mut().zip(&mut velocities).zip(&forces) {
             for d in 0..3 {
                 v[d] += DT * f[d] / MASS;

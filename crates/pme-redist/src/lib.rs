@@ -49,7 +49,7 @@
 //!         let mut delivered = redist.redistribute(&home)?;
 //!         let share = mesh.collective_step(delivered.mesh())?; // spread, FFT, solve, gather
 //!         delivered.return_forces(&mut forces)?; // this PE's reciprocal forces, home order
-//!         let _energy = mesh.collective_energy(share)?;
+//!         let _energy = mesh.collective_energy(share)?.energy;
 //!         for (p, f) in home.iter_mut().zip(&forces) {
 //!             p.x[0] += 1e-4 * f[0];
 //!         }
@@ -74,7 +74,10 @@ mod threads;
 
 pub use error::{Error, Result};
 pub use grid::{PmeDecomposition, PmeGrid, PmeGridBuilder};
-pub use mesh::{Complex32, MeshFft, ONE_4PI_EPS0, Pme, PmeBuilder, PmeTimes, SlabGrid, ewald_coefficient};
+pub use mesh::{
+    Complex32, MeshFft, ONE_4PI_EPS0, Pme, PmeBuilder, PmeEnergy, PmeTimes, SlabGrid, ewald_coefficient,
+    ewald_self_energy,
+};
 pub use onesided::ErrorScope;
 pub use particle::{Mesh, Particle, RVec};
 #[cfg(feature = "baselines")]

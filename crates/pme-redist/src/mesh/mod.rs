@@ -17,6 +17,6 @@ mod spread;
 
 pub use fft::{Complex32, MeshFft};
 pub use pme::{Pme, PmeBuilder, PmeTimes};
-pub(crate) use solve::Influence;
-pub use solve::{ONE_4PI_EPS0, ewald_coefficient};
+pub(crate) use solve::{Influence, virial_of};
+pub use solve::{ONE_4PI_EPS0, PmeEnergy, ewald_coefficient, ewald_self_energy};
 pub use spread::SlabGrid;

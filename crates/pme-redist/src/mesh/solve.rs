@@ -17,8 +17,19 @@
 //!
 //! The influence function depends only on the box and the grid, so it is tabulated once per
 //! rank for its part of the spectrum; a step costs one multiplication and one addition per
-//! complex value. The energy counts each value of the half spectrum for itself and its mirror,
-//! but on the planes `kz = 0` and `kz = Kz/2`, which hold their own mirrors.
+//! complex value, and the virial a dozen more. The energy counts each value of the half
+//! spectrum for itself and its mirror, but on the planes `kz = 0` and `kz = Kz/2`, which hold
+//! their own mirrors.
+//!
+//! The virial is GROMACS's `Ξ = -½ Σ r ⊗ F` of the reciprocal term, from the solve as
+//! `solve_pme_yzx` computes it: with `E(m)` the energy of one wave vector,
+//!
+//! ```text
+//! Ξ_ab = ½ Σ_m E(m) (2 (1 + π² |m|² / β²) m_a m_b / |m|² - δ_ab)
+//! ```
+//!
+//! which is half the energy's derivative by a strain of the box that carries the atoms along
+//! (`∂E/∂ε_ab = 2 Ξ_ab`): the pressure is `P = 2 / (3V) (E_kin - Ξ)` in GROMACS's convention.
 
 use std::ops::Range;
 
@@ -104,6 +115,47 @@ fn wave(i: usize, k: usize) -> f64 {
     if i < k.div_ceil(2) { i as f64 } else { i as f64 - k as f64 }
 }
 
+/// The reciprocal energy (kJ mol⁻¹) and virial (kJ mol⁻¹, GROMACS's `Ξ = -½ Σ r ⊗ F`, see
+/// [`Pme`](crate::Pme)) of a mesh step: one PME rank's share from
+/// [`Pme::collective_step`](crate::Pme::collective_step), the whole from
+/// [`Pme::collective_energy`](crate::Pme::collective_energy).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PmeEnergy {
+    /// The reciprocal energy: the sum over wave vectors `m ≠ 0`, without the self energy
+    /// ([`ewald_self_energy`](crate::ewald_self_energy)) and the net-charge correction
+    /// ([`PmeEnergy::charge_correction`]).
+    pub energy: f64,
+    /// The reciprocal virial tensor, symmetric: the pressure's long-range part is
+    /// `-2 / (3V) tr Ξ`, its tensor `-2 / V Ξ` (kJ mol⁻¹ nm⁻³; 16.6054 bar each).
+    pub virial: [[f64; 3]; 3],
+}
+
+impl PmeEnergy {
+    /// The energy and virial of a neutralising background for a system of net charge `net_charge`
+    /// (e) in a box of `volume` nm³ with Ewald coefficient `beta`: GROMACS's
+    /// `ewald_charge_correction` (its `Coul. recip.` holds it), `-π f Q² / (2 V β²)`, and its
+    /// virial `-E / 2` on the diagonal (the energy goes as `1 / V`). Zero for a neutral system; the
+    /// mesh's energy leaves it out, so that a net charge is the engine's choice.
+    pub fn charge_correction(volume: f64, net_charge: f64, beta: f64) -> PmeEnergy {
+        let energy =
+            -std::f64::consts::PI * ONE_4PI_EPS0 * net_charge * net_charge / (2.0 * volume * beta * beta);
+        let mut virial = [[0.0; 3]; 3];
+        for (d, row) in virial.iter_mut().enumerate() {
+            row[d] = -0.5 * energy;
+        }
+        PmeEnergy { energy, virial }
+    }
+}
+
+/// The Ewald self energy of charges `charges` with coefficient `beta`,
+/// `-f β / √π Σ q²` (kJ mol⁻¹): what the mesh's reciprocal energy counts of each charge's
+/// interaction with its own screening Gaussian, which an engine subtracts (GROMACS puts it in
+/// `Coulomb (SR)`). It does not depend on positions or the box: no force, no virial.
+pub fn ewald_self_energy(charges: impl IntoIterator<Item = f64>, beta: f64) -> f64 {
+    let sum: f64 = charges.into_iter().map(|q| q * q).sum();
+    -ONE_4PI_EPS0 * beta / std::f64::consts::PI.sqrt() * sum
+}
+
 /// The influence function η of a grid and an Ewald coefficient, in double precision.
 pub(crate) struct Influence {
     k: [usize; 3],
@@ -133,11 +185,7 @@ impl Influence {
         if x == 0 && y == 0 && z == 0 {
             return 0.0;
         }
-        let [kx, ky, kz] = self.k;
-        let (mx, my) = (wave(x, kx), wave(y, ky));
-        let mz = if z <= kz / 2 { z as f64 } else { z as f64 - kz as f64 };
-        let r = &self.recip;
-        let m = [mx * r[0][0], mx * r[1][0] + my * r[1][1], mx * r[2][0] + my * r[2][1] + mz * r[2][2]];
+        let m = self.wave_vector([x, y, z]);
         let m2 = m[0] * m[0] + m[1] * m[1] + m[2] * m[2];
         let denominator = std::f64::consts::PI
             * self.volume
@@ -147,6 +195,34 @@ impl Influence {
             * self.moduli[2][z];
         ONE_4PI_EPS0 * (-self.factor * m2).exp() / denominator
     }
+
+    /// The Cartesian reciprocal vector `m` (nm⁻¹) of grid index `[x, y, z]`, wrapped as in
+    /// [`at`](Self::at).
+    pub(crate) fn wave_vector(&self, [x, y, z]: [usize; 3]) -> [f64; 3] {
+        let [kx, ky, kz] = self.k;
+        let (mx, my) = (wave(x, kx), wave(y, ky));
+        let mz = if z <= kz / 2 { z as f64 } else { z as f64 - kz as f64 };
+        let r = &self.recip;
+        [mx * r[0][0], mx * r[1][0] + my * r[1][1], mx * r[2][0] + my * r[2][1] + mz * r[2][2]]
+    }
+
+    /// The virial factor of wave vector `m`, `2 (1 + π² |m|² / β²) / |m|²`: a value of energy
+    /// `e` adds `½ e (factor m_a m_b - δ_ab)` to the virial.
+    pub(crate) fn virial_factor(&self, m: [f64; 3]) -> f64 {
+        let m2 = m[0] * m[0] + m[1] * m[1] + m[2] * m[2];
+        2.0 * (1.0 + self.factor * m2) / m2
+    }
+}
+
+/// The virial `Ξ_ab = ½ (Σ e f m_a m_b - δ_ab Σ e)` from the sums a solve collects: `upper`
+/// holds `Σ e f m_a m_b` as xx, xy, xz, yy, yz, zz, `energy` is `Σ e`.
+pub(crate) fn virial_of(upper: [f64; 6], energy: f64) -> [[f64; 3]; 3] {
+    let [xx, xy, xz, yy, yz, zz] = upper;
+    [
+        [0.5 * (xx - energy), 0.5 * xy, 0.5 * xz],
+        [0.5 * xy, 0.5 * (yy - energy), 0.5 * yz],
+        [0.5 * xz, 0.5 * yz, 0.5 * (zz - energy)],
+    ]
 }
 
 /// The influence function on one rank's part of the spectrum, and the solve with it.
@@ -158,6 +234,14 @@ pub(crate) struct Reciprocal {
     /// the energy sum (1 on the planes kz = 0 and kz = Kz/2, 2 elsewhere), halved: the
     /// energy is `Σ weight |X|²`.
     weight: Vec<f64>,
+    /// The virial factor of each value, `2 (1 + π² |m|² / β²) / |m|²` (zero at the origin).
+    virial_factor: Vec<f64>,
+    /// The wave vector's parts for the virial, by axis: `[mx r00, mx r10, mx r20]` per x
+    /// index, `[my r11, my r21]` per line, `mz r22` per z value, so that `m` of a value is
+    /// two additions.
+    along_x: Vec<[f64; 3]>,
+    along_y: Vec<[f64; 2]>,
+    along_z: Vec<f64>,
 }
 
 impl Reciprocal {
@@ -188,8 +272,19 @@ impl Reciprocal {
             )));
         }
         let influence = Influence::new(grid, beta);
+        let r = grid.reciprocal_box();
+        let along_x = (0..kx).map(|x| influence.wave_vector([x, 0, 0])).collect();
+        let along_y = lines
+            .clone()
+            .map(|y| {
+                let my = wave(y, ky);
+                [my * r[1][1], my * r[2][1]]
+            })
+            .collect();
+        let along_z = zs.clone().map(|c| c as f64 * r[2][2]).collect();
         let n = zs.len() * lines.len() * kx;
         let (mut eta, mut weight) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut virial_factor = Vec::with_capacity(n);
         for c in zs {
             let corner = if c == 0 || (kz.is_multiple_of(2) && c == kz / 2) { 0.5 } else { 1.0 };
             for y in lines.clone() {
@@ -197,19 +292,32 @@ impl Reciprocal {
                     let value = influence.at([x, y, c]);
                     eta.push(value as f32);
                     weight.push(corner * value);
+                    let origin = x == 0 && y == 0 && c == 0;
+                    virial_factor.push(if origin {
+                        0.0
+                    } else {
+                        influence.virial_factor(influence.wave_vector([x, y, c]))
+                    });
                 }
             }
         }
-        Ok(Reciprocal { eta, weight })
+        Ok(Reciprocal { eta, weight, virial_factor, along_x, along_y, along_z })
     }
 
-    /// The solve: the reciprocal energy of this rank's part of the spectrum (summed in
-    /// spectrum order, in double precision), and the spectrum multiplied by the influence
-    /// function, ready for the backward transform.
+    /// The convolution alone, for a step that needs no energy: the spectrum multiplied by
+    /// the influence function.
     ///
     /// # Errors
     /// [`Error::Config`] for a spectrum of another size than the one this was built for.
-    pub fn solve(&self, spectrum: &mut [Complex32]) -> Result<f64> {
+    pub fn convolve(&self, spectrum: &mut [Complex32]) -> Result<()> {
+        self.check(spectrum)?;
+        for (v, &eta) in spectrum.iter_mut().zip(&self.eta) {
+            *v *= eta;
+        }
+        Ok(())
+    }
+
+    fn check(&self, spectrum: &[Complex32]) -> Result<()> {
         if spectrum.len() != self.eta.len() {
             return Err(Error::Config(format!(
                 "the PME solve was built for {} spectrum values and was given {}",
@@ -217,12 +325,66 @@ impl Reciprocal {
                 spectrum.len()
             )));
         }
+        Ok(())
+    }
+
+    /// The solve: the reciprocal energy and virial of this rank's part of the spectrum (summed
+    /// in spectrum order, in double precision), and the spectrum multiplied by the influence
+    /// function, ready for the backward transform.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a spectrum of another size than the one this was built for.
+    pub fn solve(&self, spectrum: &mut [Complex32]) -> Result<PmeEnergy> {
+        self.check(spectrum)?;
+        let kx = self.along_x.len();
         let mut energy = 0.0f64;
-        for ((v, &eta), &w) in spectrum.iter_mut().zip(&self.eta).zip(&self.weight) {
-            energy += w * v.norm_sqr() as f64;
-            *v *= eta;
+        // The wave vector of a value is its x part p(x) plus its line's part q = (0, q1, q2):
+        // per x, the sums over lines of e f, e f q1, e f q2, e f q1², e f q1 q2 and e f q2²
+        // (each x its own accumulator, so the loop runs in vectors); the virial's sums
+        // Σ e f m_a m_b follow from them and p in O(Kx) at the end.
+        let mut sums = [const { Vec::<f64>::new() }; 6];
+        for sum in &mut sums {
+            sum.resize(kx, 0.0);
         }
-        Ok(energy)
+        let lines = spectrum
+            .chunks_exact_mut(kx)
+            .zip(self.eta.chunks_exact(kx))
+            .zip(self.weight.chunks_exact(kx))
+            .zip(self.virial_factor.chunks_exact(kx));
+        let walls = self.along_z.iter().flat_map(|&mz| self.along_y.iter().map(move |&my| (my, mz)));
+        for ((((values, etas), weights), factors), ([my1, my2], mz)) in lines.zip(walls) {
+            let (q1, q2) = (my1, my2 + mz);
+            let q = [1.0, q1, q2, q1 * q1, q1 * q2, q2 * q2];
+            let [s0, s1, s2, s3, s4, s5] = &mut sums;
+            for (((((v, &eta), &w), &factor), x0), ((((x1, x2), x3), x4), x5)) in
+                values.iter_mut().zip(etas).zip(weights).zip(factors).zip(s0.iter_mut()).zip(
+                    s1.iter_mut().zip(s2.iter_mut()).zip(s3.iter_mut()).zip(s4.iter_mut()).zip(s5.iter_mut()),
+                )
+            {
+                let e = w * v.norm_sqr() as f64;
+                energy += e;
+                *v *= eta;
+                let f = e * factor;
+                *x0 += f * q[0];
+                *x1 += f * q[1];
+                *x2 += f * q[2];
+                *x3 += f * q[3];
+                *x4 += f * q[4];
+                *x5 += f * q[5];
+            }
+        }
+        // Σ e f (p_a + q_a)(p_b + q_b) per x, with q_x = 0.
+        let mut upper = [0.0f64; 6];
+        for (x, &[p0, p1, p2]) in self.along_x.iter().enumerate() {
+            let [t, t1, t2, t11, t12, t22] = [0, 1, 2, 3, 4, 5].map(|i| sums[i][x]);
+            upper[0] += p0 * p0 * t;
+            upper[1] += p0 * (p1 * t + t1);
+            upper[2] += p0 * (p2 * t + t2);
+            upper[3] += p1 * p1 * t + 2.0 * p1 * t1 + t11;
+            upper[4] += p1 * p2 * t + p1 * t2 + p2 * t1 + t12;
+            upper[5] += p2 * p2 * t + 2.0 * p2 * t2 + t22;
+        }
+        Ok(PmeEnergy { energy, virial: virial_of(upper, energy) })
     }
 }
 
