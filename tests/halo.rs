@@ -1088,7 +1088,8 @@ fn engine_api_and_misuse(rt: &Runtime) -> CaseResult {
 }
 
 /// Repartition carries each home atom's force with it (the force encodes the atom's global
-/// index), and with a Verlet buffer set, an atom that moved more than half of it is named on
+/// index), the kernel's plus what the engine added to the home forces after `move_f` (the
+/// meeting point of PME's and other forces), and with a Verlet buffer set, an atom that moved more than half of it is named on
 /// every PE after the repartition, and the exchange goes on; a buffer that differs between PEs or
 /// exceeds the range is refused on every PE.
 fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
@@ -1109,6 +1110,14 @@ fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
         *f = force_of(g);
     }
     view.move_f()?;
+    // The engine's other forces (PME's, say), added to the totals.
+    let other_of = |g: u32| [0.25 * g as f32, 1.0, -2.0];
+    for (f, &g) in halo.home_mut().forces.iter_mut().zip(&home) {
+        for (c, o) in f.iter_mut().zip(other_of(g)) {
+            *c += o;
+        }
+    }
+    let total_of = |g: u32| -> RVec { std::array::from_fn(|d| force_of(g)[d] + other_of(g)[d]) };
     let step = (0.3 * s.pbc.diagonal()[0] / n as f32).min(0.04);
     for x in halo.home_mut().coordinates.iter_mut() {
         x[0] += step;
@@ -1120,7 +1129,7 @@ fn forces_migrate_and_buffer_is_checked(rt: &Runtime) -> CaseResult {
     let globals = halo.global_indices()[..halo.home_count()].to_vec();
     let forces = halo.home_mut().forces.to_vec();
     for ((f, v), &g) in forces.iter().zip(&velocities).zip(&globals) {
-        ensure!(*f == force_of(g) && *v == force_of(g), "PE {me}: atom {g} has force {f:?}");
+        ensure!(*f == total_of(g) && *v == force_of(g), "PE {me}: atom {g} has force {f:?}");
     }
     ensure!(halo.max_displacement() == 0.0, "displacement right after the repartition");
     // Atom 7 moves 0.06 nm, more than half the 0.1 nm buffer: named on every PE, after the

@@ -55,14 +55,38 @@ pub struct Local<'a, R: Real = f32> {
 
 /// The home atoms between steps: their positions, to move, and the total forces on them that
 /// the last [`Step::move_f`] left.
+///
+/// # Where other forces meet the halo's
+/// [`forces`](Self::forces) is the engine's place for every other force on its home atoms:
+/// after `move_f` it holds the short-range totals, and the engine adds to it what else acts
+/// on each home atom (PME's reciprocal forces, which the redistribution hands back in home
+/// order, bonded or external forces) before it integrates. These totals are the ones
+/// [`collective_repartition`](HaloExchange::collective_repartition) moves with the atoms, so
+/// an integrator's next half-kick finds them wherever the atom went. The home region is
+/// never offered to a neighbour, so it may be written while neighbours still read the halo
+/// regions of the last `move_f`.
+///
+/// A step with PME on every PE:
+///
+/// 1. write the new positions into [`coordinates`](Self::coordinates) (the first half of the
+///    step's update);
+/// 2. `move_x`, the kernel on [`Step::local`], `move_f`: the short-range forces, summed;
+/// 3. the PME step over the same home positions (pme-redist's `Redistribution::redistribute`,
+///    `Pme::collective_step`, `Step::return_forces` into a buffer in home order) and the
+///    buffer added to [`forces`](Self::forces);
+/// 4. integrate from `forces`.
+///
+/// With separate PME PEs the particle PEs do 1, 2 and 3's redistribution and return, the PME
+/// PEs the mesh step between them (with no home atoms of their own); the order of 2 and 3
+/// is free on particle PEs, since neither reads what the other writes until step 4.
 pub struct Home<'a, R: Real = f32> {
     /// Positions of the home atoms, to write before [`HaloExchange::move_x`]. They need not
     /// stay in the box between repartitions (the plan's periodic shifts assume they do not
     /// jump by box vectors).
     pub coordinates: &'a mut [[R; 3]],
     /// The total force on each home atom after the last `move_f` (before the first, zero or
-    /// what a kernel wrote).
-    pub forces: &'a [[R; 3]],
+    /// what a kernel wrote), to which the engine adds its other forces.
+    pub forces: &'a mut [[R; 3]],
 }
 
 impl<R: Real> fmt::Debug for Step<'_, '_, R> {
@@ -209,9 +233,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         // to the home region.
         let coordinates = unsafe { self.coords.array().local_range_mut(0..n_home) };
         // SAFETY: other PEs never write the force array, and read only the halo regions this
-        // PE offers in move_f, which lie behind the home atoms; `&mut self` keeps this PE's
-        // own writers (a step) away while the slice lives.
-        let forces = unsafe { self.forces.array().local_range(0..n_home) };
+        // PE offers in move_f, which lie behind the home atoms (so they may still be reading
+        // them while this slice is written); `&mut self` keeps this PE's own writers (a step)
+        // and readers (move_f, a repartition) away while the slice lives.
+        let forces = unsafe { self.forces.array().local_range_mut(0..n_home) };
         Home { coordinates, forces }
     }
 
