@@ -56,10 +56,7 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             (0..(hi - lo) * (yhi - ylo) * k).map(|i| ((i * 7919 + rank) % 1009) as f32 / 1009.0).collect();
         let mut ffts = Vec::new();
         for (name, algorithm) in FFT_PATHS {
-            ffts.push((
-                name,
-                RefCell::new(MeshFft::collective_new(&group, &grid, Path::Auto, Some(algorithm))?),
-            ));
+            ffts.push((name, RefCell::new(MeshFft::collective_new(rt, &grid, Path::Auto, Some(algorithm))?)));
         }
         let pencil = &pencil;
         let mut benches = Vec::new();
@@ -85,18 +82,18 @@ fn run(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
         }
         bench::run(rt, benches)?;
     }
-    steps(rt, &group)
+    steps(rt)
 }
 
 /// One configuration's whole PME step.
-struct Step<'g, 'rt> {
+struct Step<'rt> {
     redist: Redistribution<'rt>,
-    mesh: Pme<'g, 'rt>,
+    mesh: Pme<'rt>,
     home: Vec<Particle>,
     home_forces: Vec<RVec>,
 }
 
-fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std::error::Error>> {
+fn steps(rt: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
     let pme: Vec<usize> = (0..4).collect();
     let table = TypeTable::builtin();
     let beta = ewald_coefficient(0.9, 1e-5)?;
@@ -113,7 +110,7 @@ fn steps<'rt>(rt: &'rt Runtime, group: &PeGroup<'rt>) -> Result<(), Box<dyn std:
         let mut steps = Vec::new();
         for (name, path, mesh_path) in configurations {
             let redist = Redistribution::builder(rt, grid.clone()).path(path).collective_build(&home)?;
-            let mesh = Pme::builder(group, &grid, beta).path(mesh_path).collective_build()?;
+            let mesh = Pme::builder(rt, &grid, beta).path(mesh_path).collective_build()?;
             let step = Step { redist, mesh, home: home.clone(), home_forces: vec![[0.0; 3]; home.len()] };
             steps.push((name, RefCell::new(step)));
         }

@@ -72,7 +72,7 @@ use md_demo::force::{ForceField, Topology, domain_forces};
 use md_demo::types::TypeTable;
 use md_demo::{Structure, motion, verify};
 use md_halo::{DdGrid, Dlb, HaloExchange, PeriodicImages, RVec};
-use onesided::{Collectives, Links, Path, PeGroup, Runtime, Transport};
+use onesided::{Collectives, Links, Path, Runtime, Transport};
 use onesided_suite::cli;
 use pme_redist::reference::serial_pme;
 use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
@@ -454,12 +454,8 @@ fn run_path(
     let mut loads = record();
     // With PME: the mesh over every PE, fed along the redistribution's plan; the one-sided
     // path uses one-sided puts, overlap planes and transposes, the MPI path MPI for all three.
-    let group = match &setup.pme {
-        Some(_) => Some(PeGroup::collective_new(rt, "pme", &(0..rt.n_pes()).collect::<Vec<_>>())?),
-        None => None,
-    };
-    let mut pme = match (&setup.pme, &group) {
-        (Some((pme_grid, beta)), Some(group)) => {
+    let mut pme = match &setup.pme {
+        Some((pme_grid, beta)) => {
             let (redist_path, mesh_path) = match path {
                 RunPath::Mpi => (Path::Mpi, Path::Mpi),
                 _ => (Path::OneSided, Path::OneSided),
@@ -471,7 +467,7 @@ fn run_path(
                 .collective_build(&home)
                 .map_err(config)?;
             let mesh =
-                Pme::builder(group, pme_grid, *beta).path(mesh_path).collective_build().map_err(config)?;
+                Pme::builder(rt, pme_grid, *beta).path(mesh_path).collective_build().map_err(config)?;
             Some(MeshState {
                 redist,
                 mesh,
@@ -482,7 +478,7 @@ fn run_path(
                 f: cli::resident_vec(steps, std::time::Duration::MAX),
             })
         }
-        _ => None,
+        None => None,
     };
     let mut pme_checks = Ok(String::new());
     // The update after the last move_f: the first part of the next step's load.
@@ -773,9 +769,9 @@ fn run_path(
 }
 
 /// The PME part of a step: the redistribution to the slabs, the mesh, and what came back.
-struct MeshState<'g, 'rt> {
+struct MeshState<'rt> {
     redist: Redistribution<'rt>,
-    mesh: Pme<'g, 'rt>,
+    mesh: Pme<'rt>,
     /// The home atoms as the redistribution takes them (positions refreshed every step).
     home: Vec<Particle>,
     /// The reciprocal forces on the home atoms, in home order, after the last step.
@@ -797,7 +793,7 @@ fn particles(halo: &HaloExchange<'_>, topology: &Topology) -> Vec<Particle> {
         .collect()
 }
 
-impl MeshState<'_, '_> {
+impl MeshState<'_> {
     /// One PME step on the home atoms' current positions; `warm_up` leaves it untimed (page
     /// faults, the FFT plans' first touch).
     ///

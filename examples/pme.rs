@@ -43,12 +43,14 @@
 //!
 //! `--energies` adds, for the coordinates as read (before the first step moves them), the
 //! electrostatic energy by part, in kJ/mol, computed on PE 0 after the steps: `energies atoms=<n>
-//! beta=<nm^-1> reciprocal=<the distributed mesh> reciprocal_serial=<serial PME, double
+//! volume=<nm^3> beta=<nm^-1> reciprocal=<the distributed mesh> reciprocal_serial=<serial PME, double
 //! precision, same grid> coulomb_real=<real-space Ewald Coulomb: pairs within the cutoff
 //! (potential-shifted), exclusion corrections and self energy, md_demo::force::serial_forces
 //! without Lennard-Jones> self=<the self energy, part of coulomb_real> net_charge=<e>
 //! charge_correction=<-π f Q² / (2 V β²), GROMACS's net-charge term; in neither of the
-//! others>`. scripts/gromacs-pme-check sets these beside GROMACS's energies.
+//! others> virial=<the mesh's reciprocal virial, xx,xy,xz,yy,yz,zz, kJ/mol>
+//! virial_serial=<serial PME's> virial_correction=<the net-charge term's>`.
+//! scripts/gromacs-pme-check sets these beside GROMACS's energies and virial.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -57,12 +59,12 @@ use md_demo::force::{ForceField, Topology, serial_forces};
 use md_demo::types::{AtomParams, TypeTable};
 use md_demo::{Structure, motion, verify::fingerprint};
 use md_halo::DdGrid;
-use onesided::{AlltoallAlgorithm, Collectives, Path, PeGroup, Runtime, Transport};
+use onesided::{AlltoallAlgorithm, Collectives, Path, Runtime, Transport};
 use onesided_suite::cli;
 use onesided_suite::route::Route;
 use pme_redist::reference::serial_pme;
 use pme_redist::{
-    ONE_4PI_EPS0, Particle, Pme, PmeDecomposition, PmeGrid, RVec, Redistribution, ewald_coefficient,
+    Particle, Pme, PmeDecomposition, PmeEnergy, PmeGrid, RVec, Redistribution, ewald_coefficient,
 };
 
 struct Options {
@@ -129,7 +131,15 @@ fn parse() -> Result<Options, String> {
             "--spacing" => options.spacing = cli::length(&flag, &value()?)?,
             "--grid" => options.grid = Some(cli::triple(&flag, &value()?)?),
             "--order" => options.order = positive(value()?)? as usize,
-            "--cutoff" => options.cutoff = cli::length(&flag, &value()?)? as f64,
+            // In double precision, as GROMACS's rcoulomb: "0.9" read as f32 moved beta by 3e-8.
+            "--cutoff" => {
+                let v = value()?;
+                options.cutoff = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|c| *c > 0.0 && c.is_finite())
+                    .ok_or(format!("--cutoff needs a positive length in nm, got {v:?}"))?;
+            }
             "--rtol" => {
                 let v = value()?;
                 options.rtol = v.parse().map_err(|_| format!("--rtol needs a number, got {v:?}"))?;
@@ -301,14 +311,13 @@ struct Outcome {
     us: [f64; 8],
     energy: f64,
     /// The reciprocal energy of the first step, at the coordinates as read.
-    first_energy: f64,
+    first_energy: PmeEnergy,
     verified: Option<bool>,
     prints: Vec<(u64, u64)>,
 }
 
 fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<bool> {
     let me = rt.my_pe();
-    let group = PeGroup::collective_new(rt, "pme", &setup.pme)?;
     if me == 0 {
         let [kx, ky, kz] = setup.grid.sizes();
         let [px, py] = setup.grid.dims();
@@ -331,7 +340,7 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
     for path in &options.paths {
         let fft_paths = options.fft_paths.clone().unwrap_or_else(|| vec![matching_fft_path(path)]);
         for fft_path in fft_paths {
-            outcomes.push(run_configuration(rt, options, setup, &group, path, fft_path)?);
+            outcomes.push(run_configuration(rt, options, setup, path, fft_path)?);
         }
     }
     let mut all = true;
@@ -388,14 +397,14 @@ fn run(rt: &Runtime, options: &Options, setup: &Setup) -> pme_redist::Result<boo
         }
     }
     if options.energies && me == 0 {
-        print_energies(options, setup, outcomes[0].first_energy)?;
+        print_energies(options, setup, &outcomes[0].first_energy)?;
     }
     Ok(all)
 }
 
 /// The `energies` line (see the module documentation) for the coordinates as read, with the
-/// reciprocal energy `reciprocal` the mesh gave for them.
-fn print_energies(options: &Options, setup: &Setup, reciprocal: f64) -> pme_redist::Result<()> {
+/// reciprocal energy and virial `mesh` gave for them.
+fn print_energies(options: &Options, setup: &Setup, mesh: &PmeEnergy) -> pme_redist::Result<()> {
     let positions = &setup.structure.positions;
     let serial = serial_pme(&setup.grid, positions, &setup.charges, setup.beta)?;
     // Coulomb only: the charges with Lennard-Jones switched off, molecules as the demo's.
@@ -410,15 +419,25 @@ fn print_energies(options: &Options, setup: &Setup, reciprocal: f64) -> pme_redi
     let net_charge: f64 = setup.charges.iter().map(|&q| q as f64).sum();
     // GROMACS's ewald_charge_correction (epsilon_r = 1): the energy of a uniform neutralising
     // background, which the reciprocal sum over non-zero wave vectors leaves out.
-    let charge_correction = -std::f64::consts::PI * ONE_4PI_EPS0 * net_charge * net_charge
-        / (2.0 * setup.structure.pbc.volume() * setup.beta * setup.beta);
+    let correction = PmeEnergy::charge_correction(setup.grid.volume(), net_charge, setup.beta);
+    // The virial's upper triangle, xx,xy,xz,yy,yz,zz.
+    let upper = |v: &[[f64; 3]; 3]| {
+        [v[0][0], v[0][1], v[0][2], v[1][1], v[1][2], v[2][2]].map(|x| format!("{x:.9e}")).join(",")
+    };
     println!(
-        "energies atoms={} beta={:.10} reciprocal={reciprocal:.6} reciprocal_serial={:.6} coulomb_real={:.6} \
-         self={self_energy:.6} net_charge={net_charge:.6} charge_correction={charge_correction:.6}",
+        "energies atoms={} volume={:.9} beta={:.10} reciprocal={:.6} reciprocal_serial={:.6} coulomb_real={:.6} \
+         self={self_energy:.6} net_charge={net_charge:.6} charge_correction={:.6} virial={} virial_serial={} \
+         virial_correction={}",
         setup.structure.len(),
+        setup.grid.volume(),
         setup.beta,
+        mesh.energy,
         serial.energy,
-        real.energy
+        real.energy,
+        correction.energy,
+        upper(&mesh.virial),
+        upper(&serial.virial),
+        upper(&correction.virial),
     );
     Ok(())
 }
@@ -427,7 +446,6 @@ fn run_configuration(
     rt: &Runtime,
     options: &Options,
     setup: &Setup,
-    group: &PeGroup<'_>,
     path: &Route,
     fft_path: FftPath,
 ) -> pme_redist::Result<Outcome> {
@@ -456,7 +474,7 @@ fn run_configuration(
             );
         }
     }
-    let mesh = Pme::builder(group, &setup.grid, setup.beta).path(overlap);
+    let mesh = Pme::builder(rt, &setup.grid, setup.beta).path(overlap);
     let mut mesh = match fft_path {
         FftPath::Algorithm(algorithm) => mesh.fft_algorithm(algorithm),
         FftPath::Auto => mesh.fft_path(Path::Auto),
@@ -470,7 +488,7 @@ fn run_configuration(
     // Per-step records, resident from the start, so that the memory report sees the library.
     let mut prints = cli::resident_vec(options.steps as usize + 1, (u64::MAX, u64::MAX));
     let mut memory = cli::MemoryTrack::new(options.steps);
-    let (mut energy, mut first_energy, mut verified) = (0.0, 0.0, None);
+    let (mut energy, mut first_energy, mut verified) = (0.0, PmeEnergy::default(), None);
     // The first step is a warm-up (page faults, FFT plans' first touch): not timed.
     for step in 0..=options.steps {
         if step > 0 && step % REPLAN == 0 {
@@ -491,9 +509,10 @@ fn run_configuration(
         x_time += x_done - start;
         f_time += end - f_start;
         step_time += end - start;
-        energy = mesh.collective_energy(share)?.energy;
+        let total = mesh.collective_energy(share)?;
+        energy = total.energy;
         if step == 0 {
-            first_energy = energy;
+            first_energy = total;
         }
         prints.push((energy.to_bits(), fingerprint(&home_forces)));
         memory.step(step);

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example pme_step -- --pes 2` (or under `scripts/pe-run -n 2`).
 
-use onesided::{Path, PeGroup, Runtime};
+use onesided::{Path, Runtime};
 use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 
 const SIDE: usize = 12; // charges per box edge
@@ -40,9 +40,8 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
             Particle { x: c.map(|c| (c as f32 + 0.5) * SPACING), q, global: g as u32 }
         })
         .collect();
-    let group = PeGroup::collective_new(rt, "pme", &pes)?;
     let beta = ewald_coefficient(CUTOFF, 1e-5)?;
-    let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
+    let mut mesh = Pme::builder(rt, &grid, beta).path(Path::OneSided).collective_build()?;
     // Every step goes through the mesh: its transposes carry the vote on the step's error.
     let mut redist = Redistribution::builder(rt, grid).collective_build(&home)?;
     let mut forces = vec![[0.0f32; 3]; home.len()];

@@ -141,7 +141,8 @@ impl ForceField {
     }
 
     /// The self energy of charges `charges` (e) under Ewald, `-β / √π f Σ q²` in kJ mol⁻¹
-    /// (GROMACS puts it into `Coul. recip.`); zero under reaction field.
+    /// (pme-redist's `ewald_self_energy`; GROMACS puts it into `Coulomb (SR)`); zero under
+    /// reaction field.
     pub fn self_energy(&self, charges: impl IntoIterator<Item = f32>) -> f64 {
         let Electrostatics::Ewald { beta } = self.electrostatics else { return 0.0 };
         let sum: f64 = charges.into_iter().map(|q| q as f64 * q as f64).sum();

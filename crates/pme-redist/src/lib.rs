@@ -26,7 +26,7 @@
 //! An engine's PME step, every PE a PME rank (the loop of `examples/pme_step.rs`):
 //!
 //! ```no_run
-//! use onesided::{Path, PeGroup, Runtime};
+//! use onesided::{Path, Runtime};
 //! use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 //!
 //! fn main() -> pme_redist::Result<()> {
@@ -40,9 +40,8 @@
 //!     } else {
 //!         Vec::new()
 //!     };
-//!     let group = PeGroup::collective_new(&rt, "pme", &pes)?;
 //!     let beta = ewald_coefficient(0.9, 1e-5)?;
-//!     let mut mesh = Pme::builder(&group, &grid, beta).path(Path::OneSided).collective_build()?;
+//!     let mut mesh = Pme::builder(&rt, &grid, beta).path(Path::OneSided).collective_build()?;
 //!     let mut redist = Redistribution::builder(&rt, grid).collective_build(&home)?;
 //!     let mut forces = vec![[0.0f32; 3]; home.len()];
 //!     for step in 1..=10 {

@@ -162,12 +162,19 @@ pub fn serial_pme(grid: &PmeGrid, positions: &[RVec], charges: &[f32], beta: f64
     let influence = Influence::new(grid, beta);
     let mut energy = 0.0f64;
     let mut upper = [0.0f64; 6];
+    // Energy and virial over the half spectrum z <= Kz / 2, each value standing for itself
+    // and its mirror but on the planes z = 0 and z = Kz / 2, as the distributed solve and
+    // GROMACS's solve_pme_yzx count them: the sign of a Nyquist component along x or y of a
+    // mirrored value is then the one the half spectrum gives it, which moves the virial's
+    // off-diagonal elements (by 1e-5 of the largest at order 5, 1e-7 at order 4) where the
+    // full spectrum's own signs would.
     for x in 0..kx {
         for y in 0..ky {
             for z in 0..kz {
                 let v = &mut data[(x * ky + y) * kz + z];
                 let eta = influence.at([x, y, z]);
-                let e = 0.5 * eta * v.norm_sqr();
+                let corner = if z == 0 || (kz.is_multiple_of(2) && z == kz / 2) { 0.5 } else { 1.0 };
+                let e = if z <= kz / 2 { corner * eta * v.norm_sqr() } else { 0.0 };
                 energy += e;
                 *v *= eta;
                 if e != 0.0 {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use onesided::watchdog::watch;
-use onesided::{AlltoallAlgorithm, Path, PeGroup};
+use onesided::{AlltoallAlgorithm, Path, PeGroup, Runtime};
 
 use super::fft::MeshFft;
 use super::solve::{PmeEnergy, Reciprocal};
@@ -71,10 +71,11 @@ impl PmeTimes {
 /// The whole electrostatic energy is the sum of the four; the pressure is
 /// `P = 2 / (3V) (E_kin - Ξ)` with `Ξ` the short-range virial (md-halo's shift forces) plus
 /// the mesh's and the correction's.
-pub struct Pme<'g, 'rt> {
-    group: &'g PeGroup<'rt>,
+pub struct Pme<'rt> {
+    /// The grid's PME ranks, for the energy's reduction.
+    group: PeGroup<'rt>,
     slab: SlabGrid<'rt>,
-    fft: MeshFft<'g, 'rt>,
+    fft: MeshFft<'rt>,
     solver: Option<Reciprocal>,
     times: PmeTimes,
     /// The group's PEs ([`pes_fingerprint`]): a redistribution over the same PME ranks leaves
@@ -85,8 +86,8 @@ pub struct Pme<'g, 'rt> {
 /// The choices a [`Pme`] is built with ([`Pme::builder`]).
 #[derive(Clone, Debug)]
 #[must_use = "a builder builds nothing until collective_build"]
-pub struct PmeBuilder<'g, 'rt> {
-    group: &'g PeGroup<'rt>,
+pub struct PmeBuilder<'rt> {
+    rt: &'rt Runtime,
     grid: PmeGrid,
     beta: f64,
     path: Path,
@@ -94,24 +95,37 @@ pub struct PmeBuilder<'g, 'rt> {
     fft_algorithm: Option<AlltoallAlgorithm>,
 }
 
-impl<'g, 'rt> Pme<'g, 'rt> {
+impl<'rt> Pme<'rt> {
     /// Starts building the mesh part of PME on `grid` with Ewald coefficient `beta` (nm⁻¹; see
-    /// [`ewald_coefficient`](crate::ewald_coefficient)), over `group`, which must hold the
-    /// grid's PME ranks in rank order; on [`Path::OneSided`] unless the builder says
-    /// otherwise.
-    pub fn builder(group: &'g PeGroup<'rt>, grid: &PmeGrid, beta: f64) -> PmeBuilder<'g, 'rt> {
-        PmeBuilder {
-            group,
-            grid: grid.clone(),
-            beta,
-            path: Path::OneSided,
-            fft_path: None,
-            fft_algorithm: None,
-        }
+    /// [`ewald_coefficient`](crate::ewald_coefficient)) over the grid's PME ranks, on
+    /// [`Path::OneSided`] unless the builder says otherwise. The mesh makes and owns the PE
+    /// groups it needs, so it borrows only the runtime, and an engine keeps it in its own
+    /// state beside the redistribution (and md-halo's `HaloExchange<'rt>`, which borrows the
+    /// runtime alone too):
+    ///
+    /// ```no_run
+    /// use onesided::Runtime;
+    /// use pme_redist::{Pme, PmeGrid, Redistribution};
+    ///
+    /// /// What an engine's long-range step communicates with, in one place.
+    /// struct LongRange<'rt> {
+    ///     redistribution: Redistribution<'rt>,
+    ///     mesh: Pme<'rt>,
+    /// }
+    ///
+    /// fn build<'rt>(rt: &'rt Runtime, grid: PmeGrid) -> pme_redist::Result<LongRange<'rt>> {
+    ///     let home = Vec::new(); // this PE's home atoms as pme_redist::Particle
+    ///     let redistribution = Redistribution::builder(rt, grid.clone()).collective_build(&home)?;
+    ///     let mesh = Pme::builder(rt, &grid, 3.47).collective_build()?;
+    ///     Ok(LongRange { redistribution, mesh })
+    /// }
+    /// ```
+    pub fn builder(rt: &'rt Runtime, grid: &PmeGrid, beta: f64) -> PmeBuilder<'rt> {
+        PmeBuilder { rt, grid: grid.clone(), beta, path: Path::OneSided, fft_path: None, fft_algorithm: None }
     }
 }
 
-impl<'g, 'rt> PmeBuilder<'g, 'rt> {
+impl<'rt> PmeBuilder<'rt> {
     /// The path of the overlap planes between slabs and of the FFT's transposes:
     /// [`Path::OneSided`] (the default), [`Path::Mpi`], or [`Path::Auto`] (the overlaps per
     /// partner on its link's transport, the transposes on the all-to-all measured fastest).
@@ -137,16 +151,15 @@ impl<'g, 'rt> PmeBuilder<'g, 'rt> {
     /// Every PE of the job must call it with the same choices.
     ///
     /// # Errors
-    /// [`Error::Config`] for a `beta` that is not positive, a group that is not the grid's
-    /// PME ranks, or a path the group cannot use; [`Error::Comm`] when the symmetric heap is
-    /// too small.
-    pub fn collective_build(self) -> Result<Pme<'g, 'rt>> {
-        let PmeBuilder { group, grid, beta, path, fft_path, fft_algorithm } = self;
+    /// [`Error::Config`] for a `beta` that is not positive or a path the PME ranks cannot use;
+    /// [`Error::Comm`] when a group cannot be made or the symmetric heap is too small.
+    pub fn collective_build(self) -> Result<Pme<'rt>> {
+        let PmeBuilder { rt, grid, beta, path, fft_path, fft_algorithm } = self;
         let grid = &grid;
         let (overlap_path, fft_path) = (path, fft_path.unwrap_or(path));
-        let rt = group.runtime();
-        // The group is checked first, before anything is allocated.
-        let fft = MeshFft::collective_new(group, grid, fft_path, fft_algorithm)?;
+        let pes: Vec<usize> = (0..grid.ranks()).map(|r| grid.pe_of(r)).collect();
+        let group = PeGroup::collective_new(rt, "pme", &pes)?;
+        let fft = MeshFft::collective_new(rt, grid, fft_path, fft_algorithm)?;
         let slab = SlabGrid::collective_new(rt, grid, overlap_path)?;
         // Every PE checks beta, so that a bad one is an error everywhere.
         let solver = Reciprocal::new(grid, beta, fft.spectrum_z(), fft.spectrum_lines())?;
@@ -156,7 +169,7 @@ impl<'g, 'rt> PmeBuilder<'g, 'rt> {
     }
 }
 
-impl<'g, 'rt> Pme<'g, 'rt> {
+impl<'rt> Pme<'rt> {
     /// The time per phase so far.
     pub fn times(&self) -> &PmeTimes {
         &self.times
@@ -173,7 +186,7 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     }
 
     /// The FFT.
-    pub fn fft(&self) -> &MeshFft<'g, 'rt> {
+    pub fn fft(&self) -> &MeshFft<'rt> {
         &self.fft
     }
 
@@ -305,10 +318,10 @@ impl<'g, 'rt> Pme<'g, 'rt> {
     }
 }
 
-impl std::fmt::Debug for Pme<'_, '_> {
+impl std::fmt::Debug for Pme<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pme")
-            .field("group", self.group)
+            .field("group", &self.group)
             .field("slab", &self.slab)
             .field("fft", &self.fft)
             .field("times", &self.times)

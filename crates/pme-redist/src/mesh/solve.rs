@@ -153,7 +153,7 @@ impl PmeEnergy {
 /// `Coulomb (SR)`). It does not depend on positions or the box: no force, no virial.
 pub fn ewald_self_energy(charges: impl IntoIterator<Item = f64>, beta: f64) -> f64 {
     let sum: f64 = charges.into_iter().map(|q| q * q).sum();
-    -ONE_4PI_EPS0 * beta / std::f64::consts::PI.sqrt() * sum
+    -beta / std::f64::consts::PI.sqrt() * ONE_4PI_EPS0 * sum
 }
 
 /// The influence function η of a grid and an Ewald coefficient, in double precision.
@@ -411,6 +411,37 @@ mod tests {
             let want = (2.0 / 3.0 + (2.0 * std::f64::consts::PI * m as f64 / k as f64).cos() / 3.0).powi(2);
             assert!((v - want).abs() < 1e-14, "m = {m}: {v} against {want}");
         }
+    }
+
+    #[test]
+    fn charge_correction_virial_is_its_strain_derivative() {
+        let (volume, q, beta) = (27.0, 1.7, 3.1);
+        let c = PmeEnergy::charge_correction(volume, q, beta);
+        assert!(
+            (c.energy + std::f64::consts::PI * ONE_4PI_EPS0 * q * q / (2.0 * volume * beta * beta)).abs()
+                < 1e-12
+        );
+        // A strain eps along one axis scales the volume by 1 + eps.
+        let h = 1e-6;
+        let up = PmeEnergy::charge_correction(volume * (1.0 + h), q, beta).energy;
+        let down = PmeEnergy::charge_correction(volume * (1.0 - h), q, beta).energy;
+        let derivative = (up - down) / (2.0 * h);
+        for d in 0..3 {
+            assert!(
+                (2.0 * c.virial[d][d] - derivative).abs() < 1e-6 * derivative.abs(),
+                "{c:?} {derivative}"
+            );
+        }
+        assert_eq!(c.virial[0][1], 0.0);
+        assert_eq!(PmeEnergy::charge_correction(volume, 0.0, beta), PmeEnergy::default());
+    }
+
+    #[test]
+    fn self_energy_is_the_gaussians_own() {
+        let beta = 3.47;
+        let e = ewald_self_energy([0.41, 0.41, -0.82], beta);
+        let want = -ONE_4PI_EPS0 * beta / std::f64::consts::PI.sqrt() * (2.0 * 0.41 * 0.41 + 0.82 * 0.82);
+        assert!((e - want).abs() < 1e-12 * want.abs(), "{e} against {want}");
     }
 
     #[test]

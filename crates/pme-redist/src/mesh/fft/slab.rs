@@ -25,14 +25,14 @@ use std::ops::Range;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, SymArray};
+use onesided::{Alltoall, AlltoallAlgorithm, Path, PeGroup, Runtime, SymArray};
 
 use super::blocks::{Complex32, Plans, ballot_element, ballot_of, fft_failed, split, widest};
 use crate::error::{Error, Result};
 use crate::grid::PmeGrid;
 
 /// The distributed real-to-complex 3-D FFT of a [`PmeGrid`] over its PME ranks.
-pub(super) struct SlabFft<'g, 'rt> {
+pub(super) struct SlabFft<'rt> {
     k: [usize; 3],
     /// Complex values per z line: `Kz / 2 + 1`.
     kzc: usize,
@@ -42,7 +42,7 @@ pub(super) struct SlabFft<'g, 'rt> {
     y_bounds: Vec<usize>,
     rank: Option<usize>,
     plans: Plans,
-    alltoall: Alltoall<'g, 'rt, Complex32>,
+    alltoall: Alltoall<'rt, 'rt, Complex32>,
     /// This rank's planes in complex form, `[plane][kz][y]`, in the first `planes_len`
     /// elements: symmetric (as long as the widest rank's), since the backward transpose's
     /// senders write it directly where they can.
@@ -65,10 +65,9 @@ pub(super) struct SlabFft<'g, 'rt> {
     exchanging: Duration,
 }
 
-impl<'g, 'rt> SlabFft<'g, 'rt> {
-    /// The FFT of `grid` (in slabs) over `group`, the grid's PME ranks in slab order
-    /// ([`MeshFft::collective_new`](super::MeshFft::collective_new) checks both); the
-    /// transpose goes over `path`.
+impl<'rt> SlabFft<'rt> {
+    /// The FFT of `grid` (in slabs) over its PME ranks, in a group of their own that the
+    /// transpose keeps; the transpose goes over `path`.
     ///
     /// # Collective
     /// Every PE of the job must call it with the same arguments (the all-to-all's buffers are
@@ -78,13 +77,16 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
     /// [`Error::Config`] when the path cannot serve the group (the shmem path needs an active
     /// set); [`Error::Comm`] when the symmetric heap cannot hold the transpose's buffers.
     pub fn collective_new(
-        group: &'g PeGroup<'rt>,
+        rt: &'rt Runtime,
         grid: &PmeGrid,
         path: Path,
         algorithm: Option<AlltoallAlgorithm>,
     ) -> Result<Self> {
         let m = grid.ranks();
-        debug_assert!(!grid.is_pencil() && group.len() == m, "MeshFft checks the grid and group");
+        debug_assert!(!grid.is_pencil(), "MeshFft sends pencils to PencilFft");
+        let pes: Vec<usize> = (0..m).map(|r| grid.pe_of(r)).collect();
+        let group = PeGroup::collective_new(rt, "pme fft", &pes)?;
+        let rank = group.my_rank();
         let k = grid.sizes();
         let kzc = k[2] / 2 + 1;
         let x_bounds: Vec<usize> = (0..=m).map(|r| if r < m { grid.slab(r).0 } else { k[0] }).collect();
@@ -96,18 +98,16 @@ impl<'g, 'rt> SlabFft<'g, 'rt> {
             Some(algorithm) => builder.algorithm(algorithm),
             None => builder,
         };
-        let alltoall = builder.collective_build(group).map_err(|e| match e {
+        let alltoall = builder.collective_build_owning(group).map_err(|e| match e {
             onesided::Error::InvalidArgument(why) => Error::Config(why),
             other => Error::Comm(other),
         })?;
-        let rank = group.my_rank();
         let (planes, lines) = match rank {
             Some(r) => (x_bounds[r + 1] - x_bounds[r], y_bounds[r + 1] - y_bounds[r]),
             None => (0, 0),
         };
         let plans = Plans::new(k);
         let scratch = vec![Complex32::default(); plans.scratch_len()];
-        let rt = group.runtime();
         let symmetric =
             |name: &str, len: usize| SymArray::collective_alloc(rt, name, len.max(1)).map_err(Error::Comm);
         let planes_array = symmetric("pme fft planes", widest(&x_bounds) * kzc * k[1])?;
@@ -509,7 +509,7 @@ pub(super) fn transpose(from: &[Complex32], to: &mut [Complex32], rows: usize, c
     }
 }
 
-impl std::fmt::Debug for SlabFft<'_, '_> {
+impl std::fmt::Debug for SlabFft<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SlabFft")
             .field("sizes", &self.k)

@@ -3,12 +3,12 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use onesided::{AlltoallAlgorithm, Path, PeGroup};
+use onesided::{AlltoallAlgorithm, Path, Runtime};
 
 use super::blocks::Complex32;
 use super::pencil::PencilFft;
 use super::slab::SlabFft;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grid::PmeGrid;
 
 /// The distributed 3-D FFT of a [`PmeGrid`] over its PME ranks, in slabs or pencils as the
@@ -19,51 +19,46 @@ use crate::grid::PmeGrid;
 /// ([`PmeGrid::lines`]: every line with slabs) by every z, z fastest. Its spectrum is
 /// `[kz - kz_lo][y - y_lo][x]` over [`spectrum_z`](Self::spectrum_z) and
 /// [`spectrum_lines`](Self::spectrum_lines), every x.
-pub struct MeshFft<'g, 'rt> {
-    transform: Transform<'g, 'rt>,
+///
+/// It owns the PE groups its transposes run in (the grid's PME ranks, or with pencils their
+/// rows and columns), so it borrows only the runtime: an engine holds it, or the [`Pme`]
+/// that holds it, beside its other state.
+///
+/// [`Pme`]: crate::Pme
+pub struct MeshFft<'rt> {
+    transform: Transform<'rt>,
 }
 
 /// The decomposition's FFT.
-enum Transform<'g, 'rt> {
-    Slab(Box<SlabFft<'g, 'rt>>),
+enum Transform<'rt> {
+    Slab(Box<SlabFft<'rt>>),
     Pencil(Box<PencilFft<'rt>>),
 }
 
-impl<'g, 'rt> MeshFft<'g, 'rt> {
-    /// The FFT of `grid` over `group`, whose members must be the grid's PME ranks in rank
-    /// order; the transposes go over `path`, on `algorithm` where it is given (for benchmarks
-    /// and tests of each) and otherwise on the one `path` picks ([`Path::Auto`]: the one
-    /// measured fastest for the grid's blocks).
+impl<'rt> MeshFft<'rt> {
+    /// The FFT of `grid` over its PME ranks; the transposes go over `path`, on `algorithm`
+    /// where it is given (for benchmarks and tests of each) and otherwise on the one `path`
+    /// picks ([`Path::Auto`]: the one measured fastest for the grid's blocks).
     ///
     /// # Collective
     /// Every PE of the job must call it with the same arguments (the all-to-alls' buffers are
-    /// symmetric, and with pencils the row and column groups are split here); PEs outside the
-    /// group hold nothing.
+    /// symmetric, and the PME ranks' groups are made here); PEs outside the grid's PME ranks
+    /// hold nothing.
     ///
     /// # Errors
-    /// [`Error::Config`] when the group's members are not the grid's PME ranks, or the path
-    /// cannot serve the group; [`Error::Comm`] when the symmetric heap cannot hold the
-    /// transposes' buffers.
+    /// [`Error::Config`](crate::Error::Config) when the path cannot serve the PME ranks (the shmem baseline needs an
+    /// active set); [`Error::Comm`](crate::Error::Comm) when a group cannot be made or the symmetric heap cannot
+    /// hold the transposes' buffers.
     pub fn collective_new(
-        group: &'g PeGroup<'rt>,
+        rt: &'rt Runtime,
         grid: &PmeGrid,
         path: Path,
         algorithm: Option<AlltoallAlgorithm>,
     ) -> Result<Self> {
-        let pme_pes: Vec<usize> = (0..grid.ranks()).map(|r| grid.pe_of(r)).collect();
-        if group.members() != pme_pes.as_slice() {
-            return Err(Error::Config(format!(
-                "the PME FFT's group '{}' has members {:?}, but the grid's PME ranks are PEs {:?}: \
-                 make the group of the grid's PME PEs in rank order",
-                group.name(),
-                group.members(),
-                pme_pes
-            )));
-        }
         let transform = if grid.is_pencil() {
-            Transform::Pencil(Box::new(PencilFft::collective_new(group.runtime(), grid, path, algorithm)?))
+            Transform::Pencil(Box::new(PencilFft::collective_new(rt, grid, path, algorithm)?))
         } else {
-            Transform::Slab(Box::new(SlabFft::collective_new(group, grid, path, algorithm)?))
+            Transform::Slab(Box::new(SlabFft::collective_new(rt, grid, path, algorithm)?))
         };
         Ok(MeshFft { transform })
     }
@@ -169,7 +164,7 @@ impl<'g, 'rt> MeshFft<'g, 'rt> {
     }
 }
 
-impl std::fmt::Debug for MeshFft<'_, '_> {
+impl std::fmt::Debug for MeshFft<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.transform {
             Transform::Slab(fft) => fft.fmt(f),
