@@ -102,7 +102,7 @@ fn too_many_ranks(error: &Error) -> String {
             "{lines} x planes over {ranks} PME ranks along x leave {what} of {thinnest} planes, but \
              interpolation order {order} spreads each charge over {order}: the grid is too coarse for \
              the interpolation order on this many PME ranks; use at most {most} PME ranks along x, \
-             pencils, or a finer spacing"
+             pencils (PmeDecomposition::Auto, PmeGrid::new's, or Pencil), or a finer spacing"
         )
     } else {
         format!(

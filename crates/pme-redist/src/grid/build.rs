@@ -37,7 +37,8 @@ impl std::str::FromStr for PmeDecomposition {
 
 /// The choices a [`PmeGrid`] is made with ([`PmeGrid::builder`]): its size, from a spacing
 /// (0.12 nm, GROMACS's default `fourier-spacing`, unless told) or given in points, its
-/// interpolation order (4 unless told) and its decomposition (slabs unless told).
+/// interpolation order (4 unless told) and its decomposition (GROMACS's rule,
+/// [`PmeDecomposition::Auto`], unless told).
 #[derive(Clone, Debug)]
 #[must_use = "a builder makes no grid until build"]
 pub struct PmeGridBuilder {
@@ -70,26 +71,28 @@ impl PmeGrid {
     /// `matrix box`, a = (ax, 0, 0), b = (bx, by, 0), c = (cx, cy, cz), in nm) whose size along
     /// each dimension `d` is at least the length of box vector `d` divided by `spacing` nm, as
     /// GROMACS's `calcFftGrid` sizes it (rounded up to products of 2, 3, 5 and 7, as FFT
-    /// libraries like), split into slabs over the PME ranks `pme_pes` (PE numbers, in rank
-    /// order). [`builder`](Self::builder) makes the others.
+    /// libraries like), split over the PME ranks `pme_pes` (PE numbers, in rank order) as
+    /// GROMACS splits it: slabs while each holds at least `2 (order - 1)` planes, pencils
+    /// beyond ([`PmeDecomposition::Auto`]). [`builder`](Self::builder) makes the others.
     ///
     /// # Errors
     /// As [`PmeGridBuilder::build`]: [`Error::Config`] for a box of another shape (naming the
     /// element), a spacing that is not positive, a grid too coarse or no PME ranks;
-    /// [`Error::TooManyRanks`] for slabs thinner than the interpolation order.
+    /// [`Error::TooManyRanks`] when neither slabs nor any pencils are as thick as the
+    /// interpolation order.
     pub fn new(box_vectors: [RVec; 3], spacing: f32, pme_pes: &[usize]) -> Result<PmeGrid> {
         PmeGrid::builder(box_vectors, pme_pes).spacing(spacing).build()
     }
 
     /// Starts a grid over the box `box_vectors` (as for [`new`](Self::new)) and the PME ranks
-    /// `pme_pes` (PE numbers, in rank order), of a 0.12 nm spacing in slabs unless the builder
-    /// says otherwise.
+    /// `pme_pes` (PE numbers, in rank order), of a 0.12 nm spacing, order 4, split by
+    /// GROMACS's rule, unless the builder says otherwise.
     pub fn builder(box_vectors: [RVec; 3], pme_pes: &[usize]) -> PmeGridBuilder {
         PmeGridBuilder {
             box_vectors,
             pme_pes: pme_pes.to_vec(),
             size: Size::Spacing(0.12),
-            layout: Layout::Decomposition(PmeDecomposition::Slab),
+            layout: Layout::Decomposition(PmeDecomposition::Auto),
             order: DEFAULT_ORDER,
         }
     }

@@ -120,8 +120,18 @@ fn bad_decompositions_are_explained() {
     let cube = rectangular([3.72412; 3]);
     let coarse = PmeGrid::new(cube, 0.6, &[0]).expect_err("7 points").to_string();
     assert!(coarse.contains("too coarse for interpolation order 4"), "{coarse}");
-    let thin = PmeGrid::new(cube, 0.12, &[0, 1, 2, 3, 4, 5, 6, 7, 8]).expect_err("thin").to_string();
+    // Nine PME ranks on 32 planes: slabs of 3 are too thin, GROMACS's rule (PmeGrid::new's)
+    // takes 3 x 3 pencils.
+    let nine: Vec<usize> = (0..9).collect();
+    let slabs = PmeGrid::builder(cube, &nine).decomposition(PmeDecomposition::Slab).build();
+    let thin = slabs.expect_err("thin").to_string();
     assert!(thin.contains("too coarse for the interpolation order on this many PME ranks"), "{thin}");
+    assert!(thin.contains("PmeDecomposition::Auto"), "{thin}");
+    assert_eq!(PmeGrid::new(cube, 0.12, &nine).expect("pencils").dims(), [3, 3]);
+    // A prime count has no pencils: slabs, too thin.
+    let many: Vec<usize> = (0..37).collect();
+    let thin = PmeGrid::new(cube, 0.12, &many).expect_err("no pencils").to_string();
+    assert!(thin.contains("use at most 8 PME ranks along x"), "{thin}");
     assert!(PmeGrid::new(rectangular([1.0; 3]), 0.0, &[0]).is_err());
     assert!(PmeGrid::new(rectangular([1.0; 3]), 0.1, &[]).is_err());
 }

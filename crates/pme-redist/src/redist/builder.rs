@@ -85,9 +85,16 @@ impl<'rt> RedistBuilder<'rt> {
     /// then sends only to the PME ranks its atoms can reach within that distance, and the
     /// buffers hold only what can reach each PME rank (about the PE's share when the margin
     /// is small against a slab or pencil). An atom that moves further and leaves the slabs or
-    /// pencils it could reach is reported on every PE ([`Error::MovedTooFar`]). Engines pass
-    /// what their neighbour search allows (the Verlet buffer, say). Without it, an atom may
-    /// reach the slab either side of its own (with pencils, the row and column either side).
+    /// pencils it could reach is reported on every PE ([`Error::MovedTooFar`]). Without it,
+    /// an atom may reach the slab either side of its own (with pencils, the row and column
+    /// either side).
+    ///
+    /// The margin is one atom's displacement. An engine that plans at each repartition and
+    /// sets md-halo's `HaloBuilder::verlet_buffer` passes **half** the Verlet buffer: the
+    /// buffer covers two atoms approaching each other, and the halo's check allows each atom
+    /// half of it between repartitions, so no atom that passes that check can pass this
+    /// margin. Planning less often than repartitioning, pass what one atom moves between two
+    /// plans (the buffer's rule, `md_halo::verlet_buffer`, over the longer interval, halved).
     ///
     /// Every PE must pass the same margin.
     pub fn displacement_margin(self, nm: f32) -> Self {

@@ -133,8 +133,8 @@ impl<'rt> MeshFft<'rt> {
     /// Every PME rank must call it; other PEs must not.
     ///
     /// # Errors
-    /// [`Error::Config`] on a PE that is not a PME rank or for a block of the wrong length;
-    /// [`Error::Comm`] when a transpose fails.
+    /// [`Error::Config`](crate::Error::Config) on a PE that is not a PME rank or for a block of the wrong length;
+    /// [`Error::Comm`](crate::Error::Comm) when a transpose fails.
     pub fn forward(&mut self, block: &[f32]) -> Result<()> {
         self.forward_voting(block, u64::MAX).map(drop)
     }
