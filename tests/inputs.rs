@@ -284,3 +284,36 @@ fn grids_of_more_domains_than_pes_can_number_are_refused() {
         assert!(e.to_string().contains("PEs"), "{e}");
     }
 }
+
+/// One engine error across the crates: `?` takes md-halo's, pme-redist's and onesided's
+/// errors into `onesided::AnyError`, which keeps each one's scope and type.
+#[test]
+fn crate_errors_meet_in_one_type() {
+    use onesided::{AnyError, ErrorScope};
+    fn halo_step() -> Result<(), AnyError> {
+        DdGrid::new([0, 1, 1], PbcBox::rectangular([3.0; 3])?, 1.0, 1)?;
+        Ok(())
+    }
+    fn mesh_step() -> Result<(), AnyError> {
+        PmeGrid::new([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 3.0]], 0.12, &[])?;
+        Ok(())
+    }
+    fn file_step() -> Result<(), AnyError> {
+        std::fs::read("/nonexistent/trajectory.xtc")?;
+        Ok(())
+    }
+    let halo = halo_step().expect_err("no domains along x");
+    let want = DdGrid::new([0, 1, 1], PbcBox::rectangular([3.0; 3]).expect("box"), 1.0, 1).expect_err("same");
+    assert_eq!(halo.downcast_ref::<md_halo::Error>(), Some(&want));
+    assert_eq!(halo.scope(), want.scope());
+    assert_eq!(halo.to_string(), want.to_string());
+    let mesh = mesh_step().expect_err("no PME ranks");
+    assert!(
+        matches!(mesh.downcast_ref::<pme_redist::Error>(), Some(pme_redist::Error::Config(_))),
+        "{mesh:?}"
+    );
+    assert!(mesh.downcast_ref::<md_halo::Error>().is_none());
+    let file = file_step().expect_err("no such file");
+    assert_eq!(file.scope(), ErrorScope::ThisPe);
+    assert!(file.to_string().contains("No such file"), "{file}");
+}

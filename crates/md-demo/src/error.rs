@@ -56,5 +56,11 @@ impl Error {
     }
 }
 
+impl onesided::ScopedError for Error {
+    fn scope(&self) -> onesided::ErrorScope {
+        Error::scope(self)
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

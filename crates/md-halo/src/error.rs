@@ -107,5 +107,11 @@ impl Error {
     }
 }
 
+impl onesided::ScopedError for Error {
+    fn scope(&self) -> ErrorScope {
+        Error::scope(self)
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

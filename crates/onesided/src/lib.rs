@@ -63,6 +63,7 @@
 
 pub mod agree;
 mod alltoall;
+mod any_error;
 mod atomic;
 mod cache;
 mod collective;
@@ -94,6 +95,7 @@ pub mod watchdog;
 
 pub use agree::{Agreed, Agreement, Fnv1a};
 pub use alltoall::{Alltoall, AlltoallAlgorithm, AlltoallBuilder, AlltoallCall, DIRECT_PACK_MIN, FusedCall};
+pub use any_error::{AnyError, ScopedError};
 pub use atomic::{AtomicArray, AtomicInt};
 pub use collective::Collectives;
 pub use counter::CallCounters;

@@ -113,5 +113,11 @@ fn too_many_ranks(error: &Error) -> String {
     }
 }
 
+impl onesided::ScopedError for Error {
+    fn scope(&self) -> ErrorScope {
+        Error::scope(self)
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
