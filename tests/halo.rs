@@ -1317,6 +1317,59 @@ fn bad_input_fails_on_every_pe(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Per-home-atom values in global order on one PE: each atom's value encodes its global
+/// index and its home PE; the root (the last PE) gets all of them in order, the others none,
+/// after a repartition has mixed the home orders. A PE with the wrong count, an index given
+/// twice or missing, and a root out of range are errors on every PE.
+fn home_values_gather_in_global_order(rt: &Runtime) -> CaseResult {
+    let s = water([2, 2, 2]);
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let grid = grid_for(&s, [n, 1, 1], 0.9, n)?;
+    let mut halo = HaloExchange::builder(rt, grid).collective_from_global(&s.positions)?;
+    for x in halo.home_mut().coordinates.iter_mut() {
+        x[0] += 0.3;
+    }
+    halo.collective_repartition(&mut [])?;
+    let home = halo.global_indices()[..halo.home_count()].to_vec();
+    let values: Vec<[u32; 2]> = home.iter().map(|&g| [g, me as u32]).collect();
+    let root = n - 1;
+    let gathered = halo.collective_gather_home(root, &values)?;
+    match gathered {
+        Some(all) if me == root => {
+            ensure!(all.len() == s.len(), "{} values for {} atoms", all.len(), s.len());
+            for (g, v) in all.iter().enumerate() {
+                ensure!(v[0] == g as u32, "entry {g} holds atom {}", v[0]);
+            }
+            let pes: std::collections::BTreeSet<u32> = all.iter().map(|v| v[1]).collect();
+            ensure!(pes.len() == n, "values from PEs {pes:?}");
+        }
+        None if me != root => {}
+        other => return Err(format!("PE {me}: gathered {:?}", other.map(|v| v.len())).into()),
+    }
+    // Misuse, an error on every PE.
+    let short = if me == 0 { &values[..values.len().saturating_sub(1)] } else { &values[..] };
+    match halo.collective_gather_home(root, short) {
+        Err(e @ Error::Config(_)) => ensure!(e.to_string().contains("PE 0 gave another count"), "{e}"),
+        other => return Err(format!("a short list gave {:?}", other.map(|v| v.is_some())).into()),
+    }
+    let indices: Vec<u32> = home.iter().map(|&g| if g == 5 { 6 } else { g }).collect();
+    match rt.gather_by_index(root, s.len(), &indices, &values) {
+        Err(e @ onesided::Error::CollectiveArgument(_)) => {
+            ensure!(e.to_string().contains("index 6 came twice"), "{e}")
+        }
+        other => return Err(format!("a doubled index gave {:?}", other.map(|v| v.is_some())).into()),
+    }
+    match rt.gather_by_index(root, s.len() + 1, &home, &values) {
+        Err(e) => ensure!(e.to_string().contains(&format!("no PE gave index {}", s.len())), "{e}"),
+        other => return Err(format!("a missing index gave {:?}", other.map(|v| v.is_some())).into()),
+    }
+    match rt.gather_by_index(n, s.len(), &home, &values) {
+        Err(onesided::Error::InvalidPe { pe, .. }) => ensure!(pe == n, "{pe}"),
+        other => return Err(format!("root {n} gave {:?}", other.map(|v| v.is_some())).into()),
+    }
+    Ok(())
+}
+
 fn main() {
     let mut cases = onesided_suite::cases![TWO_THREE_FOUR =>
         grids_halos_forces_and_paths_agree,
@@ -1332,6 +1385,7 @@ fn main() {
         load_balancing_to_the_limits,
         automatic_balancing_waits_for_a_cost,
         reports_between_repartitions_keep_the_loads,
+        home_values_gather_in_global_order,
     ]
     .to_vec();
     // A 2x2x2 grid: eight PEs on this machine's cores, oversubscribed.

@@ -13,6 +13,7 @@ use bytemuck::Pod;
 
 use crate::agree::{Agreed, Agreement};
 use crate::error::{Error, Result};
+use crate::gather;
 use crate::reduce::{self, ReduceOp, Reducible};
 use crate::runtime::Runtime;
 use crate::scratch::FIRST_CHUNK;
@@ -71,6 +72,25 @@ pub trait Collectives {
 
     /// The largest `value` over all PEs.
     fn all_max<T: Reducible>(&self, value: T) -> T;
+
+    /// Per-atom values in global order on PE `root`: each PE passes the global indices of
+    /// its atoms and one value for each (`values[k]` of atom `indices[k]`), and `root`
+    /// returns `Some` of all `total` of them, entry `i` atom `i`'s; every other PE returns
+    /// `None`. For output, restarts and checks: only `root` holds the whole system (its
+    /// memory O(`total` + PEs), every other PE's what it passed), in two MPI gathers and a
+    /// broadcast of the root's verdict.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::CollectiveArgument`] when an index is out of range, comes
+    /// twice or not at all, or a PE passed indices and values of different lengths (naming
+    /// the index and the PE); [`Error::InvalidPe`] for a `root` that is not a PE.
+    fn gather_by_index<T: Pod>(
+        &self,
+        root: usize,
+        total: usize,
+        indices: &[u32],
+        values: &[T],
+    ) -> Result<Option<Vec<T>>>;
 }
 
 impl Collectives for Runtime {
@@ -120,6 +140,16 @@ impl Collectives for Runtime {
 
     fn all_reduce<T: Reducible>(&self, op: ReduceOp, values: &mut [T]) -> Result<()> {
         reduce::all_reduce(self, op, values)
+    }
+
+    fn gather_by_index<T: Pod>(
+        &self,
+        root: usize,
+        total: usize,
+        indices: &[u32],
+        values: &[T],
+    ) -> Result<Option<Vec<T>>> {
+        gather::gather_by_index(self, root, total, indices, values)
     }
 
     fn all_sum<T: Reducible>(&self, value: T) -> T {

@@ -72,6 +72,7 @@ mod counter;
 pub mod doctor;
 pub mod env;
 mod error;
+mod gather;
 mod group;
 mod heap;
 pub mod launch;

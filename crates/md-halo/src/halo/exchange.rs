@@ -3,9 +3,10 @@
 
 use std::fmt;
 
-use onesided::{Exchange, GlobalMaxArray, GrowthPolicy, Path, Runtime, SymArray};
+use onesided::{Collectives, Exchange, GlobalMaxArray, GrowthPolicy, Path, Runtime, SymArray};
 
 use crate::dlb::{Balancer, Dlb, LoadReport, RowBoard};
+use crate::error::{Error, Result};
 use crate::grid::DdGrid;
 use crate::real::Real;
 use crate::zone::{PairOwner, PeriodicImage, PeriodicImages, Zone};
@@ -298,6 +299,38 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Global indices of the local atoms, in the order of [`coordinates`](Self::coordinates).
     pub fn global_indices(&self) -> &[u32] {
         &self.ids
+    }
+
+    /// Per-home-atom values (`values[i]` of home atom `i`: a position, a velocity, a force)
+    /// in global order on PE `root`, for trajectories, checkpoints and checks: `Some` of
+    /// one value per atom of the system on `root`, `None` elsewhere. Only `root` holds the
+    /// whole system ([`Collectives::gather_by_index`](onesided::Collectives::gather_by_index)).
+    ///
+    /// # Collective
+    /// Every PE must call it, with the same `root`.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Config`] when a PE's `values` is not one per home atom;
+    /// [`Error::Comm`] when the gather fails.
+    pub fn collective_gather_home<T: bytemuck::Pod>(
+        &self,
+        root: usize,
+        values: &[T],
+    ) -> Result<Option<Vec<T>>> {
+        let wrong = values.len() != self.n_home;
+        let total = self.rt.all_sum(self.n_home as u64) as usize;
+        let worst = self.rt.max_u64_one(if wrong { self.rt.my_pe() as u64 + 1 } else { 0 })?;
+        if worst > 0 {
+            return Err(Error::Config(format!(
+                "collective_gather_home needs one value per home atom on every PE; PE {} gave another \
+                 count (PE {} gave {} for {} home atoms)",
+                worst - 1,
+                self.rt.my_pe(),
+                values.len(),
+                self.n_home
+            )));
+        }
+        Ok(self.rt.gather_by_index(root, total, &self.ids[..self.n_home], values)?)
     }
 
     /// Which pairs of local atoms this domain computes, as a small value that threads of a
