@@ -1,0 +1,577 @@
+//! A whole NVE engine with PME on the crates: molten NaCl with Tosi-Fumi short-range forces
+//! and Ewald electrostatics, the short range (Born-Mayer-Huggins repulsion and dispersion,
+//! real-space Ewald) over the halo exchange of `md_halo` in double precision, the
+//! reciprocal part over the PME mesh of `pme_redist`, velocity Verlet, energies and the
+//! pressure from the virial. The template for an engine with long-range electrostatics.
+//!
+//! ```text
+//! cargo run --release --example nacl_engine -- --pes 2 --steps 2000
+//! ```
+//!
+//! One step, as `md_halo::Home` writes it down:
+//!
+//! 1. half a kick with the last forces, a drift of the home positions;
+//! 2. every `--nstlist` steps the repartition (velocities move with the atoms), then a new
+//!    redistribution plan for the new home order;
+//! 3. `move_x`, the short-range kernel on the step's view, `move_f`: short-range totals;
+//! 4. the PME step on the same home positions: `redistribute`, the mesh
+//!    (`Pme::collective_step` on energy steps, `collective_forces` between), the reciprocal
+//!    forces back in home order, added to `Home::forces`, the totals that migrate with the
+//!    atoms;
+//! 5. the second half kick.
+//!
+//! Everything the step communicates with lives in one struct ([`Engine`]): the halo
+//! exchange, the redistribution and the mesh each borrow only the runtime.
+//!
+//! Options: `--pes N`, `--cells C` (C³ rock-salt cells of 8 ions; 5: 1 000 ions),
+//! `--steps S` (1 000), `--dt PS` (0.001), `--temperature K` (2 400, the initial velocities:
+//! the lattice takes about half as it melts, and the melt settles near 1 200 K),
+//! `--equilibrate S` (steps before the drift is fitted, 0: the first picosecond of a
+//! melting lattice is no equilibrium),
+//! `--nstlist N` (10), `--path onesided|mpi` (every exchange's), `--order N` (4),
+//! `--spacing NM` (0.12), `--cutoff NM` (1.0), `--rtol R` (1e-5), `--every N` (energies every
+//! N steps, 10), `--grid X,Y,Z`, `--dump FILE` (every ion's final position and velocity in
+//! global order), `--pressure-check EPS` (at the end, the configurational pressure from the
+//! virial against central differences of the energy under an isotropic strain of EPS).
+//! PE 0 prints the energies and a last line `summary ... drift=<kJ/mol per ion per ns>
+//! pressure=<bar> fingerprint=<hex of every ion's final position and velocity>`.
+
+use md_halo::{DdGrid, HaloExchange, Local, PbcBox};
+use onesided::{AnyError, Collectives, ErrorScope, Fnv1a, Path, ReduceOp, Runtime};
+use pme_redist::{
+    ONE_4PI_EPS0, Particle, Pme, PmeGrid, Redistribution, ewald_coefficient, ewald_self_energy,
+};
+
+/// The rock-salt lattice constant at molten density (1.55 g/cm³, 31.9 ions per nm³), nm.
+const LATTICE: f64 = 0.6306;
+/// Na⁺ and Cl⁻: masses (u) and charges (e).
+const MASS: [f64; 2] = [22.98977, 35.453];
+const CHARGE: [f64; 2] = [1.0, -1.0];
+/// Tosi-Fumi (1964) for NaCl: `A_ij b exp((σ_i + σ_j - r) / ρ) - C_ij / r⁶ - D_ij / r⁸`,
+/// b = 0.338e-19 J, ρ = 0.317 Å, σ 1.170 and 1.585 Å, Pauling factors A, and the dispersion
+/// coefficients C (1e-79 J m⁶) and D (1e-99 J m⁸), in kJ/mol and nm.
+const B: f64 = 20.355;
+const RHO: f64 = 0.0317;
+const SIGMA: [f64; 2] = [0.1170, 0.1585];
+const PAULING: [[f64; 2]; 2] = [[1.25, 1.0], [1.0, 0.75]];
+const C6: [[f64; 2]; 2] = [[1.0117e-4, 6.7448e-4], [6.7448e-4, 6.9857e-3]];
+const C8: [[f64; 2]; 2] = [[4.8177e-7, 8.3708e-6], [8.3708e-6, 1.40316e-4]];
+/// kJ mol⁻¹ nm⁻³ in bar.
+const BAR: f64 = 16.605_390_4;
+
+struct Options {
+    cells: usize,
+    steps: usize,
+    dt: f64,
+    temperature: f64,
+    equilibrate: usize,
+    nstlist: usize,
+    path: Path,
+    order: usize,
+    spacing: f32,
+    /// The PME grid's points, where they must not follow the box (the pressure check).
+    sizes: Option<[usize; 3]>,
+    cutoff: f64,
+    rtol: f64,
+    every: usize,
+    grid: Option<[usize; 3]>,
+    dump: Option<String>,
+    pressure_check: Option<f64>,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
+    onesided::launch::ensure_launched(value("--pes").map_or(2, |n| n.parse().expect("--pes N")));
+    let rt = Runtime::init().expect("the runtime starts");
+    // Every PE reads the same arguments, so a bad one is an error on every PE.
+    let outcome = options(value).and_then(|options| run(&rt, &options));
+    if let Err(e) = outcome {
+        eprintln!("nacl_engine: PE {}: {e}", rt.my_pe());
+        if e.scope() == ErrorScope::EveryPe {
+            drop(rt);
+            std::process::exit(1);
+        }
+        rt.abort(1);
+    }
+}
+
+/// A bad option, an error on every PE alike.
+fn bad(what: String) -> AnyError {
+    onesided::Error::CollectiveArgument(what).into()
+}
+
+fn options<'a>(value: impl Fn(&str) -> Option<&'a String>) -> Result<Options, AnyError> {
+    let number = |name: &str, default: f64, least: f64| -> Result<f64, AnyError> {
+        match value(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= least)
+                .ok_or_else(|| bad(format!("{name} {v}: expected a number of at least {least}"))),
+        }
+    };
+    let grid = match value("--grid") {
+        None => None,
+        Some(g) => {
+            let dims: Vec<usize> = g.split(',').filter_map(|d| d.parse().ok()).collect();
+            Some(<[usize; 3]>::try_from(dims).map_err(|_| bad(format!("--grid {g}: expected X,Y,Z")))?)
+        }
+    };
+    let path = match value("--path").map(String::as_str) {
+        None | Some("onesided") => Path::OneSided,
+        Some("mpi") => Path::Mpi,
+        Some(other) => return Err(bad(format!("--path {other}: expected onesided or mpi"))),
+    };
+    Ok(Options {
+        cells: number("--cells", 5.0, 1.0)? as usize,
+        steps: number("--steps", 1000.0, 0.0)? as usize,
+        dt: number("--dt", 0.001, f64::MIN_POSITIVE)?,
+        temperature: number("--temperature", 2400.0, 0.0)?,
+        equilibrate: number("--equilibrate", 0.0, 0.0)? as usize,
+        nstlist: number("--nstlist", 10.0, 1.0)? as usize,
+        path,
+        order: number("--order", 4.0, 0.0)? as usize,
+        spacing: number("--spacing", 0.12, f64::MIN_POSITIVE)? as f32,
+        sizes: None,
+        cutoff: number("--cutoff", 1.0, f64::MIN_POSITIVE)?,
+        rtol: number("--rtol", 1e-5, f64::MIN_POSITIVE)?,
+        every: number("--every", 10.0, 1.0)? as usize,
+        grid,
+        dump: value("--dump").cloned(),
+        pressure_check: value("--pressure-check")
+            .map(|_| number("--pressure-check", 0.0, 0.0))
+            .transpose()?,
+    })
+}
+
+/// The species of ion `global` (0 Na⁺, 1 Cl⁻) on the rock-salt lattice: eight sites per
+/// cubic cell, the Na⁺ fcc sublattice first, then Cl⁻ half a cell along x from each.
+fn species(global: u32) -> usize {
+    (global as usize % 8) / 4
+}
+
+/// The initial crystal: C³ cells, positions in global order.
+fn crystal(cells: usize) -> Vec<[f64; 3]> {
+    let fcc = [[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]];
+    (0..cells.pow(3) * 8)
+        .map(|g| {
+            let cell = [g / 8 % cells, g / 8 / cells % cells, g / 8 / cells / cells];
+            let site = fcc[g % 4];
+            let shift = if g % 8 >= 4 { 0.5 } else { 0.0 };
+            let frac = [site[0] + shift, site[1], site[2]];
+            std::array::from_fn(|d| (cell[d] as f64 + frac[d] + 0.25) * LATTICE)
+        })
+        .collect()
+}
+
+/// The pair terms at distance `r` between species `a` and `b`: (energy, force along the
+/// separation, i.e. -dV/dr), Tosi-Fumi plus the real-space Ewald term `f q q erfc(βr) / r`.
+fn pair(r: f64, a: usize, b: usize, beta: f64) -> (f64, f64) {
+    let repulsion = PAULING[a][b] * B * ((SIGMA[a] + SIGMA[b] - r) / RHO).exp();
+    let (r2, r6) = (r * r, r.powi(6));
+    let qq = ONE_4PI_EPS0 * CHARGE[a] * CHARGE[b];
+    let erfc = libm::erfc(beta * r);
+    let gauss = 2.0 * beta / std::f64::consts::PI.sqrt() * (-beta * beta * r2).exp();
+    let energy = repulsion - C6[a][b] / r6 - C8[a][b] / (r6 * r2) + qq * erfc / r;
+    let force = repulsion / RHO - 6.0 * C6[a][b] / (r6 * r) - 8.0 * C8[a][b] / (r6 * r2 * r)
+        + qq * (erfc / r2 + gauss / r);
+    (energy, force)
+}
+
+/// What a force evaluation gives this PE: its share of the potential energy and of the
+/// virial `Ξ = -½ Σ r ⊗ F` (kJ/mol), the reciprocal parts only on energy steps.
+#[derive(Clone, Copy, Default)]
+struct Share {
+    potential: f64,
+    virial: [[f64; 3]; 3],
+}
+
+/// Everything the step communicates with, in one place: each part borrows only the runtime.
+struct Engine<'rt> {
+    rt: &'rt Runtime,
+    halo: HaloExchange<'rt, f64>,
+    redistribution: Redistribution<'rt>,
+    mesh: Pme<'rt>,
+    /// The species of each local atom (home and halo), as of the last plan.
+    local_species: Vec<usize>,
+    /// This PE's home ions as the redistribution takes them, and their reciprocal forces.
+    particles: Vec<Particle>,
+    reciprocal: Vec<[f32; 3]>,
+    beta: f64,
+    cutoff: f64,
+    pme_sizes: [usize; 3],
+}
+
+impl<'rt> Engine<'rt> {
+    /// The engine over `positions` (global order) in a cubic box of edge `edge` nm.
+    fn collective_new(
+        rt: &'rt Runtime,
+        o: &Options,
+        edge: f64,
+        positions: &[[f64; 3]],
+    ) -> Result<Self, AnyError> {
+        let e = edge as f32;
+        let pbc = PbcBox::new([[e, 0.0, 0.0], [0.0, e, 0.0], [0.0, 0.0, e]])?;
+        let buffer = md_halo::verlet_buffer(o.temperature, MASS[0], o.nstlist as f64 * o.dt);
+        let range = o.cutoff as f32 + buffer;
+        let grid = match o.grid {
+            Some(dims) => DdGrid::new(dims, pbc, range, rt.n_pes())?,
+            None => DdGrid::choose(rt.n_pes(), pbc, range)?,
+        };
+        let halo = HaloExchange::builder(rt, grid)
+            .real::<f64>()
+            .path(o.path)
+            .verlet_buffer(buffer)
+            .collective_from_global(positions)?;
+        let pme_pes: Vec<usize> = (0..rt.n_pes()).collect();
+        let pme_grid = match o.sizes {
+            Some(k) => PmeGrid::builder(pbc.vectors(), &pme_pes).sizes(k),
+            None => PmeGrid::builder(pbc.vectors(), &pme_pes).spacing(o.spacing),
+        }
+        .order(o.order)
+        .build()?;
+        let beta = ewald_coefficient(o.cutoff, o.rtol)?;
+        let mut engine = Engine {
+            rt,
+            redistribution: Redistribution::builder(rt, pme_grid.clone())
+                .path(o.path)
+                .displacement_margin(buffer / 2.0)
+                .collective_build(&[])?,
+            mesh: Pme::builder(rt, &pme_grid, beta).path(o.path).collective_build()?,
+            halo,
+            local_species: Vec::new(),
+            particles: Vec::new(),
+            reciprocal: Vec::new(),
+            beta,
+            cutoff: o.cutoff,
+            pme_sizes: pme_grid.sizes(),
+        };
+        engine.replan()?;
+        Ok(engine)
+    }
+
+    /// After the halo's plan changed: the local species and the redistribution's plan.
+    fn replan(&mut self) -> Result<(), AnyError> {
+        self.local_species = self.halo.global_indices().iter().map(|&g| species(g)).collect();
+        self.home_particles();
+        self.redistribution.collective_plan(&self.particles)?;
+        Ok(())
+    }
+
+    /// The home ions as the redistribution takes them, from the home positions.
+    fn home_particles(&mut self) {
+        let n = self.halo.home_count();
+        let ids = &self.halo.global_indices()[..n];
+        let x = &self.halo.coordinates()[..n];
+        self.particles.clear();
+        self.particles.extend(ids.iter().zip(x).map(|(&g, p)| Particle {
+            x: p.map(|c| c as f32),
+            q: CHARGE[species(g)] as f32,
+            global: g,
+        }));
+    }
+
+    /// The forces on the home ions into `Home::forces`; the energy and virial with them when
+    /// `energies` (every PE alike).
+    fn collective_forces(&mut self, energies: bool) -> Result<Share, AnyError> {
+        let mut step = self.halo.move_x()?;
+        let mut share = short_range(step.local(), &self.local_species, self.cutoff, self.beta);
+        step.move_f()?;
+        self.home_particles();
+        let mut delivered = self.redistribution.redistribute(&self.particles)?;
+        let mesh_share = if energies {
+            Some(self.mesh.collective_step(delivered.mesh())?)
+        } else {
+            self.mesh.collective_forces(delivered.mesh())?;
+            None
+        };
+        self.reciprocal.resize(self.particles.len(), [0.0; 3]);
+        delivered.return_forces(&mut self.reciprocal)?;
+        // The meeting point: the reciprocal forces join the short-range totals.
+        for (f, r) in self.halo.home_mut().forces.iter_mut().zip(&self.reciprocal) {
+            for d in 0..3 {
+                f[d] += f64::from(r[d]);
+            }
+        }
+        if let Some(mesh_share) = mesh_share {
+            let mesh = self.mesh.collective_energy(mesh_share)?;
+            // The mesh's whole energy and virial once, on PE 0's share.
+            if self.rt.my_pe() == 0 {
+                share.potential += mesh.energy;
+                for a in 0..3 {
+                    for b in 0..3 {
+                        share.virial[a][b] += mesh.virial[a][b];
+                    }
+                }
+            }
+        }
+        Ok(share)
+    }
+}
+
+/// The short-range forces over the pairs this PE owns, through a cell list of the local
+/// atoms, shifted-force at the cutoff (energy and force go smoothly to zero, so the total
+/// energy is conserved); returns this PE's share of the energy and of the pair virial.
+fn short_range(local: Local<'_, f64>, species: &[usize], cutoff: f64, beta: f64) -> Share {
+    let Local { coordinates: x, forces, owner, .. } = local;
+    let cut: [[(f64, f64); 2]; 2] =
+        std::array::from_fn(|a| std::array::from_fn(|b| pair(cutoff, a, b, beta)));
+    let lower: [f64; 3] = std::array::from_fn(|d| x.iter().map(|p| p[d]).fold(f64::MAX, f64::min));
+    let upper: [f64; 3] = std::array::from_fn(|d| x.iter().map(|p| p[d]).fold(f64::MIN, f64::max));
+    let cells: [usize; 3] = std::array::from_fn(|d| (((upper[d] - lower[d]) / cutoff) as usize).max(1));
+    let cell_of = |p: &[f64; 3]| -> [usize; 3] {
+        std::array::from_fn(|d| (((p[d] - lower[d]) / cutoff) as usize).min(cells[d] - 1))
+    };
+    let index = |c: [usize; 3]| (c[2] * cells[1] + c[1]) * cells[0] + c[0];
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); cells.iter().product()];
+    x.iter().enumerate().for_each(|(i, p)| members[index(cell_of(p))].push(i));
+    forces.fill([0.0; 3]);
+    let mut share = Share::default();
+    for (i, p) in x.iter().enumerate() {
+        let c = cell_of(p);
+        let near = |d: usize| c[d].saturating_sub(1)..=(c[d] + 1).min(cells[d] - 1);
+        for cz in near(2) {
+            for cy in near(1) {
+                for cx in near(0) {
+                    for &j in members[index([cx, cy, cz])].iter().filter(|&&j| j > i) {
+                        let d: [f64; 3] = std::array::from_fn(|k| p[k] - x[j][k]);
+                        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+                        if r2 >= cutoff * cutoff || !owner.owns(i, j) {
+                            continue;
+                        }
+                        let r = r2.sqrt();
+                        let (a, b) = (species[i], species[j]);
+                        let (v, f) = pair(r, a, b, beta);
+                        let (v_cut, f_cut) = cut[a][b];
+                        share.potential += v - v_cut + (r - cutoff) * f_cut;
+                        let scale = (f - f_cut) / r;
+                        for k in 0..3 {
+                            forces[i][k] += scale * d[k];
+                            forces[j][k] -= scale * d[k];
+                            for l in 0..3 {
+                                share.virial[k][l] -= 0.5 * d[k] * scale * d[l];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    share
+}
+
+/// A Maxwell velocity for ion `global` of mass `mass` at `temperature`, from a hash of its
+/// index (Box-Muller).
+fn thermal_velocity(global: u32, mass: f64, temperature: f64) -> [f64; 3] {
+    let mut state = u64::from(global).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D;
+    let mut uniform = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let scale = (md_halo::BOLTZMANN * temperature / mass).sqrt();
+    std::array::from_fn(|_| {
+        let (u, v) = (uniform().max(f64::MIN_POSITIVE), uniform());
+        scale * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    })
+}
+
+/// The kinetic energy tensor `½ Σ m v ⊗ v` of the home ions.
+fn kinetic(halo: &HaloExchange<'_, f64>, velocities: &[[f64; 3]]) -> [[f64; 3]; 3] {
+    let mut tensor = [[0.0; 3]; 3];
+    for (&g, v) in halo.global_indices().iter().zip(velocities) {
+        let m = MASS[species(g)];
+        for a in 0..3 {
+            for b in 0..3 {
+                tensor[a][b] += 0.5 * m * v[a] * v[b];
+            }
+        }
+    }
+    tensor
+}
+
+/// A 3 x 3 tensor (kJ/mol).
+type Tensor = [[f64; 3]; 3];
+
+/// The sums over the PEs of a share and the kinetic tensor: (potential, virial, kinetic).
+fn totals(rt: &Runtime, share: &Share, kinetic: &Tensor) -> Result<(f64, Tensor, Tensor), AnyError> {
+    let mut all = vec![share.potential];
+    all.extend(share.virial.iter().flatten());
+    all.extend(kinetic.iter().flatten());
+    rt.all_reduce(ReduceOp::Sum, &mut all)?;
+    let tensor = |at: usize| std::array::from_fn(|a| std::array::from_fn(|b| all[at + 3 * a + b]));
+    Ok((all[0], tensor(1), tensor(10)))
+}
+
+fn run(rt: &Runtime, o: &Options) -> Result<(), AnyError> {
+    let positions = crystal(o.cells);
+    let atoms = positions.len() as f64;
+    let edge = o.cells as f64 * LATTICE;
+    let volume = edge.powi(3);
+    let mut engine = Engine::collective_new(rt, o, edge, &positions)?;
+    // The self energy, constant: the total energy's share of each ion's own Gaussian.
+    let charges = (0..positions.len() as u32).map(|g| CHARGE[species(g)]);
+    let self_energy = ewald_self_energy(charges, engine.beta);
+    let home = |engine: &Engine<'_>| engine.halo.global_indices()[..engine.halo.home_count()].to_vec();
+    let mut velocities: Vec<[f64; 3]> =
+        home(&engine).iter().map(|&g| thermal_velocity(g, MASS[species(g)], o.temperature)).collect();
+    // Less the centre-of-mass motion.
+    let mut momentum = [0.0; 4];
+    for (&g, v) in home(&engine).iter().zip(&velocities) {
+        let m = MASS[species(g)];
+        (0..3).for_each(|d| momentum[d] += m * v[d]);
+        momentum[3] += m;
+    }
+    rt.all_reduce(ReduceOp::Sum, &mut momentum)?;
+    velocities.iter_mut().for_each(|v| (0..3).for_each(|d| v[d] -= momentum[d] / momentum[3]));
+    let mut share = engine.collective_forces(true)?;
+    let mut energies = Vec::new();
+    let mut pressure = 0.0;
+    for step in 0..=o.steps {
+        let energy_step = step % o.every == 0 || step == o.steps;
+        if step > 0 {
+            let ids = home(&engine);
+            let home_atoms = engine.halo.home_mut();
+            for (((x, v), f), &g) in
+                home_atoms.coordinates.iter_mut().zip(&mut velocities).zip(home_atoms.forces.iter()).zip(&ids)
+            {
+                let m = MASS[species(g)];
+                for d in 0..3 {
+                    v[d] += 0.5 * o.dt * f[d] / m;
+                    x[d] += o.dt * v[d];
+                }
+            }
+            if step % o.nstlist == 0 {
+                engine.halo.collective_repartition(&mut [&mut velocities])?;
+                engine.replan()?;
+            }
+            share = engine.collective_forces(energy_step)?;
+            let ids = home(&engine);
+            for ((v, f), &g) in velocities.iter_mut().zip(engine.halo.home_mut().forces.iter()).zip(&ids) {
+                (0..3).for_each(|d| v[d] += 0.5 * o.dt * f[d] / MASS[species(g)]);
+            }
+        }
+        if energy_step {
+            let (potential, virial, kinetic) = totals(rt, &share, &kinetic(&engine.halo, &velocities))?;
+            let ekin = kinetic[0][0] + kinetic[1][1] + kinetic[2][2];
+            let total = ekin + potential + self_energy;
+            let temperature = 2.0 * ekin / ((3.0 * atoms - 3.0) * md_halo::BOLTZMANN);
+            pressure = 2.0 / (3.0 * volume) * (ekin - (virial[0][0] + virial[1][1] + virial[2][2])) * BAR;
+            if step >= o.equilibrate {
+                energies.push((step as f64 * o.dt, total));
+            }
+            if rt.my_pe() == 0 {
+                println!(
+                    "step {step:6} T {temperature:8.2} K  Epot {:12.4}  Etot {total:12.4} kJ/mol  P {pressure:10.2} bar",
+                    potential + self_energy
+                );
+            }
+        }
+    }
+    // The drift: the slope of a straight line through the total energy after the
+    // equilibration, per ion and ns.
+    if energies.is_empty() {
+        return Err(bad(format!("--equilibrate {} leaves no energy step of the {}", o.equilibrate, o.steps)));
+    }
+    let n = energies.len() as f64;
+    let (mt, me) = energies.iter().fold((0.0, 0.0), |(t, e), (a, b)| (t + a / n, e + b / n));
+    let (cov, var) =
+        energies.iter().fold((0.0, 0.0), |(c, v), (t, e)| (c + (t - mt) * (e - me), v + (t - mt) * (t - mt)));
+    let drift = if var > 0.0 { cov / var * 1000.0 / atoms } else { 0.0 };
+    let spread = energies.iter().map(|(_, e)| (e - energies[0].1).abs()).fold(0.0, f64::max) / atoms;
+    // The scale of velocity Verlet's energy error per ion, dt² <|F|²/m> / 12, at the end.
+    let ids = home(&engine);
+    let squared: f64 = engine
+        .halo
+        .home_mut()
+        .forces
+        .iter()
+        .zip(&ids)
+        .map(|(f, &g)| f.iter().map(|c| c * c).sum::<f64>() / MASS[species(g)])
+        .sum();
+    let scale = o.dt * o.dt * rt.all_sum(squared) / atoms / 12.0;
+    // Every ion's position and velocity in global order, on PE 0 alone.
+    let n_home = engine.halo.home_count();
+    let state: Vec<[f64; 6]> = engine.halo.coordinates()[..n_home]
+        .iter()
+        .zip(&velocities)
+        .map(|(x, v)| [x[0], x[1], x[2], v[0], v[1], v[2]])
+        .collect();
+    let all = engine.halo.collective_gather_home(0, &state)?;
+    let mut checked = String::new();
+    if let Some(eps) = o.pressure_check {
+        let (analytic, numeric) = pressure_check(rt, o, &mut engine, edge, eps)?;
+        checked = format!(" pressure_virial={analytic:.6e} pressure_fd={numeric:.6e}");
+    }
+    if let Some(all) = all {
+        let print = Fnv1a::new().words(all.iter().flatten().map(|c| c.to_bits())).finish();
+        if let Some(path) = &o.dump {
+            let lines: Vec<String> = all
+                .iter()
+                .map(|a| format!("{:e} {:e} {:e} {:e} {:e} {:e}\n", a[0], a[1], a[2], a[3], a[4], a[5]))
+                .collect();
+            std::fs::write(path, lines.concat())?;
+        }
+        println!(
+            "summary atoms={} pes={} path={} order={} steps={} dt={} drift={drift:.3e} largest_deviation={spread:.3e} \
+             verlet_scale={scale:.3e} pressure={pressure:.3}{checked} fingerprint={print:016x}",
+            positions.len(),
+            rt.n_pes(),
+            o.path.name(),
+            o.order,
+            o.steps,
+            o.dt
+        );
+    }
+    Ok(())
+}
+
+/// The configurational pressure (bar) of the current positions from the virial, and from
+/// central differences of the potential energy under the isotropic strain `±eps` of box and
+/// positions (`P = -dU/dV`): each strained system is built afresh from every position, which
+/// this check (not the engine's step) gathers onto every PE.
+fn pressure_check(
+    rt: &Runtime,
+    o: &Options,
+    engine: &mut Engine<'_>,
+    edge: f64,
+    eps: f64,
+) -> Result<(f64, f64), AnyError> {
+    let share = engine.collective_forces(true)?;
+    let (_, virial, _) = totals(rt, &share, &[[0.0; 3]; 3])?;
+    let volume = edge.powi(3);
+    let analytic = -2.0 / (3.0 * volume) * (virial[0][0] + virial[1][1] + virial[2][2]) * BAR;
+    let n_home = engine.halo.home_count();
+    let total = rt.all_sum(n_home as u64) as usize;
+    let mut positions = vec![0.0f64; 3 * total];
+    for (&g, x) in engine.halo.global_indices().iter().zip(&engine.halo.coordinates()[..n_home]) {
+        positions[3 * g as usize..3 * g as usize + 3].copy_from_slice(x);
+    }
+    rt.all_reduce(ReduceOp::Sum, &mut positions)?;
+    let energy = |strain: f64| -> Result<(f64, f64), AnyError> {
+        // The box in f32, as PbcBox holds it: the strain it carries is the one applied.
+        let strained_edge = f64::from((edge * (1.0 + strain)) as f32);
+        let applied = strained_edge / edge - 1.0;
+        let scaled: Vec<[f64; 3]> =
+            positions.chunks_exact(3).map(|x| std::array::from_fn(|d| x[d] * (1.0 + applied))).collect();
+        let options = Options {
+            grid: Some(engine.halo.grid().dims()),
+            sizes: Some(engine.pme_sizes),
+            dump: None,
+            pressure_check: None,
+            ..*o
+        };
+        let mut strained = Engine::collective_new(rt, &options, strained_edge, &scaled)?;
+        let share = strained.collective_forces(true)?;
+        let (potential, _, _) = totals(rt, &share, &[[0.0; 3]; 3])?;
+        Ok((potential, applied))
+    };
+    let ((up, hu), (down, hd)) = (energy(eps)?, energy(-eps)?);
+    // dU/dε of the isotropic strain; dV = 3 V dε.
+    let numeric = -(up - down) / (hu - hd) / (3.0 * volume) * BAR;
+    Ok((analytic, numeric))
+}
