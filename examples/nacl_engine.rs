@@ -32,14 +32,17 @@
 //! `--spacing NM` (0.12), `--cutoff NM` (1.0), `--rtol R` (1e-5), `--every N` (energies every
 //! N steps, 10), `--grid X,Y,Z`, `--dump FILE` (every ion's final position and velocity in
 //! global order), `--pressure-check EPS` (at the end, the configurational pressure from the
-//! virial against central differences of the energy under an isotropic strain of EPS).
+//! virial against central differences of the energy under an isotropic strain of EPS),
+//! `--parts N` (at the end, microseconds per force step on the slowest PE, medians of seven
+//! blocks of N: the whole step's forces, the halo's part alone, the mesh's alone, and the
+//! median ratio of the whole to the sum of the parts).
 //! PE 0 prints the energies and a last line `summary ... drift=<kJ/mol per ion per ns>
 //! pressure=<bar> fingerprint=<hex of every ion's final position and velocity>`.
 
 use md_halo::{DdGrid, HaloExchange, Local, PbcBox};
 use onesided::{AnyError, Collectives, ErrorScope, Fnv1a, Path, ReduceOp, Runtime};
 use pme_redist::{
-    ONE_4PI_EPS0, Particle, Pme, PmeGrid, Redistribution, ewald_coefficient, ewald_self_energy,
+    ONE_4PI_EPS0, Particle, Pme, PmeEnergy, PmeGrid, Redistribution, ewald_coefficient, ewald_self_energy,
 };
 
 /// The rock-salt lattice constant at molten density (1.55 g/cm³, 31.9 ions per nm³), nm.
@@ -77,6 +80,7 @@ struct Options {
     grid: Option<[usize; 3]>,
     dump: Option<String>,
     pressure_check: Option<f64>,
+    parts: usize,
 }
 
 fn main() {
@@ -140,6 +144,7 @@ fn options<'a>(value: impl Fn(&str) -> Option<&'a String>) -> Result<Options, An
         every: number("--every", 10.0, 1.0)? as usize,
         grid,
         dump: value("--dump").cloned(),
+        parts: number("--parts", 0.0, 0.0)? as usize,
         pressure_check: value("--pressure-check")
             .map(|_| number("--pressure-check", 0.0, 0.0))
             .transpose()?,
@@ -276,12 +281,40 @@ impl<'rt> Engine<'rt> {
     /// The forces on the home ions into `Home::forces`; the energy and virial with them when
     /// `energies` (every PE alike).
     fn collective_forces(&mut self, energies: bool) -> Result<Share, AnyError> {
+        let mut share = self.short_range_step()?;
+        let mesh = self.reciprocal_step(energies)?;
+        // The meeting point: the reciprocal forces join the short-range totals.
+        for (f, r) in self.halo.home_mut().forces.iter_mut().zip(&self.reciprocal) {
+            for d in 0..3 {
+                f[d] += f64::from(r[d]);
+            }
+        }
+        // The mesh's whole energy and virial once, on PE 0's share.
+        if let (Some(mesh), 0) = (mesh, self.rt.my_pe()) {
+            share.potential += mesh.energy;
+            for a in 0..3 {
+                for b in 0..3 {
+                    share.virial[a][b] += mesh.virial[a][b];
+                }
+            }
+        }
+        Ok(share)
+    }
+
+    /// The halo's part: coordinates out, the kernel, forces back into `Home::forces`.
+    fn short_range_step(&mut self) -> Result<Share, AnyError> {
         let mut step = self.halo.move_x()?;
-        let mut share = short_range(step.local(), &self.local_species, self.cutoff, self.beta);
+        let share = short_range(step.local(), &self.local_species, self.cutoff, self.beta);
         step.move_f()?;
+        Ok(share)
+    }
+
+    /// The mesh's part: the home ions to the PME ranks, the mesh, the reciprocal forces back
+    /// into `self.reciprocal` (home order); the mesh's energy and virial when `energies`.
+    fn reciprocal_step(&mut self, energies: bool) -> Result<Option<PmeEnergy>, AnyError> {
         self.home_particles();
         let mut delivered = self.redistribution.redistribute(&self.particles)?;
-        let mesh_share = if energies {
+        let share = if energies {
             Some(self.mesh.collective_step(delivered.mesh())?)
         } else {
             self.mesh.collective_forces(delivered.mesh())?;
@@ -289,25 +322,41 @@ impl<'rt> Engine<'rt> {
         };
         self.reciprocal.resize(self.particles.len(), [0.0; 3]);
         delivered.return_forces(&mut self.reciprocal)?;
-        // The meeting point: the reciprocal forces join the short-range totals.
-        for (f, r) in self.halo.home_mut().forces.iter_mut().zip(&self.reciprocal) {
-            for d in 0..3 {
-                f[d] += f64::from(r[d]);
-            }
-        }
-        if let Some(mesh_share) = mesh_share {
-            let mesh = self.mesh.collective_energy(mesh_share)?;
-            // The mesh's whole energy and virial once, on PE 0's share.
-            if self.rt.my_pe() == 0 {
-                share.potential += mesh.energy;
-                for a in 0..3 {
-                    for b in 0..3 {
-                        share.virial[a][b] += mesh.virial[a][b];
+        Ok(match share {
+            Some(share) => Some(self.mesh.collective_energy(share)?),
+            None => None,
+        })
+    }
+
+    /// Microseconds per force step on the slowest PE, the medians over seven blocks of
+    /// `steps`: the whole (halo, mesh and their meeting) and each part alone, on the same
+    /// positions, one after the other in each block so that all three see the same machine;
+    /// and the median of the blocks' ratios of the whole to the sum of the parts.
+    fn collective_time_parts(&mut self, steps: usize) -> Result<[f64; 4], AnyError> {
+        let mut blocks: [Vec<f64>; 4] = Default::default();
+        for _ in 0..7 {
+            let mut times = [0.0; 3];
+            for (part, time) in times.iter_mut().enumerate() {
+                self.rt.barrier();
+                let start = std::time::Instant::now();
+                for _ in 0..steps {
+                    match part {
+                        0 => drop(self.collective_forces(false)?),
+                        1 => drop(self.short_range_step()?),
+                        _ => drop(self.reciprocal_step(false)?),
                     }
                 }
+                *time = self.rt.all_max(start.elapsed().as_secs_f64() * 1e6 / steps as f64);
+            }
+            blocks[3].push(times[0] / (times[1] + times[2]));
+            for (block, time) in blocks.iter_mut().zip(times) {
+                block.push(time);
             }
         }
-        Ok(share)
+        Ok(blocks.map(|mut b| {
+            b.sort_by(f64::total_cmp);
+            b[3]
+        }))
     }
 }
 
@@ -503,9 +552,14 @@ fn run(rt: &Runtime, o: &Options) -> Result<(), AnyError> {
         .collect();
     let all = engine.halo.collective_gather_home(0, &state)?;
     let mut checked = String::new();
+    if o.parts > 0 {
+        let [whole, halo, mesh, ratio] = engine.collective_time_parts(o.parts)?;
+        checked =
+            format!(" step_us={whole:.1} halo_us={halo:.1} mesh_us={mesh:.1} step_over_parts={ratio:.3}");
+    }
     if let Some(eps) = o.pressure_check {
         let (analytic, numeric) = pressure_check(rt, o, &mut engine, edge, eps)?;
-        checked = format!(" pressure_virial={analytic:.6e} pressure_fd={numeric:.6e}");
+        checked += &format!(" pressure_virial={analytic:.6e} pressure_fd={numeric:.6e}");
     }
     if let Some(all) = all {
         let print = Fnv1a::new().words(all.iter().flatten().map(|c| c.to_bits())).finish();
@@ -563,6 +617,7 @@ fn pressure_check(
             sizes: Some(engine.pme_sizes),
             dump: None,
             pressure_check: None,
+            parts: 0,
             ..*o
         };
         let mut strained = Engine::collective_new(rt, &options, strained_edge, &scaled)?;
