@@ -23,6 +23,12 @@ const VECTORS: [&str; 3] = ["a", "b", "c"];
 /// needs no special case anywhere else. One placement decides an atom's home domain:
 /// [`put_in_box`](Self::put_in_box).
 ///
+/// The vectors are `f32`, as GROMACS's `matrix box` is in its mixed precision, whatever the
+/// exchange's real type: an `f64` exchange shifts its images by the `f32` vectors widened,
+/// so an `f64` engine gives its box `f32`-representable lengths (or accepts images one `f32`
+/// ulp of the box from where its own `f64` box would put them). Energies, virials and the
+/// Ewald parameters are `f64` throughout (docs/design/ENGINE.md).
+///
 /// [`DdGrid`]: crate::DdGrid
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PbcBox {
