@@ -13,8 +13,9 @@
 //!   [`Step::return_forces`], which brings every PE its home forces;
 //! - **the mesh**: [`Pme`], a whole mesh step (spread with B-splines of the grid's order, 3 to 12, onto a rank's
 //!   slab or pencil and the overlap exchange, [`SlabGrid`]; the distributed 3-D FFT,
-//!   [`MeshFft`]; the solve, with [`ewald_coefficient`] from GROMACS's `ewald-rtol`; the FFT
-//!   back and the gather), timed per phase. It needs nothing of the redistribution but the
+//!   [`MeshFft`]; the solve, with [`ewald_coefficient`] from GROMACS's `ewald-rtol`, giving
+//!   the energy and GROMACS's virial, [`PmeEnergy`]; the FFT back and the gather), timed per
+//!   phase. It needs nothing of the redistribution but the
 //!   [`Mesh`] a step hands it, whose vote on the step's error its transposes carry.
 //!
 //! Below both: [`PmeGrid`] (the charge grid of a rectangular or triclinic box, GROMACS's box
