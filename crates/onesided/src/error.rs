@@ -22,12 +22,31 @@ pub enum Error {
     )]
     AlreadyInitialized,
 
-    /// MPI was initialised by other code before the runtime.
+    /// MPI was initialised by other code before [`Runtime::init`](crate::Runtime::init).
     #[error(
-        "MPI is already initialised by other code; let onesided::Runtime::init initialise MPI \
-         (it must come before OpenSHMEM and ask for full thread support)"
+        "MPI is already initialised by other code: a program that starts MPI itself attaches the \
+         runtime to it with onesided::Runtime::attach (and finalises MPI itself); Runtime::init \
+         starts MPI for a program that does not"
     )]
     MpiAlreadyInitialized,
+
+    /// [`Runtime::attach`](crate::Runtime::attach) found no MPI to attach to.
+    #[error(
+        "Runtime::attach needs MPI initialised by the program first (MPI_Init_thread with \
+         MPI_THREAD_MULTIPLE) and not yet finalised; without MPI of its own, use Runtime::init"
+    )]
+    MpiNotInitialized,
+
+    /// The host initialised MPI with less thread support than the runtime needs.
+    #[error(
+        "the program initialised MPI with thread level {provided}, but onesided needs MULTIPLE so \
+         that worker threads of a PE may communicate: initialise MPI with MPI_Init_thread(&argc, \
+         &argv, MPI_THREAD_MULTIPLE, &provided) (rsmpi: initialize_with_threading(Threading::Multiple))"
+    )]
+    HostThreadLevel {
+        /// The level MPI granted the program.
+        provided: String,
+    },
 
     /// The library does not provide the thread support the runtime needs.
     #[error(

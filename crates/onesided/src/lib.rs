@@ -75,6 +75,7 @@ mod error;
 mod gather;
 mod group;
 mod heap;
+mod host;
 pub mod launch;
 mod layout;
 pub mod links;

@@ -19,7 +19,8 @@ use crate::scratch::CollectiveScratch;
 use crate::startup;
 use crate::watchdog::{self, watch};
 
-/// Set by the first [`Runtime::init`] and never cleared: MPI cannot be initialised twice.
+/// Set by the first [`Runtime::init`] or [`Runtime::attach`] and never cleared: MPI and
+/// OpenSHMEM cannot be initialised twice.
 static INITIALISED: AtomicBool = AtomicBool::new(false);
 
 /// The OpenSHMEM implementation the crate was built against.
@@ -40,10 +41,11 @@ impl Implementation {
 
 /// The process's handle on MPI and OpenSHMEM. Exactly one exists per process.
 ///
-/// It initialises MPI (with `MPI_THREAD_MULTIPLE`) and then OpenSHMEM (with
+/// [`init`](Self::init) initialises MPI (with `MPI_THREAD_MULTIPLE`) and then OpenSHMEM (with
 /// `SHMEM_THREAD_MULTIPLE`), and on drop finalises OpenSHMEM and then MPI where the
 /// implementation has not already done so (Open MPI's `shmem_finalize` also finalises MPI;
-/// Sandia OpenSHMEM leaves MPI to the program).
+/// Sandia OpenSHMEM leaves MPI to the program). [`attach`](Self::attach) joins a program
+/// that initialised MPI itself and leaves MPI's end to it.
 ///
 /// Every symmetric object borrows the runtime, so none can outlive it.
 ///
@@ -64,7 +66,8 @@ impl Implementation {
 /// waiting for this one ([`ErrorScope::ThisPe`](crate::ErrorScope::ThisPe)) calls for
 /// [`abort`](Runtime::abort). [`Error::scope`](crate::Error::scope) tells them apart.
 pub struct Runtime {
-    universe: ManuallyDrop<Universe>,
+    /// MPI's handle when the runtime initialised MPI; `None` when attached to a host's.
+    universe: ManuallyDrop<Option<Universe>>,
     my_pe: usize,
     n_pes: usize,
     constants: Constants,
@@ -84,6 +87,8 @@ pub struct Runtime {
     /// The MPI window over the symmetric heap, once an exchange on the MPI one-sided path
     /// has needed it ([`Runtime::collective_heap_window`]).
     window: std::sync::OnceLock<HeapWindow>,
+    /// Joined to a host's MPI ([`Runtime::attach`]): MPI's end is the host's.
+    attached: bool,
     /// MPI must be finalised on the initialising thread.
     _not_send: PhantomData<*const ()>,
 }
@@ -127,15 +132,11 @@ impl Runtime {
     ///   randomisation where Sandia OpenSHMEM's cross-memory attach needs it off;
     /// - [`Error::MpiAlreadyInitialized`], [`Error::ThreadSupport`], [`Error::InitFailed`].
     pub fn init() -> Result<Runtime> {
-        // Checks that leave the libraries untouched come first, so that a corrected retry is
-        // possible.
-        env::check_launch_environment()?;
-        let var = |name: &str| std::env::var(name).ok();
-        startup::check_process_manager(&var, startup::mpi_may_join_slurm_pmi())?;
-        let wait_timeout = env::wait_timeout()?;
-        let direct = env::direct()?;
-        let oversubscribed_setting = env::oversubscribed()?;
-        let node_heap_setting = env::node_heap()?;
+        let settings = Settings::read()?;
+        // Before the runtime counts as started: a program that started MPI may still attach.
+        if mpi::environment::is_initialized() && !INITIALISED.load(Ordering::SeqCst) {
+            return Err(Error::MpiAlreadyInitialized);
+        }
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
@@ -145,22 +146,60 @@ impl Runtime {
             drop(universe);
             return Err(Error::ThreadSupport { library: "MPI", provided: format!("{threading:?}") });
         }
+        Self::start(Some(universe), settings)
+    }
+
+    /// Joins a program that has initialised MPI itself (with `MPI_THREAD_MULTIPLE`), as an
+    /// MD code does before anything else: starts OpenSHMEM on the program's MPI world
+    /// (OpenSHMEM's PEs are its ranks), and leaves MPI to the program, which finalises it
+    /// after dropping the runtime. Under Open MPI, whose `shmem_finalize` would also end MPI,
+    /// OpenSHMEM ends inside the program's `MPI_Finalize` instead (see the `host` module), so
+    /// the program may go on using MPI after the runtime is gone and finalises MPI as it
+    /// always does.
+    ///
+    /// # Collective
+    /// Every rank of the program's MPI world must call it.
+    ///
+    /// # Errors
+    /// As [`init`](Self::init), and [`Error::MpiNotInitialized`] when MPI is not initialised
+    /// (or already finalised), [`Error::HostThreadLevel`] when the program asked MPI for less
+    /// than `MPI_THREAD_MULTIPLE`.
+    pub fn attach() -> Result<Runtime> {
+        let settings = Settings::read()?;
+        crate::host::check_host_mpi()?;
+        if INITIALISED.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
+        Self::start(None, settings)
+    }
+
+    /// OpenSHMEM and the runtime's state on an initialised MPI: `universe` when the runtime
+    /// initialised MPI (and finalises it), `None` when a host did.
+    fn start(universe: Option<Universe>, settings: Settings) -> Result<Runtime> {
+        let Settings { wait_timeout, direct, oversubscribed_setting, node_heap_setting } = settings;
+        let var = |name: &str| std::env::var(name).ok();
+        let attached = universe.is_none();
+        // Where a start-up check fails after OpenSHMEM started: its end, and MPI's when ours.
+        let give_up = |universe: Option<Universe>| {
+            crate::host::end_shmem(attached);
+            finish_mpi(universe);
+        };
         {
             use mpi::topology::Communicator;
             // From here on every call that can block on a peer has a deadline; the PE number
             // is the world rank (OpenSHMEM's PEs are MPI's ranks under both implementations).
-            watchdog::start(universe.world().rank() as usize, wait_timeout);
+            watchdog::start(SimpleCommunicator::world().rank() as usize, wait_timeout);
         }
         // Before OpenSHMEM starts, whose first barrier already goes through CMA where it is
         // used: address randomisation there would abort every PE.
         let node_pes = {
             use mpi::topology::Communicator;
-            let world = universe.world();
+            let world = SimpleCommunicator::world();
             let node_pes = watch("MPI_Comm_split_type", None, || world.split_shared(0).size()) as usize;
             let breaks = node_pes > 1 && startup::address_randomised() && startup::library_uses_cma();
             let check = || startup::collective_check_randomisation(&world, breaks);
             if let Err(e) = watch("MPI_Allreduce (the start-up checks)", None, check) {
-                finalize_mpi(universe);
+                finish_mpi(universe);
                 return Err(e);
             }
             node_pes
@@ -172,14 +211,16 @@ impl Runtime {
             shmem_sys::shmem_init_thread(shmem_sys::shmem_sys_thread_multiple, &mut provided)
         });
         if code != 0 {
-            finalize_mpi(universe);
+            finish_mpi(universe);
             return Err(Error::InitFailed { code });
+        }
+        if attached && let Err(e) = crate::host::arrange_end() {
+            give_up(universe);
+            return Err(e);
         }
         // SAFETY: reading a shim constant.
         if provided < unsafe { shmem_sys::shmem_sys_thread_multiple } {
-            // SAFETY: OpenSHMEM is initialised; finalising it leaves MPI to the universe.
-            unsafe { shmem_sys::shmem_finalize() };
-            finalize_mpi(universe);
+            give_up(universe);
             return Err(Error::ThreadSupport {
                 library: "OpenSHMEM",
                 provided: shmem_thread_level_name(provided),
@@ -192,7 +233,7 @@ impl Runtime {
         // error.
         let checked = {
             use mpi::topology::Communicator;
-            let world = universe.world();
+            let world = SimpleCommunicator::world();
             let pes = (my_pe as usize, n_pes as usize);
             let check = || {
                 // Every PE learns whether any found the launch wrong before any branches: a PE
@@ -211,9 +252,7 @@ impl Runtime {
         match checked {
             Ok(()) => {}
             Err(e) => {
-                // SAFETY: OpenSHMEM is initialised and nothing is allocated.
-                unsafe { shmem_sys::shmem_finalize() };
-                finalize_mpi(universe);
+                give_up(universe);
                 return Err(e);
             }
         };
@@ -222,15 +261,13 @@ impl Runtime {
         let collectives = match CollectiveScratch::collective_alloc(&constants) {
             Ok(scratch) => scratch,
             Err(e) => {
-                // SAFETY: OpenSHMEM is initialised and nothing is allocated.
-                unsafe { shmem_sys::shmem_finalize() };
-                finalize_mpi(universe);
+                give_up(universe);
                 return Err(e);
             }
         };
         let layout = || {
             HeapLayout::collective_new(
-                &universe.world(),
+                &SimpleCommunicator::world(),
                 collectives.block_address(),
                 direct,
                 node_heap_setting,
@@ -241,14 +278,13 @@ impl Runtime {
             Err(e) => {
                 let mut collectives = collectives;
                 collectives.free();
-                // SAFETY: OpenSHMEM is initialised and the scratch is freed.
-                unsafe { shmem_sys::shmem_finalize() };
-                finalize_mpi(universe);
+                give_up(universe);
                 return Err(e);
             }
         };
         Ok(Runtime {
             universe: ManuallyDrop::new(universe),
+            attached,
             my_pe: my_pe as usize,
             n_pes: n_pes as usize,
             constants,
@@ -316,7 +352,7 @@ impl Runtime {
     /// MPI's world communicator, for the two-sided reference paths. Its ranks equal the PE
     /// numbers.
     pub fn world(&self) -> SimpleCommunicator {
-        self.universe.world()
+        SimpleCommunicator::world()
     }
 
     /// Waits until every PE has called `barrier`, after completing this PE's outstanding
@@ -433,11 +469,12 @@ impl Drop for Runtime {
         // Before finalising: freeing the window is an MPI collective.
         drop(self.window.take());
         self.collectives.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).free();
-        // SAFETY: every symmetric object borrowed `self` and is gone; OpenSHMEM is initialised.
-        watch("shmem_finalize", None, || unsafe { shmem_sys::shmem_finalize() });
+        // Every symmetric object borrowed `self` and is gone.
+        let attached = self.attached;
+        watch("shmem_finalize", None, || crate::host::end_shmem(attached));
         // SAFETY: the universe is taken exactly once, here.
         let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
-        watch("MPI_Finalize", None, || finalize_mpi(universe));
+        watch("MPI_Finalize", None, || finish_mpi(universe));
         watchdog::stop();
     }
 }
@@ -481,13 +518,38 @@ fn shmem_thread_level_name(level: c_int) -> String {
         .map_or_else(|| format!("{level} (unknown)"), |(_, name)| name.to_string())
 }
 
-/// Finalises MPI unless OpenSHMEM already did (Open MPI's `shmem_finalize` does; rsmpi's
-/// `Universe` would then call `MPI_Finalize` a second time, which is an error).
-fn finalize_mpi(universe: Universe) {
+/// Finalises MPI when the runtime initialised it (`universe`), unless OpenSHMEM already did
+/// (Open MPI's `shmem_finalize` does; rsmpi's `Universe` would then call `MPI_Finalize` a
+/// second time, which is an error). An attached runtime's MPI is the host's.
+fn finish_mpi(universe: Option<Universe>) {
+    let Some(universe) = universe else { return };
     if mpi::environment::is_finalized() {
         std::mem::forget(universe);
     } else {
         drop(universe);
+    }
+}
+
+/// What the runtime reads from the environment before it touches either library, so that a
+/// corrected retry is possible.
+struct Settings {
+    wait_timeout: Duration,
+    direct: bool,
+    oversubscribed_setting: Option<bool>,
+    node_heap_setting: env::NodeHeapSetting,
+}
+
+impl Settings {
+    fn read() -> Result<Settings> {
+        env::check_launch_environment()?;
+        let var = |name: &str| std::env::var(name).ok();
+        startup::check_process_manager(&var, startup::mpi_may_join_slurm_pmi())?;
+        Ok(Settings {
+            wait_timeout: env::wait_timeout()?,
+            direct: env::direct()?,
+            oversubscribed_setting: env::oversubscribed()?,
+            node_heap_setting: env::node_heap()?,
+        })
     }
 }
 
