@@ -48,6 +48,18 @@ pub enum Error {
         provided: String,
     },
 
+    /// Under Open MPI's OSHMEM, the program's MPI is not the Open MPI 4.1 that
+    /// [`Runtime::attach`](crate::Runtime::attach) was made and tested for.
+    #[error(
+        "Runtime::attach under Open MPI's OSHMEM ends OpenSHMEM inside the program's MPI_Finalize \
+         in a way made for Open MPI 4.1, and this is {version}; use Open MPI 4.1, Sandia OpenSHMEM, \
+         or Runtime::init in a program that leaves MPI to the runtime"
+    )]
+    HostMpiUntested {
+        /// The MPI library's version line.
+        version: String,
+    },
+
     /// The library does not provide the thread support the runtime needs.
     #[error(
         "{library} provides thread level {provided}, but onesided needs MULTIPLE so that worker \

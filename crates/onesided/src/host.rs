@@ -30,17 +30,23 @@ const DROPPED: u8 = 2;
 
 static STATE: AtomicU8 = AtomicU8::new(NONE);
 
-/// Arranges OpenSHMEM's end for a runtime attached to the host's MPI (after `shmem_init`):
-/// under Open MPI, the callback in the host's `MPI_Finalize`; nothing under Sandia
-/// OpenSHMEM.
+/// Arranges OpenSHMEM's end for a runtime about to attach to the host's MPI, before
+/// OpenSHMEM starts (so that a refusal leaves nothing to end): under Open MPI, the callback
+/// in the host's `MPI_Finalize`, which does nothing until [`started`] says OpenSHMEM runs;
+/// nothing under Sandia OpenSHMEM.
 ///
 /// # Errors
 /// [`Error::InitFailed`] when MPI refuses the attribute.
 pub(crate) fn arrange_end() -> Result<()> {
-    STATE.store(ALIVE, Ordering::SeqCst);
     #[cfg(not(shmem_sos))]
     register()?;
     Ok(())
+}
+
+/// OpenSHMEM started for an attached runtime: from here the host's `MPI_Finalize` must find
+/// the runtime gone.
+pub(crate) fn started() {
+    STATE.store(ALIVE, Ordering::SeqCst);
 }
 
 /// Ends OpenSHMEM for a runtime going away: at once, unless it is attached under Open MPI,
@@ -56,7 +62,9 @@ pub(crate) fn end_shmem(attached: bool) {
     unsafe { shmem_sys::shmem_finalize() };
 }
 
-/// The error for a host whose MPI cannot carry the runtime.
+/// The error for a host whose MPI cannot carry the runtime: none initialised, too little
+/// thread support, or under OSHMEM an Open MPI other than the 4.1 whose finalisation the
+/// callback is made for.
 pub(crate) fn check_host_mpi() -> Result<()> {
     if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
         return Err(Error::MpiNotInitialized);
@@ -64,6 +72,14 @@ pub(crate) fn check_host_mpi() -> Result<()> {
     let level = mpi::environment::threading_support();
     if level != mpi::environment::Threading::Multiple {
         return Err(Error::HostThreadLevel { provided: format!("{level:?}") });
+    }
+    #[cfg(not(shmem_sos))]
+    {
+        let version = mpi::environment::library_version().unwrap_or_default();
+        if !version.contains("Open MPI v4.1") {
+            let first = version.lines().next().unwrap_or("an unknown MPI").to_string();
+            return Err(Error::HostMpiUntested { version: first });
+        }
     }
     Ok(())
 }
@@ -123,9 +139,10 @@ unsafe extern "C" fn never_copied(
 unsafe extern "C" fn at_host_finalize(_: ffi::MPI_Comm, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int {
     match STATE.load(Ordering::SeqCst) {
         DROPPED => {
-            // SAFETY: the host's MPI_Finalize runs this on its thread, the only one
-            // touching MPI now; the state is restored before MPI's own finalisation
-            // reads it again. OpenSHMEM is initialised and its runtime is gone.
+            // SAFETY: the host's MPI_Finalize runs this at its start on the thread that
+            // finalises MPI, with no MPI call of the program left (MPI's rule for
+            // MPI_Finalize); the state is restored before the finalisation goes on and reads
+            // it. OpenSHMEM is initialised and its runtime is gone.
             unsafe {
                 let saved = ompi_mpi_state;
                 ompi_mpi_state = PAST_COMM_SELF_DESTRUCT;
@@ -134,7 +151,10 @@ unsafe extern "C" fn at_host_finalize(_: ffi::MPI_Comm, _: c_int, _: *mut c_void
             }
         }
         ALIVE => {
-            eprintln!(
+            use std::io::Write;
+            // Not eprintln!, which panics when stderr fails: nothing unwinds out of here.
+            let _ = writeln!(
+                std::io::stderr(),
                 "onesided: MPI_Finalize was called while the runtime attached to it is alive: \
                  drop the onesided Runtime (every symmetric object first) before MPI_Finalize"
             );

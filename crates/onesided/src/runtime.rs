@@ -166,7 +166,11 @@ impl Runtime {
     /// than `MPI_THREAD_MULTIPLE`.
     pub fn attach() -> Result<Runtime> {
         let settings = Settings::read()?;
+        if INITIALISED.load(Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
         crate::host::check_host_mpi()?;
+        crate::host::arrange_end()?;
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
@@ -183,6 +187,7 @@ impl Runtime {
         let give_up = |universe: Option<Universe>| {
             crate::host::end_shmem(attached);
             finish_mpi(universe);
+            watchdog::stop();
         };
         {
             use mpi::topology::Communicator;
@@ -200,6 +205,7 @@ impl Runtime {
             let check = || startup::collective_check_randomisation(&world, breaks);
             if let Err(e) = watch("MPI_Allreduce (the start-up checks)", None, check) {
                 finish_mpi(universe);
+                watchdog::stop();
                 return Err(e);
             }
             node_pes
@@ -212,11 +218,11 @@ impl Runtime {
         });
         if code != 0 {
             finish_mpi(universe);
+            watchdog::stop();
             return Err(Error::InitFailed { code });
         }
-        if attached && let Err(e) = crate::host::arrange_end() {
-            give_up(universe);
-            return Err(e);
+        if attached {
+            crate::host::started();
         }
         // SAFETY: reading a shim constant.
         if provided < unsafe { shmem_sys::shmem_sys_thread_multiple } {
