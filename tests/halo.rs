@@ -1349,7 +1349,10 @@ fn home_values_gather_in_global_order(rt: &Runtime) -> CaseResult {
     // Misuse, an error on every PE.
     let short = if me == 0 { &values[..values.len().saturating_sub(1)] } else { &values[..] };
     match halo.collective_gather_home(root, short) {
-        Err(e @ Error::Config(_)) => ensure!(e.to_string().contains("PE 0 gave another count"), "{e}"),
+        Err(e @ Error::CollectiveConfig(_)) => {
+            ensure!(e.scope() == md_halo::ErrorScope::EveryPe, "scope of {e}");
+            ensure!(e.to_string().contains("PE 0 gave another count"), "{e}")
+        }
         other => return Err(format!("a short list gave {:?}", other.map(|v| v.is_some())).into()),
     }
     let indices: Vec<u32> = home.iter().map(|&g| if g == 5 { 6 } else { g }).collect();
@@ -1364,7 +1367,9 @@ fn home_values_gather_in_global_order(rt: &Runtime) -> CaseResult {
         other => return Err(format!("a missing index gave {:?}", other.map(|v| v.is_some())).into()),
     }
     match rt.gather_by_index(n, s.len(), &home, &values) {
-        Err(onesided::Error::InvalidPe { pe, .. }) => ensure!(pe == n, "{pe}"),
+        Err(e @ onesided::Error::CollectiveArgument(_)) => {
+            ensure!(e.to_string().contains(&format!("gather_by_index to PE {n}: there is no such PE")), "{e}")
+        }
         other => return Err(format!("root {n} gave {:?}", other.map(|v| v.is_some())).into()),
     }
     Ok(())

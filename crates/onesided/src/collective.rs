@@ -82,8 +82,9 @@ pub trait Collectives {
     ///
     /// # Errors
     /// On every PE alike: [`Error::CollectiveArgument`] when an index is out of range, comes
-    /// twice or not at all, or a PE passed indices and values of different lengths (naming
-    /// the index and the PE); [`Error::InvalidPe`] for a `root` that is not a PE.
+    /// twice or not at all, a PE passed indices and values of different lengths (naming the
+    /// index and the PE), the whole is more than MPI's 2 GiB in one gather, or `root` is not
+    /// a PE.
     fn gather_by_index<T: Pod>(
         &self,
         root: usize,

@@ -310,8 +310,8 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// Every PE must call it, with the same `root`.
     ///
     /// # Errors
-    /// On every PE alike: [`Error::Config`] when a PE's `values` is not one per home atom;
-    /// [`Error::Comm`] when the gather fails.
+    /// On every PE alike: [`Error::CollectiveConfig`] when a PE's `values` is not one per
+    /// home atom; [`Error::Comm`] when the gather fails.
     pub fn collective_gather_home<T: bytemuck::Pod>(
         &self,
         root: usize,
@@ -321,13 +321,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         let total = self.rt.all_sum(self.n_home as u64) as usize;
         let worst = self.rt.max_u64_one(if wrong { self.rt.my_pe() as u64 + 1 } else { 0 })?;
         if worst > 0 {
-            return Err(Error::Config(format!(
+            return Err(Error::CollectiveConfig(format!(
                 "collective_gather_home needs one value per home atom on every PE; PE {} gave another \
-                 count (PE {} gave {} for {} home atoms)",
-                worst - 1,
-                self.rt.my_pe(),
-                values.len(),
-                self.n_home
+                 count (pass one value for each of halo.home_count() home atoms)",
+                worst - 1
             )));
         }
         Ok(self.rt.gather_by_index(root, total, &self.ids[..self.n_home], values)?)
