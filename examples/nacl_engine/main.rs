@@ -141,6 +141,20 @@ fn options<'a>(value: impl Fn(&str) -> Option<&'a String>) -> Result<Options, An
                 .ok_or_else(|| bad(format!("{name} {v}: expected a number of at least {least}"))),
         }
     };
+    let count = |name: &str, default: usize, least: usize| -> Result<usize, AnyError> {
+        match value(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n >= least)
+                .ok_or_else(|| bad(format!("{name} {v}: expected a whole number of at least {least}"))),
+        }
+    };
+    let order = count("--order", pme_redist::spline::DEFAULT_ORDER, 0)?;
+    if !pme_redist::spline::ORDERS.contains(&order) {
+        return Err(bad(format!("--order {order}: the interpolation order runs from 3 to 12")));
+    }
     let grid = match value("--grid") {
         None => None,
         Some(g) => {
@@ -154,24 +168,24 @@ fn options<'a>(value: impl Fn(&str) -> Option<&'a String>) -> Result<Options, An
         Some(other) => return Err(bad(format!("--path {other}: expected onesided or mpi"))),
     };
     Ok(Options {
-        cells: number("--cells", 5.0, 1.0)? as usize,
-        steps: number("--steps", 1000.0, 0.0)? as usize,
+        cells: count("--cells", 5, 1)?,
+        steps: count("--steps", 1000, 0)?,
         dt: number("--dt", 0.001, f64::MIN_POSITIVE)?,
         temperature: number("--temperature", 2400.0, 0.0)?,
-        equilibrate: number("--equilibrate", 0.0, 0.0)? as usize,
-        nstlist: number("--nstlist", 10.0, 1.0)? as usize,
+        equilibrate: count("--equilibrate", 0, 0)?,
+        nstlist: count("--nstlist", 10, 1)?,
         path,
-        order: number("--order", 4.0, 0.0)? as usize,
+        order,
         spacing: number("--spacing", 0.12, f64::MIN_POSITIVE)? as f32,
         sizes: None,
         cutoff: number("--cutoff", 1.0, f64::MIN_POSITIVE)?,
         rtol: number("--rtol", 1e-5, f64::MIN_POSITIVE)?,
-        every: number("--every", 10.0, 1.0)? as usize,
+        every: count("--every", 10, 1)?,
         grid,
         dump: value("--dump").cloned(),
-        parts: number("--parts", 0.0, 0.0)? as usize,
+        parts: count("--parts", 0, 0)?,
         pressure_check: value("--pressure-check")
-            .map(|_| number("--pressure-check", 0.0, 0.0))
+            .map(|_| number("--pressure-check", 0.0, f64::MIN_POSITIVE))
             .transpose()?,
     })
 }
@@ -540,6 +554,11 @@ fn pressure_check(
         Ok((potential, applied))
     };
     let ((up, hu), (down, hd)) = (energy(eps)?, energy(-eps)?);
+    if hu == hd {
+        return Err(bad(format!(
+            "--pressure-check {eps}: the box in f32 does not change under so small a strain; use 1e-5 or more"
+        )));
+    }
     // dU/dε of the isotropic strain; dV = 3 V dε.
     let numeric = -(up - down) / (hu - hd) / (3.0 * volume) * BAR;
     Ok((analytic, numeric))

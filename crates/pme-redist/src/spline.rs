@@ -22,10 +22,7 @@ pub const ORDERS: RangeInclusive<usize> = 3..=12;
 /// takes dozens, for a function that runs once per charge per step; every other order
 /// follows GROMACS's `make_bsplines` recursion,
 /// `M_n(u) = (u M_{n-1}(u) + (n - u) M_{n-1}(u - 1)) / (n - 1)`, with the derivatives taken
-/// from order `N - 1` as it takes them.
-///
-/// # Panics
-/// When `N` lies outside [`ORDERS`] (a compile-time error where `N` is known).
+/// from order `N - 1` as it takes them. An `N` outside [`ORDERS`] does not compile.
 #[inline]
 pub fn weights<const N: usize>(dr: f64) -> ([f64; N], [f64; N]) {
     const { assert!(N >= 3 && N <= 12, "interpolation orders run from 3 to 12") };

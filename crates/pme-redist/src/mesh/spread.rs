@@ -15,8 +15,9 @@
 //! Each charge's stencil (its x line, its `n` y and z lines wrapped once, the B-spline
 //! weights and their derivatives) is made once per step and kept for the gather of the same
 //! particles, as GROMACS does. Spreading runs on rayon over x planes, from records sorted by
-//! plane: each plane sums the contributions of the charges whose spline reaches it, charge by
-//! charge in received order, so the grid is the same whatever the number of threads; `n`
+//! plane: each plane sums the contributions of the charges whose spline reaches it, by the
+//! plane of each charge's line and then in received order, so the grid is the same whatever
+//! the number of threads; `n`
 //! neighbouring z points are one short vector. The order is a value of the grid and each
 //! order's loops are compiled for it ([`with_order`](crate::spline::with_order)), so the
 //! default order's code is what a constant order made.

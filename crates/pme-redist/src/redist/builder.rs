@@ -92,8 +92,9 @@ impl<'rt> RedistBuilder<'rt> {
     /// The margin is one atom's displacement. An engine that plans at each repartition and
     /// sets md-halo's `HaloBuilder::verlet_buffer` passes **half** the Verlet buffer: the
     /// buffer covers two atoms approaching each other, and the halo's check allows each atom
-    /// half of it between repartitions, so no atom that passes that check can pass this
-    /// margin. Planning less often than repartitioning, pass what one atom moves between two
+    /// half of it between repartitions. The halo checks at the repartition and this margin
+    /// every step, so an atom that wanders past half the buffer and back within an interval
+    /// is reported here and not there. Planning less often than repartitioning, pass what one atom moves between two
     /// plans (the buffer's rule, `md_halo::verlet_buffer`, over the longer interval, halved).
     ///
     /// Every PE must pass the same margin.
