@@ -130,3 +130,76 @@ pub fn example_binary(name: &str) -> std::io::Result<std::path::PathBuf> {
         )),
     }
 }
+
+/// One run of an engine example (`lj_engine`, `nacl_engine`) that prints a `summary
+/// key=value ...` line and, given `--dump FILE`, writes six numbers per atom (position and
+/// velocity, global order): the summary's fields and the dump.
+pub struct EngineRun {
+    /// The summary line's fields.
+    pub fields: std::collections::HashMap<String, String>,
+    /// The dump, six numbers per atom.
+    pub state: Vec<f64>,
+}
+
+impl EngineRun {
+    /// The summary field `key` as a number.
+    ///
+    /// # Panics
+    /// When the summary has no such field or it is not a number: the test's own mistake.
+    pub fn number(&self, key: &str) -> f64 {
+        self.fields[key].parse().expect("a number")
+    }
+
+    /// The largest difference in position (nm, by the minimum image of the box `vectors`)
+    /// and in velocity (nm/ps) between this run's dump and `other`'s.
+    pub fn differences(&self, other: &EngineRun, vectors: [[f64; 3]; 3]) -> (f64, f64) {
+        let (mut dx, mut dv) = (0.0f64, 0.0f64);
+        for (p, q) in self.state.chunks(6).zip(other.state.chunks(6)) {
+            let mut d: [f64; 3] = std::array::from_fn(|k| p[k] - q[k]);
+            for v in (0..3).rev() {
+                let shift = (d[v] / vectors[v][v]).round();
+                (0..3).for_each(|k| d[k] -= shift * vectors[v][k]);
+            }
+            dx = dx.max(d.iter().map(|c| c.abs()).fold(0.0, f64::max));
+            dv = dv.max((3..6).map(|k| (p[k] - q[k]).abs()).fold(0.0, f64::max));
+        }
+        (dx, dv)
+    }
+}
+
+/// Runs the engine example `name` as `pes` PEs (`--pes`, through its own launch) with
+/// `args` and a dump in the temporary directory, within ten minutes.
+///
+/// # Errors
+/// When the example is not built, fails, or prints no summary or a dump that does not parse.
+pub fn run_engine<S: AsRef<str>>(
+    name: &str,
+    pes: usize,
+    args: &[S],
+) -> Result<EngineRun, Box<dyn std::error::Error>> {
+    let example = example_binary(name)?;
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let dump =
+        std::env::temp_dir().join(format!("{name}-{}-{pes}-{}.txt", std::process::id(), args.join("")));
+    let mut command = Command::new(&example);
+    command.args(["--pes", &pes.to_string(), "--dump", dump.to_str().ok_or("path")?]).args(&args);
+    let output = output_with_timeout(&mut command, std::time::Duration::from_secs(600))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{name} {args:?} on {pes} PEs failed:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let summary = stdout.lines().find(|l| l.starts_with("summary")).ok_or("no summary line")?;
+    let fields = summary
+        .split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let text = std::fs::read_to_string(&dump)?;
+    let _ = std::fs::remove_file(&dump);
+    let state = text.split_whitespace().map(str::parse).collect::<Result<_, _>>()?;
+    Ok(EngineRun { fields, state })
+}

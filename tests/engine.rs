@@ -11,50 +11,12 @@
 //!   order of those additions changes with the decomposition, by an ulp);
 //! - the one-sided and the MPI paths give the same bits on every grid.
 
-use std::time::Duration;
-
-use onesided_suite::launch;
+use onesided_suite::launch::{self, EngineRun};
 
 type Outcome = Result<(), Box<dyn std::error::Error>>;
 
-/// The summary line's fields of one run, and its dump (six numbers per atom).
-struct Run {
-    fields: std::collections::HashMap<String, String>,
-    state: Vec<f64>,
-}
-
-impl Run {
-    fn number(&self, key: &str) -> f64 {
-        self.fields[key].parse().expect("a number")
-    }
-}
-
-fn run<S: AsRef<str>>(pes: usize, args: &[S]) -> Result<Run, Box<dyn std::error::Error>> {
-    let example = launch::example_binary("lj_engine")?;
-    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-    let dump =
-        std::env::temp_dir().join(format!("lj-engine-{}-{pes}-{}.txt", std::process::id(), args.join("")));
-    let mut command = std::process::Command::new(&example);
-    command.args(["--pes", &pes.to_string(), "--dump", dump.to_str().ok_or("path")?]).args(&args);
-    let output = launch::output_with_timeout(&mut command, Duration::from_secs(600))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "lj_engine {args:?} on {pes} PEs failed:\n{stdout}{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let summary = stdout.lines().find(|l| l.starts_with("summary")).ok_or("no summary line")?;
-    let fields = summary
-        .split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let text = std::fs::read_to_string(&dump)?;
-    let _ = std::fs::remove_file(&dump);
-    let state = text.split_whitespace().map(str::parse).collect::<Result<_, _>>()?;
-    Ok(Run { fields, state })
+fn run<S: AsRef<str>>(pes: usize, args: &[S]) -> Result<EngineRun, Box<dyn std::error::Error>> {
+    launch::run_engine("lj_engine", pes, args)
 }
 
 fn energy_is_conserved() -> Outcome {
@@ -74,22 +36,6 @@ fn energy_is_conserved() -> Outcome {
         .into());
     }
     Ok(())
-}
-
-/// The largest difference in position (nm, by the minimum image of the box `vectors`) and
-/// in velocity (nm/ps) between two runs.
-fn differences(a: &[f64], b: &[f64], vectors: [[f64; 3]; 3]) -> (f64, f64) {
-    let (mut dx, mut dv) = (0.0f64, 0.0f64);
-    for (p, q) in a.chunks(6).zip(b.chunks(6)) {
-        let mut d: [f64; 3] = std::array::from_fn(|k| p[k] - q[k]);
-        for v in (0..3).rev() {
-            let shift = (d[v] / vectors[v][v]).round();
-            (0..3).for_each(|k| d[k] -= shift * vectors[v][k]);
-        }
-        dx = dx.max(d.iter().map(|c| c.abs()).fold(0.0, f64::max));
-        dv = dv.max((3..6).map(|k| (p[k] - q[k]).abs()).fold(0.0, f64::max));
-    }
-    (dx, dv)
 }
 
 fn decompositions_follow_one_pe() -> Outcome {
@@ -120,7 +66,7 @@ fn decompositions_follow_one_pe() -> Outcome {
                 )
                 .into());
             }
-            let (dx, dv) = differences(&one.state, &put.state, vectors);
+            let (dx, dv) = one.differences(put, vectors);
             println!(
                 "engine: {pes} PEs, grid {grid}{}: one-sided = MPI bit for bit; after 50 steps within \
                  {dx:.1e} nm and {dv:.1e} nm/ps of 1 PE",

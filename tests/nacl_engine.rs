@@ -11,63 +11,12 @@
 //!   error scale `dt² <|F|²/m> / 12` per ion of where it was, and drifts by less than that
 //!   scale over the run, at orders 4 and 6.
 
-use std::time::Duration;
-
-use onesided_suite::launch;
+use onesided_suite::launch::{self, EngineRun};
 
 type Outcome = Result<(), Box<dyn std::error::Error>>;
 
-/// The summary line's fields of one run, and its dump (six numbers per ion).
-struct Run {
-    fields: std::collections::HashMap<String, String>,
-    state: Vec<f64>,
-}
-
-impl Run {
-    fn number(&self, key: &str) -> f64 {
-        self.fields[key].parse().expect("a number")
-    }
-}
-
-fn run(pes: usize, args: &[&str]) -> Result<Run, Box<dyn std::error::Error>> {
-    let example = launch::example_binary("nacl_engine")?;
-    let dump =
-        std::env::temp_dir().join(format!("nacl-engine-{}-{pes}-{}.txt", std::process::id(), args.join("")));
-    let mut command = std::process::Command::new(&example);
-    command.args(["--pes", &pes.to_string(), "--dump", dump.to_str().ok_or("path")?]).args(args);
-    let output = launch::output_with_timeout(&mut command, Duration::from_secs(600))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "nacl_engine {args:?} on {pes} PEs failed:\n{stdout}{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let summary = stdout.lines().find(|l| l.starts_with("summary")).ok_or("no summary line")?;
-    let fields = summary
-        .split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let text = std::fs::read_to_string(&dump)?;
-    let _ = std::fs::remove_file(&dump);
-    let state = text.split_whitespace().map(str::parse).collect::<Result<_, _>>()?;
-    Ok(Run { fields, state })
-}
-
-/// The largest difference in position (nm, by the minimum image of a cubic box of `edge`)
-/// and in velocity (nm/ps) between two runs.
-fn differences(a: &[f64], b: &[f64], edge: f64) -> (f64, f64) {
-    let (mut dx, mut dv) = (0.0f64, 0.0f64);
-    for (p, q) in a.chunks(6).zip(b.chunks(6)) {
-        for k in 0..3 {
-            let d = p[k] - q[k];
-            dx = dx.max((d - (d / edge).round() * edge).abs());
-            dv = dv.max((p[k + 3] - q[k + 3]).abs());
-        }
-    }
-    (dx, dv)
+fn run(pes: usize, args: &[&str]) -> Result<EngineRun, Box<dyn std::error::Error>> {
+    launch::run_engine("nacl_engine", pes, args)
 }
 
 fn decompositions_follow_one_pe() -> Outcome {
@@ -75,13 +24,14 @@ fn decompositions_follow_one_pe() -> Outcome {
     let with = |more: &[&'static str]| -> Vec<&'static str> { common.iter().chain(more).copied().collect() };
     let one = run(1, &with(&[]))?;
     let edge = f64::from((5.0 * 0.6306f64) as f32);
+    let cube = [[edge, 0.0, 0.0], [0.0, edge, 0.0], [0.0, 0.0, edge]];
     for (pes, grid) in [(2, "2,1,1"), (3, "3,1,1"), (4, "2,2,1")] {
         let put = run(pes, &with(&["--grid", grid, "--path", "onesided"]))?;
         let mpi = run(pes, &with(&["--grid", grid, "--path", "mpi"]))?;
         if put.fields["fingerprint"] != mpi.fields["fingerprint"] || put.state != mpi.state {
             return Err(format!("{pes} PEs, grid {grid}: one-sided and MPI differ").into());
         }
-        let (dx, dv) = differences(&one.state, &put.state, edge);
+        let (dx, dv) = one.differences(&put, cube);
         println!(
             "nacl_engine: {pes} PEs, grid {grid}: one-sided = MPI bit for bit; after 200 steps within \
              {dx:.1e} nm and {dv:.1e} nm/ps of 1 PE"
