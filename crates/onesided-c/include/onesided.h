@@ -1,0 +1,509 @@
+/*
+ * onesided.h: the C ABI of onesided (one-sided communication for molecular-dynamics codes).
+ * Generated from crates/onesided-c by cbindgen; do not edit (see crates/onesided-c/README.md).
+ *
+ * Every function returns a onesided_status; on an error, onesided_last_error() says which
+ * PE, what went wrong and what to do. Handles are small structs passed by value; {0} is
+ * none, and a call that makes one writes {0} first, so a failed call leaves none. Calls come
+ * from the thread that started the runtime. Link with `pkg-config --cflags --libs onesided`.
+ */
+
+#ifndef ONESIDED_H
+#define ONESIDED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#if defined(__GNUC__) || defined(__clang__)
+#define ONESIDED_NORETURN __attribute__((noreturn))
+#else
+#define ONESIDED_NORETURN
+#endif
+
+/**
+ * What a call of the C ABI returns. Every value but `ONESIDED_OK` leaves a message naming the
+ * PE, what went wrong and what to do in `onesided_last_error`.
+ */
+typedef enum {
+  /**
+   * The call did what it says.
+   */
+  ONESIDED_OK = 0,
+  /**
+   * An argument is wrong: a null pointer, a size that does not match, a PE out of range,
+   * a name that is not UTF-8, a message larger than its room.
+   */
+  ONESIDED_ERROR_ARGUMENT = 1,
+  /**
+   * A handle that is null, already freed, of another kind, or made on another thread.
+   */
+  ONESIDED_ERROR_HANDLE = 2,
+  /**
+   * The PEs called a collective differently (sizes, partners or paths that differ), or
+   * not all of them took part in time.
+   */
+  ONESIDED_ERROR_COLLECTIVE = 3,
+  /**
+   * Starting the runtime failed: MPI missing or with too little thread support, the
+   * launch, the settings, the environment.
+   */
+  ONESIDED_ERROR_INIT = 4,
+  /**
+   * The symmetric heap is too small or was used differently on different PEs.
+   */
+  ONESIDED_ERROR_HEAP = 5,
+  /**
+   * A wait passed its deadline (`ONESIDED_WAIT_TIMEOUT`): a partner did not take part.
+   */
+  ONESIDED_ERROR_TIMEOUT = 6,
+  /**
+   * MPI or OpenSHMEM reported an error.
+   */
+  ONESIDED_ERROR_LIBRARY = 7,
+  /**
+   * A defect inside the library (a panic caught at the boundary): please report it with
+   * the message.
+   */
+  ONESIDED_ERROR_INTERNAL = 8,
+} onesided_status;
+
+/**
+ * How an exchange travels: `ONESIDED_PATH_ONESIDED`, `ONESIDED_PATH_MPI` or
+ * `ONESIDED_PATH_AUTO` (an `int`, so that any value a C program holds is safe to pass).
+ */
+typedef int32_t onesided_path;
+
+/**
+ * A runtime: MPI and OpenSHMEM for this process. Made by `onesided_init` or
+ * `onesided_attach`, ended by `onesided_runtime_free`; `{0}` is no runtime.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_runtime;
+
+/**
+ * A send-receive channel between this PE and its partners: made by
+ * `onesided_exchange_new`, freed by `onesided_exchange_free`.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_exchange;
+
+/**
+ * An array of bytes with a copy on every PE, at the same offsets: made by
+ * `onesided_symmetric_alloc`, freed by `onesided_symmetric_free`.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_symmetric;
+
+/**
+ * An array of 64-bit signals with a copy on every PE: made by `onesided_signals_alloc`,
+ * freed by `onesided_signals_free`. Signals only grow: a put with signal sets one, a
+ * wait waits until it is at least a value.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_signals;
+
+/**
+ * OpenSHMEM: the offset swap's puts.
+ */
+#define ONESIDED_PATH_ONESIDED 0
+
+/**
+ * MPI two-sided, the reference.
+ */
+#define ONESIDED_PATH_MPI 1
+
+/**
+ * Per partner, the transport its link was measured fastest on (calibrated at the first
+ * exchange of a job that asks, or named by `ONESIDED_TRANSPORT`).
+ */
+#define ONESIDED_PATH_AUTO 2
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+/**
+ * The path named `name` (`"onesided"`, `"mpi"` or `"auto"`, as on the Rust examples'
+ * command lines), through `path`: for a host that takes the path from its own options or
+ * environment.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` for any other name.
+ *
+ * # Safety
+ * `name` is a NUL-terminated string; `path` points to writable memory for one value.
+ */
+onesided_status onesided_path_from_name(const char *name,
+                                        onesided_path *path);
+
+/**
+ * Makes an exchange named `name` on `path` between this PE and `partners` (the PEs it
+ * sends to or receives from, in any order; this PE itself and repeats are left out), for
+ * messages of at most `max_message` bytes to this PE. Its symmetric memory grows with the
+ * partners of the PE that names most, and with the largest `max_message` of any PE.
+ *
+ * # Collective
+ * Every PE calls it, with the same path, in the same order as its other collectives;
+ * partnership is mutual (when PE p names q, q names p).
+ *
+ * # Errors
+ * On every PE: `ONESIDED_ERROR_ARGUMENT` for a partner that is no PE, a bad path;
+ * `ONESIDED_ERROR_COLLECTIVE` when a partner does not name this PE back;
+ * `ONESIDED_ERROR_HEAP` when the heap cannot hold the inbox.
+ *
+ * # Safety
+ * `name` is a NUL-terminated string; `partners` points to `n_partners` values (or is null
+ * with none); `out` points to writable memory for one handle.
+ */
+onesided_status onesided_exchange_new(onesided_runtime rt,
+                                      const char *name,
+                                      onesided_path path,
+                                      const int32_t *partners,
+                                      size_t n_partners,
+                                      size_t max_message,
+                                      onesided_exchange *out);
+
+/**
+ * Sends `send_bytes` bytes from `send` to PE `dest` and receives the message PE `source`
+ * sends this PE into `recv` (room for `recv_bytes`); the bytes received through `received`
+ * (which may be null). As `MPI_Sendrecv`: when it returns, `send` may be reused and `recv`
+ * holds the message. `dest` and `source` are partners, or both this PE (a copy).
+ *
+ * # Collective
+ * Pairwise: `dest` makes the matching call receiving from this PE, `source` the one sending
+ * to it, in the same order as their other calls on this exchange.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` on both sides when the message exceeds the receiver's room
+ * (`recv_bytes`, at most the largest `max_message`), with nothing written; on this PE for a
+ * PE that is not a partner, or a null buffer with bytes;
+ * `ONESIDED_ERROR_TIMEOUT` when a partner does not take part in time.
+ *
+ * # Safety
+ * `send` points to `send_bytes` readable bytes, `recv` to `recv_bytes` writable ones (not
+ * overlapping); `received` is null or points to writable memory for one value.
+ */
+onesided_status onesided_exchange_sendrecv(onesided_exchange exchange,
+                                           const void *send,
+                                           size_t send_bytes,
+                                           int32_t dest,
+                                           void *recv,
+                                           size_t recv_bytes,
+                                           int32_t source,
+                                           size_t *received);
+
+/**
+ * Frees an exchange and sets `*exchange` to `{0}`.
+ *
+ * # Collective
+ * Every PE frees it, in the same order as its other frees.
+ *
+ * # Safety
+ * `exchange` points to a handle.
+ */
+onesided_status onesided_exchange_free(onesided_exchange *exchange);
+
+/**
+ * Allocates `bytes` bytes of symmetric memory named `name` (in messages), zeroed, on every
+ * PE, aligned to 64 bytes.
+ *
+ * # Collective
+ * Every PE calls it with the same `bytes`, in the same order as its other allocations.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_HEAP` on every PE when the PEs ask for different sizes or the heap is too
+ * small (the message names the setting to raise).
+ *
+ * # Safety
+ * `name` is a NUL-terminated string; `out` points to writable memory for one handle.
+ */
+onesided_status onesided_symmetric_alloc(onesided_runtime rt,
+                                         const char *name,
+                                         size_t bytes,
+                                         onesided_symmetric *out);
+
+/**
+ * Frees symmetric memory and sets `*array` to `{0}`.
+ *
+ * # Collective
+ * Every PE frees it, in the same order as its other frees.
+ *
+ * # Safety
+ * `array` points to a handle.
+ */
+onesided_status onesided_symmetric_free(onesided_symmetric *array);
+
+/**
+ * This PE's copy of the array: its address and size in bytes. Other PEs may write into it
+ * at any time by puts: read a region only after the signal or barrier that says its put has
+ * landed, and through `volatile` or after a compiler barrier where the program polls it.
+ *
+ * # Safety
+ * `data` and `bytes` point to writable memory for one value each.
+ */
+onesided_status onesided_symmetric_local(onesided_symmetric array,
+                                         void **data,
+                                         size_t *bytes);
+
+/**
+ * Copies `bytes` bytes from `src` into PE `pe`'s copy of `array` at byte `offset`. When it
+ * returns, `src` may be reused; the data is at the target after `onesided_quiet`, a
+ * barrier, or a signal set after it (`onesided_put_signal`).
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` for a PE out of range or a region past the array's end.
+ *
+ * # Safety
+ * `src` points to `bytes` readable bytes.
+ */
+onesided_status onesided_put(onesided_symmetric array,
+                             int32_t pe,
+                             size_t offset,
+                             const void *src,
+                             size_t bytes);
+
+/**
+ * Copies `bytes` bytes of PE `pe`'s copy of `array` from byte `offset` into `dst`; complete
+ * when it returns.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` for a PE out of range or a region past the array's end.
+ *
+ * # Safety
+ * `dst` points to `bytes` writable bytes.
+ */
+onesided_status onesided_get(onesided_symmetric array,
+                             int32_t pe,
+                             size_t offset,
+                             void *dst,
+                             size_t bytes);
+
+/**
+ * Puts `bytes` bytes from `src` into PE `pe`'s copy of `array` at byte `offset`, then sets
+ * PE `pe`'s signal `index` of `signals` to `value`: when the target sees the signal, the
+ * data is there. `src` may be reused when it returns.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` for a PE, region or signal index out of range.
+ *
+ * # Safety
+ * `src` points to `bytes` readable bytes.
+ */
+onesided_status onesided_put_signal(onesided_symmetric array,
+                                    int32_t pe,
+                                    size_t offset,
+                                    const void *src,
+                                    size_t bytes,
+                                    onesided_signals signals,
+                                    size_t index,
+                                    uint64_t value);
+
+/**
+ * Allocates `count` signals named `name`, all 0, on every PE.
+ *
+ * # Collective
+ * Every PE calls it with the same `count`, in the same order as its other allocations.
+ *
+ * # Safety
+ * `name` is a NUL-terminated string; `out` points to writable memory for one handle.
+ */
+onesided_status onesided_signals_alloc(onesided_runtime rt,
+                                       const char *name,
+                                       size_t count,
+                                       onesided_signals *out);
+
+/**
+ * Frees signals and sets `*signals` to `{0}`.
+ *
+ * # Collective
+ * Every PE frees it, in the same order as its other frees.
+ *
+ * # Safety
+ * `signals` points to a handle.
+ */
+onesided_status onesided_signals_free(onesided_signals *signals);
+
+/**
+ * Waits until this PE's signal `index` is at least `value`; its value then, through `seen`
+ * (which may be null).
+ *
+ * # Errors
+ * `ONESIDED_ERROR_TIMEOUT` past `ONESIDED_WAIT_TIMEOUT` (the message says which signal
+ * waited for what): a PE that did not take part; end the job with `onesided_abort`.
+ *
+ * # Safety
+ * `seen` is null or points to writable memory for one value.
+ */
+onesided_status onesided_signal_wait_ge(onesided_signals signals,
+                                        size_t index,
+                                        uint64_t value,
+                                        uint64_t *seen);
+
+/**
+ * This PE's signal `index` now, through `value`.
+ *
+ * # Safety
+ * `value` points to writable memory for one value.
+ */
+onesided_status onesided_signal_value(onesided_signals signals,
+                                      size_t index,
+                                      uint64_t *value);
+
+/**
+ * Adds `delta` to PE `pe`'s signal `index`, atomically.
+ */
+onesided_status onesided_signal_add(onesided_signals signals,
+                                    int32_t pe,
+                                    size_t index,
+                                    uint64_t delta);
+
+/**
+ * Starts MPI and OpenSHMEM, both with `MPI_THREAD_MULTIPLE`, for a program that has not
+ * started MPI: the runtime finalises both when freed.
+ *
+ * # Collective
+ * Every process of the job calls it.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_INIT` when MPI is initialised already (use `onesided_attach`), when the
+ * libraries lack thread support, or the launch, settings or environment are wrong (the
+ * message says which and what to do).
+ *
+ * # Safety
+ * `out` points to writable memory for one `onesided_runtime`.
+ */
+onesided_status onesided_init(onesided_runtime *out);
+
+/**
+ * Joins a program that initialised MPI itself with `MPI_THREAD_MULTIPLE`, as MD codes do
+ * before anything else: starts OpenSHMEM on its ranks and leaves MPI to it. Free the runtime
+ * before `MPI_Finalize`; the program finalises MPI as it always does (under Open MPI,
+ * OpenSHMEM ends inside that `MPI_Finalize`).
+ *
+ * `comm` points to the program's `MPI_Comm` (of the MPI this library was built with), or is
+ * null for `MPI_COMM_WORLD`. OpenSHMEM's PEs are the world's ranks, so the communicator
+ * must span the world (`MPI_COMM_WORLD` or a duplicate of it): a sub-communicator is
+ * refused.
+ *
+ * # Collective
+ * Every rank of the program's `MPI_COMM_WORLD` calls it.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_INIT` when MPI is not initialised, was initialised with less than
+ * `MPI_THREAD_MULTIPLE` (call `MPI_Init_thread` with it), or as for `onesided_init`;
+ * `ONESIDED_ERROR_ARGUMENT` for a communicator other than the world.
+ *
+ * # Safety
+ * `out` points to writable memory for one `onesided_runtime`; `comm` is null or points to
+ * a valid `MPI_Comm`.
+ */
+onesided_status onesided_attach(const void *comm,
+                                onesided_runtime *out);
+
+/**
+ * Ends the runtime: frees every object still alive that was made from it (the last made
+ * first), ends OpenSHMEM, and MPI when `onesided_init` started it; sets `*rt` to `{0}`.
+ * A host that attached finalises MPI itself afterwards.
+ *
+ * # Collective
+ * Every PE calls it.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_HANDLE` for a runtime already ended or never started.
+ *
+ * # Safety
+ * `rt` points to a `onesided_runtime`.
+ */
+onesided_status onesided_runtime_free(onesided_runtime *rt);
+
+/**
+ * This PE's number, `0 .. n_pes - 1`, through `pe`.
+ *
+ * # Safety
+ * `pe` points to writable memory for one `int`.
+ */
+onesided_status onesided_my_pe(onesided_runtime rt,
+                               int32_t *pe);
+
+/**
+ * The number of PEs in the job, through `n`.
+ *
+ * # Safety
+ * `n` points to writable memory for one `int`.
+ */
+onesided_status onesided_n_pes(onesided_runtime rt,
+                               int32_t *n);
+
+/**
+ * Waits until every PE has called it, with every put issued before it complete.
+ *
+ * # Collective
+ * Every PE calls it.
+ */
+onesided_status onesided_barrier(onesided_runtime rt);
+
+/**
+ * Waits until every put this PE issued is complete at its target.
+ */
+onesided_status onesided_quiet(onesided_runtime rt);
+
+/**
+ * Ends the whole job with status `code`, from this PE alone: for an error the other PEs do
+ * not see (`onesided_last_error_every_pe`
+ * returns 0), which would leave them waiting. Prints `message` (when not null) on stderr
+ * first, with the PE. Never returns.
+ *
+ * # Safety
+ * `message` is null or a NUL-terminated string.
+ */
+void onesided_abort(onesided_runtime rt,
+                    int32_t code,
+                    const char *message) ONESIDED_NORETURN;
+
+/**
+ * The library's version, `"0.1.0"`: a static string.
+ */
+const char *onesided_version(void);
+
+/**
+ * The message of the last error on the calling thread: which PE, what went wrong, what to
+ * do. An empty string when no call on this thread has failed. The text stays valid until
+ * the next failing call on this thread.
+ */
+const char *onesided_last_error(void);
+
+/**
+ * Whether every PE returned the last error on the calling thread from the same collective
+ * call (1), so that the PEs can end normally together (free the runtime, finalise MPI, exit
+ * with a failure status), or possibly this PE alone (0), which leaves the others waiting:
+ * end the job with `onesided_abort`.
+ */
+int32_t onesided_last_error_every_pe(void);
+
+/**
+ * The name of a status, as in this header (`"ONESIDED_ERROR_HEAP"`), for messages; a
+ * static string, never null (`"not a onesided_status"` for a value that is none). It takes
+ * an `int`, so that any value a C program holds is safe to pass.
+ */
+const char *onesided_status_name(int32_t status);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* ONESIDED_H */

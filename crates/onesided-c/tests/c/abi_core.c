@@ -1,0 +1,150 @@
+/*
+ * A C host of the onesided ABI, as an MD code is: it starts MPI itself with
+ * MPI_THREAD_MULTIPLE, attaches the runtime, puts around the ring with signals, sends and
+ * receives through an exchange on every path (to its neighbours and to itself), frees what it
+ * made, goes on with MPI after the runtime is gone and finalises MPI itself. Every value
+ * encodes the PE and the index it came from, so a misplaced byte fails.
+ *
+ * Prints "abi_core ok: PE p of n" on success; exits 1 with a message naming the check.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onesided.h"
+
+static int me = -1;
+
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        onesided_status status_ = (call);                                                  \
+        if (status_ != ONESIDED_OK) {                                                      \
+            fprintf(stderr, "abi_core: %s failed with %s: %s\n", #call,                    \
+                    onesided_status_name(status_), onesided_last_error());                 \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define EXPECT(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "abi_core: PE %d: ", me);                                      \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* The value element i of a message from PE `from` carries on call `call`. */
+static double value_of(int from, int i, int call) { return 1e6 * from + 1e3 * call + i; }
+
+static void ring_put_signal(onesided_runtime rt, int n) {
+    enum { COUNT = 16 };
+    onesided_symmetric inbox;
+    onesided_signals arrived;
+    CHECK(onesided_symmetric_alloc(rt, "ring inbox", COUNT * sizeof(double), &inbox));
+    CHECK(onesided_signals_alloc(rt, "ring arrived", 1, &arrived));
+    double message[COUNT];
+    for (int i = 0; i < COUNT; i++) message[i] = value_of(me, i, 0);
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    CHECK(onesided_put_signal(inbox, right, 0, message, sizeof message, arrived, 0, 1));
+    uint64_t seen = 0;
+    CHECK(onesided_signal_wait_ge(arrived, 0, 1, &seen));
+    EXPECT(seen == 1, "signal %llu, not 1", (unsigned long long)seen);
+    void *local;
+    size_t bytes;
+    CHECK(onesided_symmetric_local(inbox, &local, &bytes));
+    EXPECT(bytes == sizeof message, "the inbox has %zu bytes", bytes);
+    const double *got = local;
+    for (int i = 0; i < COUNT; i++)
+        EXPECT(got[i] == value_of(left, i, 0), "ring element %d is %.0f, not from PE %d", i, got[i], left);
+    /* A get of the right neighbour's inbox gives what this PE put there. */
+    double back[COUNT];
+    CHECK(onesided_barrier(rt));
+    CHECK(onesided_get(inbox, right, 0, back, sizeof back));
+    EXPECT(memcmp(back, message, sizeof back) == 0, "the get from PE %d differs", right);
+    CHECK(onesided_barrier(rt));
+    CHECK(onesided_signals_free(&arrived));
+    CHECK(onesided_symmetric_free(&inbox));
+    EXPECT(inbox.id == 0 && arrived.id == 0, "freed handles are not {0}");
+}
+
+static void exchange_on(onesided_runtime rt, int n, onesided_path path, const char *name) {
+    enum { MAX = 64 };
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    int partners[2] = {left, right};
+    onesided_exchange ex;
+    CHECK(onesided_exchange_new(rt, name, path, partners, 2, MAX * sizeof(double), &ex));
+    for (int call = 0; call < 5; call++) {
+        /* Forward to the right, then backward to the left, as CoMD's two faces of an axis;
+         * message lengths differ per PE and call, so a count mix-up shows. */
+        double out[MAX], in[MAX];
+        int count = 1 + (me * 7 + call * 3) % MAX;
+        for (int i = 0; i < count; i++) out[i] = value_of(me, i, call);
+        size_t received = 0;
+        CHECK(onesided_exchange_sendrecv(ex, out, count * sizeof(double), right, in, sizeof in, left,
+                                         &received));
+        int expect = 1 + (left * 7 + call * 3) % MAX;
+        EXPECT(received == expect * sizeof(double), "%s call %d: %zu bytes from PE %d, not %d", name,
+               call, received, left, (int)(expect * sizeof(double)));
+        for (int i = 0; i < expect; i++)
+            EXPECT(in[i] == value_of(left, i, call), "%s call %d: element %d from PE %d is %.0f", name,
+                   call, i, left, in[i]);
+        CHECK(onesided_exchange_sendrecv(ex, out, count * sizeof(double), left, in, sizeof in, right,
+                                         &received));
+        expect = 1 + (right * 7 + call * 3) % MAX;
+        EXPECT(received == expect * sizeof(double), "%s call %d backward: %zu bytes", name, call,
+               received);
+        for (int i = 0; i < expect; i++)
+            EXPECT(in[i] == value_of(right, i, call), "%s call %d backward: element %d", name, call, i);
+        /* To this PE itself: a copy. */
+        CHECK(onesided_exchange_sendrecv(ex, out, count * sizeof(double), me, in, sizeof in, me,
+                                         &received));
+        EXPECT(received == count * sizeof(double) && memcmp(in, out, received) == 0,
+               "%s: the message to itself differs", name);
+    }
+    CHECK(onesided_exchange_free(&ex));
+}
+
+int main(int argc, char **argv) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm world = MPI_COMM_WORLD;
+
+    onesided_runtime rt;
+    CHECK(onesided_attach(&world, &rt));
+    int pe, n;
+    CHECK(onesided_my_pe(rt, &pe));
+    CHECK(onesided_n_pes(rt, &n));
+    EXPECT(pe == me && n == size, "PE %d of %d on rank %d of %d", pe, n, me, size);
+
+    ring_put_signal(rt, n);
+    onesided_path paths[3];
+    CHECK(onesided_path_from_name("onesided", &paths[0]));
+    CHECK(onesided_path_from_name("mpi", &paths[1]));
+    CHECK(onesided_path_from_name("auto", &paths[2]));
+    EXPECT(paths[0] == ONESIDED_PATH_ONESIDED && paths[1] == ONESIDED_PATH_MPI &&
+               paths[2] == ONESIDED_PATH_AUTO,
+           "path names give %d %d %d", paths[0], paths[1], paths[2]);
+    exchange_on(rt, n, ONESIDED_PATH_ONESIDED, "core onesided");
+    exchange_on(rt, n, ONESIDED_PATH_MPI, "core mpi");
+    exchange_on(rt, n, ONESIDED_PATH_AUTO, "core auto");
+
+    /* An object left alive is freed with the runtime. */
+    onesided_symmetric left_alive;
+    CHECK(onesided_symmetric_alloc(rt, "left alive", 1024, &left_alive));
+    CHECK(onesided_runtime_free(&rt));
+    EXPECT(rt.id == 0, "the freed runtime is not {0}");
+
+    /* The program's MPI after the runtime, then its own end. */
+    int sum = 0;
+    MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT(sum == size * (size - 1) / 2, "the program's sum after the runtime is %d", sum);
+    MPI_Finalize();
+    printf("abi_core ok: PE %d of %d\n", me, size);
+    return 0;
+}

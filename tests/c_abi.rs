@@ -1,0 +1,159 @@
+//! The C ABI from C hosts under the launcher: `crates/onesided-c/tests/c/*.c`, compiled with
+//! the MPI compiler wrapper against the committed header and the shared library this build
+//! made, each a program that starts MPI itself.
+//!
+//! - `abi_core` on 1, 2, 3 and 4 PEs: attach, put with signal around the ring, get, the
+//!   send-receive on every path (values encoding sender, call and index), objects left alive
+//!   freed with the runtime, MPI used after it and finalised by the host; status 0 and
+//!   nothing on stderr.
+//! - `abi_misuse calls` on 1, 2 and 3 PEs: every bad use a PE survives (null pointers, null,
+//!   freed and wrong-kind handles, sizes that differ between PEs, regions past the end, a
+//!   message larger than its room, partners not mutual, a sub-communicator, a second start)
+//!   gives its status and a message naming the PE, on every PE.
+//! - `abi_misuse thread-level`: MPI without `MPI_THREAD_MULTIPLE` is refused with the call
+//!   to make.
+//! - `abi_misuse partial`: a collective only PE 0 calls ends the job at the deadline with a
+//!   message naming the call, not a hang.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use onesided_suite::launch;
+
+/// Compiles `crates/onesided-c/tests/c/{name}.c` against the header and the library in `lib`.
+fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = root.join(format!("crates/onesided-c/tests/c/{name}.c"));
+    let exe = out.join(name);
+    let output = Command::new("mpicc")
+        .args(["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root.join("crates/onesided-c/include").display()))
+        .arg(&source)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lonesided_c")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .map_err(|e| format!("cannot run mpicc (install libopenmpi-dev: scripts/setup): {e}"))?;
+    if !output.status.success() {
+        return Err(format!("mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&output.stderr)));
+    }
+    Ok(exe)
+}
+
+/// One run: the program on `pes` PEs with `args`; what it must show.
+struct Case {
+    program: &'static str,
+    args: &'static [&'static str],
+    pes: usize,
+    env: &'static [(&'static str, &'static str)],
+    /// The exit status the job must end with.
+    status: i32,
+    /// A line every PE prints on stdout, when the run succeeds.
+    every_pe: Option<&'static str>,
+    /// Text stderr must hold (`None`: stderr must be empty).
+    stderr: Option<&'static str>,
+}
+
+fn run(case: &Case, exe: &Path) -> Result<(), String> {
+    let mut command = launch::command(case.pes, exe);
+    command.args(case.args);
+    for (key, value) in case.env {
+        command.env(key, value);
+    }
+    let output = launch::output_with_timeout(&mut command, Duration::from_secs(120))
+        .map_err(|e| format!("cannot run: {e}"))?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let wrong = |why: String| Err(format!("{why}\nstdout:\n{stdout}\nstderr:\n{stderr}"));
+    if output.status.code() != Some(case.status) {
+        return wrong(format!("status {:?}, not {}", output.status, case.status));
+    }
+    if let Some(line) = case.every_pe {
+        for pe in 0..case.pes {
+            let want = format!("{line} PE {pe}");
+            if !stdout.lines().any(|l| l.starts_with(&want)) {
+                return wrong(format!("no line '{want}'"));
+            }
+        }
+    }
+    if stdout.contains("<- WRONG") {
+        return wrong("a case went wrong".into());
+    }
+    match case.stderr {
+        None if !stderr.trim().is_empty() => wrong("stderr is not empty".into()),
+        Some(text) if !stderr.contains(text) => wrong(format!("stderr lacks '{text}'")),
+        _ => Ok(()),
+    }
+}
+
+fn main() {
+    let lib = std::env::current_exe().expect("the test binary").parent().expect("its folder").to_path_buf();
+    if !lib.join("libonesided_c.so").exists() {
+        eprintln!("c_abi: no libonesided_c.so beside {}: build with cargo test", lib.display());
+        std::process::exit(1);
+    }
+    let out = lib.join("c_abi");
+    std::fs::create_dir_all(&out).expect("a folder for the C programs");
+    let mut exes = std::collections::HashMap::new();
+    for name in ["abi_core", "abi_misuse"] {
+        match compile(name, &lib, &out) {
+            Ok(exe) => exes.insert(name, exe),
+            Err(e) => {
+                eprintln!("c_abi: {e}");
+                std::process::exit(1);
+            }
+        };
+    }
+    let core = |pes| Case {
+        program: "abi_core",
+        args: &[],
+        pes,
+        env: &[],
+        status: 0,
+        every_pe: Some("abi_core ok:"),
+        stderr: None,
+    };
+    let misuse = |pes| Case {
+        program: "abi_misuse",
+        args: &["calls"],
+        pes,
+        env: &[],
+        status: 0,
+        every_pe: Some("abi_misuse ok:"),
+        stderr: None,
+    };
+    let cases = [
+        core(1),
+        core(2),
+        core(3),
+        core(4),
+        misuse(1),
+        misuse(2),
+        misuse(3),
+        Case { args: &["thread-level"], ..misuse(2) },
+        Case {
+            args: &["partial"],
+            env: &[("ONESIDED_WAIT_TIMEOUT", "5")],
+            status: 124,
+            every_pe: None,
+            stderr: Some("past the deadline of 5s (ONESIDED_WAIT_TIMEOUT)"),
+            ..misuse(2)
+        },
+    ];
+    let mut failed = false;
+    for case in &cases {
+        let label = format!("{} {} on {} PEs", case.program, case.args.join(" "), case.pes);
+        match run(case, &exes[case.program]) {
+            Ok(()) => println!("c_abi: {label} ok"),
+            Err(e) => {
+                eprintln!("c_abi: {label} FAILED: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}
