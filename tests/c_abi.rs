@@ -10,6 +10,8 @@
 //!   freed and wrong-kind handles, sizes that differ between PEs, regions past the end, a
 //!   message larger than its room, partners not mutual, a sub-communicator, a second start)
 //!   gives its status and a message naming the PE, on every PE.
+//! - `abi_cpp` on 1, 2 and 4 PEs: the C++ wrapper's RAII handles and exceptions (status,
+//!   PE-prefixed message, every-PE flag), moves, destructors that free in order.
 //! - `abi_misuse thread-level`: MPI without `MPI_THREAD_MULTIPLE` is refused with the call
 //!   to make.
 //! - `abi_misuse partial`: a collective only PE 0 calls ends the job at the deadline with a
@@ -21,13 +23,22 @@ use std::time::Duration;
 
 use onesided_suite::launch;
 
-/// Compiles `crates/onesided-c/tests/c/{name}.c` against the header and the library in `lib`.
+/// Compiles `crates/onesided-c/tests/c/{name}` (C99 or, for `.cpp`, C++17) against the
+/// headers and the library in `lib`.
 fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = root.join(format!("crates/onesided-c/tests/c/{name}.c"));
-    let exe = out.join(name);
-    let output = Command::new("mpicc")
-        .args(["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror"])
+    let source = root.join(format!("crates/onesided-c/tests/c/{name}"));
+    let (stem, cpp) = match name.strip_suffix(".cpp") {
+        Some(stem) => (stem, true),
+        None => (name.trim_end_matches(".c"), false),
+    };
+    let exe = out.join(stem);
+    // Open MPI's deprecated C++ bindings do not compile warning-free: the C API only.
+    let (compiler, standard) =
+        if cpp { ("mpicxx", "-std=c++17 -DOMPI_SKIP_MPICXX") } else { ("mpicc", "-std=c99") };
+    let output = Command::new(compiler)
+        .args(standard.split(' '))
+        .args(["-O1", "-Wall", "-Wextra", "-Werror"])
         .arg(format!("-I{}", root.join("crates/onesided-c/include").display()))
         .arg(&source)
         .arg(format!("-L{}", lib.display()))
@@ -36,9 +47,9 @@ fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
         .arg("-o")
         .arg(&exe)
         .output()
-        .map_err(|e| format!("cannot run mpicc (install libopenmpi-dev: scripts/setup): {e}"))?;
+        .map_err(|e| format!("cannot run {compiler} (install libopenmpi-dev: scripts/setup): {e}"))?;
     if !output.status.success() {
-        return Err(format!("mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&output.stderr)));
+        return Err(format!("{compiler} {name} failed:\n{}", String::from_utf8_lossy(&output.stderr)));
     }
     Ok(exe)
 }
@@ -97,9 +108,9 @@ fn main() {
     let out = lib.join("c_abi");
     std::fs::create_dir_all(&out).expect("a folder for the C programs");
     let mut exes = std::collections::HashMap::new();
-    for name in ["abi_core", "abi_misuse"] {
+    for name in ["abi_core.c", "abi_misuse.c", "abi_cpp.cpp"] {
         match compile(name, &lib, &out) {
-            Ok(exe) => exes.insert(name, exe),
+            Ok(exe) => exes.insert(name.split('.').next().expect("a stem"), exe),
             Err(e) => {
                 eprintln!("c_abi: {e}");
                 std::process::exit(1);
@@ -124,7 +135,11 @@ fn main() {
         every_pe: Some("abi_misuse ok:"),
         stderr: None,
     };
+    let cpp = |pes| Case { program: "abi_cpp", every_pe: Some("abi_cpp ok:"), ..core(pes) };
     let cases = [
+        cpp(1),
+        cpp(2),
+        cpp(4),
         core(1),
         core(2),
         core(3),

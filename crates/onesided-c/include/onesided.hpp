@@ -1,0 +1,293 @@
+// onesided.hpp: a header-only C++17 wrapper over onesided.h, the C ABI of onesided.
+//
+// Handles are RAII objects (move-only; the destructor frees, which is collective like the C
+// free), and a failed call throws onesided::error, which carries the status, the message
+// (naming the PE, what went wrong and what to do) and whether every PE saw it:
+//
+//     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+//     try {
+//         auto rt = onesided::runtime::attach();          // MPI_COMM_WORLD
+//         onesided::exchange halo(rt, "halo", onesided::path::onesided, neighbours, max_bytes);
+//         std::size_t got = halo.sendrecv(send, n_send, dest, recv, room, source);
+//     } catch (const onesided::error &e) {
+//         std::fprintf(stderr, "%s\n", e.what());
+//         if (!e.every_pe()) onesided::abort(1);           // the others would wait for this PE
+//         MPI_Abort(MPI_COMM_WORLD, 1);
+//     }
+//     MPI_Finalize();
+//
+// A destructor that fails cannot throw: it prints the message on stderr and ends the job
+// (onesided_abort), since a free that failed on one PE leaves the others waiting.
+#ifndef ONESIDED_HPP
+#define ONESIDED_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "onesided.h"
+
+namespace onesided {
+
+/// A failed call: its status, its message, and whether every PE got it from the same
+/// collective (end normally) or this PE alone (end the job with onesided::abort).
+class error : public std::runtime_error {
+  public:
+    error(onesided_status status, const char *message, bool every_pe)
+        : std::runtime_error(message), status_(status), every_pe_(every_pe) {}
+    /// The status the C call returned.
+    onesided_status status() const noexcept { return status_; }
+    /// Whether every PE returned this error from the same collective call.
+    bool every_pe() const noexcept { return every_pe_; }
+
+  private:
+    onesided_status status_;
+    bool every_pe_;
+};
+
+/// Throws onesided::error for a status other than ONESIDED_OK.
+inline void check(onesided_status status) {
+    if (status != ONESIDED_OK)
+        throw error(status, onesided_last_error(), onesided_last_error_every_pe() != 0);
+}
+
+/// How an exchange travels.
+enum class path : onesided_path {
+    onesided = ONESIDED_PATH_ONESIDED,  ///< OpenSHMEM: the offset swap's puts.
+    mpi = ONESIDED_PATH_MPI,            ///< MPI two-sided, the reference.
+    automatic = ONESIDED_PATH_AUTO,     ///< Per partner, the transport measured fastest.
+};
+
+/// The path named "onesided", "mpi" or "auto".
+inline path path_from_name(const std::string &name) {
+    onesided_path value = ONESIDED_PATH_ONESIDED;
+    check(onesided_path_from_name(name.c_str(), &value));
+    return static_cast<path>(value);
+}
+
+namespace detail {
+/// A destructor's free that failed: say so and end the job (it cannot throw).
+inline void fatal(onesided_status status) noexcept {
+    if (status == ONESIDED_OK) return;
+    std::fprintf(stderr, "onesided: a free in a destructor failed: %s\n", onesided_last_error());
+    onesided_runtime none = {0};
+    onesided_abort(none, 1, nullptr);
+}
+}  // namespace detail
+
+/// The runtime: MPI and OpenSHMEM for this process. Outlives every object made from it
+/// (its destructor frees what is left, as onesided_runtime_free does).
+class runtime {
+  public:
+    /// Starts MPI and OpenSHMEM (a program that has not started MPI). Collective.
+    static runtime init() {
+        onesided_runtime rt;
+        check(onesided_init(&rt));
+        return runtime(rt);
+    }
+    /// Joins the program's MPI (initialised with MPI_THREAD_MULTIPLE); `comm` points to
+    /// its communicator (the world or a duplicate), or is null for MPI_COMM_WORLD.
+    /// Collective.
+    static runtime attach(const void *comm = nullptr) {
+        onesided_runtime rt;
+        check(onesided_attach(comm, &rt));
+        return runtime(rt);
+    }
+    runtime(runtime &&other) noexcept : handle_(std::exchange(other.handle_, onesided_runtime{0})) {}
+    runtime &operator=(runtime &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_runtime{0});
+        }
+        return *this;
+    }
+    runtime(const runtime &) = delete;
+    runtime &operator=(const runtime &) = delete;
+    ~runtime() { reset(); }
+
+    /// Ends the runtime now (collective); the object is then empty.
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_runtime_free(&handle_));
+    }
+    /// This PE's number.
+    int my_pe() const {
+        int pe = -1;
+        check(onesided_my_pe(handle_, &pe));
+        return pe;
+    }
+    /// The number of PEs.
+    int n_pes() const {
+        int n = 0;
+        check(onesided_n_pes(handle_, &n));
+        return n;
+    }
+    /// Waits for every PE, every put complete. Collective.
+    void barrier() const { check(onesided_barrier(handle_)); }
+    /// Waits until this PE's puts are complete at their targets.
+    void quiet() const { check(onesided_quiet(handle_)); }
+    /// Ends the whole job from this PE, printing `message` first.
+    [[noreturn]] void abort(int code, const char *message = nullptr) const {
+        onesided_abort(handle_, code, message);
+    }
+    /// The C handle, for calls the wrapper does not cover.
+    onesided_runtime handle() const noexcept { return handle_; }
+
+  private:
+    explicit runtime(onesided_runtime rt) : handle_(rt) {}
+    onesided_runtime handle_;
+};
+
+/// Ends the job from this PE without a runtime at hand.
+[[noreturn]] inline void abort(int code, const char *message = nullptr) {
+    onesided_runtime none = {0};
+    onesided_abort(none, code, message);
+}
+
+/// Signals with a copy on every PE.
+class signals {
+  public:
+    /// Allocates `count` signals, all 0. Collective.
+    signals(const runtime &rt, const std::string &name, std::size_t count) {
+        check(onesided_signals_alloc(rt.handle(), name.c_str(), count, &handle_));
+    }
+    signals(signals &&other) noexcept : handle_(std::exchange(other.handle_, onesided_signals{0})) {}
+    signals &operator=(signals &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_signals{0});
+        }
+        return *this;
+    }
+    signals(const signals &) = delete;
+    signals &operator=(const signals &) = delete;
+    ~signals() { reset(); }
+    /// Frees them now (collective).
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_signals_free(&handle_));
+    }
+    /// Waits until this PE's signal `index` is at least `value`; its value then.
+    std::uint64_t wait_ge(std::size_t index, std::uint64_t value) const {
+        std::uint64_t seen = 0;
+        check(onesided_signal_wait_ge(handle_, index, value, &seen));
+        return seen;
+    }
+    /// This PE's signal `index` now.
+    std::uint64_t value(std::size_t index) const {
+        std::uint64_t v = 0;
+        check(onesided_signal_value(handle_, index, &v));
+        return v;
+    }
+    /// Adds `delta` to PE `pe`'s signal `index`.
+    void add(int pe, std::size_t index, std::uint64_t delta) const {
+        check(onesided_signal_add(handle_, pe, index, delta));
+    }
+    /// The C handle.
+    onesided_signals handle() const noexcept { return handle_; }
+
+  private:
+    onesided_signals handle_{0};
+};
+
+/// Bytes with a copy on every PE, at the same offsets.
+class symmetric {
+  public:
+    /// Allocates `bytes` zeroed bytes on every PE. Collective, the same size everywhere.
+    symmetric(const runtime &rt, const std::string &name, std::size_t bytes) {
+        check(onesided_symmetric_alloc(rt.handle(), name.c_str(), bytes, &handle_));
+    }
+    symmetric(symmetric &&other) noexcept : handle_(std::exchange(other.handle_, onesided_symmetric{0})) {}
+    symmetric &operator=(symmetric &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_symmetric{0});
+        }
+        return *this;
+    }
+    symmetric(const symmetric &) = delete;
+    symmetric &operator=(const symmetric &) = delete;
+    ~symmetric() { reset(); }
+    /// Frees it now (collective).
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_symmetric_free(&handle_));
+    }
+    /// This PE's copy: remote PEs may write it; read a region after the signal that says so.
+    void *data() const {
+        void *p = nullptr;
+        std::size_t n = 0;
+        check(onesided_symmetric_local(handle_, &p, &n));
+        return p;
+    }
+    /// Its size in bytes.
+    std::size_t size() const {
+        void *p = nullptr;
+        std::size_t n = 0;
+        check(onesided_symmetric_local(handle_, &p, &n));
+        return n;
+    }
+    /// Copies `bytes` from `src` to PE `pe`'s copy at `offset`.
+    void put(int pe, std::size_t offset, const void *src, std::size_t bytes) const {
+        check(onesided_put(handle_, pe, offset, src, bytes));
+    }
+    /// Copies `bytes` of PE `pe`'s copy at `offset` into `dst`.
+    void get(int pe, std::size_t offset, void *dst, std::size_t bytes) const {
+        check(onesided_get(handle_, pe, offset, dst, bytes));
+    }
+    /// Puts, then sets PE `pe`'s signal `index` of `sig` to `value`.
+    void put_signal(int pe, std::size_t offset, const void *src, std::size_t bytes, const signals &sig,
+                    std::size_t index, std::uint64_t value) const {
+        check(onesided_put_signal(handle_, pe, offset, src, bytes, sig.handle(), index, value));
+    }
+    /// The C handle.
+    onesided_symmetric handle() const noexcept { return handle_; }
+
+  private:
+    onesided_symmetric handle_{0};
+};
+
+/// A send-receive channel in MPI_Sendrecv's shape.
+class exchange {
+  public:
+    /// Makes it between this PE and `partners`, for messages of at most `max_message` bytes
+    /// to this PE. Collective.
+    exchange(const runtime &rt, const std::string &name, path p, const std::vector<int> &partners,
+             std::size_t max_message) {
+        check(onesided_exchange_new(rt.handle(), name.c_str(), static_cast<onesided_path>(p), partners.data(),
+                                    partners.size(), max_message, &handle_));
+    }
+    exchange(exchange &&other) noexcept : handle_(std::exchange(other.handle_, onesided_exchange{0})) {}
+    exchange &operator=(exchange &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_exchange{0});
+        }
+        return *this;
+    }
+    exchange(const exchange &) = delete;
+    exchange &operator=(const exchange &) = delete;
+    ~exchange() { reset(); }
+    /// Frees it now (collective).
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_exchange_free(&handle_));
+    }
+    /// Sends `send_bytes` from `send` to `dest`, receives from `source` into `recv` (room
+    /// for `recv_bytes`); the bytes received.
+    std::size_t sendrecv(const void *send, std::size_t send_bytes, int dest, void *recv, std::size_t recv_bytes,
+                         int source) {
+        std::size_t received = 0;
+        check(onesided_exchange_sendrecv(handle_, send, send_bytes, dest, recv, recv_bytes, source, &received));
+        return received;
+    }
+    /// The C handle.
+    onesided_exchange handle() const noexcept { return handle_; }
+
+  private:
+    onesided_exchange handle_{0};
+};
+
+}  // namespace onesided
+
+#endif  // ONESIDED_HPP
