@@ -4,10 +4,13 @@
 //! Lennard-Jones fluid on a lattice; the kernel writes straight into the exchange's force
 //! array, from which the halo forces go back without a copy.
 //!
-//! `cargo run --release --example halo_step -- --pes 2` (or under `scripts/pe-run -n 2`).
+//! `cargo run --release --example halo_step -- --pes 2 [--path onesided|mpi|auto]` (or under
+//! `scripts/pe-run -n 2`). Each PE ends with a line holding a fingerprint of its home atoms
+//! (FNV-1a over each one's global index and coordinate bits, in home order), which the C and
+//! C++ versions of this loop (`crates/onesided-c/examples/`) print alike, bit for bit.
 
 use md_halo::{DdGrid, HaloExchange, Local, PbcBox, RVec};
-use onesided::Runtime;
+use onesided::{Fnv1a, Path, Runtime};
 
 const SIDE: usize = 10; // atoms per box edge
 const SPACING: f32 = 0.37; // nm
@@ -19,23 +22,25 @@ const C12: f32 = 9.7e-6; // kJ mol⁻¹ nm¹²
 const MASS: f32 = 39.948; // g mol⁻¹
 
 fn main() {
-    let pes = std::env::args().skip_while(|a| a != "--pes").nth(1).map_or(2, |n| n.parse().expect("--pes N"));
+    let arg = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
+    let pes = arg("--pes").map_or(2, |n| n.parse().expect("--pes N"));
+    let path: Path = arg("--path").map_or(Path::OneSided, |p| p.parse().expect("--path onesided|mpi|auto"));
     onesided::launch::ensure_launched(pes);
     let rt = Runtime::init().expect("the runtime starts");
-    if let Err(e) = run(&rt) {
+    if let Err(e) = run(&rt, path) {
         eprintln!("halo_step: PE {}: {e}", rt.my_pe());
         rt.abort(1);
     }
 }
 
-fn run(rt: &Runtime) -> md_halo::Result<()> {
+fn run(rt: &Runtime, path: Path) -> md_halo::Result<()> {
     let edge = SIDE as f32 * SPACING;
     let pbc = PbcBox::rectangular([edge; 3])?;
     let positions: Vec<RVec> = (0..SIDE * SIDE * SIDE)
         .map(|i| [i % SIDE, i / SIDE % SIDE, i / (SIDE * SIDE)].map(|c| (c as f32 + 0.5) * SPACING))
         .collect();
     let grid = DdGrid::choose(rt.n_pes(), pbc, RANGE)?;
-    let mut halo = HaloExchange::builder(rt, grid).collective_from_global(&positions)?;
+    let mut halo = HaloExchange::builder(rt, grid).path(path).collective_from_global(&positions)?;
     // Per-atom state the engine keeps in home order: it migrates at every repartition.
     let mut velocities: Vec<RVec> =
         (0..halo.home_count()).map(|i| [0.05 * (i % 7) as f32 - 0.15, 0.0, 0.0]).collect();
@@ -54,9 +59,15 @@ fn run(rt: &Runtime) -> md_halo::Result<()> {
             halo.collective_repartition(&mut [&mut velocities])?;
         }
     }
-    let net: f64 = halo.home_mut().forces.iter().map(|f| f64::from(f[0])).sum();
+    let globals = halo.global_indices()[..halo.home_count()].to_vec();
+    let home = halo.home_mut();
+    let net: f64 = home.forces.iter().map(|f| f64::from(f[0])).sum();
+    let words = globals.iter().zip(home.coordinates.iter()).flat_map(|(&g, x)| {
+        [u64::from(g), u64::from(x[0].to_bits()), u64::from(x[1].to_bits()), u64::from(x[2].to_bits())]
+    });
+    let fingerprint = Fnv1a::new().words(words).finish();
     println!(
-        "PE {}: {} home atoms, {} halo; net x force on them {net:.3e}",
+        "PE {}: {} home atoms, {} halo; net x force on them {net:.3e}; fingerprint {fingerprint:016x}",
         rt.my_pe(),
         halo.home_count(),
         halo.local_count() - halo.home_count()

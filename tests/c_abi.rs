@@ -12,6 +12,9 @@
 //!   gives its status and a message naming the PE, on every PE.
 //! - `abi_cpp` on 1, 2 and 4 PEs: the C++ wrapper's RAII handles and exceptions (status,
 //!   PE-prefixed message, every-PE flag), moves, destructors that free in order.
+//! - `examples/halo_step.c` against `examples/halo_step.rs`, on 2 and 4 PEs and every path:
+//!   the same lines, each PE's fingerprint of its home atoms after 50 steps and 5
+//!   repartitions included.
 //! - `abi_misuse thread-level`: MPI without `MPI_THREAD_MULTIPLE` is refused with the call
 //!   to make.
 //! - `abi_misuse partial`: a collective only PE 0 calls ends the job at the deadline with a
@@ -23,11 +26,13 @@ use std::time::Duration;
 
 use onesided_suite::launch;
 
-/// Compiles `crates/onesided-c/tests/c/{name}` (C99 or, for `.cpp`, C++17) against the
-/// headers and the library in `lib`.
+/// Compiles `crates/onesided-c/{name}` (C99 or, for `.cpp`, C++17; without fused
+/// multiply-adds, so that the examples round as Rust does) against the headers and the
+/// library in `lib`.
 fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = root.join(format!("crates/onesided-c/tests/c/{name}"));
+    let source = root.join("crates/onesided-c").join(name);
+    let name = name.rsplit('/').next().expect("a file name");
     let (stem, cpp) = match name.strip_suffix(".cpp") {
         Some(stem) => (stem, true),
         None => (name.trim_end_matches(".c"), false),
@@ -38,7 +43,7 @@ fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
         if cpp { ("mpicxx", "-std=c++17 -DOMPI_SKIP_MPICXX") } else { ("mpicc", "-std=c99") };
     let output = Command::new(compiler)
         .args(standard.split(' '))
-        .args(["-O1", "-Wall", "-Wextra", "-Werror"])
+        .args(["-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror"])
         .arg(format!("-I{}", root.join("crates/onesided-c/include").display()))
         .arg(&source)
         .arg(format!("-L{}", lib.display()))
@@ -68,8 +73,16 @@ struct Case {
     stderr: Option<&'static str>,
 }
 
+/// The launch of a C program: cargo's `LD_LIBRARY_PATH` (which names `target/debug`, where
+/// an older build of the library may lie) would override the program's run path.
+fn c_command(pes: usize, exe: &Path) -> Command {
+    let mut command = launch::command(pes, exe);
+    command.env_remove("LD_LIBRARY_PATH");
+    command
+}
+
 fn run(case: &Case, exe: &Path) -> Result<(), String> {
-    let mut command = launch::command(case.pes, exe);
+    let mut command = c_command(case.pes, exe);
     command.args(case.args);
     for (key, value) in case.env {
         command.env(key, value);
@@ -108,9 +121,12 @@ fn main() {
     let out = lib.join("c_abi");
     std::fs::create_dir_all(&out).expect("a folder for the C programs");
     let mut exes = std::collections::HashMap::new();
-    for name in ["abi_core.c", "abi_misuse.c", "abi_cpp.cpp"] {
+    for name in ["tests/c/abi_core.c", "tests/c/abi_misuse.c", "tests/c/abi_cpp.cpp", "examples/halo_step.c"]
+    {
         match compile(name, &lib, &out) {
-            Ok(exe) => exes.insert(name.split('.').next().expect("a stem"), exe),
+            Ok(exe) => {
+                exes.insert(name.rsplit('/').next().and_then(|f| f.split('.').next()).expect("a stem"), exe)
+            }
             Err(e) => {
                 eprintln!("c_abi: {e}");
                 std::process::exit(1);
@@ -168,7 +184,61 @@ fn main() {
             }
         }
     }
+    failed |= !same_as_rust(&exes);
     if failed {
         std::process::exit(1);
     }
+}
+
+/// The C examples print what the Rust ones print, line for line (fingerprints of every PE's
+/// home atoms included), on 2 and 4 PEs and every path.
+fn same_as_rust(exes: &std::collections::HashMap<&str, PathBuf>) -> bool {
+    let mut same = true;
+    for (example, c_name) in [("halo_step", "halo_step")] {
+        let rust = match launch::example_binary(example) {
+            Ok(path) => path,
+            Err(e) => {
+                eprintln!("c_abi: {e}");
+                return false;
+            }
+        };
+        for pes in [2, 4] {
+            for path in ["onesided", "mpi", "auto"] {
+                let lines = |program: &Path, args: &[&str]| -> Result<Vec<String>, String> {
+                    let mut command = c_command(pes, program);
+                    command.args(args);
+                    let output = launch::output_with_timeout(&mut command, Duration::from_secs(120))
+                        .map_err(|e| format!("cannot run: {e}"))?;
+                    if !output.status.success() {
+                        return Err(format!(
+                            "status {:?}: {}",
+                            output.status,
+                            String::from_utf8_lossy(&output.stderr)
+                        ));
+                    }
+                    let mut lines: Vec<String> =
+                        String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+                    lines.sort();
+                    Ok(lines)
+                };
+                let label = format!("{c_name}.c against {example}.rs on {pes} PEs, {path}");
+                match (lines(&rust, &["--path", path]), lines(&exes[c_name], &[path])) {
+                    (Ok(r), Ok(c))
+                        if r == c && r.len() == pes && r.iter().all(|l| l.contains("fingerprint")) =>
+                    {
+                        println!("c_abi: {label}: the same {} lines", r.len());
+                    }
+                    (Ok(r), Ok(c)) => {
+                        eprintln!("c_abi: {label} FAILED: Rust\n{}\nC\n{}", r.join("\n"), c.join("\n"));
+                        same = false;
+                    }
+                    (Err(e), _) | (_, Err(e)) => {
+                        eprintln!("c_abi: {label} FAILED: {e}");
+                        same = false;
+                    }
+                }
+            }
+        }
+    }
+    same
 }

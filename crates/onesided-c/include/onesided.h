@@ -95,6 +95,174 @@ typedef struct {
 } onesided_exchange;
 
 /**
+ * The precision of coordinates and forces: `ONESIDED_REAL_F32` (`float`) or
+ * `ONESIDED_REAL_F64` (`double`).
+ */
+typedef int32_t onesided_real;
+
+/**
+ * Where periodic images of local atoms come from: `ONESIDED_IMAGES_HALO` or
+ * `ONESIDED_IMAGES_KERNEL`.
+ */
+typedef int32_t onesided_images;
+
+/**
+ * Dynamic load balancing: `ONESIDED_DLB_NO`, `ONESIDED_DLB_YES` or `ONESIDED_DLB_AUTO`.
+ */
+typedef int32_t onesided_dlb;
+
+/**
+ * How a halo exchange is built; `onesided_halo_options_default` fills the defaults.
+ */
+typedef struct {
+  /**
+   * The precision of coordinates and forces (default `ONESIDED_REAL_F32`).
+   */
+  onesided_real real;
+  /**
+   * The path (default `ONESIDED_PATH_ONESIDED`).
+   */
+  onesided_path path;
+  /**
+   * Where periodic images come from (default `ONESIDED_IMAGES_HALO`).
+   */
+  onesided_images periodic_images;
+  /**
+   * Load balancing (default `ONESIDED_DLB_NO`).
+   */
+  onesided_dlb load_balancing;
+  /**
+   * The Verlet buffer in nm: the part of the range beyond the interaction cutoff; when
+   * positive, every repartition checks that no atom moved more than half of it (default
+   * 0: no check).
+   */
+  float verlet_buffer;
+  /**
+   * Domains along x, y, z; `{0, 0, 0}` (the default) chooses them for the PE count as
+   * GROMACS does.
+   */
+  int32_t grid[3];
+} onesided_halo_options;
+
+/**
+ * A halo exchange: made by `onesided_halo_from_global` or `onesided_halo_from_home`,
+ * freed by `onesided_halo_free`.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_halo;
+
+/**
+ * A periodic image the kernel makes (`ONESIDED_IMAGES_KERNEL`): local atom `stored + k` is
+ * image `k`, at its atom's position plus `vector`.
+ */
+typedef struct {
+  /**
+   * The stored local atom it is an image of.
+   */
+  uint32_t atom;
+  /**
+   * How many times each box vector is added (0 or 1).
+   */
+  uint32_t cells[3];
+  /**
+   * The shift in nm, `Σ_d cells[d] · box vector d`.
+   */
+  double vector[3];
+} onesided_halo_image;
+
+/**
+ * What a force kernel reads and writes in one step, between `onesided_halo_move_x` and
+ * `onesided_halo_move_f`: `stored` local atoms, home atoms first, then halo atoms (then,
+ * under `ONESIDED_IMAGES_HALO`, the periodic images).
+ */
+typedef struct {
+  /**
+   * `stored` coordinate triples (`float` or `double`), read-only.
+   */
+  const void *coordinates;
+  /**
+   * `stored` force triples, in the exchange's own memory, which `move_f` sends from: what
+   * they hold before the kernel writes them is left from the last step.
+   */
+  void *forces;
+  /**
+   * The number of stored local atoms.
+   */
+  size_t stored;
+  /**
+   * The number of home atoms (the first `home` of them).
+   */
+  size_t home;
+  /**
+   * The number of home and halo atoms (`stored` less the periodic images behind them).
+   */
+  size_t local;
+  /**
+   * `stored` zone bytes: the domain computes pair (i, j) when
+   * `onesided_halo_owns(zones[i], zones[j])`, i.e. `(zones[i] & zones[j] & 7) == 0`.
+   */
+  const uint8_t *zones;
+  /**
+   * Under `ONESIDED_IMAGES_KERNEL`, the images the kernel makes; null otherwise.
+   */
+  const onesided_halo_image *images;
+  /**
+   * The number of images.
+   */
+  size_t n_images;
+} onesided_halo_local;
+
+/**
+ * The home atoms between steps.
+ */
+typedef struct {
+  /**
+   * `count` coordinate triples, to write before `move_x`.
+   */
+  void *coordinates;
+  /**
+   * `count` force triples: the totals the last `move_f` left, to which the host adds its
+   * other forces before it integrates.
+   */
+  void *forces;
+  /**
+   * `count` global indices, in home order.
+   */
+  const uint32_t *globals;
+  /**
+   * The number of home atoms.
+   */
+  size_t count;
+  /**
+   * The number of home and halo atoms in the steps until the next repartition.
+   */
+  size_t local;
+} onesided_halo_home;
+
+/**
+ * One array of the host's per-atom state in home order, which a repartition moves with the
+ * atoms: `bytes_per_atom` bytes per atom, contiguous, room for `capacity` atoms.
+ */
+typedef struct {
+  /**
+   * The array.
+   */
+  void *data;
+  /**
+   * The bytes of one atom's entry.
+   */
+  size_t bytes_per_atom;
+  /**
+   * How many atoms' entries fit.
+   */
+  size_t capacity;
+} onesided_atom_field;
+
+/**
  * An array of bytes with a copy on every PE, at the same offsets: made by
  * `onesided_symmetric_alloc`, freed by `onesided_symmetric_free`.
  */
@@ -132,6 +300,43 @@ typedef struct {
  * exchange of a job that asks, or named by `ONESIDED_TRANSPORT`).
  */
 #define ONESIDED_PATH_AUTO 2
+
+/**
+ * `float` coordinates and forces (GROMACS's mixed precision).
+ */
+#define ONESIDED_REAL_F32 0
+
+/**
+ * `double` coordinates and forces.
+ */
+#define ONESIDED_REAL_F64 1
+
+/**
+ * The halo writes each image behind the halo atoms; `move_f` adds their forces back. Any
+ * kernel on plain coordinates works.
+ */
+#define ONESIDED_IMAGES_HALO 0
+
+/**
+ * The kernel makes the images from `onesided_halo_local.images` (shift vectors, as
+ * GROMACS's kernel does); only the pulses between PEs travel.
+ */
+#define ONESIDED_IMAGES_KERNEL 1
+
+/**
+ * Equal domains throughout (the imbalance is still measured).
+ */
+#define ONESIDED_DLB_NO 0
+
+/**
+ * Boundaries move at every repartition.
+ */
+#define ONESIDED_DLB_YES 1
+
+/**
+ * Boundaries start moving once the imbalance costs 2 % of the run (GROMACS's rule).
+ */
+#define ONESIDED_DLB_AUTO 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -217,6 +422,164 @@ onesided_status onesided_exchange_sendrecv(onesided_exchange exchange,
  * `exchange` points to a handle.
  */
 onesided_status onesided_exchange_free(onesided_exchange *exchange);
+
+/**
+ * Fills `options` with the defaults.
+ *
+ * # Safety
+ * `options` points to writable memory for one `onesided_halo_options`.
+ */
+onesided_status onesided_halo_options_default(onesided_halo_options *options);
+
+/**
+ * Whether the domain computes the pair of local atoms with zone bytes `a` and `b`
+ * (GROMACS's eighth-shell rule): 1 or 0.
+ */
+int32_t onesided_halo_owns(uint8_t a,
+                           uint8_t b);
+
+/**
+ * Builds the halo exchange from the whole system: `n_atoms` positions in global order (the
+ * same on every PE), each PE keeping the atoms of its domain. `box_vectors` are the box's
+ * three vectors (rows, nm; a rectangular box has only the diagonal), `range` the
+ * interaction range in nm (the cutoff plus the Verlet buffer); `options` null for the
+ * defaults.
+ *
+ * # Collective
+ * Every PE calls it with the same system and options.
+ *
+ * # Errors
+ * On every PE: `ONESIDED_ERROR_ARGUMENT` for a bad box, grid, option, or a position that is
+ * not finite; `ONESIDED_ERROR_COLLECTIVE` when the PEs pass different systems or options.
+ *
+ * # Safety
+ * `box_vectors` points to 9 doubles; `positions` to `n_atoms` triples of the options'
+ * precision; `options` is null or points to options; `out` to writable memory for a handle.
+ */
+onesided_status onesided_halo_from_global(onesided_runtime rt,
+                                          const double *box_vectors,
+                                          double range,
+                                          const void *positions,
+                                          size_t n_atoms,
+                                          const onesided_halo_options *options,
+                                          onesided_halo *out);
+
+/**
+ * Builds the halo exchange from each PE's own `n_home` home atoms (positions and global
+ * indices, in the host's order, kept until the first repartition); every atom must lie in
+ * its PE's domain. Box, range and options as for `onesided_halo_from_global`.
+ *
+ * # Collective
+ * Every PE calls it with the same box, range and options.
+ *
+ * # Safety
+ * As `onesided_halo_from_global`; `globals` points to `n_home` indices.
+ */
+onesided_status onesided_halo_from_home(onesided_runtime rt,
+                                        const double *box_vectors,
+                                        double range,
+                                        const void *positions,
+                                        const uint32_t *globals,
+                                        size_t n_home,
+                                        const onesided_halo_options *options,
+                                        onesided_halo *out);
+
+/**
+ * Frees a halo exchange (a step under way is dropped: no forces go back) and sets `*halo`
+ * to `{0}`.
+ *
+ * # Collective
+ * Every PE frees it, in the same order as its other frees.
+ *
+ * # Safety
+ * `halo` points to a handle.
+ */
+onesided_status onesided_halo_free(onesided_halo *halo);
+
+/**
+ * Sends the home coordinates out and receives the halo's: the step's local view through
+ * `local`, valid until `onesided_halo_move_f`.
+ *
+ * # Collective
+ * Pairwise with the neighbours; every PE calls it each step.
+ *
+ * # Safety
+ * `local` points to writable memory for one `onesided_halo_local`.
+ */
+onesided_status onesided_halo_move_x(onesided_halo halo,
+                                     onesided_halo_local *local);
+
+/**
+ * Sends the halo atoms' forces back and adds those this PE receives to its home atoms'
+ * (under `ONESIDED_IMAGES_HALO` the images' too); the shift forces (the force on halo
+ * images shifted by box vector d is `shift_forces[3 d .. 3 d + 3]`, for the virial) through
+ * `shift_forces` (9 doubles, or null). Ends the step.
+ *
+ * # Collective
+ * Pairwise with the neighbours.
+ *
+ * # Safety
+ * `shift_forces` is null or points to 9 writable doubles.
+ */
+onesided_status onesided_halo_move_f(onesided_halo halo,
+                                     double *shift_forces);
+
+/**
+ * The home atoms through `home`: valid until the next repartition or free.
+ *
+ * # Safety
+ * `home` points to writable memory for one `onesided_halo_home`.
+ */
+onesided_status onesided_halo_home_atoms(onesided_halo halo,
+                                         onesided_halo_home *home);
+
+/**
+ * Repartitions the atoms over the domains (and, with load balancing, moves the boundaries):
+ * atoms that left this domain go to their new PE with their entries in `fields` (the host's
+ * per-atom state in home order, `n_fields` arrays), which then hold the new home atoms'.
+ * The new home count is `onesided_halo_home_atoms`'s. When a field has too little room for the
+ * new home atoms, the call fails on this PE with the room needed and keeps the new state:
+ * grow the fields and call `onesided_halo_take_fields`.
+ *
+ * # Collective
+ * Every PE calls it at the same step, with the same number of fields and entry sizes.
+ *
+ * # Safety
+ * `fields` points to `n_fields` fields, each `data` to `capacity * bytes_per_atom` bytes.
+ */
+onesided_status onesided_halo_repartition(onesided_halo halo,
+                                          onesided_atom_field *fields,
+                                          size_t n_fields);
+
+/**
+ * Copies the new state of the last repartition into `fields` (after a repartition that
+ * found too little room in them).
+ *
+ * # Safety
+ * As `onesided_halo_repartition`.
+ */
+onesided_status onesided_halo_take_fields(onesided_halo halo,
+                                          onesided_atom_field *fields,
+                                          size_t n_fields);
+
+/**
+ * Gives every local atom (home and halo, in local order) the value of its home atom on its
+ * home PE: `values` holds `bytes_per_atom` bytes per home atom, `local` gets them for
+ * `onesided_halo_local.stored` atoms (room for `capacity` atoms). For per-atom parameters a
+ * kernel needs on halo atoms (charges, types).
+ *
+ * # Collective
+ * Pairwise with the neighbours; every PE calls it with the same `bytes_per_atom`, outside a
+ * step.
+ *
+ * # Safety
+ * `values` points to home-count entries, `local` to `capacity` writable ones.
+ */
+onesided_status onesided_halo_spread(onesided_halo halo,
+                                     const void *values,
+                                     size_t bytes_per_atom,
+                                     void *local,
+                                     size_t capacity);
 
 /**
  * Allocates `bytes` bytes of symmetric memory named `name` (in messages), zeroed, on every

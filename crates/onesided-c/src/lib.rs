@@ -17,6 +17,8 @@
 //!   and count, barrier, quiet, abort, end.
 //! - [`memory`]: symmetric bytes, put, get, put with signal, signals and their waits.
 //! - [`exchange`]: the send-receive in `MPI_Sendrecv`'s shape, on any path.
+//! - [`halo`]: md-halo's halo exchange: build, `move_x`, the step's view, `move_f` with shift
+//!   forces, the home atoms, repartition with the host's per-atom state, spread.
 //!
 //! [`onesided_last_error`]: status::onesided_last_error
 //! [`onesided_last_error_every_pe`]: status::onesided_last_error_every_pe
@@ -27,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod exchange;
+pub mod halo;
 pub mod memory;
 mod registry;
 pub mod runtime;

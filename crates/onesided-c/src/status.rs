@@ -99,6 +99,19 @@ impl From<AnyError> for Failure {
     }
 }
 
+impl From<md_halo::Error> for Failure {
+    fn from(error: md_halo::Error) -> Failure {
+        let status = match &error {
+            md_halo::Error::Comm(inner) => status_of(inner),
+            md_halo::Error::CollectiveConfig(_) | md_halo::Error::PlanMismatch(_) => {
+                onesided_status::ONESIDED_ERROR_COLLECTIVE
+            }
+            _ => onesided_status::ONESIDED_ERROR_ARGUMENT,
+        };
+        Failure { status, ..AnyError::from(error).into() }
+    }
+}
+
 impl From<onesided::Error> for Failure {
     fn from(error: onesided::Error) -> Failure {
         AnyError::from(error).into()

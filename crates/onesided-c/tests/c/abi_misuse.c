@@ -137,6 +137,66 @@ static int calls(void) {
                 ONESIDED_ERROR_ARGUMENT, "recv", 0);
     CHECK(onesided_exchange_free(&ex));
 
+    /* The halo exchange out of order, and a repartition with too little room. */
+    enum { SIDE = 6 };
+    static float x[SIDE * SIDE * SIDE][3];
+    for (int i = 0; i < SIDE * SIDE * SIDE; i++) {
+        x[i][0] = 0.6f * (float)(i % SIDE) + 0.3f;
+        x[i][1] = 0.6f * (float)(i / SIDE % SIDE) + 0.3f;
+        x[i][2] = 0.6f * (float)(i / (SIDE * SIDE)) + 0.3f;
+    }
+    double box[9] = {3.6, 0, 0, 0, 3.6, 0, 0, 0, 3.6};
+    onesided_halo_options options;
+    CHECK(onesided_halo_options_default(&options));
+    options.real = 7;
+    onesided_halo halo;
+    expect_case("bad real", onesided_halo_from_global(rt, box, 0.9, x, SIDE * SIDE * SIDE, &options, &halo),
+                ONESIDED_ERROR_ARGUMENT, "ONESIDED_REAL_F32", 0);
+    options.real = ONESIDED_REAL_F32;
+    CHECK(onesided_halo_from_global(rt, box, 0.9, x, SIDE * SIDE * SIDE, &options, &halo));
+    expect_case("move_f first", onesided_halo_move_f(halo, NULL), ONESIDED_ERROR_ARGUMENT, "move_x first", 0);
+    onesided_halo_local local;
+    CHECK(onesided_halo_move_x(halo, &local));
+    onesided_halo_home home;
+    expect_case("home in a step", onesided_halo_home_atoms(halo, &home), ONESIDED_ERROR_ARGUMENT,
+                "move_f first", 0);
+    expect_case("move_x twice", onesided_halo_move_x(halo, &local), ONESIDED_ERROR_ARGUMENT, "move_f first", 0);
+    CHECK(onesided_halo_move_f(halo, NULL));
+    onesided_exchange halo_as_exchange = {halo.id};
+    expect_case("halo as exchange", onesided_exchange_free(&halo_as_exchange), ONESIDED_ERROR_HANDLE,
+                "is a onesided_halo", 0);
+    CHECK(onesided_halo_home_atoms(halo, &home));
+    /* Every atom moves to the next domain along x: a field with room for none of them. */
+    float (*hx)[3] = home.coordinates;
+    for (size_t i = 0; i < home.count; i++) hx[i][0] += 3.6f / (float)n;
+    static uint32_t tags[SIDE * SIDE * SIDE];
+    for (size_t i = 0; i < home.count; i++) tags[i] = home.globals[i] * 10u + 7u;
+    onesided_atom_field field = {tags, sizeof tags[0], n > 1 ? 0 : SIDE * SIDE * SIDE};
+    onesided_status moved = onesided_halo_repartition(halo, &field, 1);
+    if (n > 1) {
+        expect_case("no room", moved, ONESIDED_ERROR_ARGUMENT, "field 0", 1);
+    } else if (moved != ONESIDED_OK) {
+        failures++;
+    }
+    if (n > 1) {
+        /* The first check refuses before anything moves; with room for this PE's home atoms
+         * the repartition runs, and its state fits the whole array. */
+        field.capacity = home.count;
+        onesided_status fit = onesided_halo_repartition(halo, &field, 1);
+        if (fit != ONESIDED_OK) {
+            field.capacity = SIDE * SIDE * SIDE;
+            CHECK(onesided_halo_take_fields(halo, &field, 1));
+        }
+    }
+    CHECK(onesided_halo_home_atoms(halo, &home));
+    int tags_follow = 1;
+    for (size_t i = 0; i < home.count; i++) tags_follow &= tags[i] == home.globals[i] * 10u + 7u;
+    if (!tags_follow) {
+        printf("case repartition: a field entry did not follow its atom  <- WRONG\n");
+        failures++;
+    }
+    CHECK(onesided_halo_free(&halo));
+
     onesided_runtime stale = rt;
     CHECK(onesided_runtime_free(&rt));
     expect_case("runtime after free", onesided_barrier(stale), ONESIDED_ERROR_HANDLE, "", -1);
