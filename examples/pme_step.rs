@@ -5,9 +5,12 @@
 //! home atoms' reciprocal forces in home order, read where they lie. The plan is rebuilt
 //! every ten steps, as at a repartition. Charges on a lattice, every PE a PME rank.
 //!
-//! `cargo run --release --example pme_step -- --pes 2` (or under `scripts/pe-run -n 2`).
+//! `cargo run --release --example pme_step -- --pes 2 [--path onesided|mpi|auto]` (or under
+//! `scripts/pe-run -n 2`). Each PE ends with a line holding the energy and a fingerprint of
+//! its home atoms (FNV-1a over each one's global index and position bits, in home order),
+//! which the C and C++ versions of this loop (`crates/onesided-c/examples/`) print alike.
 
-use onesided::{Path, Runtime};
+use onesided::{Fnv1a, Path, Runtime};
 use pme_redist::{Particle, Pme, PmeGrid, Redistribution, ewald_coefficient};
 
 const SIDE: usize = 12; // charges per box edge
@@ -17,16 +20,18 @@ const DT: f32 = 0.002; // ps
 const MASS: f32 = 20.0; // g mol⁻¹
 
 fn main() {
-    let pes = std::env::args().skip_while(|a| a != "--pes").nth(1).map_or(2, |n| n.parse().expect("--pes N"));
+    let arg = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
+    let pes = arg("--pes").map_or(2, |n| n.parse().expect("--pes N"));
+    let path: Path = arg("--path").map_or(Path::OneSided, |p| p.parse().expect("--path onesided|mpi|auto"));
     onesided::launch::ensure_launched(pes);
     let rt = Runtime::init().expect("the runtime starts");
-    if let Err(e) = run(&rt) {
+    if let Err(e) = run(&rt, path) {
         eprintln!("pme_step: PE {}: {e}", rt.my_pe());
         rt.abort(1);
     }
 }
 
-fn run(rt: &Runtime) -> pme_redist::Result<()> {
+fn run(rt: &Runtime, path: Path) -> pme_redist::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let edge = SIDE as f32 * SPACING;
     let pes: Vec<usize> = (0..n).collect();
@@ -41,9 +46,9 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
         })
         .collect();
     let beta = ewald_coefficient(CUTOFF, 1e-5)?;
-    let mut mesh = Pme::builder(rt, &grid, beta).path(Path::OneSided).collective_build()?;
+    let mut mesh = Pme::builder(rt, &grid, beta).path(path).collective_build()?;
     // Every step goes through the mesh: its transposes carry the vote on the step's error.
-    let mut redist = Redistribution::builder(rt, grid).collective_build(&home)?;
+    let mut redist = Redistribution::builder(rt, grid).path(path).collective_build(&home)?;
     let mut forces = vec![[0.0f32; 3]; home.len()];
     let mut velocities = vec![[0.0f32; 3]; home.len()];
     let mut energy = 0.0;
@@ -62,6 +67,16 @@ fn run(rt: &Runtime) -> pme_redist::Result<()> {
             redist.collective_plan(&home)?;
         }
     }
+    let words = home.iter().flat_map(|p| {
+        [
+            u64::from(p.global),
+            u64::from(p.x[0].to_bits()),
+            u64::from(p.x[1].to_bits()),
+            u64::from(p.x[2].to_bits()),
+        ]
+    });
+    let fingerprint = Fnv1a::new().words(words).finish();
+    println!("PE {me}: {} home atoms; energy {energy:.9e}; fingerprint {fingerprint:016x}", home.len());
     if me == 0 {
         let times = mesh.times();
         let per_step = |t: std::time::Duration| t.as_secs_f64() * 1e6 / times.steps as f64;

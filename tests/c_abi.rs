@@ -12,9 +12,9 @@
 //!   gives its status and a message naming the PE, on every PE.
 //! - `abi_cpp` on 1, 2 and 4 PEs: the C++ wrapper's RAII handles and exceptions (status,
 //!   PE-prefixed message, every-PE flag), moves, destructors that free in order.
-//! - `examples/halo_step.c` against `examples/halo_step.rs`, on 2 and 4 PEs and every path:
-//!   the same lines, each PE's fingerprint of its home atoms after 50 steps and 5
-//!   repartitions included.
+//! - `examples/{halo_step,pme_step}.{c,cpp}` against `examples/{halo_step,pme_step}.rs`, on 2
+//!   and 4 PEs and every path: the same lines, each PE's fingerprint of its home atoms (after
+//!   50 halo steps and 5 repartitions; after 30 PME steps and 3 plans, with the energy).
 //! - `abi_misuse thread-level`: MPI without `MPI_THREAD_MULTIPLE` is refused with the call
 //!   to make.
 //! - `abi_misuse partial`: a collective only PE 0 calls ends the job at the deadline with a
@@ -37,7 +37,7 @@ fn compile(name: &str, lib: &Path, out: &Path) -> Result<PathBuf, String> {
         Some(stem) => (stem, true),
         None => (name.trim_end_matches(".c"), false),
     };
-    let exe = out.join(stem);
+    let exe = out.join(if cpp { format!("{stem}_cpp") } else { stem.to_string() });
     // Open MPI's deprecated C++ bindings do not compile warning-free: the C API only.
     let (compiler, standard) =
         if cpp { ("mpicxx", "-std=c++17 -DOMPI_SKIP_MPICXX") } else { ("mpicc", "-std=c99") };
@@ -121,11 +121,19 @@ fn main() {
     let out = lib.join("c_abi");
     std::fs::create_dir_all(&out).expect("a folder for the C programs");
     let mut exes = std::collections::HashMap::new();
-    for name in ["tests/c/abi_core.c", "tests/c/abi_misuse.c", "tests/c/abi_cpp.cpp", "examples/halo_step.c"]
-    {
+    let sources = [
+        "tests/c/abi_core.c",
+        "tests/c/abi_misuse.c",
+        "tests/c/abi_cpp.cpp",
+        "examples/halo_step.c",
+        "examples/halo_step.cpp",
+        "examples/pme_step.c",
+        "examples/pme_step.cpp",
+    ];
+    for name in sources {
         match compile(name, &lib, &out) {
             Ok(exe) => {
-                exes.insert(name.rsplit('/').next().and_then(|f| f.split('.').next()).expect("a stem"), exe)
+                exes.insert(name.rsplit('/').next().expect("a file name"), exe);
             }
             Err(e) => {
                 eprintln!("c_abi: {e}");
@@ -134,7 +142,7 @@ fn main() {
         };
     }
     let core = |pes| Case {
-        program: "abi_core",
+        program: "abi_core.c",
         args: &[],
         pes,
         env: &[],
@@ -143,7 +151,7 @@ fn main() {
         stderr: None,
     };
     let misuse = |pes| Case {
-        program: "abi_misuse",
+        program: "abi_misuse.c",
         args: &["calls"],
         pes,
         env: &[],
@@ -151,7 +159,7 @@ fn main() {
         every_pe: Some("abi_misuse ok:"),
         stderr: None,
     };
-    let cpp = |pes| Case { program: "abi_cpp", every_pe: Some("abi_cpp ok:"), ..core(pes) };
+    let cpp = |pes| Case { program: "abi_cpp.cpp", every_pe: Some("abi_cpp ok:"), ..core(pes) };
     let cases = [
         cpp(1),
         cpp(2),
@@ -175,7 +183,12 @@ fn main() {
     ];
     let mut failed = false;
     for case in &cases {
-        let label = format!("{} {} on {} PEs", case.program, case.args.join(" "), case.pes);
+        let label = [case.program.to_string(), case.args.join(" "), format!("on {} PEs", case.pes)]
+            .iter()
+            .filter(|part| !part.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
         match run(case, &exes[case.program]) {
             Ok(()) => println!("c_abi: {label} ok"),
             Err(e) => {
@@ -190,11 +203,17 @@ fn main() {
     }
 }
 
-/// The C examples print what the Rust ones print, line for line (fingerprints of every PE's
-/// home atoms included), on 2 and 4 PEs and every path.
+/// The C and C++ examples print what the Rust ones print, line for line (each PE's
+/// fingerprint of its home atoms, and PME's energy), on 2 and 4 PEs and every path.
 fn same_as_rust(exes: &std::collections::HashMap<&str, PathBuf>) -> bool {
     let mut same = true;
-    for (example, c_name) in [("halo_step", "halo_step")] {
+    let pairs = [
+        ("halo_step", "halo_step.c"),
+        ("halo_step", "halo_step.cpp"),
+        ("pme_step", "pme_step.c"),
+        ("pme_step", "pme_step.cpp"),
+    ];
+    for (example, c_name) in pairs {
         let rust = match launch::example_binary(example) {
             Ok(path) => path,
             Err(e) => {
@@ -216,12 +235,16 @@ fn same_as_rust(exes: &std::collections::HashMap<&str, PathBuf>) -> bool {
                             String::from_utf8_lossy(&output.stderr)
                         ));
                     }
-                    let mut lines: Vec<String> =
-                        String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+                    // The lines of every PE's result (pme_step.rs adds PE 0's timings).
+                    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+                        .lines()
+                        .filter(|l| l.contains("fingerprint"))
+                        .map(str::to_string)
+                        .collect();
                     lines.sort();
                     Ok(lines)
                 };
-                let label = format!("{c_name}.c against {example}.rs on {pes} PEs, {path}");
+                let label = format!("{c_name} against {example}.rs on {pes} PEs, {path}");
                 match (lines(&rust, &["--path", path]), lines(&exes[c_name], &[path])) {
                     (Ok(r), Ok(c))
                         if r == c && r.len() == pes && r.iter().all(|l| l.contains("fingerprint")) =>

@@ -286,6 +286,96 @@ typedef struct {
 } onesided_signals;
 
 /**
+ * How the PME is built; `onesided_pme_options_default` fills the defaults.
+ */
+typedef struct {
+  /**
+   * The path of the redistribution, the overlaps between slabs and the FFT's transposes
+   * (default `ONESIDED_PATH_ONESIDED`).
+   */
+  onesided_path path;
+  /**
+   * The mesh spacing in nm, from which the sizes follow as GROMACS's `fourierspacing`
+   * (default 0.12).
+   */
+  float spacing;
+  /**
+   * The mesh sizes along x, y, z; `{0, 0, 0}` (the default) takes them from `spacing`.
+   */
+  int32_t sizes[3];
+  /**
+   * The B-spline interpolation order, 3 to 12 (default 4).
+   */
+  int32_t order;
+  /**
+   * The Ewald coefficient in 1/nm; 0 (the default) derives it from `cutoff` and
+   * `ewald_rtol` as GROMACS does.
+   */
+  double beta;
+  /**
+   * The real-space cutoff in nm (default 0.9), for `beta`.
+   */
+  double cutoff;
+  /**
+   * GROMACS's `ewald-rtol` (default 1e-5), for `beta`.
+   */
+  double ewald_rtol;
+  /**
+   * The PME ranks, `n_pme_pes` of them (GROMACS's `-npme`); null (the default) for every
+   * PE.
+   */
+  const int32_t *pme_pes;
+  /**
+   * The number of PME ranks listed.
+   */
+  size_t n_pme_pes;
+} onesided_pme_options;
+
+/**
+ * An atom as the PME sees it: position (nm), charge (e), global index. The layout of
+ * pme-redist's `Particle`.
+ */
+typedef struct {
+  /**
+   * Position in nm.
+   */
+  float x[3];
+  /**
+   * Charge in e.
+   */
+  float q;
+  /**
+   * Global index.
+   */
+  uint32_t global;
+} onesided_particle;
+
+/**
+ * The PME: made by `onesided_pme_new`, freed by `onesided_pme_free`.
+ */
+typedef struct {
+  /**
+   * The handle's number (never reused; 0 for none).
+   */
+  uint64_t id;
+} onesided_pme;
+
+/**
+ * The energy of a step: the reciprocal energy (kJ/mol, without the self energy and the
+ * net-charge correction) and its virial tensor (rows, kJ/mol), the same on every PE.
+ */
+typedef struct {
+  /**
+   * The reciprocal energy.
+   */
+  double energy;
+  /**
+   * The reciprocal virial, row by row.
+   */
+  double virial[9];
+} onesided_pme_energy;
+
+/**
  * OpenSHMEM: the offset swap's puts.
  */
 #define ONESIDED_PATH_ONESIDED 0
@@ -734,6 +824,97 @@ onesided_status onesided_signal_add(onesided_signals signals,
                                     int32_t pe,
                                     size_t index,
                                     uint64_t delta);
+
+/**
+ * Fills `options` with the defaults.
+ *
+ * # Safety
+ * `options` points to writable memory for one `onesided_pme_options`.
+ */
+onesided_status onesided_pme_options_default(onesided_pme_options *options);
+
+/**
+ * The Ewald coefficient (1/nm) for a real-space `cutoff` (nm) and GROMACS's `ewald-rtol`,
+ * through `beta`.
+ *
+ * # Safety
+ * `beta` points to writable memory for one double.
+ */
+onesided_status onesided_ewald_coefficient(double cutoff,
+                                           double rtol,
+                                           double *beta);
+
+/**
+ * Builds the PME over `box_vectors` (three vectors, rows, nm) for this PE's `n_home` home
+ * atoms; `options` null for the defaults.
+ *
+ * # Collective
+ * Every PE calls it with the same box and options.
+ *
+ * # Errors
+ * On every PE: `ONESIDED_ERROR_ARGUMENT` for a box, spacing, sizes, order, beta or PME
+ * ranks that cannot serve; `ONESIDED_ERROR_COLLECTIVE` when the PEs pass different ones.
+ *
+ * # Safety
+ * `box_vectors` points to 9 doubles; `home` to `n_home` particles (or is null with none);
+ * `options` is null or points to options (and its `pme_pes` to `n_pme_pes` values); `out`
+ * to writable memory for a handle.
+ */
+onesided_status onesided_pme_new(onesided_runtime rt,
+                                 const double *box_vectors,
+                                 const onesided_particle *home,
+                                 size_t n_home,
+                                 const onesided_pme_options *options,
+                                 onesided_pme *out);
+
+/**
+ * One step: sends this PE's `n_home` home atoms to their PME ranks, runs the mesh there,
+ * and writes the reciprocal force on each home atom into `forces` (`n_home` triples, home
+ * order, kJ mol⁻¹ nm⁻¹) and the step's energy and virial into `energy` (may be null). The
+ * home atoms are those the plan was made for, moved by less than its margin
+ * (`onesided_pme_plan` after a repartition).
+ *
+ * # Collective
+ * Every PE calls it each step.
+ *
+ * # Errors
+ * On every PE: an atom that moved too far for the plan, or home atoms other than the
+ * plan's (`ONESIDED_ERROR_ARGUMENT`; call `onesided_pme_plan`).
+ *
+ * # Safety
+ * `home` points to `n_home` particles; `forces` to `n_home` writable float triples;
+ * `energy` is null or points to writable memory for one `onesided_pme_energy`.
+ */
+onesided_status onesided_pme_step(onesided_pme pme,
+                                  const onesided_particle *home,
+                                  size_t n_home,
+                                  float *forces,
+                                  onesided_pme_energy *energy);
+
+/**
+ * Rebuilds the redistribution's plan for this PE's home atoms now (after a repartition of
+ * the host's domains, or every few steps as the atoms drift).
+ *
+ * # Collective
+ * Every PE calls it at the same step.
+ *
+ * # Safety
+ * `home` points to `n_home` particles (or is null with none).
+ */
+onesided_status onesided_pme_plan(onesided_pme pme,
+                                  const onesided_particle *home,
+                                  size_t n_home);
+
+/**
+ * Frees the PME and sets `*pme` to `{0}`.
+ *
+ * # Collective
+ * Every PE frees it, in the same order as its other frees.
+ *
+ * # Safety
+ * `pme` points to a handle.
+ */
+onesided_status onesided_pme_free(onesided_pme *pme);
 
 /**
  * Starts MPI and OpenSHMEM, both with `MPI_THREAD_MULTIPLE`, for a program that has not

@@ -1,6 +1,7 @@
 // onesided.hpp: a header-only C++17 wrapper over onesided.h, the C ABI of onesided.
 //
-// Handles are RAII objects (move-only; the destructor frees, which is collective like the C
+// The runtime, symmetric bytes, signals, the send-receive, md-halo's halo exchange and
+// pme-redist's PME. Handles are RAII objects (move-only; the destructor frees, which is collective like the C
 // free), and a failed call throws onesided::error, which carries the status, the message
 // (naming the PE, what went wrong and what to do) and whether every PE saw it:
 //
@@ -21,9 +22,11 @@
 #ifndef ONESIDED_HPP
 #define ONESIDED_HPP
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -286,6 +289,160 @@ class exchange {
 
   private:
     onesided_exchange handle_{0};
+};
+
+/// A std::vector of per-atom state in home order, which a repartition moves with the atoms
+/// and resizes to the new home count.
+class atom_vector {
+  public:
+    template <class T>
+    atom_vector(std::vector<T> &v)  // NOLINT: implicit, so that {velocities, types} reads
+        : vector_(&v), bytes_(sizeof(T)), data_([](void *p) -> void * { return static_cast<std::vector<T> *>(p)->data(); }),
+          size_([](void *p) { return static_cast<std::vector<T> *>(p)->size(); }),
+          resize_([](void *p, std::size_t n) { static_cast<std::vector<T> *>(p)->resize(n); }) {}
+    /// The C field over the vector as it is.
+    onesided_atom_field field() const { return {data_(vector_), bytes_, size_(vector_)}; }
+    /// Resizes the vector to `n` entries.
+    void resize(std::size_t n) const { resize_(vector_, n); }
+
+  private:
+    void *vector_;
+    std::size_t bytes_;
+    void *(*data_)(void *);
+    std::size_t (*size_)(void *);
+    void (*resize_)(void *, std::size_t);
+};
+
+/// md-halo's halo exchange: move_x, the host's kernel on the view, move_f; between steps the
+/// home atoms and repartitions.
+class halo {
+  public:
+    /// The options with their defaults (onesided_halo_options_default).
+    static onesided_halo_options default_options() {
+        onesided_halo_options o;
+        check(onesided_halo_options_default(&o));
+        return o;
+    }
+    /// Builds it from the whole system: `n_atoms` positions in global order (float or
+    /// double triples, as `options.real` says), the same on every PE. Collective.
+    static halo from_global(const runtime &rt, const std::array<double, 9> &box, double range, const void *positions,
+                            std::size_t n_atoms, const onesided_halo_options &options = default_options()) {
+        onesided_halo h;
+        check(onesided_halo_from_global(rt.handle(), box.data(), range, positions, n_atoms, &options, &h));
+        return halo(h);
+    }
+    /// Builds it from each PE's own home atoms. Collective.
+    static halo from_home(const runtime &rt, const std::array<double, 9> &box, double range, const void *positions,
+                          const std::uint32_t *globals, std::size_t n_home,
+                          const onesided_halo_options &options = default_options()) {
+        onesided_halo h;
+        check(onesided_halo_from_home(rt.handle(), box.data(), range, positions, globals, n_home, &options, &h));
+        return halo(h);
+    }
+    halo(halo &&other) noexcept : handle_(std::exchange(other.handle_, onesided_halo{0})) {}
+    halo &operator=(halo &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_halo{0});
+        }
+        return *this;
+    }
+    halo(const halo &) = delete;
+    halo &operator=(const halo &) = delete;
+    ~halo() { reset(); }
+    /// Frees it now (collective).
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_halo_free(&handle_));
+    }
+    /// Coordinates out, the halo's in: the step's view until move_f.
+    onesided_halo_local move_x() {
+        onesided_halo_local local;
+        check(onesided_halo_move_x(handle_, &local));
+        return local;
+    }
+    /// Forces back; the shift forces (three vectors, for the virial).
+    std::array<double, 9> move_f() {
+        std::array<double, 9> shift{};
+        check(onesided_halo_move_f(handle_, shift.data()));
+        return shift;
+    }
+    /// The home atoms between steps.
+    onesided_halo_home home() const {
+        onesided_halo_home h;
+        check(onesided_halo_home_atoms(handle_, &h));
+        return h;
+    }
+    /// Repartitions; each vector follows its atoms and is resized to the new home count.
+    /// Collective.
+    void repartition(std::initializer_list<atom_vector> state) {
+        std::vector<onesided_atom_field> fields;
+        for (const atom_vector &v : state) fields.push_back(v.field());
+        onesided_status status = onesided_halo_repartition(handle_, fields.data(), fields.size());
+        if (status != ONESIDED_OK && onesided_last_error_every_pe()) check(status);
+        std::size_t count = home().count;
+        if (status != ONESIDED_OK) {
+            // The new state did not fit: grow the vectors and take it.
+            for (const atom_vector &v : state) v.resize(count);
+            fields.clear();
+            for (const atom_vector &v : state) fields.push_back(v.field());
+            check(onesided_halo_take_fields(handle_, fields.data(), fields.size()));
+        }
+        for (const atom_vector &v : state) v.resize(count);
+    }
+    /// The C handle.
+    onesided_halo handle() const noexcept { return handle_; }
+
+  private:
+    explicit halo(onesided_halo h) : handle_(h) {}
+    onesided_halo handle_;
+};
+
+/// pme-redist's PME: the redistribution and the mesh.
+class pme {
+  public:
+    /// The options with their defaults (onesided_pme_options_default).
+    static onesided_pme_options default_options() {
+        onesided_pme_options o;
+        check(onesided_pme_options_default(&o));
+        return o;
+    }
+    /// Builds it for this PE's home atoms. Collective.
+    pme(const runtime &rt, const std::array<double, 9> &box, const std::vector<onesided_particle> &home,
+        const onesided_pme_options &options = default_options()) {
+        check(onesided_pme_new(rt.handle(), box.data(), home.data(), home.size(), &options, &handle_));
+    }
+    pme(pme &&other) noexcept : handle_(std::exchange(other.handle_, onesided_pme{0})) {}
+    pme &operator=(pme &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, onesided_pme{0});
+        }
+        return *this;
+    }
+    pme(const pme &) = delete;
+    pme &operator=(const pme &) = delete;
+    ~pme() { reset(); }
+    /// Frees it now (collective).
+    void reset() noexcept {
+        if (handle_.id != 0) detail::fatal(onesided_pme_free(&handle_));
+    }
+    /// One step: the reciprocal forces on the home atoms into `forces` (resized to them), the
+    /// energy and virial returned. Collective.
+    onesided_pme_energy step(const std::vector<onesided_particle> &home, std::vector<std::array<float, 3>> &forces) {
+        forces.resize(home.size());
+        onesided_pme_energy energy{};
+        check(onesided_pme_step(handle_, home.data(), home.size(), forces.empty() ? nullptr : forces[0].data(), &energy));
+        return energy;
+    }
+    /// The redistribution's plan made again for the home atoms now. Collective.
+    void plan(const std::vector<onesided_particle> &home) {
+        check(onesided_pme_plan(handle_, home.data(), home.size()));
+    }
+    /// The C handle.
+    onesided_pme handle() const noexcept { return handle_; }
+
+  private:
+    onesided_pme handle_{0};
 };
 
 }  // namespace onesided

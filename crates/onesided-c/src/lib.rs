@@ -19,6 +19,8 @@
 //! - [`exchange`]: the send-receive in `MPI_Sendrecv`'s shape, on any path.
 //! - [`halo`]: md-halo's halo exchange: build, `move_x`, the step's view, `move_f` with shift
 //!   forces, the home atoms, repartition with the host's per-atom state, spread.
+//! - [`pme`]: pme-redist's PME: the redistribution and the mesh, a step with its forces,
+//!   energy and virial, the plan rebuilt.
 //!
 //! [`onesided_last_error`]: status::onesided_last_error
 //! [`onesided_last_error_every_pe`]: status::onesided_last_error_every_pe
@@ -31,6 +33,7 @@
 pub mod exchange;
 pub mod halo;
 pub mod memory;
+pub mod pme;
 mod registry;
 pub mod runtime;
 pub mod status;

@@ -112,6 +112,17 @@ impl From<md_halo::Error> for Failure {
     }
 }
 
+impl From<pme_redist::Error> for Failure {
+    fn from(error: pme_redist::Error) -> Failure {
+        let status = match &error {
+            pme_redist::Error::Comm(inner) => status_of(inner),
+            pme_redist::Error::CollectiveConfig(_) => onesided_status::ONESIDED_ERROR_COLLECTIVE,
+            _ => onesided_status::ONESIDED_ERROR_ARGUMENT,
+        };
+        Failure { status, ..AnyError::from(error).into() }
+    }
+}
+
 impl From<onesided::Error> for Failure {
     fn from(error: onesided::Error) -> Failure {
         AnyError::from(error).into()

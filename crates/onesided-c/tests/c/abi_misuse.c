@@ -197,6 +197,26 @@ static int calls(void) {
     }
     CHECK(onesided_halo_free(&halo));
 
+    /* The PME with an order out of range, then a step without room for the forces. */
+    onesided_pme_options pme_options;
+    CHECK(onesided_pme_options_default(&pme_options));
+    pme_options.order = 2;
+    onesided_particle particles[4];
+    for (int i = 0; i < 4; i++) {
+        particles[i].x[0] = 0.5f + (float)me;
+        particles[i].x[1] = particles[i].x[2] = 0.4f * (float)i + 0.2f;
+        particles[i].q = i % 2 ? 0.5f : -0.5f;
+        particles[i].global = (uint32_t)(4 * me + i);
+    }
+    onesided_pme pme;
+    expect_case("pme order", onesided_pme_new(rt, box, particles, 4, &pme_options, &pme), ONESIDED_ERROR_ARGUMENT,
+                "order", -1);
+    pme_options.order = 4;
+    CHECK(onesided_pme_new(rt, box, particles, 4, &pme_options, &pme));
+    expect_case("pme no forces", onesided_pme_step(pme, particles, 4, NULL, NULL), ONESIDED_ERROR_ARGUMENT,
+                "forces", 0);
+    CHECK(onesided_pme_free(&pme));
+
     onesided_runtime stale = rt;
     CHECK(onesided_runtime_free(&rt));
     expect_case("runtime after free", onesided_barrier(stale), ONESIDED_ERROR_HANDLE, "", -1);
