@@ -2,7 +2,8 @@
 //! the MPI compiler wrapper against the committed header and the shared library this build
 //! made, each a program that starts MPI itself.
 //!
-//! - `abi_core` on 1, 2, 3 and 4 PEs: attach, put with signal around the ring, get, the
+//! - `abi_core` on 1, 2, 3 and 4 PEs: attach, put with signal around the ring, get, PME on
+//!   every PE against PME on PE 0 alone (GROMACS's `-npme 1`), the
 //!   send-receive on every path (values encoding sender, call and index), objects left alive
 //!   freed with the runtime, MPI used after it and finalised by the host; status 0 and
 //!   nothing on stderr.

@@ -2,7 +2,8 @@
  * A C host of the onesided ABI, as an MD code is: it starts MPI itself with
  * MPI_THREAD_MULTIPLE, attaches the runtime, puts around the ring with signals, sends and
  * receives through an exchange on every path (to its neighbours and to itself), frees what it
- * made, goes on with MPI after the runtime is gone and finalises MPI itself. Every value
+ * made, runs PME on every PE and on PE 0 alone, goes on with MPI after the runtime is gone
+ * and finalises MPI itself. Every value
  * encodes the PE and the index it came from, so a misplaced byte fails.
  *
  * Prints "abi_core ok: PE p of n" on success; exits 1 with a message naming the check.
@@ -107,6 +108,52 @@ static void exchange_on(onesided_runtime rt, int n, onesided_path path, const ch
     CHECK(onesided_exchange_free(&ex));
 }
 
+/* PME on every PE and on PE 0 alone (GROMACS's -npme 1, so PE 0 holds no atoms): the same
+ * energy and forces to rounding, the energy the same on every PE. */
+static void pme_subset(onesided_runtime rt, int n) {
+    if (n < 2) return;
+    enum { PER_PE = 6 };
+    size_t count = me == 0 ? 0 : PER_PE;
+    double box[9] = {2.5, 0, 0, 0, 2.5, 0, 0, 0, 2.5};
+    onesided_particle home[PER_PE];
+    for (int i = 0; i < PER_PE; i++) {
+        int g = me * PER_PE + i;
+        home[i].x[0] = 0.1f + 2.3f * (float)((g * 7) % 23) / 23.0f;
+        home[i].x[1] = 0.1f + 2.3f * (float)((g * 11) % 29) / 29.0f;
+        home[i].x[2] = 0.1f + 2.3f * (float)((g * 13) % 31) / 31.0f;
+        home[i].q = g % 2 ? 0.4f : -0.4f;
+        home[i].global = (uint32_t)g;
+    }
+    onesided_pme_options options;
+    CHECK(onesided_pme_options_default(&options));
+    float all[PER_PE][3], one[PER_PE][3];
+    onesided_pme_energy e_all, e_one;
+    onesided_pme pme;
+    CHECK(onesided_pme_new(rt, box, home, count, &options, &pme));
+    CHECK(onesided_pme_step(pme, home, count, &all[0][0], &e_all));
+    CHECK(onesided_pme_free(&pme));
+    int only[1] = {0};
+    options.pme_pes = only;
+    options.n_pme_pes = 1;
+    CHECK(onesided_pme_new(rt, box, home, count, &options, &pme));
+    CHECK(onesided_pme_step(pme, home, count, &one[0][0], &e_one));
+    CHECK(onesided_pme_free(&pme));
+    double scale = e_all.energy < 0 ? -e_all.energy : e_all.energy;
+    double diff = e_all.energy - e_one.energy;
+    EXPECT(scale > 0 && (diff < 0 ? -diff : diff) <= 1e-9 * scale, "PME energy %.12g on every PE, %.12g on PE 0",
+           e_all.energy, e_one.energy);
+    double first = e_one.energy;
+    double agreed = 0;
+    MPI_Allreduce(&first, &agreed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT(agreed == first, "the PME energy differs between PEs");
+    for (size_t i = 0; i < count; i++)
+        for (int k = 0; k < 3; k++) {
+            float d = all[i][k] - one[i][k], m = all[i][k] < 0 ? -all[i][k] : all[i][k];
+            EXPECT((d < 0 ? -d : d) <= 1e-4f * (m + 1.0f), "PME force %zu,%d: %g on every PE, %g on PE 0", i, k,
+                   all[i][k], one[i][k]);
+        }
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -133,6 +180,7 @@ int main(int argc, char **argv) {
     exchange_on(rt, n, ONESIDED_PATH_ONESIDED, "core onesided");
     exchange_on(rt, n, ONESIDED_PATH_MPI, "core mpi");
     exchange_on(rt, n, ONESIDED_PATH_AUTO, "core auto");
+    pme_subset(rt, n);
 
     /* An object left alive is freed with the runtime. */
     onesided_symmetric left_alive;
