@@ -141,9 +141,10 @@ pub unsafe extern "C" fn onesided_symmetric_free(array: *mut onesided_symmetric)
     })
 }
 
-/// This PE's copy of the array: its address and size in bytes. Other PEs may write into it
-/// at any time by puts: read a region only after the signal or barrier that says its put has
-/// landed, and through `volatile` or after a compiler barrier where the program polls it.
+/// This PE's copy of the array: its address (valid until the array is freed) and size in
+/// bytes. Other PEs may write into it at any time by puts: read a region only after the
+/// signal or barrier that says its put has landed, and through `volatile` or after a compiler
+/// barrier where the program polls it.
 ///
 /// # Safety
 /// `data` and `bytes` point to writable memory for one value each.
