@@ -14,8 +14,9 @@
 //! - `abi_cpp` on 1, 2 and 4 PEs: the C++ wrapper's RAII handles and exceptions (status,
 //!   PE-prefixed message, every-PE flag), moves, destructors that free in order.
 //! - `examples/{halo_step,pme_step}.{c,cpp}` against `examples/{halo_step,pme_step}.rs`, on 2
-//!   and 4 PEs and every path: the same lines, each PE's fingerprint of its home atoms (after
-//!   50 halo steps and 5 repartitions; after 30 PME steps and 3 plans, with the energy).
+//!   and 4 PEs (or those `ONESIDED_TEST_PES` lists) and every path: the same lines, each PE's
+//!   fingerprint of its home atoms (after 50 halo steps and 5 repartitions; after 30 PME
+//!   steps and 3 plans, with the energy).
 //! - `abi_misuse thread-level`: MPI without `MPI_THREAD_MULTIPLE` is refused with the call
 //!   to make.
 //! - `abi_misuse partial`: a collective only PE 0 calls ends the job at the deadline with a
@@ -204,6 +205,15 @@ fn main() {
     }
 }
 
+/// The PE counts of the comparisons with the Rust examples: 2 and 4, or those
+/// `ONESIDED_TEST_PES` lists (`2` in CI's short pass on Sandia OpenSHMEM).
+fn comparison_pes() -> Vec<usize> {
+    match std::env::var("ONESIDED_TEST_PES") {
+        Ok(list) => list.split(',').filter_map(|p| p.trim().parse().ok()).filter(|&p| p > 0).collect(),
+        Err(_) => vec![2, 4],
+    }
+}
+
 /// The C and C++ examples print what the Rust ones print, line for line (each PE's
 /// fingerprint of its home atoms, and PME's energy), on 2 and 4 PEs and every path.
 fn same_as_rust(exes: &std::collections::HashMap<&str, PathBuf>) -> bool {
@@ -222,7 +232,7 @@ fn same_as_rust(exes: &std::collections::HashMap<&str, PathBuf>) -> bool {
                 return false;
             }
         };
-        for pes in [2, 4] {
+        for &pes in &comparison_pes() {
             for path in ["onesided", "mpi", "auto"] {
                 let lines = |program: &Path, args: &[&str]| -> Result<Vec<String>, String> {
                     let mut command = c_command(pes, program);
