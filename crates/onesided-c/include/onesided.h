@@ -156,6 +156,25 @@ typedef struct {
 } onesided_halo;
 
 /**
+ * One array of the host's per-atom state in home order, which a repartition moves with the
+ * atoms: `bytes_per_atom` bytes per atom, contiguous, room for `capacity` atoms.
+ */
+typedef struct {
+  /**
+   * The array.
+   */
+  void *data;
+  /**
+   * The bytes of one atom's entry.
+   */
+  size_t bytes_per_atom;
+  /**
+   * How many atoms' entries fit.
+   */
+  size_t capacity;
+} onesided_atom_field;
+
+/**
  * A periodic image the kernel makes (`ONESIDED_IMAGES_KERNEL`): local atom `stored + k` is
  * image `k`, at its atom's position plus `vector`.
  */
@@ -242,25 +261,6 @@ typedef struct {
    */
   size_t local;
 } onesided_halo_home;
-
-/**
- * One array of the host's per-atom state in home order, which a repartition moves with the
- * atoms: `bytes_per_atom` bytes per atom, contiguous, room for `capacity` atoms.
- */
-typedef struct {
-  /**
-   * The array.
-   */
-  void *data;
-  /**
-   * The bytes of one atom's entry.
-   */
-  size_t bytes_per_atom;
-  /**
-   * How many atoms' entries fit.
-   */
-  size_t capacity;
-} onesided_atom_field;
 
 /**
  * An array of bytes with a copy on every PE, at the same offsets: made by
@@ -522,13 +522,6 @@ onesided_status onesided_exchange_free(onesided_exchange *exchange);
 onesided_status onesided_halo_options_default(onesided_halo_options *options);
 
 /**
- * Whether the domain computes the pair of local atoms with zone bytes `a` and `b`
- * (GROMACS's eighth-shell rule): 1 or 0.
- */
-int32_t onesided_halo_owns(uint8_t a,
-                           uint8_t b);
-
-/**
  * Builds the halo exchange from the whole system: `n_atoms` positions in global order (the
  * same on every PE), each PE keeping the atoms of its domain. `box_vectors` are the box's
  * three vectors (rows, nm; a rectangular box has only the diagonal), `range` the
@@ -587,43 +580,6 @@ onesided_status onesided_halo_from_home(onesided_runtime rt,
 onesided_status onesided_halo_free(onesided_halo *halo);
 
 /**
- * Sends the home coordinates out and receives the halo's: the step's local view through
- * `local`, valid until `onesided_halo_move_f`.
- *
- * # Collective
- * Pairwise with the neighbours; every PE calls it each step.
- *
- * # Safety
- * `local` points to writable memory for one `onesided_halo_local`.
- */
-onesided_status onesided_halo_move_x(onesided_halo halo,
-                                     onesided_halo_local *local);
-
-/**
- * Sends the halo atoms' forces back and adds those this PE receives to its home atoms'
- * (under `ONESIDED_IMAGES_HALO` the images' too); the shift forces (the force on halo
- * images shifted by box vector d is `shift_forces[3 d .. 3 d + 3]`, for the virial) through
- * `shift_forces` (9 doubles, or null). Ends the step.
- *
- * # Collective
- * Pairwise with the neighbours.
- *
- * # Safety
- * `shift_forces` is null or points to 9 writable doubles.
- */
-onesided_status onesided_halo_move_f(onesided_halo halo,
-                                     double *shift_forces);
-
-/**
- * The home atoms through `home`: valid until the next repartition or free.
- *
- * # Safety
- * `home` points to writable memory for one `onesided_halo_home`.
- */
-onesided_status onesided_halo_home_atoms(onesided_halo halo,
-                                         onesided_halo_home *home);
-
-/**
  * Repartitions the atoms over the domains (and, with load balancing, moves the boundaries):
  * atoms that left this domain go to their new PE with their entries in `fields` (the host's
  * per-atom state in home order, `n_fields` arrays), which then hold the new home atoms'.
@@ -670,6 +626,50 @@ onesided_status onesided_halo_spread(onesided_halo halo,
                                      size_t bytes_per_atom,
                                      void *local,
                                      size_t capacity);
+
+/**
+ * Whether the domain computes the pair of local atoms with zone bytes `a` and `b`
+ * (GROMACS's eighth-shell rule): 1 or 0.
+ */
+int32_t onesided_halo_owns(uint8_t a,
+                           uint8_t b);
+
+/**
+ * Sends the home coordinates out and receives the halo's: the step's local view through
+ * `local`, valid until `onesided_halo_move_f`.
+ *
+ * # Collective
+ * Pairwise with the neighbours; every PE calls it each step.
+ *
+ * # Safety
+ * `local` points to writable memory for one `onesided_halo_local`.
+ */
+onesided_status onesided_halo_move_x(onesided_halo halo,
+                                     onesided_halo_local *local);
+
+/**
+ * Sends the halo atoms' forces back and adds those this PE receives to its home atoms'
+ * (under `ONESIDED_IMAGES_HALO` the images' too); the shift forces (the force on halo
+ * images shifted by box vector d is `shift_forces[3 d .. 3 d + 3]`, for the virial) through
+ * `shift_forces` (9 doubles, or null). Ends the step.
+ *
+ * # Collective
+ * Pairwise with the neighbours.
+ *
+ * # Safety
+ * `shift_forces` is null or points to 9 writable doubles.
+ */
+onesided_status onesided_halo_move_f(onesided_halo halo,
+                                     double *shift_forces);
+
+/**
+ * The home atoms through `home`: valid until the next repartition or free.
+ *
+ * # Safety
+ * `home` points to writable memory for one `onesided_halo_home`.
+ */
+onesided_status onesided_halo_home_atoms(onesided_halo halo,
+                                         onesided_halo_home *home);
 
 /**
  * Allocates `bytes` bytes of symmetric memory named `name` (in messages), zeroed, on every

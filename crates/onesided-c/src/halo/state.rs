@@ -1,0 +1,223 @@
+//! The halo behind a handle: the exchange of one precision, the step that borrows it, the
+//! state of a repartition that did not fit, and the agreement that refuses a collective some
+//! PE cannot make.
+
+use std::cell::RefCell;
+
+use md_halo::{AtomState, HaloExchange, Real, Step};
+
+use super::types::{onesided_atom_field, onesided_halo, onesided_halo_image, onesided_halo_local};
+use crate::memory::bytes_out;
+use crate::registry;
+use crate::runtime::write_out;
+use crate::status::Failure;
+
+pub(super) const HALO: &str = "onesided_halo";
+
+/// The exchange of one precision, and the step under way, which borrows it.
+pub(super) struct Halo<R: Real> {
+    pub(super) rt: &'static onesided::Runtime,
+    /// From `Box::into_raw`; given back in `Drop`.
+    pub(super) exchange: *mut HaloExchange<'static, R>,
+    pub(super) step: Option<Step<'static, 'static, R>>,
+    /// The state of the last repartition that did not fit the host's fields.
+    pub(super) pending: Option<Vec<Vec<u8>>>,
+    /// The step's images and zone bytes, where the C view points.
+    pub(super) images: Vec<onesided_halo_image>,
+    pub(super) zones: Vec<u8>,
+}
+
+impl<R: Real> Halo<R> {
+    pub(super) fn new(rt: &'static onesided::Runtime, exchange: HaloExchange<'static, R>) -> Self {
+        Halo {
+            rt,
+            exchange: Box::into_raw(Box::new(exchange)),
+            step: None,
+            pending: None,
+            images: Vec::new(),
+            zones: Vec::new(),
+        }
+    }
+
+    /// The exchange, outside a step.
+    pub(super) fn idle(&mut self) -> Result<&mut HaloExchange<'static, R>, Failure> {
+        if self.step.is_some() {
+            return Err(Failure::argument(
+                "a step is under way (onesided_halo_move_x was called): call onesided_halo_move_f first",
+            ));
+        }
+        // SAFETY: the pointer came from Box::into_raw and is freed only in Drop; with no step
+        // alive nothing else borrows the exchange, and `&mut self` makes this the only borrow.
+        Ok(unsafe { &mut *self.exchange })
+    }
+
+    pub(super) fn move_x(&mut self) -> Result<onesided_halo_local, Failure> {
+        self.idle()?;
+        // SAFETY: as in `idle`; the step keeps this borrow until `move_f` or Drop ends it, and
+        // meanwhile `idle` refuses every other borrow.
+        let exchange: &'static mut HaloExchange<'static, R> = unsafe { &mut *self.exchange };
+        let mut step = exchange.move_x()?;
+        let local = step.local();
+        self.images = local
+            .images
+            .iter()
+            .map(|i| onesided_halo_image {
+                atom: i.atom,
+                cells: i.cells,
+                vector: i.vector.map(|c| c.to_f64()),
+            })
+            .collect();
+        self.zones.clear();
+        self.zones.extend(local.owner.zones().iter().map(|z| z.bits()));
+        let view = onesided_halo_local {
+            coordinates: local.coordinates.as_ptr().cast(),
+            forces: local.forces.as_mut_ptr().cast(),
+            stored: local.coordinates.len(),
+            home: step.halo().home_count(),
+            local: step.halo().local_count(),
+            zones: self.zones.as_ptr(),
+            images: if self.images.is_empty() { std::ptr::null() } else { self.images.as_ptr() },
+            n_images: self.images.len(),
+        };
+        self.step = Some(step);
+        Ok(view)
+    }
+
+    pub(super) fn move_f(&mut self) -> Result<[[f64; 3]; 3], Failure> {
+        let step = self
+            .step
+            .take()
+            .ok_or_else(|| Failure::argument("no step is under way: call onesided_halo_move_x first"))?;
+        let shift = step.move_f()?;
+        Ok([shift.along(0), shift.along(1), shift.along(2)])
+    }
+}
+
+impl<R: Real> Drop for Halo<R> {
+    fn drop(&mut self) {
+        // The step's borrow ends before the exchange it borrows goes.
+        self.step = None;
+        // SAFETY: from Box::into_raw in `new`, given back once; the step that borrowed it is
+        // gone.
+        drop(unsafe { Box::from_raw(self.exchange) });
+    }
+}
+
+/// A halo of either precision.
+pub(super) enum AnyHalo {
+    F32(Halo<f32>),
+    F64(Halo<f64>),
+}
+
+/// Runs `$body` with `$h` bound to the halo of whichever precision.
+macro_rules! either {
+    ($any:expr, $h:ident => $body:expr) => {
+        match $any {
+            $crate::halo::state::AnyHalo::F32($h) => $body,
+            $crate::halo::state::AnyHalo::F64($h) => $body,
+        }
+    };
+}
+
+pub(super) use either;
+
+pub(super) type Shared = RefCell<AnyHalo>;
+
+pub(super) fn keep(halo: AnyHalo, out: *mut onesided_halo) -> Result<(), Failure> {
+    let id = registry::insert(HALO, RefCell::new(halo))?;
+    write_out(out, "out", onesided_halo { id })
+}
+
+pub(super) fn with_halo<T>(
+    halo: onesided_halo,
+    f: impl FnOnce(&mut AnyHalo) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let shared = registry::get::<Shared>(HALO, halo.id)?;
+    let mut any =
+        shared.try_borrow_mut().map_err(|_| Failure::argument("the halo is in use by another call"))?;
+    f(&mut any)
+}
+
+/// A field of the host's per-atom state, as md-halo moves it.
+pub(super) struct Field {
+    pub(super) bytes: Vec<u8>,
+    pub(super) per_atom: usize,
+}
+
+impl AtomState for Field {
+    fn bytes_per_atom(&self) -> usize {
+        self.per_atom
+    }
+    fn atom_count(&self) -> usize {
+        self.bytes.len() / self.per_atom
+    }
+    fn atom_bytes(&self, i: usize) -> &[u8] {
+        &self.bytes[i * self.per_atom..(i + 1) * self.per_atom]
+    }
+    fn rebuild(&mut self, atoms: &mut dyn Iterator<Item = &[u8]>) {
+        let mut bytes = Vec::with_capacity(self.bytes.len());
+        atoms.for_each(|a| bytes.extend_from_slice(a));
+        self.bytes = bytes;
+    }
+}
+
+impl<R: Real> Halo<R> {
+    /// The pending state into the host's fields, when each has room.
+    pub(super) fn take_into(&mut self, list: &[onesided_atom_field]) -> Result<(), Failure> {
+        let pending =
+            self.pending.as_ref().ok_or_else(|| Failure::argument("no repartition's state is pending"))?;
+        if pending.len() != list.len() {
+            return Err(Failure::argument(format!(
+                "{} fields, for a repartition of {}",
+                list.len(),
+                pending.len()
+            )));
+        }
+        for (k, (bytes, f)) in pending.iter().zip(list).enumerate() {
+            let atoms = bytes.len() / f.bytes_per_atom.max(1);
+            if atoms > f.capacity {
+                return Err(Failure::argument(format!(
+                    "field {k} has room for {} atoms, the home atoms are now {atoms}: the new state is kept; \
+                     grow the field and call onesided_halo_take_fields",
+                    f.capacity
+                )));
+            }
+        }
+        for (bytes, f) in pending.iter().zip(list) {
+            // SAFETY: room checked above; the caller passes `capacity * bytes_per_atom` bytes.
+            let out = unsafe { bytes_out(f.data, bytes.len(), "field data") }?;
+            out.copy_from_slice(bytes);
+        }
+        self.pending = None;
+        Ok(())
+    }
+}
+
+/// Refuses, on every PE alike, a collective call that some PE cannot make (`problem`, this
+/// PE's) or that the PEs make with different `shape` (a hash of what must agree), before
+/// anything moves, so that no PE is left waiting in it.
+pub(super) fn agreed(
+    rt: &onesided::Runtime,
+    problem: Option<String>,
+    shape: u64,
+    call: &str,
+    what: &str,
+) -> Result<(), Failure> {
+    let mut agreement = onesided::Agreement::new();
+    let bad = agreement.lowest_pe(problem.is_some());
+    let same = agreement.same(shape & ((1 << 39) - 1));
+    let agreed = agreement.collective_run(rt)?;
+    let every_pe = |message: String| Failure { every_pe: true, ..Failure::argument(message) };
+    if let Some(pe) = agreed.get(bad) {
+        return Err(every_pe(match problem {
+            Some(message) => format!("{call}: {message}; no PE went on"),
+            None => {
+                format!("{call}: PE {pe} was given what it cannot use (its message says what); no PE went on")
+            }
+        }));
+    }
+    if !agreed.get(same) {
+        return Err(every_pe(format!("{call}: the PEs pass different {what}: every PE passes the same")));
+    }
+    Ok(())
+}
