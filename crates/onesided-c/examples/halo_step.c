@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
         velocities[i][0] = 0.05f * (float)(i % 7) - 0.15f;
         velocities[i][1] = velocities[i][2] = 0.0f;
     }
-    onesided_atom_field fields[1] = {{velocities, sizeof velocities[0], N}};
+    onesided_atom_field fields[1] = {{velocities, sizeof velocities[0], 0, N}};
     for (int step = 1; step <= 50; step++) {
         onesided_halo_local local;
         check(onesided_halo_move_x(halo, &local), "move_x");

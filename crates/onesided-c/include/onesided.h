@@ -157,17 +157,22 @@ typedef struct {
 
 /**
  * One array of the host's per-atom state in home order, which a repartition moves with the
- * atoms: `bytes_per_atom` bytes per atom, contiguous, room for `capacity` atoms.
+ * atoms: `bytes_per_atom` bytes per atom, `stride` bytes apart, room for `capacity` atoms.
  */
 typedef struct {
   /**
-   * The array.
+   * The first atom's entry.
    */
   void *data;
   /**
    * The bytes of one atom's entry.
    */
   size_t bytes_per_atom;
+  /**
+   * The bytes from one atom's entry to the next: 0 (or `bytes_per_atom`) for a contiguous
+   * array, more for a member of an array of structs (`sizeof` the struct).
+   */
+  size_t stride;
   /**
    * How many atoms' entries fit.
    */
@@ -591,7 +596,7 @@ onesided_status onesided_halo_free(onesided_halo *halo);
  * Every PE calls it at the same step, with the same number of fields and entry sizes.
  *
  * # Safety
- * `fields` points to `n_fields` fields, each `data` to `capacity * bytes_per_atom` bytes.
+ * `fields` points to `n_fields` fields, each `data` to `capacity` entries `stride` apart.
  */
 onesided_status onesided_halo_repartition(onesided_halo halo,
                                           onesided_atom_field *fields,

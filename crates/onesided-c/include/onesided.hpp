@@ -301,7 +301,7 @@ class atom_vector {
           size_([](void *p) { return static_cast<std::vector<T> *>(p)->size(); }),
           resize_([](void *p, std::size_t n) { static_cast<std::vector<T> *>(p)->resize(n); }) {}
     /// The C field over the vector as it is.
-    onesided_atom_field field() const { return {data_(vector_), bytes_, size_(vector_)}; }
+    onesided_atom_field field() const { return {data_(vector_), bytes_, 0, size_(vector_)}; }
     /// Resizes the vector to `n` entries.
     void resize(std::size_t n) const { resize_(vector_, n); }
 

@@ -18,7 +18,7 @@ use crate::status::{Failure, guard, onesided_status};
 /// Every PE calls it at the same step, with the same number of fields and entry sizes.
 ///
 /// # Safety
-/// `fields` points to `n_fields` fields, each `data` to `capacity * bytes_per_atom` bytes.
+/// `fields` points to `n_fields` fields, each `data` to `capacity` entries `stride` apart.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_halo_repartition(
     halo: onesided_halo,
@@ -32,10 +32,14 @@ pub unsafe extern "C" fn onesided_halo_repartition(
             either!(any, h => {
                 let home = h.idle()?.home_count();
                 let problem = list.iter().enumerate().find_map(|(k, f)| {
-                    (f.bytes_per_atom == 0 || f.capacity < home).then(|| {
+                    (f.bytes_per_atom == 0 || f.step() < f.bytes_per_atom || f.capacity < home).then(|| {
                         format!(
-                            "field {k}: {} bytes per atom and room for {} atoms, for {home} home atoms",
-                            f.bytes_per_atom, f.capacity
+                            "field {k}: {} bytes per atom, {} apart, room for {} atoms, for {home} home \
+                             atoms: give entries of at least a byte, a stride of 0 or at least the entry, \
+                             and room for the home atoms",
+                            f.bytes_per_atom,
+                            f.step(),
+                            f.capacity
                         )
                     })
                 });
@@ -46,8 +50,12 @@ pub unsafe extern "C" fn onesided_halo_repartition(
                 let mut state = Vec::with_capacity(list.len());
                 for f in &list {
                     // SAFETY: as this function's contract; home <= capacity (checked).
-                    let bytes = unsafe { bytes_in(f.data, home * f.bytes_per_atom, "field data") }?;
-                    state.push(Field { bytes: bytes.to_vec(), per_atom: f.bytes_per_atom });
+                    let span = unsafe { bytes_in(f.data, f.span(home), "field data") }?;
+                    let mut bytes = Vec::with_capacity(home * f.bytes_per_atom);
+                    for i in 0..home {
+                        bytes.extend_from_slice(&span[i * f.step()..][..f.bytes_per_atom]);
+                    }
+                    state.push(Field { bytes, per_atom: f.bytes_per_atom });
                 }
                 let mut dyns: Vec<&mut dyn AtomState> = state.iter_mut().map(|f| f as &mut dyn AtomState).collect();
                 h.idle()?.collective_repartition(&mut dyns)?;

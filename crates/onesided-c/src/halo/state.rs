@@ -184,9 +184,12 @@ impl<R: Real> Halo<R> {
             }
         }
         for (bytes, f) in pending.iter().zip(list) {
-            // SAFETY: room checked above; the caller passes `capacity * bytes_per_atom` bytes.
-            let out = unsafe { bytes_out(f.data, bytes.len(), "field data") }?;
-            out.copy_from_slice(bytes);
+            let atoms = bytes.len() / f.bytes_per_atom.max(1);
+            // SAFETY: room checked above; the caller passes `capacity` entries `stride` apart.
+            let out = unsafe { bytes_out(f.data, f.span(atoms), "field data") }?;
+            for (i, entry) in bytes.chunks_exact(f.bytes_per_atom).enumerate() {
+                out[i * f.step()..][..f.bytes_per_atom].copy_from_slice(entry);
+            }
         }
         self.pending = None;
         Ok(())

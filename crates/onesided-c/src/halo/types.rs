@@ -125,15 +125,30 @@ pub struct onesided_halo_home {
 }
 
 /// One array of the host's per-atom state in home order, which a repartition moves with the
-/// atoms: `bytes_per_atom` bytes per atom, contiguous, room for `capacity` atoms.
+/// atoms: `bytes_per_atom` bytes per atom, `stride` bytes apart, room for `capacity` atoms.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct onesided_atom_field {
-    /// The array.
+    /// The first atom's entry.
     pub data: *mut core::ffi::c_void,
     /// The bytes of one atom's entry.
     pub bytes_per_atom: usize,
+    /// The bytes from one atom's entry to the next: 0 (or `bytes_per_atom`) for a contiguous
+    /// array, more for a member of an array of structs (`sizeof` the struct).
+    pub stride: usize,
     /// How many atoms' entries fit.
     pub capacity: usize,
+}
+
+impl onesided_atom_field {
+    /// The step from one entry to the next.
+    pub(crate) fn step(&self) -> usize {
+        if self.stride == 0 { self.bytes_per_atom } else { self.stride }
+    }
+
+    /// The bytes `atoms` entries span, from `data`.
+    pub(crate) fn span(&self, atoms: usize) -> usize {
+        if atoms == 0 { 0 } else { (atoms - 1) * self.step() + self.bytes_per_atom }
+    }
 }

@@ -169,9 +169,12 @@ static int calls(void) {
     /* Every atom moves to the next domain along x: a field with room for none of them. */
     float (*hx)[3] = home.coordinates;
     for (size_t i = 0; i < home.count; i++) hx[i][0] += 3.6f / (float)n;
-    static uint32_t tags[SIDE * SIDE * SIDE];
-    for (size_t i = 0; i < home.count; i++) tags[i] = home.globals[i] * 10u + 7u;
-    onesided_atom_field field = {tags, sizeof tags[0], n > 1 ? 0 : SIDE * SIDE * SIDE};
+    /* The tags are one member of an array of structs: a strided field. */
+    static struct { float before; uint32_t tag; float after; } tagged[SIDE * SIDE * SIDE];
+    for (size_t i = 0; i < SIDE * SIDE * SIDE; i++) tagged[i].before = tagged[i].after = -1.0f;
+    for (size_t i = 0; i < home.count; i++) tagged[i].tag = home.globals[i] * 10u + 7u;
+    onesided_atom_field field = {&tagged[0].tag, sizeof tagged[0].tag, sizeof tagged[0],
+                                 n > 1 ? 0 : SIDE * SIDE * SIDE};
     onesided_status moved = onesided_halo_repartition(halo, &field, 1);
     if (n > 1) {
         expect_case("no room", moved, ONESIDED_ERROR_ARGUMENT, "field 0", 1);
@@ -190,7 +193,8 @@ static int calls(void) {
     }
     CHECK(onesided_halo_home_atoms(halo, &home));
     int tags_follow = 1;
-    for (size_t i = 0; i < home.count; i++) tags_follow &= tags[i] == home.globals[i] * 10u + 7u;
+    for (size_t i = 0; i < home.count; i++)
+        tags_follow &= tagged[i].tag == home.globals[i] * 10u + 7u && tagged[i].before == -1.0f;
     if (!tags_follow) {
         printf("case repartition: a field entry did not follow its atom  <- WRONG\n");
         failures++;
