@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_void};
 
 use onesided::{Collectives, Exchange, Incoming, Outgoing, Path, SymArray};
 
-use crate::memory::{bytes_in, bytes_out, name_of, pe_of};
+use crate::memory::{bytes_in, bytes_out, name_of, pe_of, values_in};
 use crate::registry;
 use crate::runtime::{onesided_runtime, runtime_of, write_out};
 use crate::status::{Failure, guard, onesided_status};
@@ -120,11 +120,11 @@ pub unsafe extern "C" fn onesided_exchange_new(
         // SAFETY: as this function's contract.
         let name = unsafe { name_of(name) }?;
         let path = path_of(path)?;
-        // SAFETY: as this function's contract (i32 has the alignment C's int has).
-        let listed = unsafe { bytes_in(partners.cast(), n_partners * size_of::<i32>(), "partners") }?;
+        // SAFETY: as this function's contract.
+        let listed = unsafe { values_in(partners, n_partners, "partners") }?;
         let mut others = Vec::with_capacity(n_partners);
-        for chunk in listed.chunks_exact(size_of::<i32>()) {
-            let pe = pe_of(i32::from_ne_bytes(chunk.try_into().expect("4 bytes")), "partner")?;
+        for &partner in listed {
+            let pe = pe_of(partner, "partner")?;
             if pe != rt.my_pe() {
                 others.push(pe);
             }
@@ -235,15 +235,6 @@ fn sendrecv(
 /// `exchange` points to a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_exchange_free(exchange: *mut onesided_exchange) -> onesided_status {
-    guard(|| {
-        if exchange.is_null() {
-            return Err(Failure::argument("exchange is a null pointer: pass &exchange"));
-        }
-        // SAFETY: not null; the caller passes a pointer to a handle.
-        let id = unsafe { (*exchange).id };
-        drop(registry::remove::<ByteExchange>(EXCHANGE, id)?);
-        // SAFETY: as above.
-        unsafe { (*exchange).id = 0 };
-        Ok(())
-    })
+    // SAFETY: as this function's contract; the handle is a repr(C) struct of one u64.
+    guard(|| unsafe { registry::free::<ByteExchange>(exchange.cast(), EXCHANGE, "exchange") })
 }

@@ -83,6 +83,34 @@ pub(crate) unsafe fn bytes_out<'a>(
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
 }
 
+/// `n` values of `T` from C at `ptr`, refused when null with a length or misaligned.
+///
+/// # Safety
+/// `ptr` is null or points to `n` values of `T` that stay unchanged during the call.
+pub(crate) unsafe fn values_in<'a, T>(ptr: *const T, n: usize, what: &str) -> Result<&'a [T], Failure> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Failure::argument(format!("{what} is a null pointer with {n} values")));
+    }
+    if !(ptr as usize).is_multiple_of(align_of::<T>()) {
+        return Err(Failure::argument(format!("{what} is not aligned for its type")));
+    }
+    // SAFETY: not null, aligned; the caller passes `n` values.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+}
+
+/// A box from C: three vectors of three doubles, rows, in nm, as the crates take it.
+///
+/// # Safety
+/// `ptr` is null or points to 9 doubles.
+pub(crate) unsafe fn box_of(ptr: *const f64) -> Result<[[f32; 3]; 3], Failure> {
+    // SAFETY: as this function's contract.
+    let v = unsafe { values_in(ptr, 9, "box") }?;
+    Ok([0, 1, 2].map(|d| [v[3 * d] as f32, v[3 * d + 1] as f32, v[3 * d + 2] as f32]))
+}
+
 /// A PE number from C, refused when negative.
 pub(crate) fn pe_of(pe: i32, what: &str) -> Result<usize, Failure> {
     usize::try_from(pe)
@@ -128,17 +156,8 @@ pub unsafe extern "C" fn onesided_symmetric_alloc(
 /// `array` points to a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_symmetric_free(array: *mut onesided_symmetric) -> onesided_status {
-    guard(|| {
-        if array.is_null() {
-            return Err(Failure::argument("array is a null pointer: pass &array"));
-        }
-        // SAFETY: not null; the caller passes a pointer to a handle.
-        let id = unsafe { (*array).id };
-        drop(registry::remove::<Bytes>(SYMMETRIC, id)?);
-        // SAFETY: as above.
-        unsafe { (*array).id = 0 };
-        Ok(())
-    })
+    // SAFETY: as this function's contract; the handle is a repr(C) struct of one u64.
+    guard(|| unsafe { registry::free::<Bytes>(array.cast(), SYMMETRIC, "array") })
 }
 
 /// This PE's copy of the array: its address (valid until the array is freed) and size in
@@ -273,17 +292,8 @@ pub unsafe extern "C" fn onesided_signals_alloc(
 /// `signals` points to a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_signals_free(signals: *mut onesided_signals) -> onesided_status {
-    guard(|| {
-        if signals.is_null() {
-            return Err(Failure::argument("signals is a null pointer: pass &signals"));
-        }
-        // SAFETY: not null; the caller passes a pointer to a handle.
-        let id = unsafe { (*signals).id };
-        drop(registry::remove::<Signals>(SIGNALS, id)?);
-        // SAFETY: as above.
-        unsafe { (*signals).id = 0 };
-        Ok(())
-    })
+    // SAFETY: as this function's contract; the handle is a repr(C) struct of one u64.
+    guard(|| unsafe { registry::free::<Signals>(signals.cast(), SIGNALS, "signals") })
 }
 
 /// Waits until this PE's signal `index` is at least `value`; its value then, through `seen`

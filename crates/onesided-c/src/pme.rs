@@ -13,7 +13,7 @@ use onesided::Runtime;
 use pme_redist::{Particle, Pme, PmeGrid, Redistribution};
 
 use crate::exchange::{ONESIDED_PATH_ONESIDED, onesided_path, path_of};
-use crate::memory::{bytes_in, bytes_out};
+use crate::memory::{box_of, bytes_in, bytes_out, pe_of, values_in};
 use crate::registry;
 use crate::runtime::{onesided_runtime, runtime_of, write_out};
 use crate::status::{Failure, guard, onesided_status};
@@ -100,20 +100,22 @@ type Shared = RefCell<PmeState>;
 /// `options` points to writable memory for one `onesided_pme_options`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_pme_options_default(options: *mut onesided_pme_options) -> onesided_status {
-    guard(|| {
-        let defaults = onesided_pme_options {
-            path: ONESIDED_PATH_ONESIDED,
-            spacing: 0.12,
-            sizes: [0; 3],
-            order: 4,
-            beta: 0.0,
-            cutoff: 0.9,
-            ewald_rtol: 1e-5,
-            pme_pes: std::ptr::null(),
-            n_pme_pes: 0,
-        };
-        write_out(options, "options", defaults)
-    })
+    guard(|| write_out(options, "options", defaults()))
+}
+
+/// The options' defaults.
+fn defaults() -> onesided_pme_options {
+    onesided_pme_options {
+        path: ONESIDED_PATH_ONESIDED,
+        spacing: 0.12,
+        sizes: [0; 3],
+        order: 4,
+        beta: 0.0,
+        cutoff: 0.9,
+        ewald_rtol: 1e-5,
+        pme_pes: std::ptr::null(),
+        n_pme_pes: 0,
+    }
 }
 
 /// The Ewald coefficient (1/nm) for a real-space `cutoff` (nm) and GROMACS's `ewald-rtol`,
@@ -171,34 +173,16 @@ pub unsafe extern "C" fn onesided_pme_new(
     guard(|| {
         write_out(out, "out", onesided_pme { id: 0 })?;
         let rt: &'static Runtime = runtime_of(rt)?;
-        let o = if options.is_null() {
-            let mut o = std::mem::MaybeUninit::uninit();
-            // SAFETY: a valid out-pointer.
-            unsafe { onesided_pme_options_default(o.as_mut_ptr()) };
-            // SAFETY: just written.
-            unsafe { o.assume_init() }
-        } else {
-            // SAFETY: not null; the caller passes options.
-            unsafe { *options }
-        };
+        // SAFETY: not null; the caller passes options.
+        let o = if options.is_null() { defaults() } else { unsafe { *options } };
         // SAFETY: as this function's contract.
-        let raw = unsafe { bytes_in(box_vectors.cast(), 9 * size_of::<f64>(), "box") }?;
-        let v: Vec<f64> =
-            raw.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect();
-        let vectors = [0, 1, 2].map(|d| [v[3 * d] as f32, v[3 * d + 1] as f32, v[3 * d + 2] as f32]);
+        let vectors = unsafe { box_of(box_vectors) }?;
         let pes: Vec<usize> = if o.pme_pes.is_null() {
             (0..rt.n_pes()).collect()
         } else {
             // SAFETY: as this function's contract.
-            let listed = unsafe { bytes_in(o.pme_pes.cast(), o.n_pme_pes * 4, "pme_pes") }?;
-            let mut pes = Vec::with_capacity(o.n_pme_pes);
-            for c in listed.chunks_exact(4) {
-                let pe = i32::from_ne_bytes(c.try_into().expect("4 bytes"));
-                pes.push(
-                    usize::try_from(pe).map_err(|_| Failure::argument(format!("PME PE {pe} is not a PE")))?,
-                );
-            }
-            pes
+            let listed = unsafe { values_in(o.pme_pes, o.n_pme_pes, "pme_pes") }?;
+            listed.iter().map(|&pe| pe_of(pe, "PME PE")).collect::<Result<_, _>>()?
         };
         let order = usize::try_from(o.order).map_err(|_| Failure::argument(format!("order {}", o.order)))?;
         let mut grid = PmeGrid::builder(vectors, &pes).order(order);
@@ -308,15 +292,6 @@ pub unsafe extern "C" fn onesided_pme_plan(
 /// `pme` points to a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_pme_free(pme: *mut onesided_pme) -> onesided_status {
-    guard(|| {
-        if pme.is_null() {
-            return Err(Failure::argument("pme is a null pointer: pass &pme"));
-        }
-        // SAFETY: not null; the caller passes a pointer to a handle.
-        let id = unsafe { (*pme).id };
-        drop(registry::remove::<Shared>(PME, id)?);
-        // SAFETY: as above.
-        unsafe { (*pme).id = 0 };
-        Ok(())
-    })
+    // SAFETY: as this function's contract; the handle is a repr(C) struct of one u64.
+    guard(|| unsafe { registry::free::<Shared>(pme.cast(), PME, "pme") })
 }

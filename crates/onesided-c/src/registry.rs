@@ -111,6 +111,24 @@ pub(crate) fn remove<T: Any>(kind: &'static str, id: u64) -> Result<Rc<T>, Failu
     })
 }
 
+/// Frees the object of kind `T` whose handle is at `handle` (a handle struct's one `u64`)
+/// and sets the handle to 0; `what` names the argument in the message for a null pointer.
+///
+/// # Safety
+/// `handle` is null or points to a handle.
+pub(crate) unsafe fn free<T: Any>(handle: *mut u64, kind: &'static str, what: &str) -> Result<(), Failure> {
+    if handle.is_null() {
+        return Err(Failure::argument(format!("{what} is a null pointer: pass &{what}")));
+    }
+    // SAFETY: not null; the caller passes a pointer to a handle.
+    let id = unsafe { *handle };
+    // Dropped here, outside the registry's borrow: the drop may communicate.
+    drop(remove::<T>(kind, id)?);
+    // SAFETY: as above.
+    unsafe { *handle = 0 };
+    Ok(())
+}
+
 /// Ends the runtime under number `id`: drops every object still alive, the last made first,
 /// then the runtime. How many objects were left.
 pub(crate) fn end(id: u64) -> Result<usize, Failure> {

@@ -6,7 +6,7 @@ use md_halo::{DdGrid, Dlb, HaloExchange, PbcBox, PeriodicImages, Real};
 use super::state::{AnyHalo, HALO, Halo, Shared, keep};
 use super::types::*;
 use crate::exchange::{ONESIDED_PATH_ONESIDED, path_of};
-use crate::memory::bytes_in;
+use crate::memory::{box_of, bytes_in, values_in};
 use crate::registry;
 use crate::runtime::{onesided_runtime, runtime_of, write_out};
 use crate::status::{Failure, guard, onesided_status};
@@ -19,17 +19,19 @@ use crate::status::{Failure, guard, onesided_status};
 pub unsafe extern "C" fn onesided_halo_options_default(
     options: *mut onesided_halo_options,
 ) -> onesided_status {
-    guard(|| {
-        let defaults = onesided_halo_options {
-            real: ONESIDED_REAL_F32,
-            path: ONESIDED_PATH_ONESIDED,
-            periodic_images: ONESIDED_IMAGES_HALO,
-            load_balancing: ONESIDED_DLB_NO,
-            verlet_buffer: 0.0,
-            grid: [0; 3],
-        };
-        write_out(options, "options", defaults)
-    })
+    guard(|| write_out(options, "options", defaults()))
+}
+
+/// The options' defaults.
+fn defaults() -> onesided_halo_options {
+    onesided_halo_options {
+        real: ONESIDED_REAL_F32,
+        path: ONESIDED_PATH_ONESIDED,
+        periodic_images: ONESIDED_IMAGES_HALO,
+        load_balancing: ONESIDED_DLB_NO,
+        verlet_buffer: 0.0,
+        grid: [0; 3],
+    }
 }
 
 /// The box (three vectors of three components, nm, rows), range and options, checked.
@@ -47,21 +49,9 @@ unsafe fn setup(
     options: *const onesided_halo_options,
 ) -> Result<Setup, Failure> {
     // SAFETY: as this function's contract.
-    let raw = unsafe { bytes_in(box_vectors.cast(), 9 * size_of::<f64>(), "box") }?;
-    let v: Vec<f64> =
-        raw.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect();
-    let vectors = [0, 1, 2].map(|d| [v[3 * d] as f32, v[3 * d + 1] as f32, v[3 * d + 2] as f32]);
-    let pbc = PbcBox::new(vectors)?;
-    let options = if options.is_null() {
-        let mut o = std::mem::MaybeUninit::uninit();
-        // SAFETY: a valid out-pointer.
-        unsafe { onesided_halo_options_default(o.as_mut_ptr()) };
-        // SAFETY: just written.
-        unsafe { o.assume_init() }
-    } else {
-        // SAFETY: not null; the caller passes options.
-        unsafe { *options }
-    };
+    let pbc = PbcBox::new(unsafe { box_of(box_vectors) }?)?;
+    // SAFETY: not null; the caller passes options.
+    let options = if options.is_null() { defaults() } else { unsafe { *options } };
     let range = range as f32;
     let grid = match options.grid {
         [0, 0, 0] => DdGrid::choose(rt.n_pes(), pbc, range)?,
@@ -104,6 +94,45 @@ fn builder<R: Real>(
         .periodic_images(images)
         .load_balancing(dlb);
     Ok(if o.verlet_buffer != 0.0 { builder.verlet_buffer(o.verlet_buffer) } else { builder })
+}
+
+/// The halo exchange of the options' precision over `n` positions: the whole system, or with
+/// `globals` this PE's home atoms.
+///
+/// # Safety
+/// `positions` is null or points to `n` triples of that precision.
+unsafe fn build(
+    rt: &'static onesided::Runtime,
+    s: &Setup,
+    positions: *const core::ffi::c_void,
+    n: usize,
+    globals: Option<&[u32]>,
+) -> Result<AnyHalo, Failure> {
+    /// # Safety
+    /// As `build`'s, for `R`.
+    unsafe fn of<R: Real>(
+        rt: &'static onesided::Runtime,
+        s: &Setup,
+        positions: *const core::ffi::c_void,
+        n: usize,
+        globals: Option<&[u32]>,
+    ) -> Result<Halo<R>, Failure> {
+        // SAFETY: as this function's contract.
+        let x = unsafe { triples::<R>(positions, n, "positions") }?;
+        let builder = builder::<R>(rt, s)?;
+        let exchange = match globals {
+            None => builder.collective_from_global(x)?,
+            Some(globals) => builder.collective_build(x, globals)?,
+        };
+        Ok(Halo::new(rt, exchange))
+    }
+    Ok(match s.options.real {
+        // SAFETY: as this function's contract.
+        ONESIDED_REAL_F32 => AnyHalo::F32(unsafe { of(rt, s, positions, n, globals) }?),
+        // SAFETY: as this function's contract.
+        ONESIDED_REAL_F64 => AnyHalo::F64(unsafe { of(rt, s, positions, n, globals) }?),
+        other => return Err(Failure::argument(format!("real {other}: ONESIDED_REAL_F32 or _F64"))),
+    })
 }
 
 /// Triples of `R` from C.
@@ -158,20 +187,8 @@ pub unsafe extern "C" fn onesided_halo_from_global(
         let rt = runtime_of(rt)?;
         // SAFETY: as this function's contract.
         let s = unsafe { setup(rt, box_vectors, range, options) }?;
-        let halo = match s.options.real {
-            ONESIDED_REAL_F32 => {
-                // SAFETY: as this function's contract.
-                let x = unsafe { triples::<f32>(positions, n_atoms, "positions") }?;
-                AnyHalo::F32(Halo::new(rt, builder::<f32>(rt, &s)?.collective_from_global(x)?))
-            }
-            ONESIDED_REAL_F64 => {
-                // SAFETY: as this function's contract.
-                let x = unsafe { triples::<f64>(positions, n_atoms, "positions") }?;
-                AnyHalo::F64(Halo::new(rt, builder::<f64>(rt, &s)?.collective_from_global(x)?))
-            }
-            other => return Err(Failure::argument(format!("real {other}: ONESIDED_REAL_F32 or _F64"))),
-        };
-        keep(halo, out)
+        // SAFETY: as this function's contract.
+        keep(unsafe { build(rt, &s, positions, n_atoms, None) }?, out)
     })
 }
 
@@ -201,23 +218,9 @@ pub unsafe extern "C" fn onesided_halo_from_home(
         // SAFETY: as this function's contract.
         let s = unsafe { setup(rt, box_vectors, range, options) }?;
         // SAFETY: as this function's contract.
-        let g = unsafe { bytes_in(globals.cast(), n_home * 4, "globals") }?;
-        let globals: Vec<u32> =
-            g.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes"))).collect();
-        let halo = match s.options.real {
-            ONESIDED_REAL_F32 => {
-                // SAFETY: as this function's contract.
-                let x = unsafe { triples::<f32>(positions, n_home, "positions") }?;
-                AnyHalo::F32(Halo::new(rt, builder::<f32>(rt, &s)?.collective_build(x, &globals)?))
-            }
-            ONESIDED_REAL_F64 => {
-                // SAFETY: as this function's contract.
-                let x = unsafe { triples::<f64>(positions, n_home, "positions") }?;
-                AnyHalo::F64(Halo::new(rt, builder::<f64>(rt, &s)?.collective_build(x, &globals)?))
-            }
-            other => return Err(Failure::argument(format!("real {other}: ONESIDED_REAL_F32 or _F64"))),
-        };
-        keep(halo, out)
+        let globals = unsafe { values_in(globals, n_home, "globals") }?;
+        // SAFETY: as this function's contract.
+        keep(unsafe { build(rt, &s, positions, n_home, Some(globals)) }?, out)
     })
 }
 
@@ -231,15 +234,6 @@ pub unsafe extern "C" fn onesided_halo_from_home(
 /// `halo` points to a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onesided_halo_free(halo: *mut onesided_halo) -> onesided_status {
-    guard(|| {
-        if halo.is_null() {
-            return Err(Failure::argument("halo is a null pointer: pass &halo"));
-        }
-        // SAFETY: not null; the caller passes a pointer to a handle.
-        let id = unsafe { (*halo).id };
-        drop(registry::remove::<Shared>(HALO, id)?);
-        // SAFETY: as above.
-        unsafe { (*halo).id = 0 };
-        Ok(())
-    })
+    // SAFETY: as this function's contract; the handle is a repr(C) struct of one u64.
+    guard(|| unsafe { registry::free::<Shared>(halo.cast(), HALO, "halo") })
 }
