@@ -20,6 +20,16 @@
 #endif
 
 /**
+ * A flag of `onesided_exchange_call`: the next call on this exchange receives the same
+ * messages (the same PEs, in the same order, with the same rooms), so this call announces
+ * them to their senders as it returns, and those senders then write without waiting for the
+ * receiver. The one-sided path's steady state for a halo that repeats every step: a message
+ * costs a put and a signal, no round trip. A next call with other receives is refused
+ * (`ONESIDED_ERROR_ARGUMENT`, on this PE); the MPI path accepts the flag and ignores it.
+ */
+#define ONESIDED_CALL_REPEATS 1
+
+/**
  * What a call of the C ABI returns. Every value but `ONESIDED_OK` leaves a message naming the
  * PE, what went wrong and what to do in `onesided_last_error`.
  */
@@ -93,6 +103,44 @@ typedef struct {
    */
   uint64_t id;
 } onesided_exchange;
+
+/**
+ * One message this PE sends in an `onesided_exchange_call`: `bytes` bytes at `data` to PE
+ * `pe`.
+ */
+typedef struct {
+  /**
+   * The bytes (read during the call only; may be null with none).
+   */
+  const void *data;
+  /**
+   * How many.
+   */
+  size_t bytes;
+  /**
+   * The receiving PE: a partner, or this PE (a copy).
+   */
+  int32_t pe;
+} onesided_send;
+
+/**
+ * One message this PE receives in an `onesided_exchange_call`: from PE `pe`, into `room`
+ * bytes at `data`.
+ */
+typedef struct {
+  /**
+   * Where the message goes (written during the call only; may be null with no room).
+   */
+  void *data;
+  /**
+   * The room there, in bytes.
+   */
+  size_t room;
+  /**
+   * The sending PE: a partner, or this PE (a copy).
+   */
+  int32_t pe;
+} onesided_receive;
 
 /**
  * The precision of coordinates and forces: `ONESIDED_REAL_F32` (`float`) or
@@ -506,6 +554,47 @@ onesided_status onesided_exchange_sendrecv(onesided_exchange exchange,
                                            size_t recv_bytes,
                                            int32_t source,
                                            size_t *received);
+
+/**
+ * Sends every message of `sends` and receives every message of `receives` in one step:
+ * the messages of a halo's faces at once (CoMD's two faces of an axis, say), where
+ * `onesided_exchange_sendrecv` takes one each way. The `k`-th message this PE sends to a PE
+ * meets the `k`-th message that PE receives from this one (at most 2 per pair and call:
+ * a neighbour on both sides); messages to this PE itself are copies, the `k`-th sent to
+ * the `k`-th received. The bytes each receive got go to `received[i]` (`received` may be
+ * null). As `MPI_Sendrecv`: when it returns, every send buffer may be reused and every
+ * receive buffer holds its message.
+ *
+ * The receives land in the exchange's inbox one after another before they are copied out,
+ * so their rooms from other PEs add up to at most the exchange's `max_message` (the
+ * largest any PE gave). `flags` is 0 or `ONESIDED_CALL_REPEATS`.
+ *
+ * # Collective
+ * Pairwise: every PE this one sends to makes the matching call receiving from it, every PE
+ * it receives from the one sending to it, in the same order as their other calls on this
+ * exchange.
+ *
+ * # Errors
+ * `ONESIDED_ERROR_ARGUMENT` on both sides when a message exceeds its receiver's room, with
+ * it not written (the call's other messages are delivered; the receive buffers' contents
+ * are then unspecified); on this PE for a PE that is not a partner, more than 2 messages
+ * between one pair, rooms that exceed the inbox, messages to itself that do not pair up or
+ * do not fit, buffers that overlap, null buffers with bytes, an unknown flag, or receives
+ * other than the ones a `ONESIDED_CALL_REPEATS` call announced;
+ * `ONESIDED_ERROR_TIMEOUT` when a partner does not take part in time.
+ *
+ * # Safety
+ * `sends` points to `n_sends` messages (or is null with none), each `data` to `bytes`
+ * readable bytes; `receives` to `n_receives` (or null with none), each `data` to `room`
+ * writable bytes; `received` is null or points to writable memory for `n_receives` values.
+ */
+onesided_status onesided_exchange_call(onesided_exchange exchange,
+                                       const onesided_send *sends,
+                                       size_t n_sends,
+                                       const onesided_receive *receives,
+                                       size_t n_receives,
+                                       uint32_t flags,
+                                       size_t *received);
 
 /**
  * Frees an exchange and sets `*exchange` to `{0}`.

@@ -284,6 +284,16 @@ class exchange {
         check(onesided_exchange_sendrecv(handle_, send, send_bytes, dest, recv, recv_bytes, source, &received));
         return received;
     }
+    /// Sends every message of `sends` and receives every one of `receives` in one step; the
+    /// bytes each receive got. `repeats`: the next call receives the same messages
+    /// (ONESIDED_CALL_REPEATS).
+    std::vector<std::size_t> call(const std::vector<onesided_send> &sends,
+                                  const std::vector<onesided_receive> &receives, bool repeats = false) {
+        std::vector<std::size_t> received(receives.size());
+        check(onesided_exchange_call(handle_, sends.data(), sends.size(), receives.data(), receives.size(),
+                                     repeats ? ONESIDED_CALL_REPEATS : 0u, received.data()));
+        return received;
+    }
     /// The C handle.
     onesided_exchange handle() const noexcept { return handle_; }
 

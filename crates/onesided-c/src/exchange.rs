@@ -43,10 +43,35 @@ pub struct onesided_exchange {
 
 const EXCHANGE: &str = "onesided_exchange";
 
-/// The exchange and its inbox (dropped in this order: both collectively).
+/// The exchange and its inbox (dropped in this order: both collectively), and the receives
+/// the last call announced for the next (`ONESIDED_CALL_REPEATS`).
 struct ByteExchange {
     exchange: RefCell<Exchange<'static, u8>>,
     inbox: SymArray<'static, u8>,
+    announced: RefCell<Option<Vec<Incoming>>>,
+}
+
+impl ByteExchange {
+    /// Refuses a call whose remote receives differ from the ones the previous call announced.
+    fn check_announced(&self, name: &str, incoming: &[Incoming]) -> Result<(), Failure> {
+        match &*self.announced.borrow() {
+            Some(announced) if announced.as_slice() != incoming => {
+                let list = |r: &[Incoming]| {
+                    let each: Vec<String> =
+                        r.iter().map(|i| format!("{} bytes from PE {}", i.room, i.from)).collect();
+                    if each.is_empty() { "none".to_string() } else { each.join(", ") }
+                };
+                Err(Failure::argument(format!(
+                    "exchange '{name}': the previous call announced its receives for this one \
+                     (ONESIDED_CALL_REPEATS: {}), this call receives {}: pass the same receives, or \
+                     make the call before a change without the flag",
+                    list(announced),
+                    list(incoming)
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The path a C value names.
@@ -134,7 +159,10 @@ pub unsafe extern "C" fn onesided_exchange_new(
             Exchange::<u8>::builder(rt, &name).path(path).partners(&others).collective_build()?;
         exchange.collective_reserve(room)?;
         let inbox = SymArray::<u8>::collective_alloc(rt, &format!("{name} inbox"), room)?;
-        let id = registry::insert(EXCHANGE, ByteExchange { exchange: RefCell::new(exchange), inbox })?;
+        let id = registry::insert(
+            EXCHANGE,
+            ByteExchange { exchange: RefCell::new(exchange), inbox, announced: RefCell::new(None) },
+        )?;
         write_out(out, "out", onesided_exchange { id })
     })
 }
@@ -216,14 +244,234 @@ fn sendrecv(
         return Ok(send.len());
     }
     let room = recv.len().min(ex.inbox.len());
+    let incoming = [Incoming { from: source, buffer: 0, offset: 0, room }];
+    ex.check_announced(exchange.name(), &incoming)?;
     let counts = exchange
         .call(&[&ex.inbox])
         .send(&[Outgoing::Copy { to: dest, data: send }])
-        .receive(&[Incoming { from: source, buffer: 0, offset: 0, room }])
+        .receive(&incoming)
         .run()?;
+    *ex.announced.borrow_mut() = None;
     let count = counts[0];
     ex.inbox.read_local(0, &mut recv[..count])?;
     Ok(count)
+}
+
+/// One message this PE sends in an `onesided_exchange_call`: `bytes` bytes at `data` to PE
+/// `pe`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+#[allow(non_camel_case_types)]
+pub struct onesided_send {
+    /// The bytes (read during the call only; may be null with none).
+    pub data: *const c_void,
+    /// How many.
+    pub bytes: usize,
+    /// The receiving PE: a partner, or this PE (a copy).
+    pub pe: i32,
+}
+
+/// One message this PE receives in an `onesided_exchange_call`: from PE `pe`, into `room`
+/// bytes at `data`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+#[allow(non_camel_case_types)]
+pub struct onesided_receive {
+    /// Where the message goes (written during the call only; may be null with no room).
+    pub data: *mut c_void,
+    /// The room there, in bytes.
+    pub room: usize,
+    /// The sending PE: a partner, or this PE (a copy).
+    pub pe: i32,
+}
+
+/// A flag of `onesided_exchange_call`: the next call on this exchange receives the same
+/// messages (the same PEs, in the same order, with the same rooms), so this call announces
+/// them to their senders as it returns, and those senders then write without waiting for the
+/// receiver. The one-sided path's steady state for a halo that repeats every step: a message
+/// costs a put and a signal, no round trip. A next call with other receives is refused
+/// (`ONESIDED_ERROR_ARGUMENT`, on this PE); the MPI path accepts the flag and ignores it.
+pub const ONESIDED_CALL_REPEATS: u32 = 1;
+
+/// Sends every message of `sends` and receives every message of `receives` in one step:
+/// the messages of a halo's faces at once (CoMD's two faces of an axis, say), where
+/// `onesided_exchange_sendrecv` takes one each way. The `k`-th message this PE sends to a PE
+/// meets the `k`-th message that PE receives from this one (at most 2 per pair and call:
+/// a neighbour on both sides); messages to this PE itself are copies, the `k`-th sent to
+/// the `k`-th received. The bytes each receive got go to `received[i]` (`received` may be
+/// null). As `MPI_Sendrecv`: when it returns, every send buffer may be reused and every
+/// receive buffer holds its message.
+///
+/// The receives land in the exchange's inbox one after another before they are copied out,
+/// so their rooms from other PEs add up to at most the exchange's `max_message` (the
+/// largest any PE gave). `flags` is 0 or `ONESIDED_CALL_REPEATS`.
+///
+/// # Collective
+/// Pairwise: every PE this one sends to makes the matching call receiving from it, every PE
+/// it receives from the one sending to it, in the same order as their other calls on this
+/// exchange.
+///
+/// # Errors
+/// `ONESIDED_ERROR_ARGUMENT` on both sides when a message exceeds its receiver's room, with
+/// it not written (the call's other messages are delivered; the receive buffers' contents
+/// are then unspecified); on this PE for a PE that is not a partner, more than 2 messages
+/// between one pair, rooms that exceed the inbox, messages to itself that do not pair up or
+/// do not fit, buffers that overlap, null buffers with bytes, an unknown flag, or receives
+/// other than the ones a `ONESIDED_CALL_REPEATS` call announced;
+/// `ONESIDED_ERROR_TIMEOUT` when a partner does not take part in time.
+///
+/// # Safety
+/// `sends` points to `n_sends` messages (or is null with none), each `data` to `bytes`
+/// readable bytes; `receives` to `n_receives` (or null with none), each `data` to `room`
+/// writable bytes; `received` is null or points to writable memory for `n_receives` values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onesided_exchange_call(
+    exchange: onesided_exchange,
+    sends: *const onesided_send,
+    n_sends: usize,
+    receives: *const onesided_receive,
+    n_receives: usize,
+    flags: u32,
+    received: *mut usize,
+) -> onesided_status {
+    guard(|| {
+        let ex = registry::get::<ByteExchange>(EXCHANGE, exchange.id)?;
+        if flags & !ONESIDED_CALL_REPEATS != 0 {
+            return Err(Failure::argument(format!(
+                "flags {flags:#x} name no flag: pass 0 or ONESIDED_CALL_REPEATS"
+            )));
+        }
+        // SAFETY: as this function's contract.
+        let sends = unsafe { values_in(sends, n_sends, "sends") }?;
+        // SAFETY: as this function's contract.
+        let receives = unsafe { values_in(receives, n_receives, "receives") }?;
+        disjoint(sends, receives)?;
+        let mut outs = Vec::with_capacity(sends.len());
+        for (i, s) in sends.iter().enumerate() {
+            // SAFETY: as this function's contract: `bytes` readable bytes at `data`.
+            let data = unsafe { bytes_in(s.data, s.bytes, &format!("sends[{i}].data")) }?;
+            outs.push((pe_of(s.pe, &format!("sends[{i}].pe"))?, data));
+        }
+        let mut ins = Vec::with_capacity(receives.len());
+        for (i, r) in receives.iter().enumerate() {
+            // SAFETY: as this function's contract: `room` writable bytes at `data`, none of
+            // them in another receive's or a send's buffer (checked by `disjoint`).
+            let data = unsafe { bytes_out(r.data, r.room, &format!("receives[{i}].data")) }?;
+            ins.push((pe_of(r.pe, &format!("receives[{i}].pe"))?, data));
+        }
+        let counts = call(&ex, &outs, &mut ins, flags & ONESIDED_CALL_REPEATS != 0)?;
+        if !received.is_null() {
+            // SAFETY: as this function's contract: room for `n_receives` values.
+            let out = unsafe { bytes_out(received.cast(), n_receives * size_of::<usize>(), "received") }?;
+            for (chunk, count) in out.chunks_exact_mut(size_of::<usize>()).zip(counts) {
+                chunk.copy_from_slice(&count.to_ne_bytes());
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Refuses buffers of a call that overlap where one of them is written (receive with
+/// receive, receive with send), before any slice of them is made.
+fn disjoint(sends: &[onesided_send], receives: &[onesided_receive]) -> Result<(), Failure> {
+    let span = |data: usize, bytes: usize| data..data.saturating_add(bytes);
+    let written: Vec<_> = receives.iter().map(|r| span(r.data as usize, r.room)).collect();
+    let read = sends.iter().map(|s| span(s.data as usize, s.bytes));
+    for (i, a) in written.iter().enumerate() {
+        let clash = written[i + 1..].iter().position(|b| a.start < b.end && b.start < a.end);
+        if let Some(j) = clash {
+            return Err(Failure::argument(format!(
+                "receives[{i}] and receives[{}] overlap: give each receive its own buffer",
+                i + 1 + j
+            )));
+        }
+        if let Some(j) = read.clone().position(|b| a.start < b.end && b.start < a.end) {
+            return Err(Failure::argument(format!(
+                "receives[{i}] overlaps sends[{j}]: a receive buffer may not hold a message sent \
+                 in the same call"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// "1 message", "2 messages".
+fn messages(n: usize) -> String {
+    format!("{n} message{}", if n == 1 { "" } else { "s" })
+}
+
+/// The messages of one call on `ex`: the remote ones through the inbox, then the ones to
+/// this PE itself; the bytes each receive got.
+fn call(
+    ex: &ByteExchange,
+    outs: &[(usize, &[u8])],
+    ins: &mut [(usize, &mut [u8])],
+    repeats: bool,
+) -> Result<Vec<usize>, Failure> {
+    let mut exchange = ex
+        .exchange
+        .try_borrow_mut()
+        .map_err(|_| Failure::argument("the exchange is in use by another call"))?;
+    let me = exchange.runtime().my_pe();
+    let name = exchange.name().to_string();
+    // The messages to this PE itself pair up and fit before anything moves.
+    let to_me: Vec<&[u8]> = outs.iter().filter(|(pe, _)| *pe == me).map(|(_, d)| *d).collect();
+    let from_me: Vec<usize> = (0..ins.len()).filter(|&i| ins[i].0 == me).collect();
+    if to_me.len() != from_me.len() {
+        return Err(Failure::argument(format!(
+            "exchange '{name}': {} sent to this PE itself and {} received from it: they pair up in \
+             order, so pass as many of each",
+            messages(to_me.len()),
+            from_me.len()
+        )));
+    }
+    for (k, (data, &i)) in to_me.iter().zip(&from_me).enumerate() {
+        if data.len() > ins[i].1.len() {
+            return Err(Failure::argument(format!(
+                "exchange '{name}': message {k} to this PE itself is {} bytes, receives[{i}] has room \
+                 for {}",
+                data.len(),
+                ins[i].1.len()
+            )));
+        }
+    }
+    // The remote receives, one after another in the inbox.
+    let mut incoming = Vec::with_capacity(ins.len());
+    let mut offset = 0;
+    for (pe, buf) in ins.iter().filter(|(pe, _)| *pe != me) {
+        incoming.push(Incoming { from: *pe, buffer: 0, offset, room: buf.len() });
+        offset += buf.len();
+    }
+    if offset > ex.inbox.len() {
+        return Err(Failure::argument(format!(
+            "exchange '{name}': the receives from other PEs have room for {offset} bytes in all, the \
+             exchange's inbox holds {}: make the exchange with max_message at least {offset}, or give \
+             smaller rooms",
+            ex.inbox.len()
+        )));
+    }
+    let outgoing: Vec<Outgoing<u8>> =
+        outs.iter().filter(|(pe, _)| *pe != me).map(|&(to, data)| Outgoing::Copy { to, data }).collect();
+    ex.check_announced(&name, &incoming)?;
+    let mut counts = vec![0; ins.len()];
+    if !incoming.is_empty() || !outgoing.is_empty() {
+        let got = exchange.call(&[&ex.inbox]).send(&outgoing).receive(&incoming).run()?.to_vec();
+        let remote = ins.iter_mut().enumerate().filter(|(_, (pe, _))| *pe != me);
+        for (((i, (_, buf)), inc), count) in remote.zip(&incoming).zip(got) {
+            ex.inbox.read_local(inc.offset, &mut buf[..count])?;
+            counts[i] = count;
+        }
+        *ex.announced.borrow_mut() = None;
+        if repeats && !incoming.is_empty() {
+            exchange.post_receives(&[&ex.inbox], &incoming)?;
+            *ex.announced.borrow_mut() = Some(incoming);
+        }
+    }
+    for (data, &i) in to_me.iter().zip(&from_me) {
+        ins[i].1[..data.len()].copy_from_slice(data);
+        counts[i] = data.len();
+    }
+    Ok(counts)
 }
 
 /// Frees an exchange and sets `*exchange` to `{0}`.

@@ -106,6 +106,45 @@ static void exchange_on(onesided_runtime rt, int n, onesided_path path, const ch
                "%s: the message to itself differs", name);
     }
     CHECK(onesided_exchange_free(&ex));
+
+    /* Both faces and the message to itself in one call, announced ahead for the next call
+     * (ONESIDED_CALL_REPEATS) but the last: rooms of two messages from other PEs. */
+    char calls_name[64];
+    snprintf(calls_name, sizeof calls_name, "%s calls", name);
+    CHECK(onesided_exchange_new(rt, calls_name, path, partners, 2, 2 * MAX * sizeof(double), &ex));
+    for (int call = 0; call < 6; call++) {
+        double fwd[MAX], bwd[MAX], self[MAX], from_left[MAX], from_right[MAX], mine[MAX];
+        int count = 1 + (me * 5 + call * 11) % MAX;
+        for (int i = 0; i < count; i++) {
+            fwd[i] = value_of(me, i, call);
+            bwd[i] = -value_of(me, i, call);
+            self[i] = value_of(me, i, call + 100);
+        }
+        onesided_send sends[3] = {{fwd, count * sizeof(double), right},
+                                  {bwd, (count / 2) * sizeof(double), left},
+                                  {self, count * sizeof(double), me}};
+        /* In this order also on 1 PE, where left and right are this PE: the k-th message to
+         * a PE meets the k-th received from it. */
+        onesided_receive receives[3] = {{from_left, sizeof from_left, left},
+                                        {from_right, sizeof from_right, right},
+                                        {mine, sizeof mine, me}};
+        size_t got[3] = {9, 9, 9};
+        CHECK(onesided_exchange_call(ex, sends, 3, receives, 3, call < 5 ? ONESIDED_CALL_REPEATS : 0, got));
+        int from_l = 1 + (left * 5 + call * 11) % MAX, from_r = (1 + (right * 5 + call * 11) % MAX) / 2;
+        EXPECT(got[2] == count * sizeof(double) && memcmp(mine, self, got[2]) == 0,
+               "%s call %d: the message to itself differs", calls_name, call);
+        EXPECT(got[0] == from_l * sizeof(double), "%s call %d: %zu bytes from the left PE %d, not %d",
+               calls_name, call, got[0], left, (int)(from_l * sizeof(double)));
+        EXPECT(got[1] == from_r * sizeof(double), "%s call %d: %zu bytes from the right PE %d, not %d",
+               calls_name, call, got[1], right, (int)(from_r * sizeof(double)));
+        for (int i = 0; i < from_l; i++)
+            EXPECT(from_left[i] == value_of(left, i, call), "%s call %d: element %d from PE %d is %.0f",
+                   calls_name, call, i, left, from_left[i]);
+        for (int i = 0; i < from_r; i++)
+            EXPECT(from_right[i] == -value_of(right, i, call), "%s call %d: element %d from PE %d is %.0f",
+                   calls_name, call, i, right, from_right[i]);
+    }
+    CHECK(onesided_exchange_free(&ex));
 }
 
 /* PME on every PE and on PE 0 alone (GROMACS's -npme 1, so PE 0 holds no atoms): the same

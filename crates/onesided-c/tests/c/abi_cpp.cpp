@@ -40,6 +40,19 @@ void ring(const onesided::runtime &rt, onesided::path path, const char *name) {
         for (std::size_t i = 0; i < expect_count; i++)
             expect(in[i] == value_of(left, int(i), call), "a value not from the left neighbour");
     }
+    // Both ways in one call, announced ahead for the next.
+    onesided::exchange both(rt, std::string(name) + " both ways", path, {left, right}, 64 * sizeof(double));
+    for (int call = 0; call < 4; call++) {
+        std::vector<double> fwd(1 + (me + call) % 32, value_of(me, 0, call)), bwd(32, -value_of(me, 1, call));
+        std::vector<double> from_left(32), from_right(32);
+        auto got = both.call({{fwd.data(), fwd.size() * sizeof(double), right}, {bwd.data(), bwd.size() * sizeof(double), left}},
+                             {{from_left.data(), 32 * sizeof(double), left}, {from_right.data(), 32 * sizeof(double), right}},
+                             call < 3);
+        expect(got.size() == 2 && got[0] == (1 + (left + call) % 32) * sizeof(double) && got[1] == 32 * sizeof(double),
+               "messages of the wrong size in a call");
+        expect(from_left[0] == value_of(left, 0, call) && from_right[31] == -value_of(right, 1, call),
+               "a value not from its neighbour in a call");
+    }
 }
 
 }  // namespace

@@ -135,6 +135,42 @@ static int calls(void) {
                 ONESIDED_ERROR_ARGUMENT, n > 1 ? "dest == source" : "is not a PE", 0);
     expect_case("null receive", onesided_exchange_sendrecv(ex, out, 8, right, NULL, 64, left, NULL),
                 ONESIDED_ERROR_ARGUMENT, "recv", 0);
+    {
+        /* A call's rooms beyond the inbox, overlapping receives, an unknown flag, messages to
+         * itself that do not pair up: refused on this PE before anything moves. */
+        static char big[128];
+        onesided_send one = {out, 8, right};
+        onesided_receive wide[2] = {{big, 40, left}, {big + 40, 32, right}};
+        expect_case("rooms beyond the inbox", onesided_exchange_call(ex, &one, 1, wide, 2, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, n > 1 ? "max_message at least 72" : "pair up", 0);
+        onesided_receive overlap[2] = {{in, 16, left}, {in + 8, 16, right}};
+        expect_case("overlapping receives", onesided_exchange_call(ex, &one, 1, overlap, 2, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "overlap", 0);
+        onesided_receive single = {in, 16, left};
+        expect_case("unknown flag", onesided_exchange_call(ex, &one, 1, &single, 1, 4, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "ONESIDED_CALL_REPEATS", 0);
+        onesided_send to_me = {out, 8, me};
+        expect_case("self unpaired", onesided_exchange_call(ex, &to_me, 1, NULL, 0, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "pair up", 0);
+        if (n > 1) {
+            /* A call that announced its receives for the next (ONESIDED_CALL_REPEATS), then
+             * a next call with another room: refused on every PE before anything moves, and
+             * the announced call still goes through. */
+            CHECK(onesided_exchange_call(ex, &one, 1, &single, 1, ONESIDED_CALL_REPEATS, NULL));
+            onesided_receive other = {in, 32, left};
+            expect_case("not the announced receives", onesided_exchange_call(ex, &one, 1, &other, 1, 0, NULL),
+                        ONESIDED_ERROR_ARGUMENT, "ONESIDED_CALL_REPEATS: 16 bytes from PE", -1);
+            size_t got = 0;
+            CHECK(onesided_exchange_call(ex, &one, 1, &single, 1, 0, &got));
+            if (got != 8) {
+                printf("case not the announced receives: the call after it got %zu bytes, not 8  <- WRONG\n", got);
+                failures++;
+            }
+        }
+        onesided_receive into_send = {out, 16, me};
+        expect_case("receive into a send", onesided_exchange_call(ex, &to_me, 1, &into_send, 1, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "overlaps sends[0]", 0);
+    }
     CHECK(onesided_exchange_free(&ex));
 
     /* The halo exchange out of order, and a repartition with too little room. */
