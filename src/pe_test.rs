@@ -20,8 +20,9 @@
 //! for it (their wait timeout, plus a margin); when they do not come (stuck in a barrier,
 //! say), it ends the whole job at once ([`Runtime::abort`]), so no PE is left waiting.
 //!
-//! Arguments (as with libtest): words are name filters; `--list` lists the cases; other
-//! flags cargo passes are accepted and ignored.
+//! Arguments (as with libtest): words are name filters; `--skip NAME` leaves out the cases
+//! whose names contain NAME; `--list` lists the cases; other flags cargo passes are accepted
+//! and ignored.
 //! `ONESIDED_TEST_LAUNCH_TIMEOUT` bounds each launch in seconds (default 600); the PEs'
 //! `ONESIDED_WAIT_TIMEOUT` defaults to the library's 60 s unless set. `ONESIDED_TEST_PES` (such as `2,4`)
 //! keeps only the launches with those PE counts, `ONESIDED_TEST_VARIANTS` (such as `direct`)
@@ -111,11 +112,31 @@ pub fn main_with_variants(suite: &str, cases: &[Case], variants: &[Variant]) {
     }
 }
 
+/// The name filters among libtest's arguments (words) and the names to skip (`--skip NAME`
+/// or `--skip=NAME`, as libtest takes them); other flags are ignored.
+fn name_filters(args: &[String]) -> (Vec<&str>, Vec<&str>) {
+    let (mut filters, mut skips) = (Vec::new(), Vec::new());
+    let mut words = args.iter().map(String::as_str);
+    while let Some(word) = words.next() {
+        if word == "--skip" {
+            skips.extend(words.next());
+        } else if let Some(name) = word.strip_prefix("--skip=") {
+            skips.push(name);
+        } else if !word.starts_with('-') {
+            filters.push(word);
+        }
+    }
+    (filters, skips)
+}
+
 fn run_as_parent(suite: &str, cases: &[Case], variants: &[Variant]) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<&str> = args.iter().filter(|a| !a.starts_with('-')).map(String::as_str).collect();
-    let selected: Vec<&Case> =
-        cases.iter().filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f))).collect();
+    let (filters, skips) = name_filters(&args);
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f)))
+        .filter(|c| !skips.iter().any(|s| c.name.contains(s)))
+        .collect();
     if args.iter().any(|a| a == "--list") {
         for case in &selected {
             println!("{}: test", case.name);
@@ -405,4 +426,20 @@ fn agree_on_failure(rt: &Runtime, verdicts: &SimpleCommunicator, failed_here: bo
         }
     });
     anywhere != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_filters;
+
+    #[test]
+    fn filters_and_skips_are_told_apart() {
+        let args: Vec<String> =
+            ["halo", "--skip", "every_shipped", "--nocapture", "--skip=model", "grids", "--skip"]
+                .map(String::from)
+                .to_vec();
+        let (filters, skips) = name_filters(&args);
+        assert_eq!(filters, ["halo", "grids"]);
+        assert_eq!(skips, ["every_shipped", "model"]);
+    }
 }
