@@ -339,6 +339,39 @@ typedef struct {
 } onesided_signals;
 
 /**
+ * One message of `onesided_exchange_call_packed`: to or from PE `pe` (a partner, or this PE),
+ * `bytes` long: for a send the bytes the pack function writes, for a receive the room.
+ */
+typedef struct {
+  /**
+   * The bytes a send packs, or the room of a receive.
+   */
+  size_t bytes;
+  /**
+   * The PE it goes to or comes from.
+   */
+  int32_t pe;
+} onesided_message;
+
+/**
+ * The host's packing: writes all `bytes` bytes of send number `send` at `data` (in the
+ * receiver's inbox, or in a buffer of the library's). It must not call the library.
+ */
+typedef void (*onesided_pack_fn)(void *context,
+                                 size_t send,
+                                 void *data,
+                                 size_t bytes);
+
+/**
+ * The host's unpacking: reads the `bytes` bytes of receive number `receive` at `data`, which
+ * stay valid until it returns. It must not call the library.
+ */
+typedef void (*onesided_unpack_fn)(void *context,
+                                   size_t receive,
+                                   const void *data,
+                                   size_t bytes);
+
+/**
  * How the PME is built; `onesided_pme_options_default` fills the defaults.
  */
 typedef struct {
@@ -919,6 +952,41 @@ onesided_status onesided_signal_add(onesided_signals signals,
                                     int32_t pe,
                                     size_t index,
                                     uint64_t delta);
+
+/**
+ * As `onesided_exchange_call`, with the host packing and unpacking the messages itself:
+ * `pack(context, s, data, bytes)` writes send `s` at `data` (`sends[s].bytes` bytes; on the
+ * one-sided path to a PE of this node `data` is the receiver's inbox), and
+ * `unpack(context, r, data, bytes)` reads receive `r` where it landed, for every receive in
+ * the order of `receives`, after every message of the call has arrived. The `k`-th
+ * message to a PE meets the `k`-th that PE receives from this one; messages to this PE itself
+ * are packed into a buffer of the library's and unpacked from it, in the same pairing.
+ * `flags` is 0 or `ONESIDED_CALL_REPEATS` (announced after the last unpack). `context` is
+ * passed through; `received` (may be null) gets the bytes of each receive.
+ *
+ * # Collective
+ * Pairwise, as `onesided_exchange_call`, with which it may alternate on one exchange.
+ *
+ * # Errors
+ * As `onesided_exchange_call`, and `ONESIDED_ERROR_ARGUMENT` for a null `pack` with sends
+ * or a null `unpack` with receives. A message its receiver has no room for is not unpacked.
+ *
+ * # Safety
+ * `sends` points to `n_sends` messages and `receives` to `n_receives` (either may be null
+ * with none); `pack` writes exactly the bytes it is given and `unpack` reads no more; both
+ * return normally (no `longjmp`) and call nothing of the library's; `received` is null or
+ * points to writable memory for `n_receives` values.
+ */
+onesided_status onesided_exchange_call_packed(onesided_exchange exchange,
+                                              const onesided_message *sends,
+                                              size_t n_sends,
+                                              onesided_pack_fn pack,
+                                              const onesided_message *receives,
+                                              size_t n_receives,
+                                              onesided_unpack_fn unpack,
+                                              void *context,
+                                              uint32_t flags,
+                                              size_t *received);
 
 /**
  * Fills `options` with the defaults.

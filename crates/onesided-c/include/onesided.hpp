@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -292,6 +293,45 @@ class exchange {
         std::vector<std::size_t> received(receives.size());
         check(onesided_exchange_call(handle_, sends.data(), sends.size(), receives.data(), receives.size(),
                                      repeats ? ONESIDED_CALL_REPEATS : 0u, received.data()));
+        return received;
+    }
+    /// As call, with the messages packed where they go and unpacked where they landed:
+    /// `pack(send, data, bytes)` writes send `send`, `unpack(receive, data, bytes)` reads
+    /// receive `receive`, in the order of `receives`. An exception from either is rethrown
+    /// after the call (the messages of a throwing pack are then undefined).
+    template <class Pack, class Unpack>
+    std::vector<std::size_t> call_packed(const std::vector<onesided_message> &sends, Pack &&pack,
+                                         const std::vector<onesided_message> &receives, Unpack &&unpack,
+                                         bool repeats = false) {
+        struct host {
+            Pack &pack;
+            Unpack &unpack;
+            std::exception_ptr error;
+        } h{pack, unpack, nullptr};
+        auto packs = [](void *context, std::size_t send, void *data, std::size_t bytes) {
+            auto *c = static_cast<host *>(context);
+            if (c->error) return;
+            try {
+                c->pack(send, data, bytes);
+            } catch (...) {
+                c->error = std::current_exception();
+            }
+        };
+        auto unpacks = [](void *context, std::size_t receive, const void *data, std::size_t bytes) {
+            auto *c = static_cast<host *>(context);
+            if (c->error) return;
+            try {
+                c->unpack(receive, data, bytes);
+            } catch (...) {
+                c->error = std::current_exception();
+            }
+        };
+        std::vector<std::size_t> received(receives.size());
+        onesided_status status =
+            onesided_exchange_call_packed(handle_, sends.data(), sends.size(), packs, receives.data(), receives.size(),
+                                          unpacks, &h, repeats ? ONESIDED_CALL_REPEATS : 0u, received.data());
+        if (h.error) std::rethrow_exception(h.error);
+        check(status);
         return received;
     }
     /// The C handle.

@@ -41,19 +41,21 @@ pub struct onesided_exchange {
     pub id: u64,
 }
 
-const EXCHANGE: &str = "onesided_exchange";
+pub(crate) const EXCHANGE: &str = "onesided_exchange";
 
 /// The exchange and its inbox (dropped in this order: both collectively), and the receives
 /// the last call announced for the next (`ONESIDED_CALL_REPEATS`).
-struct ByteExchange {
-    exchange: RefCell<Exchange<'static, u8>>,
-    inbox: SymArray<'static, u8>,
-    announced: RefCell<Option<Vec<Incoming>>>,
+pub(crate) struct ByteExchange {
+    pub(crate) exchange: RefCell<Exchange<'static, u8>>,
+    pub(crate) inbox: SymArray<'static, u8>,
+    pub(crate) announced: RefCell<Option<Vec<Incoming>>>,
+    /// Where messages to this PE itself are packed (`onesided_exchange_call_packed`).
+    pub(crate) scratch: RefCell<Vec<u8>>,
 }
 
 impl ByteExchange {
     /// Refuses a call whose remote receives differ from the ones the previous call announced.
-    fn check_announced(&self, name: &str, incoming: &[Incoming]) -> Result<(), Failure> {
+    pub(crate) fn check_announced(&self, name: &str, incoming: &[Incoming]) -> Result<(), Failure> {
         match &*self.announced.borrow() {
             Some(announced) if announced.as_slice() != incoming => {
                 let list = |r: &[Incoming]| {
@@ -161,7 +163,12 @@ pub unsafe extern "C" fn onesided_exchange_new(
         let inbox = SymArray::<u8>::collective_alloc(rt, &format!("{name} inbox"), room)?;
         let id = registry::insert(
             EXCHANGE,
-            ByteExchange { exchange: RefCell::new(exchange), inbox, announced: RefCell::new(None) },
+            ByteExchange {
+                exchange: RefCell::new(exchange),
+                inbox,
+                announced: RefCell::new(None),
+                scratch: RefCell::new(Vec::new()),
+            },
         )?;
         write_out(out, "out", onesided_exchange { id })
     })
@@ -360,14 +367,7 @@ pub unsafe extern "C" fn onesided_exchange_call(
             ins.push((pe_of(r.pe, &format!("receives[{i}].pe"))?, data));
         }
         let counts = call(&ex, &outs, &mut ins, flags & ONESIDED_CALL_REPEATS != 0)?;
-        if !received.is_null() {
-            // SAFETY: as this function's contract: room for `n_receives` values.
-            let out = unsafe { bytes_out(received.cast(), n_receives * size_of::<usize>(), "received") }?;
-            for (chunk, count) in out.chunks_exact_mut(size_of::<usize>()).zip(counts) {
-                chunk.copy_from_slice(&count.to_ne_bytes());
-            }
-        }
-        Ok(())
+        write_counts(received, &counts)
     })
 }
 
@@ -396,8 +396,77 @@ fn disjoint(sends: &[onesided_send], receives: &[onesided_receive]) -> Result<()
 }
 
 /// "1 message", "2 messages".
-fn messages(n: usize) -> String {
+pub(crate) fn messages(n: usize) -> String {
     format!("{n} message{}", if n == 1 { "" } else { "s" })
+}
+
+/// Where the messages of one call go: the sends to this PE itself and the receives they meet
+/// (pairwise, in order), and the receives from other PEs, one after another in the inbox
+/// (`incoming[j]` is receive `remote[j]`).
+pub(crate) struct Routes {
+    pub(crate) to_me: Vec<usize>,
+    pub(crate) from_me: Vec<usize>,
+    pub(crate) incoming: Vec<Incoming>,
+    pub(crate) remote: Vec<usize>,
+}
+
+/// The routes of a call on exchange `name` whose sends are `(pe, bytes)` and receives
+/// `(pe, room)`, refused before anything moves when the messages to this PE itself do not
+/// pair up or fit, or the receives from other PEs do not fit the inbox of `inbox` bytes.
+pub(crate) fn routes(
+    name: &str,
+    me: usize,
+    sends: &[(usize, usize)],
+    receives: &[(usize, usize)],
+    inbox: usize,
+) -> Result<Routes, Failure> {
+    let to_me: Vec<usize> = (0..sends.len()).filter(|&s| sends[s].0 == me).collect();
+    let from_me: Vec<usize> = (0..receives.len()).filter(|&r| receives[r].0 == me).collect();
+    if to_me.len() != from_me.len() {
+        return Err(Failure::argument(format!(
+            "exchange '{name}': {} sent to this PE itself and {} received from it: they pair up in \
+             order, so pass as many of each",
+            messages(to_me.len()),
+            from_me.len()
+        )));
+    }
+    for (k, (&s, &r)) in to_me.iter().zip(&from_me).enumerate() {
+        if sends[s].1 > receives[r].1 {
+            return Err(Failure::argument(format!(
+                "exchange '{name}': message {k} to this PE itself is {} bytes, receives[{r}] has room \
+                 for {}",
+                sends[s].1, receives[r].1
+            )));
+        }
+    }
+    let (mut incoming, mut remote) = (Vec::with_capacity(receives.len()), Vec::with_capacity(receives.len()));
+    let mut offset = 0;
+    for (r, &(from, room)) in receives.iter().enumerate().filter(|(_, (pe, _))| *pe != me) {
+        incoming.push(Incoming { from, buffer: 0, offset, room });
+        remote.push(r);
+        offset += room;
+    }
+    if offset > inbox {
+        return Err(Failure::argument(format!(
+            "exchange '{name}': the receives from other PEs have room for {offset} bytes in all, the \
+             exchange's inbox holds {inbox}: make the exchange with max_message at least {offset}, or \
+             give smaller rooms"
+        )));
+    }
+    Ok(Routes { to_me, from_me, incoming, remote })
+}
+
+/// Writes `counts` to the C array `received` (null: nowhere).
+pub(crate) fn write_counts(received: *mut usize, counts: &[usize]) -> Result<(), Failure> {
+    if received.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the entry points' contract: room for one value per receive.
+    let out = unsafe { bytes_out(received.cast(), std::mem::size_of_val(counts), "received") }?;
+    for (chunk, count) in out.chunks_exact_mut(size_of::<usize>()).zip(counts) {
+        chunk.copy_from_slice(&count.to_ne_bytes());
+    }
+    Ok(())
 }
 
 /// The messages of one call on `ex`: the remote ones through the inbox, then the ones to
@@ -414,42 +483,10 @@ fn call(
         .map_err(|_| Failure::argument("the exchange is in use by another call"))?;
     let me = exchange.runtime().my_pe();
     let name = exchange.name().to_string();
-    // The messages to this PE itself pair up and fit before anything moves.
-    let to_me: Vec<&[u8]> = outs.iter().filter(|(pe, _)| *pe == me).map(|(_, d)| *d).collect();
-    let from_me: Vec<usize> = (0..ins.len()).filter(|&i| ins[i].0 == me).collect();
-    if to_me.len() != from_me.len() {
-        return Err(Failure::argument(format!(
-            "exchange '{name}': {} sent to this PE itself and {} received from it: they pair up in \
-             order, so pass as many of each",
-            messages(to_me.len()),
-            from_me.len()
-        )));
-    }
-    for (k, (data, &i)) in to_me.iter().zip(&from_me).enumerate() {
-        if data.len() > ins[i].1.len() {
-            return Err(Failure::argument(format!(
-                "exchange '{name}': message {k} to this PE itself is {} bytes, receives[{i}] has room \
-                 for {}",
-                data.len(),
-                ins[i].1.len()
-            )));
-        }
-    }
-    // The remote receives, one after another in the inbox.
-    let mut incoming = Vec::with_capacity(ins.len());
-    let mut offset = 0;
-    for (pe, buf) in ins.iter().filter(|(pe, _)| *pe != me) {
-        incoming.push(Incoming { from: *pe, buffer: 0, offset, room: buf.len() });
-        offset += buf.len();
-    }
-    if offset > ex.inbox.len() {
-        return Err(Failure::argument(format!(
-            "exchange '{name}': the receives from other PEs have room for {offset} bytes in all, the \
-             exchange's inbox holds {}: make the exchange with max_message at least {offset}, or give \
-             smaller rooms",
-            ex.inbox.len()
-        )));
-    }
+    let sizes: Vec<(usize, usize)> = outs.iter().map(|(pe, d)| (*pe, d.len())).collect();
+    let rooms: Vec<(usize, usize)> = ins.iter().map(|(pe, b)| (*pe, b.len())).collect();
+    let Routes { to_me, from_me, incoming, .. } = routes(&name, me, &sizes, &rooms, ex.inbox.len())?;
+    let to_me: Vec<&[u8]> = to_me.iter().map(|&s| outs[s].1).collect();
     let outgoing: Vec<Outgoing<u8>> =
         outs.iter().filter(|(pe, _)| *pe != me).map(|&(to, data)| Outgoing::Copy { to, data }).collect();
     ex.check_announced(&name, &incoming)?;

@@ -17,6 +17,8 @@
 //!   and count, barrier, quiet, abort, end.
 //! - [`memory`]: symmetric bytes, put, get, put with signal, signals and their waits.
 //! - [`exchange`]: the send-receive in `MPI_Sendrecv`'s shape, on any path.
+//! - [`packed`]: the same messages packed by the host where they go and unpacked where they
+//!   landed.
 //! - [`halo`]: md-halo's halo exchange: build, `move_x`, the step's view, `move_f` with shift
 //!   forces, the home atoms, repartition with the host's per-atom state, spread.
 //! - [`pme`]: pme-redist's PME: the redistribution and the mesh, a step with its forces,
@@ -33,6 +35,7 @@
 pub mod exchange;
 pub mod halo;
 pub mod memory;
+pub mod packed;
 pub mod pme;
 mod registry;
 pub mod runtime;

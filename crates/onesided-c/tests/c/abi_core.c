@@ -71,6 +71,35 @@ static void ring_put_signal(onesided_runtime rt, int n) {
     EXPECT(inbox.id == 0 && arrived.id == 0, "freed handles are not {0}");
 }
 
+/* The packed calls' messages: send s carries value_of(me, i, call) times SCALE[s]; receive r
+ * expects SCALE[r] times its sender's values (forward from the left, backward from the right,
+ * the copy to itself), and notes the order it was unpacked in. */
+static const double SCALE[3] = {1.0, -1.0, 0.5};
+
+typedef struct {
+    int call, left, right, unpacked, order[3], wrong;
+    size_t bytes[3];
+} packed_state;
+
+static int packed_count(int from, int call) { return 1 + (from * 5 + call * 11) % 64; }
+
+static void pack_values(void *context, size_t send, void *data, size_t bytes) {
+    packed_state *state = context;
+    double *out = data;
+    for (size_t i = 0; i < bytes / sizeof(double); i++) out[i] = SCALE[send] * value_of(me, (int)i, state->call);
+}
+
+static void unpack_values(void *context, size_t receive, const void *data, size_t bytes) {
+    packed_state *state = context;
+    int from = receive == 0 ? state->left : receive == 1 ? state->right : me;
+    const double *in = data;
+    for (size_t i = 0; i < bytes / sizeof(double); i++)
+        if (in[i] != SCALE[receive] * value_of(from, (int)i, state->call)) state->wrong++;
+    state->bytes[receive] = bytes;
+    if (state->unpacked < 3) state->order[state->unpacked] = (int)receive;
+    state->unpacked++;
+}
+
 static void exchange_on(onesided_runtime rt, int n, onesided_path path, const char *name) {
     enum { MAX = 64 };
     int right = (me + 1) % n, left = (me + n - 1) % n;
@@ -143,6 +172,32 @@ static void exchange_on(onesided_runtime rt, int n, onesided_path path, const ch
         for (int i = 0; i < from_r; i++)
             EXPECT(from_right[i] == -value_of(right, i, call), "%s call %d: element %d from PE %d is %.0f",
                    calls_name, call, i, right, from_right[i]);
+    }
+    /* The same messages packed where they go and unpacked where they landed, on the same
+     * exchange, announced ahead but for the last; unpacked in the order of the receives. */
+    for (int call = 0; call < 6; call++) {
+        packed_state state = {call, left, right, 0, {-1, -1, -1}, 0, {0, 0, 0}};
+        int count = packed_count(me, call);
+        onesided_message sends[3] = {{count * sizeof(double), right},
+                                     {(count / 2) * sizeof(double), left},
+                                     {count * sizeof(double), me}};
+        onesided_message receives[3] = {{MAX * sizeof(double), left},
+                                        {MAX * sizeof(double), right},
+                                        {MAX * sizeof(double), me}};
+        size_t got[3] = {9, 9, 9};
+        CHECK(onesided_exchange_call_packed(ex, sends, 3, pack_values, receives, 3, unpack_values, &state,
+                                            call < 5 ? ONESIDED_CALL_REPEATS : 0, got));
+        size_t want[3] = {packed_count(left, call) * sizeof(double),
+                          (packed_count(right, call) / 2) * sizeof(double), count * sizeof(double)};
+        EXPECT(state.unpacked == 3 && state.order[0] == 0 && state.order[1] == 1 && state.order[2] == 2,
+               "%s packed call %d: unpacked %d receives in the order %d %d %d, not 0 1 2", calls_name, call,
+               state.unpacked, state.order[0], state.order[1], state.order[2]);
+        EXPECT(state.wrong == 0, "%s packed call %d: %d values not from their senders", calls_name, call,
+               state.wrong);
+        for (int r = 0; r < 3; r++)
+            EXPECT(got[r] == want[r] && state.bytes[r] == want[r],
+                   "%s packed call %d: receive %d got %zu bytes (unpacked %zu), not %zu", calls_name, call, r,
+                   got[r], state.bytes[r], want[r]);
     }
     CHECK(onesided_exchange_free(&ex));
 }

@@ -53,6 +53,29 @@ void ring(const onesided::runtime &rt, onesided::path path, const char *name) {
         expect(from_left[0] == value_of(left, 0, call) && from_right[31] == -value_of(right, 1, call),
                "a value not from its neighbour in a call");
     }
+    // Packed where they go, unpacked where they landed, in the order of the receives.
+    for (int call = 0; call < 4; call++) {
+        std::vector<int> order;
+        double first[2] = {0, 0};
+        auto got = both.call_packed(
+            {{8 * sizeof(double), right}, {4 * sizeof(double), left}},
+            [&](std::size_t send, void *data, std::size_t bytes) {
+                auto *out = static_cast<double *>(data);
+                for (std::size_t i = 0; i < bytes / sizeof(double); i++)
+                    out[i] = (send == 0 ? 1 : -1) * value_of(me, int(i), call);
+            },
+            {{32 * sizeof(double), left}, {32 * sizeof(double), right}},
+            [&](std::size_t receive, const void *data, std::size_t) {
+                order.push_back(int(receive));
+                first[receive] = static_cast<const double *>(data)[0];
+            },
+            call < 3);
+        expect(got.size() == 2 && got[0] == 8 * sizeof(double) && got[1] == 4 * sizeof(double),
+               "packed messages of the wrong size");
+        expect(order.size() == 2 && order[0] == 0 && order[1] == 1, "packed messages unpacked out of order");
+        expect(first[0] == value_of(left, 0, call) && first[1] == -value_of(right, 0, call),
+               "a packed value not from its neighbour");
+    }
 }
 
 }  // namespace

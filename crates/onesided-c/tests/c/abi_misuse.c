@@ -167,6 +167,11 @@ static int calls(void) {
                 failures++;
             }
         }
+        onesided_message packed = {8, right};
+        expect_case("packed without pack", onesided_exchange_call_packed(ex, &packed, 1, NULL, NULL, 0, NULL, NULL, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "pack is null", 0);
+        expect_case("packed without unpack", onesided_exchange_call_packed(ex, NULL, 0, NULL, &packed, 1, NULL, NULL, 0, NULL),
+                    ONESIDED_ERROR_ARGUMENT, "unpack is null", 0);
         onesided_receive into_send = {out, 16, me};
         expect_case("receive into a send", onesided_exchange_call(ex, &to_me, 1, &into_send, 1, 0, NULL),
                     ONESIDED_ERROR_ARGUMENT, "overlaps sends[0]", 0);
