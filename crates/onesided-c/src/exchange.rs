@@ -367,7 +367,8 @@ pub unsafe extern "C" fn onesided_exchange_call(
             ins.push((pe_of(r.pe, &format!("receives[{i}].pe"))?, data));
         }
         let counts = call(&ex, &outs, &mut ins, flags & ONESIDED_CALL_REPEATS != 0)?;
-        write_counts(received, &counts)
+        // SAFETY: as this function's contract: room for `n_receives` values, one per count.
+        unsafe { write_counts(received, &counts) }
     })
 }
 
@@ -457,11 +458,14 @@ pub(crate) fn routes(
 }
 
 /// Writes `counts` to the C array `received` (null: nowhere).
-pub(crate) fn write_counts(received: *mut usize, counts: &[usize]) -> Result<(), Failure> {
+///
+/// # Safety
+/// `received` is null or points to writable memory for `counts.len()` values.
+pub(crate) unsafe fn write_counts(received: *mut usize, counts: &[usize]) -> Result<(), Failure> {
     if received.is_null() {
         return Ok(());
     }
-    // SAFETY: the entry points' contract: room for one value per receive.
+    // SAFETY: as this function's contract.
     let out = unsafe { bytes_out(received.cast(), std::mem::size_of_val(counts), "received") }?;
     for (chunk, count) in out.chunks_exact_mut(size_of::<usize>()).zip(counts) {
         chunk.copy_from_slice(&count.to_ne_bytes());

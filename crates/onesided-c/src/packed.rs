@@ -109,11 +109,13 @@ pub unsafe extern "C" fn onesided_exchange_call_packed(
         };
         let host = Host { pack, unpack, context };
         let counts = call_packed(&ex, sends, receives, &host, flags & ONESIDED_CALL_REPEATS != 0)?;
-        write_counts(received, &counts)
+        // SAFETY: as this function's contract: room for `n_receives` values, one per count.
+        unsafe { write_counts(received, &counts) }
     })
 }
 
-/// The host's functions and context.
+/// The host's functions and context, made only by the entry point, whose contract says what
+/// the functions do with the bytes they are given.
 struct Host {
     pack: unsafe extern "C" fn(*mut c_void, usize, *mut c_void, usize),
     unpack: unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize),
