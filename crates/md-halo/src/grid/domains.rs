@@ -75,20 +75,7 @@ impl DdGrid {
         if !(range > 0.0 && range.is_finite()) {
             return Err(Error::Config(format!("the halo range must be a positive length, got {range} nm")));
         }
-        for (d, axis) in AXES.iter().enumerate() {
-            let half = pbc.height(d) / 2.0;
-            if range as f64 >= half {
-                let what = if pbc.is_rectangular() {
-                    format!("half the box in {axis}")
-                } else {
-                    format!("half the box height along {axis} (the distance between its faces)")
-                };
-                return Err(Error::Config(format!(
-                    "the cutoff plus buffer ({range:.3} nm) is not shorter than {what} ({half:.3} nm); \
-                     use a shorter cutoff or a larger (replicated) box"
-                )));
-            }
-        }
+        below_half_box(pbc, range)?;
         let reach: [f64; 3] = std::array::from_fn(|d| range as f64 / pbc.height(d));
         let mut pulses = [0; 3];
         for d in 0..3 {
@@ -161,6 +148,8 @@ impl DdGrid {
         if !(range > 0.0 && range.is_finite()) {
             return Err(Error::Config(format!("the halo range must be a positive length, got {range} nm")));
         }
+        // A range no grid fits, whatever the PE count: said as such, not as too many PEs.
+        below_half_box(pbc, range)?;
         // At most this many domains fit along each dimension ([`MAX_PULSES`] pulses of a
         // domain's width cover the range): the search never looks past them, so its cost
         // follows the box, not the PE count.
@@ -346,6 +335,26 @@ impl DdGrid {
     }
 }
 
+/// Refuses a range not below half the box height in every dimension (the minimum-image
+/// convention), which no grid of any PE count fits.
+fn below_half_box(pbc: PbcBox, range: f32) -> Result<()> {
+    for (d, axis) in AXES.iter().enumerate() {
+        let half = pbc.height(d) / 2.0;
+        if range as f64 >= half {
+            let what = if pbc.is_rectangular() {
+                format!("half the box in {axis}")
+            } else {
+                format!("half the box height along {axis} (the distance between its faces)")
+            };
+            return Err(Error::Config(format!(
+                "the cutoff plus buffer ({range:.3} nm) is not shorter than {what} ({half:.3} nm); \
+                 use a shorter cutoff or a larger (replicated) box"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,5 +512,14 @@ mod tests {
             DdGrid::choose(2, PbcBox::rectangular([8.0, 2.5, 2.5]).expect("valid"), 1.0).expect("fits");
         assert_eq!(long.dims(), [2, 1, 1], "the long dimension is split");
         assert_eq!(DdGrid::choose(3, cube(), 1.0).expect("fits").len(), 3);
+    }
+
+    #[test]
+    fn a_range_no_grid_fits_names_the_box_not_the_pes() {
+        for n_pes in [1, 2, 8] {
+            let message = DdGrid::choose(n_pes, cube(), 100.0).expect_err("too long").to_string();
+            assert!(message.contains("not shorter than half the box in x"), "{n_pes} PEs: {message}");
+            assert!(!message.contains("PEs"), "{n_pes} PEs: {message}");
+        }
     }
 }
