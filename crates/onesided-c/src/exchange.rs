@@ -8,7 +8,7 @@
 //! receiver announces it free, the sender writes, a signal says it landed), and the receiver
 //! copies out into the host's buffer. A message from this PE to itself is a copy.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::ffi::{c_char, c_void};
 
 use onesided::{Collectives, Exchange, Incoming, Outgoing, Path, SymArray};
@@ -54,6 +54,29 @@ pub(crate) struct ByteExchange {
 }
 
 impl ByteExchange {
+    /// The exchange, for one call at a time.
+    pub(crate) fn lock(&self) -> Result<RefMut<'_, Exchange<'static, u8>>, Failure> {
+        self.exchange
+            .try_borrow_mut()
+            .map_err(|_| Failure::argument("the exchange is in use by another call"))
+    }
+
+    /// After a call that received `incoming` from other PEs: with `repeats`, announces the
+    /// same receives for the next call now; otherwise forgets any announcement.
+    pub(crate) fn announce(
+        &self,
+        exchange: &mut Exchange<'static, u8>,
+        incoming: Vec<Incoming>,
+        repeats: bool,
+    ) -> Result<(), Failure> {
+        *self.announced.borrow_mut() = None;
+        if repeats && !incoming.is_empty() {
+            exchange.post_receives(&[&self.inbox], &incoming)?;
+            *self.announced.borrow_mut() = Some(incoming);
+        }
+        Ok(())
+    }
+
     /// Refuses a call whose remote receives differ from the ones the previous call announced.
     pub(crate) fn check_announced(&self, name: &str, incoming: &[Incoming]) -> Result<(), Failure> {
         match &*self.announced.borrow() {
@@ -226,10 +249,7 @@ fn sendrecv(
     recv: &mut [u8],
     source: usize,
 ) -> Result<usize, Failure> {
-    let mut exchange = ex
-        .exchange
-        .try_borrow_mut()
-        .map_err(|_| Failure::argument("the exchange is in use by another call"))?;
+    let mut exchange = ex.lock()?;
     let me = exchange.runtime().my_pe();
     if dest == me || source == me {
         if dest != source {
@@ -343,11 +363,7 @@ pub unsafe extern "C" fn onesided_exchange_call(
 ) -> onesided_status {
     guard(|| {
         let ex = registry::get::<ByteExchange>(EXCHANGE, exchange.id)?;
-        if flags & !ONESIDED_CALL_REPEATS != 0 {
-            return Err(Failure::argument(format!(
-                "flags {flags:#x} name no flag: pass 0 or ONESIDED_CALL_REPEATS"
-            )));
-        }
+        let repeats = repeats_of(flags)?;
         // SAFETY: as this function's contract.
         let sends = unsafe { values_in(sends, n_sends, "sends") }?;
         // SAFETY: as this function's contract.
@@ -366,10 +382,20 @@ pub unsafe extern "C" fn onesided_exchange_call(
             let data = unsafe { bytes_out(r.data, r.room, &format!("receives[{i}].data")) }?;
             ins.push((pe_of(r.pe, &format!("receives[{i}].pe"))?, data));
         }
-        let counts = call(&ex, &outs, &mut ins, flags & ONESIDED_CALL_REPEATS != 0)?;
+        let counts = call(&ex, &outs, &mut ins, repeats)?;
         // SAFETY: as this function's contract: room for `n_receives` values, one per count.
         unsafe { write_counts(received, &counts) }
     })
+}
+
+/// Whether a call's `flags` ask for `ONESIDED_CALL_REPEATS`; an error for any other bit.
+pub(crate) fn repeats_of(flags: u32) -> Result<bool, Failure> {
+    if flags & !ONESIDED_CALL_REPEATS != 0 {
+        return Err(Failure::argument(format!(
+            "flags {flags:#x} name no flag: pass 0 or ONESIDED_CALL_REPEATS"
+        )));
+    }
+    Ok(flags & ONESIDED_CALL_REPEATS != 0)
 }
 
 /// Refuses buffers of a call that overlap where one of them is written (receive with
@@ -481,36 +507,28 @@ fn call(
     ins: &mut [(usize, &mut [u8])],
     repeats: bool,
 ) -> Result<Vec<usize>, Failure> {
-    let mut exchange = ex
-        .exchange
-        .try_borrow_mut()
-        .map_err(|_| Failure::argument("the exchange is in use by another call"))?;
+    let mut exchange = ex.lock()?;
     let me = exchange.runtime().my_pe();
     let name = exchange.name().to_string();
     let sizes: Vec<(usize, usize)> = outs.iter().map(|(pe, d)| (*pe, d.len())).collect();
     let rooms: Vec<(usize, usize)> = ins.iter().map(|(pe, b)| (*pe, b.len())).collect();
-    let Routes { to_me, from_me, incoming, .. } = routes(&name, me, &sizes, &rooms, ex.inbox.len())?;
-    let to_me: Vec<&[u8]> = to_me.iter().map(|&s| outs[s].1).collect();
+    let Routes { to_me, from_me, incoming, remote } = routes(&name, me, &sizes, &rooms, ex.inbox.len())?;
     let outgoing: Vec<Outgoing<u8>> =
         outs.iter().filter(|(pe, _)| *pe != me).map(|&(to, data)| Outgoing::Copy { to, data }).collect();
     ex.check_announced(&name, &incoming)?;
     let mut counts = vec![0; ins.len()];
     if !incoming.is_empty() || !outgoing.is_empty() {
         let got = exchange.call(&[&ex.inbox]).send(&outgoing).receive(&incoming).run()?.to_vec();
-        let remote = ins.iter_mut().enumerate().filter(|(_, (pe, _))| *pe != me);
-        for (((i, (_, buf)), inc), count) in remote.zip(&incoming).zip(got) {
-            ex.inbox.read_local(inc.offset, &mut buf[..count])?;
-            counts[i] = count;
-        }
-        *ex.announced.borrow_mut() = None;
-        if repeats && !incoming.is_empty() {
-            exchange.post_receives(&[&ex.inbox], &incoming)?;
-            *ex.announced.borrow_mut() = Some(incoming);
+        for ((&r, inc), count) in remote.iter().zip(&incoming).zip(got) {
+            ex.inbox.read_local(inc.offset, &mut ins[r].1[..count])?;
+            counts[r] = count;
         }
     }
-    for (data, &i) in to_me.iter().zip(&from_me) {
-        ins[i].1[..data.len()].copy_from_slice(data);
-        counts[i] = data.len();
+    ex.announce(&mut exchange, incoming, repeats)?;
+    for (&s, &r) in to_me.iter().zip(&from_me) {
+        let data = outs[s].1;
+        ins[r].1[..data.len()].copy_from_slice(data);
+        counts[r] = data.len();
     }
     Ok(counts)
 }

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use onesided::Outgoing;
 
 use crate::exchange::{
-    ByteExchange, EXCHANGE, ONESIDED_CALL_REPEATS, Routes, messages, onesided_exchange, routes, write_counts,
+    ByteExchange, EXCHANGE, Routes, messages, onesided_exchange, repeats_of, routes, write_counts,
 };
 use crate::memory::{pe_of, values_in};
 use crate::registry;
@@ -78,11 +78,7 @@ pub unsafe extern "C" fn onesided_exchange_call_packed(
 ) -> onesided_status {
     guard(|| {
         let ex = registry::get::<ByteExchange>(EXCHANGE, exchange.id)?;
-        if flags & !ONESIDED_CALL_REPEATS != 0 {
-            return Err(Failure::argument(format!(
-                "flags {flags:#x} name no flag: pass 0 or ONESIDED_CALL_REPEATS"
-            )));
-        }
+        let repeats = repeats_of(flags)?;
         // SAFETY: as this function's contract.
         let sends = unsafe { values_in(sends, n_sends, "sends") }?;
         // SAFETY: as this function's contract.
@@ -108,7 +104,7 @@ pub unsafe extern "C" fn onesided_exchange_call_packed(
             }
         };
         let host = Host { pack, unpack, context };
-        let counts = call_packed(&ex, sends, receives, &host, flags & ONESIDED_CALL_REPEATS != 0)?;
+        let counts = call_packed(&ex, sends, receives, &host, repeats)?;
         // SAFETY: as this function's contract: room for `n_receives` values, one per count.
         unsafe { write_counts(received, &counts) }
     })
@@ -152,10 +148,7 @@ fn call_packed(
     host: &Host,
     repeats: bool,
 ) -> Result<Vec<usize>, Failure> {
-    let mut exchange = ex
-        .exchange
-        .try_borrow_mut()
-        .map_err(|_| Failure::argument("the exchange is in use by another call"))?;
+    let mut exchange = ex.lock()?;
     let me = exchange.runtime().my_pe();
     let name = exchange.name().to_string();
     let mut sizes = Vec::with_capacity(sends.len());
@@ -214,10 +207,6 @@ fn call_packed(
             host.unpack(r, data);
         }
     }
-    *ex.announced.borrow_mut() = None;
-    if repeats && !incoming.is_empty() {
-        exchange.post_receives(&[&ex.inbox], &incoming)?;
-        *ex.announced.borrow_mut() = Some(incoming);
-    }
+    ex.announce(&mut exchange, incoming, repeats)?;
     Ok(counts)
 }
