@@ -2,8 +2,8 @@
 //! the launcher with 2, 3 and 4 PEs: unequal sizes, zero-length messages, thousands of consecutive calls,
 //! random per-PE delays, both directions at once, oversized messages rejected, messages
 //! consumed where they lie, offered in place, packed for every PE in one pass, the two sides
-//! of a pair choosing different kinds, and every path giving the same bytes in the same
-//! places.
+//! of a pair choosing different kinds, calls started and finished around other work, and
+//! every path giving the same bytes in the same places.
 
 use std::time::Duration;
 
@@ -1078,6 +1078,129 @@ fn auto_calibrates_once_and_agrees(rt: &Runtime) -> CaseResult {
     Ok(())
 }
 
+/// Started calls on every route: both faces of a ring each call (a packed message to the
+/// right and a copy to the left, received at offsets that move with the call), started,
+/// then work on other memory (a random delay), then finished, mixed with blocking calls
+/// and with `run_while`; the offered message of a consuming finish; every value its
+/// sender's, call's and index's. Another operation while a call is in flight, a finish
+/// without a start and a finish with other buffers are refused, and the call then finishes.
+fn started_calls(rt: &Runtime) -> CaseResult {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for path in routes() {
+        let name = format!("started {path}");
+        let mut exchange = path.exchange::<u64>(rt, &name, Some(&[left, right]))?;
+        exchange.collective_reserve(ROOM)?;
+        let target = SymArray::<u64>::collective_alloc(rt, "started target", 3 * ROOM)?;
+        let other = SymArray::<u64>::collective_alloc(rt, "started other", 8)?;
+        let mut rng = Rng::new(me as u64 * 5 + 2);
+        for call in 1..=120u64 {
+            let back: Vec<u64> = (0..length(me, call + 7)).map(|i| stamp(me, call, ROOM + i)).collect();
+            let fill = |dest: &mut [&mut [u64]]| {
+                for (i, v) in dest[0].iter_mut().enumerate() {
+                    *v = stamp(me, call, i);
+                }
+            };
+            let at = (call as usize * 5) % ROOM;
+            // From the left the packed message, from the right the copy; with two PEs both
+            // neighbours are one PE, whose two messages meet in order.
+            let incoming = [
+                Incoming { from: left, buffer: 0, offset: at, room: ROOM },
+                Incoming { from: right, buffer: 0, offset: 2 * ROOM, room: ROOM },
+            ];
+            let outgoing = [
+                Outgoing::Packed { to: right, count: length(me, call) },
+                Outgoing::Copy { to: left, data: &back },
+            ];
+            let counts = match call % 3 {
+                0 => exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).run()?.to_vec(),
+                1 => {
+                    // SAFETY: the target and `back` are neither read nor written, nor freed,
+                    // before the finish below; the delay touches neither.
+                    unsafe {
+                        exchange.call(&[&target]).send(&outgoing).receive(&incoming).pack(fill).start()?
+                    };
+                    ensure!(exchange.in_flight(), "{path} call {call}: started, not in flight");
+                    rng.delay(200);
+                    exchange.finish(&[&target])?.to_vec()
+                }
+                _ => {
+                    let (counts, ()) = exchange
+                        .call(&[&target])
+                        .send(&outgoing)
+                        .receive(&incoming)
+                        .pack(fill)
+                        .run_while(|| rng.delay(200))?;
+                    counts.to_vec()
+                }
+            };
+            let (from_left, from_right) = (length(left, call), length(right, call + 7));
+            ensure!(counts == [from_left, from_right], "{path} call {call}: counts {counts:?}");
+            let bad = first_unstamped(&target, at, from_left, left, call)?;
+            ensure!(bad.is_none(), "{path} call {call}: from the left (element, value) {bad:x?}");
+            let mut got = vec![0u64; from_right];
+            target.read_local(2 * ROOM, &mut got)?;
+            let wrong = got.iter().enumerate().position(|(i, &v)| v != stamp(right, call, ROOM + i));
+            ensure!(wrong.is_none(), "{path} call {call}: from the right, element {wrong:?}");
+        }
+        // A consuming finish of an offered message.
+        exchange.wait_taken()?;
+        let message: Vec<u64> = (0..9).map(|i| stamp(me, 500, i)).collect();
+        target.write_local(ROOM, &message)?;
+        // SAFETY: the region is written again only after wait_taken.
+        let offer = unsafe { Offer::new(right, 0, ROOM..ROOM + 9) };
+        let from_left = [Incoming { from: left, buffer: 1, offset: 0, room: 8 + 1 }];
+        let scratch = SymArray::<u64>::collective_alloc(rt, "started scratch", 9)?;
+        // SAFETY: the buffers are untouched until the finish.
+        unsafe {
+            exchange
+                .call(&[&target, &scratch])
+                .send(&[Outgoing::Offered(offer)])
+                .receive(&from_left)
+                .start()?
+        };
+        let mut got = Vec::new();
+        exchange.finish_consuming(&[&target, &scratch], |_, m| got = m.to_vec())?;
+        ensure!(got == (0..9).map(|i| stamp(left, 500, i)).collect::<Vec<_>>(), "{path}: consumed {got:x?}");
+        exchange.wait_taken()?;
+        // Misuse while in flight, refused; the call then finishes.
+        let finished = exchange.finish(&[&target]).map(<[usize]>::to_vec);
+        ensure!(
+            matches!(finished, Err(Error::Exchange { problem: ExchangeProblem::NotStarted, .. })),
+            "{path}: finish without a start: {finished:?}"
+        );
+        let value = [stamp(me, 600, 0)];
+        let to_right = [Outgoing::Copy { to: right, data: &value }];
+        let from_left = [Incoming { from: left, buffer: 0, offset: 0, room: 1 }];
+        // SAFETY: the target and `value` are untouched until the finish.
+        unsafe { exchange.call(&[&target]).send(&to_right).receive(&from_left).start()? };
+        let again =
+            exchange.call(&[&target]).send(&to_right).receive(&from_left).run().map(<[usize]>::to_vec);
+        ensure!(
+            matches!(
+                again,
+                Err(Error::Exchange { problem: ExchangeProblem::InFlight { operation: "run" }, .. })
+            ),
+            "{path}: a call in flight: {again:?}"
+        );
+        let reserve = exchange.collective_reserve(ROOM);
+        ensure!(
+            matches!(reserve, Err(Error::Exchange { problem: ExchangeProblem::InFlight { .. }, .. })),
+            "{path}: reserve in flight: {reserve:?}"
+        );
+        let elsewhere = exchange.finish(&[&other]).map(<[usize]>::to_vec);
+        ensure!(
+            matches!(elsewhere, Err(Error::Exchange { problem: ExchangeProblem::FinishBuffers { .. }, .. })),
+            "{path}: finish with other buffers: {elsewhere:?}"
+        );
+        ensure!(exchange.finish(&[&target])? == [1], "{path}: the call after the refusals");
+        ensure!(target.get_value(me, 0)? == stamp(left, 600, 0), "{path}: the value after the refusals");
+        ensure!(!exchange.in_flight(), "{path}: still in flight");
+        rt.barrier();
+    }
+    Ok(())
+}
+
 fn main() {
     let cases = onesided_suite::cases![TWO_THREE_FOUR =>
         every_path_many_calls_unequal_sizes,
@@ -1095,6 +1218,7 @@ fn main() {
         mpi_error_leaves_nothing_posted,
         auto_calibrates_once_and_agrees,
         links_follow_the_message_size,
+        started_calls,
     ];
     pe_test::main_with_variants("sendrecv", &cases, pe_test::DIRECT_AND_LIBRARY);
 }

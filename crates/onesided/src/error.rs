@@ -502,6 +502,25 @@ pub enum ExchangeProblem {
     /// The call numbers of one pair are used up (about 10^12 calls).
     #[error("its call numbers with one partner are used up; create a new exchange")]
     CallsExhausted,
+    /// Another operation on an exchange whose started call is not finished.
+    #[error("{operation} while a started call is in flight; finish it first (Exchange::finish)")]
+    InFlight {
+        /// What was asked.
+        operation: &'static str,
+    },
+    /// `finish` on an exchange with no started call.
+    #[error("finish without a started call; start one with Call::start")]
+    NotStarted,
+    /// `finish` with other buffers than its call was started with.
+    #[error(
+        "finish was given {given} buffers other than the {started} its call was started with; pass the same list"
+    )]
+    FinishBuffers {
+        /// Buffers the call was started with.
+        started: usize,
+        /// Buffers given to finish.
+        given: usize,
+    },
 }
 
 /// Formats the optional updating PE of a wait.

@@ -11,21 +11,21 @@ use crate::error::{ExchangeProblem, Result};
 use crate::heap::SymArray;
 
 /// The packing function of a call without packed messages.
-type NoPack<T> = fn(&mut [&mut [T]]);
+pub(super) type NoPack<T> = fn(&mut [&mut [T]]);
 /// The consuming function of a call whose messages land in place.
-type NoConsume<T> = fn(usize, &[T]);
+pub(super) type NoConsume<T> = fn(usize, &[T]);
 
 /// One call of an [`Exchange`]: the messages this PE sends and receives, and what to do with
 /// packed and consumed ones. Made by [`Exchange::call`]; nothing moves until
 /// [`run`](Self::run).
 #[must_use = "a call moves nothing until it is run"]
 pub struct Call<'e, 'c, 'rt, T: Pod, P = NoPack<T>, C = NoConsume<T>> {
-    exchange: &'e mut Exchange<'rt, T>,
-    buffers: &'c [&'c SymArray<'rt, T>],
-    outgoing: &'c [Outgoing<'c, T>],
-    incoming: &'c [Incoming],
-    pack: Option<P>,
-    consume: Option<C>,
+    pub(super) exchange: &'e mut Exchange<'rt, T>,
+    pub(super) buffers: &'c [&'c SymArray<'rt, T>],
+    pub(super) outgoing: &'c [Outgoing<'c, T>],
+    pub(super) incoming: &'c [Incoming],
+    pub(super) pack: Option<P>,
+    pub(super) consume: Option<C>,
 }
 
 impl<'e, 'c, 'rt, T: Pod> Call<'e, 'c, 'rt, T> {
@@ -110,6 +110,7 @@ where
     /// without this library); one message each way is refused cleanly.
     pub fn run(self) -> Result<&'e [usize]> {
         let Call { exchange, buffers, outgoing, incoming, pack, consume } = self;
+        exchange.idle("run")?;
         exchange.validate(buffers, outgoing, incoming)?;
         if pack.is_none() && outgoing.iter().any(|o| matches!(o, Outgoing::Packed { .. })) {
             return Err(exchange.chan.refuse(crate::ExchangeProblem::NoPacking));
@@ -214,6 +215,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// As [`Call::run`] for the incoming messages; [`ExchangeProblem::AlreadyPosted`] when a
     /// receive from the same PE and lane is posted already.
     pub fn post_receives(&mut self, buffers: &[&SymArray<'rt, T>], incoming: &[Incoming]) -> Result<()> {
+        self.idle("post_receives")?;
         self.validate(buffers, &[], incoming)?;
         let mut lanes = Vec::with_capacity(incoming.len());
         self.chan.partners.assign(&mut lanes, incoming.iter().map(|i| i.from));

@@ -12,6 +12,7 @@ use bytemuck::Pod;
 #[cfg(feature = "baselines")]
 use super::buffered;
 use super::channel::Channel;
+use super::message::Incoming;
 use super::partners::{Lane, Partners};
 use super::protocol::Protocol;
 use super::{get, mixed, mpi, mpi_rma, put};
@@ -68,6 +69,8 @@ pub struct Exchange<'rt, T: Pod> {
     pub(super) spare: Vec<(Pair, Box<dyn Protocol<'rt, T> + 'rt>)>,
     /// Per-call bookkeeping, kept between calls so that a call allocates nothing.
     pub(super) work: Work<T>,
+    /// The started call that is not finished yet, if any.
+    pub(super) in_flight: InFlight,
 }
 
 /// What a call needs beside its messages, kept between calls.
@@ -78,6 +81,19 @@ pub(super) struct Work<T> {
     pub(super) received: Vec<usize>,
     /// Where packed messages are written when they cannot go straight to their receiver.
     pub(super) pack_buffer: Vec<T>,
+}
+
+/// A started call's state ([`Call::start`](crate::Call::start)), kept in its exchange (reused between calls, so a start
+/// allocates nothing once the lists have grown).
+#[derive(Default)]
+pub(super) struct InFlight {
+    /// Whether a started call awaits its finish.
+    pub(super) active: bool,
+    /// Whether the transport left the receives to the finish (else the call ran whole).
+    pub(super) split: bool,
+    pub(super) incoming: Vec<Incoming>,
+    /// The start's buffers (address and length), which the finish must be given again.
+    pub(super) buffers: Vec<(usize, usize)>,
 }
 
 impl<T> Default for Work<T> {
@@ -118,7 +134,16 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
         let current = (links.same_node, links.other_node);
         let mut chan = Channel::collective_new(rt, name, partners)?;
         let transport = Self::collective_transport(&mut chan, current)?;
-        Ok(Exchange { path, current, links, chan, transport, spare: Vec::new(), work: Work::default() })
+        Ok(Exchange {
+            path,
+            current,
+            links,
+            chan,
+            transport,
+            spare: Vec::new(),
+            work: Work::default(),
+            in_flight: InFlight::default(),
+        })
     }
 
     /// The protocol of the transports `(same node, other node)` on `chan`.
@@ -152,7 +177,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
             };
             let near = part(same_node)?;
             let far = part(other_node)?;
-            Box::new(mixed::Mixed { near, far })
+            Box::new(mixed::Mixed { near, far, started: None })
         })
     }
 
@@ -219,6 +244,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// receive is posted ([`post_receives`](Self::post_receives)) on some PE of an exchange
     /// whose links may change here: reserve before posting.
     pub fn collective_reserve(&mut self, max_message: usize) -> Result<()> {
+        self.idle("collective_reserve")?;
         let varies = self.links.varies();
         let posted = varies && self.chan.posted.iter().any(Option::is_some);
         let mut agreed = [max_message as u64, u64::from(posted)];
@@ -252,6 +278,7 @@ impl<'rt, T: Pod> Exchange<'rt, T> {
     /// # Errors
     /// [`Error::WaitTimeout`] when a receiver does not take its message.
     pub fn wait_taken(&mut self) -> Result<()> {
+        self.idle("wait_taken")?;
         self.transport.settle(&mut self.chan)
     }
 

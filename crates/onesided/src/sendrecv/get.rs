@@ -59,6 +59,13 @@ impl<'rt, T: Pod> Get<'rt, T> {
 
 impl<'rt, T: Pod> Protocol<'rt, T> for Get<'rt, T> {
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        Protocol::start(self, chan, job)?;
+        Protocol::finish(self, chan, job)
+    }
+
+    /// Stages or offers every outgoing message and raises its delivery signal: from then on
+    /// its receiver can take it, whatever this PE does.
+    fn start(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<bool> {
         // The staging buffer and offered regions are reused: the previous call's receivers
         // must be done with them.
         self.settle(chan)?;
@@ -84,6 +91,11 @@ impl<'rt, T: Pod> Protocol<'rt, T> for Get<'rt, T> {
             chan.consume_posted(inc, lane)?;
             chan.next_call(lane.local, false)?;
         }
+        Ok(true)
+    }
+
+    /// Takes every incoming message as its delivery signal comes, and signals it taken.
+    fn finish(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         let mut refused = None;
         let in_lanes = job.in_lanes;
         chan.await_each(

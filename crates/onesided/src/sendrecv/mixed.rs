@@ -50,6 +50,8 @@ pub(super) struct Mixed<'rt, T: Pod> {
     pub near: Part<'rt, T>,
     /// To and from PEs on other nodes.
     pub far: Part<'rt, T>,
+    /// The part a started call of one class is in flight on (`true`: near).
+    pub started: Option<bool>,
 }
 
 /// One part's messages (`inc`: the indices of its incoming messages in the whole call), and
@@ -112,6 +114,43 @@ impl<'rt, T: Pod> Protocol<'rt, T> for Mixed<'rt, T> {
         let outcome = self.run_split(chan, job, &staged);
         *job.pack_buffer = staged;
         outcome
+    }
+
+    /// A call whose messages are all of one class starts on that class's transport; a call
+    /// of both classes runs whole here (its parts already overlap each other).
+    fn start(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<bool> {
+        let rt = chan.rt;
+        let near = |pe: usize| rt.same_node(pe);
+        let class = |near_class: bool| {
+            job.outgoing.iter().all(|o| near(o.to()) == near_class)
+                && job.incoming.iter().all(|i| near(i.from) == near_class)
+        };
+        let part = if class(true) {
+            true
+        } else if class(false) {
+            false
+        } else {
+            return self.exchange(chan, job).map(|()| false);
+        };
+        let split = if part { self.near.transport() } else { self.far.transport() }.start(chan, job)?;
+        self.started = split.then_some(part);
+        Ok(split)
+    }
+
+    fn finish(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        match self.started.take() {
+            Some(true) => self.near.transport().finish(chan, job),
+            Some(false) => self.far.transport().finish(chan, job),
+            None => Ok(()),
+        }
+    }
+
+    fn abandon(&mut self) {
+        match self.started.take() {
+            Some(true) => self.near.transport().abandon(),
+            Some(false) => self.far.transport().abandon(),
+            None => {}
+        }
     }
 
     fn post(&mut self, chan: &mut Channel<'rt>, incoming: &Incoming, lane: &Lane) -> Result<()> {
@@ -198,18 +237,18 @@ impl<'rt, T: Pod> Mixed<'rt, T> {
                 // The MPI part's messages go to the consuming function once they are in (below).
                 let mut none: Option<super::job::Consume<'_, T>> = None;
                 with_part_job!(buffers, *by_mpi, none, |mpi_job| {
-                    mpi.start(chan, &mut mpi_job)?;
+                    mpi.post_call(chan, &mut mpi_job)?;
                     let outcome = with_part_job!(buffers, *by_other, consume, |other_job| other
                         .exchange(chan, &mut other_job));
                     match outcome {
                         // Not a refusal, which ends the other part's protocol normally: the
                         // MPI requests are cancelled (the job is to be ended).
                         Err(ref e) if !protocol_completed(e) => {
-                            mpi.abandon();
+                            mpi.abandon_call();
                             outcome
                         }
                         _ => {
-                            let finished = mpi.finish(chan, &mut mpi_job);
+                            let finished = mpi.complete_call(chan, &mut mpi_job);
                             mpi_done = finished.is_ok();
                             outcome.and(finished)
                         }

@@ -14,6 +14,7 @@
 //! Around them: `message.rs` names the messages, `partners.rs` places each pair's slots,
 //! `delivery.rs` encodes the delivery signal, `job.rs` is a call as the transports see it,
 //! `validate.rs` the checks made before anything moves, `call.rs` the call's builder,
+//! `split.rs` the call in two halves (started, then finished while the caller computed),
 //! `exchange.rs` the exchange and its reservations, `calibrate.rs` the calibration of the
 //! links, `build.rs` the builder that settles [`Path::Auto`](crate::Path::Auto).
 
@@ -34,6 +35,7 @@ mod mpi_rma;
 mod partners;
 mod protocol;
 mod put;
+mod split;
 mod validate;
 
 pub use build::ExchangeBuilder;

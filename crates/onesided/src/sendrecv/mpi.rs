@@ -46,6 +46,21 @@ impl<'rt, T: Pod> Protocol<'rt, T> for Mpi {
         Ok(())
     }
 
+    /// Posts every receive and send: the messages travel while the caller computes, as far
+    /// as MPI progresses them without a call (eager sizes, or a progress thread).
+    fn start(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<bool> {
+        self.post_call(chan, job)?;
+        Ok(true)
+    }
+
+    fn finish(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        self.complete_call(chan, job)
+    }
+
+    fn abandon(&mut self) {
+        self.abandon_call();
+    }
+
     #[cfg(feature = "fault-injection")]
     fn fail_isend(&mut self, index: usize) {
         self.channel.fail_isend = Some(self.channel.isends + index);
@@ -70,9 +85,10 @@ impl Mpi {
     }
 
     /// Posts every receive and send of `job` and returns, so that another transport can run
-    /// its part of a call meanwhile ([`super::mixed`]); [`finish`](Self::finish) completes
-    /// them, or [`abandon`](Self::abandon) cancels them. `job` must stay as it is until then.
-    pub(super) fn start<'rt, T: Pod>(
+    /// its part of a call meanwhile ([`super::mixed`]), or the caller compute
+    /// ([`Call::start`](super::Call::start)); [`complete_call`](Self::complete_call) completes
+    /// them, or [`abandon_call`](Self::abandon_call) cancels them. `job` must stay as it is until then.
+    pub(super) fn post_call<'rt, T: Pod>(
         &mut self,
         chan: &mut Channel<'rt>,
         job: &mut Job<'_, 'rt, T>,
@@ -81,9 +97,9 @@ impl Mpi {
         self.channel.post(job).map_err(|failure| failure.into_error(chan))
     }
 
-    /// Completes what [`start`](Self::start) posted for the same `job`: the counts, then
+    /// Completes what [`post_call`](Self::post_call) posted for the same `job`: the counts, then
     /// the call's consuming function.
-    pub(super) fn finish<'rt, T: Pod>(
+    pub(super) fn complete_call<'rt, T: Pod>(
         &mut self,
         chan: &mut Channel<'rt>,
         job: &mut Job<'_, 'rt, T>,
@@ -93,9 +109,9 @@ impl Mpi {
         Ok(())
     }
 
-    /// Cancels and completes what [`start`](Self::start) posted, for a call that failed
+    /// Cancels and completes what [`post_call`](Self::post_call) posted, for a call that failed
     /// elsewhere: no receive outlives it.
-    pub(super) fn abandon(&mut self) {
+    pub(super) fn abandon_call(&mut self) {
         release(&mut self.channel.requests);
     }
 }

@@ -16,6 +16,24 @@ pub(super) trait Protocol<'rt, T: Pod> {
     /// (`job.received[i]` the count of message `i`), as [`Call::run`](super::Call::run) describes.
     fn exchange(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()>;
 
+    /// Starts a call ([`Call::start`](super::Call::start)): sends what can go without
+    /// waiting for any incoming message and returns `true` when the receives are left to
+    /// [`finish`](Self::finish). A path with no split form runs the whole call here (its
+    /// messages land in place) and returns `false`; the call is then finished already.
+    fn start(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<bool> {
+        self.exchange(chan, job).map(|()| false)
+    }
+
+    /// Completes a call that [`start`](Self::start) left in flight: `job` holds its incoming
+    /// messages and lanes (no outgoing ones) and the consuming function given to finish.
+    fn finish(&mut self, _chan: &mut Channel<'rt>, _job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Ends a started call that will not be finished (its exchange is dropped with it in
+    /// flight): no request of this PE outlives the exchange.
+    fn abandon(&mut self) {}
+
     /// Announces a receive posted ahead of its call
     /// ([`Exchange::post_receives`](super::Exchange::post_receives)), on the paths that
     /// announce.

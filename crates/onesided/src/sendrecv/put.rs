@@ -25,6 +25,8 @@ pub(super) struct Put<'rt> {
     announcements: SymArray<'rt, [u64; STRIDE]>,
     /// What this PE last announced per slot.
     announced: Vec<Option<[u64; 3]>>,
+    /// The refusal of a message the started call could not send, reported by its finish.
+    refused: Option<Error>,
 }
 
 /// Where one message of a call with packed messages goes.
@@ -45,8 +47,18 @@ impl<'rt, T: Pod> Protocol<'rt, T> for Put<'rt> {
         if job.outgoing.len() == 1 && job.incoming.len() == 1 {
             return self.one_each_way(chan, job);
         }
+        Protocol::start(self, chan, job)?;
+        Protocol::finish(self, chan, job)
+    }
+
+    /// Announces every receive, waits for each receiver's announcement and puts its message
+    /// as it comes: once every PE of a pair has started, the data is in the receiver's memory,
+    /// and the receiver's finish only awaits the delivery signals.
+    fn start(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<bool> {
+        self.refused = None;
         if job.outgoing.iter().any(|o| matches!(o, Outgoing::Packed { .. })) {
-            return self.exchange_packed(chan, job);
+            self.send_packed(chan, job)?;
+            return Ok(true);
         }
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             self.announce(chan, inc, lane)?;
@@ -64,6 +76,14 @@ impl<'rt, T: Pod> Protocol<'rt, T> for Put<'rt> {
                 Ok(())
             },
         )?;
+        self.refused = refused;
+        Ok(true)
+    }
+
+    /// Awaits every incoming message; a message this PE's start refused to send is reported
+    /// here, after its own receives are in.
+    fn finish(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+        let mut refused = self.refused.take();
         await_delivered(chan, job, &mut refused)?;
         refused.map_or(Ok(()), Err)
     }
@@ -86,6 +106,7 @@ impl<'rt> Put<'rt> {
         Ok(Put {
             announcements: SymArray::collective_alloc(chan.rt, &name, slots)?,
             announced: vec![None; slots],
+            refused: None,
         })
     }
 
@@ -207,11 +228,11 @@ impl<'rt> Put<'rt> {
         Ok(refused)
     }
 
-    /// A call with packed messages: once every receiver has announced where its message goes,
-    /// the packing function writes the messages to mapped receivers in place and the others
-    /// into staging, which is then put with the copies and offers; then every message is
-    /// delivered and every incoming one awaited.
-    fn exchange_packed<T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
+    /// The sends of a call with packed messages: once every receiver has announced where its
+    /// message goes, the packing function writes the messages to mapped receivers in place and
+    /// the others into staging, which is then put with the copies and offers; then every
+    /// message is delivered. A message refused for its size is kept for the finish.
+    fn send_packed<T: Pod>(&mut self, chan: &mut Channel<'rt>, job: &mut Job<'_, 'rt, T>) -> Result<()> {
         for (inc, lane) in job.incoming.iter().zip(job.in_lanes) {
             self.announce(chan, inc, lane)?;
         }
@@ -297,8 +318,8 @@ impl<'rt> Put<'rt> {
             chan.deliver(o.to(), lane, place.call, o.len(), place.refusal)?;
         }
         outcome?;
-        await_delivered(chan, job, &mut refused)?;
-        refused.map_or(Ok(()), Err)
+        self.refused = refused;
+        Ok(())
     }
 }
 
