@@ -2,7 +2,9 @@
 //! Lennard-Jones argon from an fcc lattice, velocity Verlet, the halo exchange of `md_halo`
 //! (built once with its Verlet buffer, repartitioned every `--nstlist` steps with the
 //! velocities, which checks that no atom outran half the buffer), a cell-list force kernel
-//! over the step's view, and energies summed over the PEs with `Runtime::all_sum`.
+//! in two passes with the halo in flight (the home pairs while the coordinates travel, the
+//! second half kick of the atoms in no neighbour's halo while the forces come back), and
+//! energies summed over the PEs with `Runtime::all_sum`.
 //!
 //! ```text
 //! cargo run --release --example lj_engine -- --pes 4 --steps 1000
@@ -136,7 +138,8 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
     let drift = momentum.map(|p| p / positions.len() as f64);
     velocities.iter_mut().for_each(|v| (0..3).for_each(|d| v[d] -= drift[d]));
 
-    let mut potential = forces(&mut halo)?;
+    let mut scratch = Vec::new();
+    let mut potential = forces(&mut halo, &mut scratch, |_, _| {})?;
     let atoms = positions.len() as f64;
     let mut energies = Vec::new();
     for step in 0..=o.steps {
@@ -153,11 +156,15 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
             if step % o.nstlist == 0 {
                 halo.collective_repartition(&mut [&mut velocities])?;
             }
-            potential = forces(&mut halo)?;
-            let home = halo.home_mut();
-            for (v, f) in velocities.iter_mut().zip(home.forces) {
-                (0..3).for_each(|d| v[d] += 0.5 * o.dt * f64::from(f[d]) / MASS);
-            }
+            // The second half kick of each atom as soon as its force is complete: of the
+            // atoms in no neighbour's halo while the others' forces come back.
+            let kick = |atoms: &[u32], forces: &[RVec]| {
+                for &i in atoms {
+                    let (v, f) = (&mut velocities[i as usize], forces[i as usize]);
+                    (0..3).for_each(|d| v[d] += 0.5 * o.dt * f64::from(f[d]) / MASS);
+                }
+            };
+            potential = forces(&mut halo, &mut scratch, kick)?;
         }
         if step % o.every == 0 || step == o.steps {
             let kinetic: f64 =
@@ -214,20 +221,45 @@ fn run(rt: &Runtime, o: &Options) -> md_halo::Result<()> {
     Ok(())
 }
 
-/// One step's forces: coordinates out, the kernel on the step's view, forces back. Returns
+/// One step's forces, with the halo in flight while the kernel computes: the coordinates
+/// out during the home atoms' pairs, the pairs with halo atoms, the forces back while `kick`
+/// takes the home atoms whose forces are complete (those in no neighbour's halo), then the
+/// rest. `total` is the kernel's double-precision sum, kept between the two passes. Returns
 /// this PE's share of the potential energy.
-fn forces(halo: &mut HaloExchange<'_>) -> md_halo::Result<f64> {
-    let mut view = halo.move_x()?;
-    let potential = lennard_jones(view.local());
-    view.move_f()?;
+fn forces(
+    halo: &mut HaloExchange<'_>,
+    total: &mut Vec<[f64; 3]>,
+    mut kick: impl FnMut(&[u32], &[RVec]),
+) -> md_halo::Result<f64> {
+    let n_home = halo.home_count();
+    let mut x = halo.start_x()?;
+    let home = x.home();
+    total.clear();
+    total.resize(n_home, [0.0; 3]);
+    let mut potential = lennard_jones(home.coordinates, home.owner, total, 0);
+    let mut view = x.finish()?;
+    let Local { coordinates, forces, owner, .. } = view.local();
+    total.resize(coordinates.len(), [0.0; 3]);
+    potential += lennard_jones(coordinates, owner, total, n_home);
+    for (f, t) in forces.iter_mut().zip(total.iter()) {
+        *f = t.map(|c| c as f32);
+    }
+    let mut returning = view.start_f()?;
+    let settled = returning.home();
+    kick(settled.atoms, settled.forces);
+    returning.finish()?;
+    let home = halo.home_mut();
+    kick(home.returning, home.forces);
     Ok(potential)
 }
 
-/// Shifted-force Lennard-Jones over the pairs this PE owns (`owner.owns`), found through a
-/// cell list of the local atoms (home, halo and periodic images alike), forces on both atoms;
-/// energy and force go smoothly to zero at the cutoff, so the total energy is conserved.
-fn lennard_jones(local: Local<'_>) -> f64 {
-    let Local { coordinates: x, forces, owner, .. } = local;
+/// Shifted-force Lennard-Jones over the pairs of `x` this PE owns (`owner.owns`) that hold
+/// an atom from `first` on (0: every pair), found through a cell list of the atoms (home,
+/// halo and periodic images alike), forces on both atoms added to `total`; energy and force
+/// go smoothly to zero at the cutoff, so the total energy is conserved. With the home atoms
+/// first (`first` 0 on them alone) and then every atom (`first` the home count), each pair
+/// is summed once.
+fn lennard_jones(x: &[RVec], owner: md_halo::PairOwner<'_>, total: &mut [[f64; 3]], first: usize) -> f64 {
     let pair = |r2: f64| {
         let s6 = (SIGMA * SIGMA / r2).powi(3);
         (4.0 * EPSILON * (s6 * s6 - s6), 24.0 * EPSILON * (2.0 * s6 * s6 - s6) / r2.sqrt())
@@ -244,7 +276,6 @@ fn lennard_jones(local: Local<'_>) -> f64 {
     let index = |c: [usize; 3]| (c[2] * cells[1] + c[1]) * cells[0] + c[0];
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); cells.iter().product()];
     x.iter().enumerate().for_each(|(i, p)| members[index(cell_of(p))].push(i));
-    let mut total = vec![[0.0f64; 3]; x.len()];
     let mut potential = 0.0;
     for (i, p) in x.iter().enumerate() {
         let c = cell_of(p);
@@ -252,7 +283,7 @@ fn lennard_jones(local: Local<'_>) -> f64 {
         for cz in near(2) {
             for cy in near(1) {
                 for cx in near(0) {
-                    for &j in members[index([cx, cy, cz])].iter().filter(|&&j| j > i) {
+                    for &j in members[index([cx, cy, cz])].iter().filter(|&&j| j > i && j >= first) {
                         let d: [f64; 3] = std::array::from_fn(|k| f64::from(p[k]) - f64::from(x[j][k]));
                         let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
                         if r2 >= CUTOFF * CUTOFF || !owner.owns(i, j) {
@@ -270,9 +301,6 @@ fn lennard_jones(local: Local<'_>) -> f64 {
                 }
             }
         }
-    }
-    for (f, t) in forces.iter_mut().zip(&total) {
-        *f = t.map(|c| c as f32);
     }
     potential
 }

@@ -16,6 +16,12 @@
 //!   where the kernel wrote them; per-atom state of any plain-old-data type migrates with its
 //!   atoms ([`AtomState`]), and any per-atom field travels along the plan
 //!   ([`collective_spread`](HaloExchange::collective_spread));
+//! - the same step split so that the halo travels while the kernel computes:
+//!   [`start_x`](HaloExchange::start_x) sends the coordinates and gives the home atoms
+//!   ([`XInFlight`]), whose pairs the kernel computes meanwhile, and its finish gives the
+//!   [`Step`]; [`Step::start_f`] sends the forces back and names the home atoms whose forces
+//!   are complete ([`Settled`]), to integrate while the rest arrive ([`FInFlight`]). The same
+//!   bits as `move_x` and `move_f`, which are the halves back to back;
 //! - [`Real`]: positions and forces in `f32` (the default) or `f64`
 //!   ([`HaloBuilder::real`]), held and sent in the engine's own precision, with no copy;
 //! - [`PeriodicImages`]: along dimensions of the grid with one domain, the periodic images
@@ -27,15 +33,25 @@
 //! An engine's step (velocity Verlet, the loop of `examples/lj_engine.rs`, a whole NVE engine):
 //! the halo's range is the cutoff plus a Verlet buffer ([`verlet_buffer`]), which the
 //! exchange checks at every repartition; velocities migrate with their atoms, and the forces
-//! of the last step with them, ready for the next half kick.
+//! of the last step with them, ready for the next half kick. The kernel runs in two passes
+//! with the halo in flight: the home pairs while the coordinates travel, then the pairs with
+//! a halo atom; the second half kick of each atom comes as soon as its force is complete.
 //!
 //! ```no_run
 //! use md_halo::{DdGrid, ErrorScope, HaloExchange, PbcBox, RVec};
 //! use onesided::Runtime;
 //!
-//! /// The engine's force kernel: pairs `i`, `j` of local atoms where `owner.owns(i, j)`.
-//! fn forces(local: md_halo::Local<'_>) {
-//!     local.forces.fill([0.0; 3]);
+//! /// The engine's force kernel: the pairs `i`, `j` of local atoms where `owner.owns(i, j)`
+//! /// and `j >= first` (added to what the home pass left).
+//! fn forces(local: md_halo::Local<'_>, first: usize) {
+//!     local.forces[first..].fill([0.0; 3]);
+//! }
+//!
+//! /// The second half kick of `atoms`.
+//! fn kick(v: &mut [RVec], f: &[RVec], atoms: &[u32], dt: f32, mass: f32) {
+//!     for &i in atoms {
+//!         (0..3).for_each(|d| v[i as usize][d] += 0.5 * dt * f[i as usize][d] / mass);
+//!     }
 //! }
 //!
 //! fn run(rt: &Runtime) -> md_halo::Result<()> {
@@ -48,7 +64,7 @@
 //!         HaloExchange::builder(rt, grid).verlet_buffer(buffer).collective_from_global(&positions)?;
 //!     let mut velocities = vec![[0.1f32, 0.0, 0.0]; halo.home_count()];
 //!     let mut view = halo.move_x()?; // the forces of the start, for the first half kick
-//!     forces(view.local());
+//!     forces(view.local(), 0);
 //!     view.move_f()?;
 //!     for step in 1..=100 {
 //!         let home = halo.home_mut(); // half a kick with the last forces, then a drift
@@ -61,13 +77,17 @@
 //!         if step % nstlist == 0 {
 //!             halo.collective_repartition(&mut [&mut velocities])?;
 //!         }
-//!         let mut view = halo.move_x()?;
-//!         forces(view.local());
-//!         let _shift_forces = view.move_f()?; // for the virial
-//!         let home = halo.home_mut(); // the second half kick
-//!         for (v, f) in velocities.iter_mut().zip(home.forces) {
-//!             (0..3).for_each(|d| v[d] += 0.5 * dt * f[d] / mass);
-//!         }
+//!         let n_home = halo.home_count();
+//!         let mut x = halo.start_x()?; // the coordinates travel during the home pass
+//!         forces(x.home(), 0);
+//!         let mut view = x.finish()?;
+//!         forces(view.local(), n_home);
+//!         let mut f = view.start_f()?; // the forces travel during the settled atoms' kick
+//!         let settled = f.home();
+//!         kick(&mut velocities, settled.forces, settled.atoms, dt, mass);
+//!         let _shift_forces = f.finish()?; // for the virial
+//!         let home = halo.home_mut();
+//!         kick(&mut velocities, home.forces, home.returning, dt, mass);
 //!     }
 //!     Ok(())
 //! }
@@ -104,7 +124,7 @@ pub use buffer::{BOLTZMANN, SPEED_DEVIATIONS, verlet_buffer};
 pub use dlb::{Dlb, LoadReport};
 pub use error::{Error, Result};
 pub use grid::{DdGrid, MAX_PULSES};
-pub use halo::{AtomState, HaloBuilder, HaloExchange, Home, Local, Step};
+pub use halo::{AtomState, FInFlight, HaloBuilder, HaloExchange, Home, Local, Settled, Step, XInFlight};
 pub use onesided::ErrorScope;
 pub use pbc::{PbcBox, RVec};
 pub use real::Real;

@@ -39,7 +39,9 @@ pub(crate) use rows::RowBoard;
 /// [`HaloExchange::move_x`](crate::HaloExchange::move_x) (the update), restarted when a
 /// repartition returns (so that a search step holds the search but not the repartition's
 /// communication), plus the time from that `move_x` returning to the next `move_f` (the force
-/// work); or what the engine measured itself ([`Step::record_load`](crate::Step::record_load)).
+/// work); in the split step also the work while an exchange is in flight, without the
+/// waits in its finish; or what the engine measured itself
+/// ([`Step::record_load`](crate::Step::record_load)).
 /// GROMACS's balance region also holds the coordinate halo: its wait is a neighbour's lateness
 /// (the update of a loaded domain is longer), which would count on the domain that waited, so
 /// here it is left out. The loads are summed over the steps with the largest one left out (a
@@ -185,7 +187,8 @@ pub(crate) struct Balancer {
     step_start: Option<Instant>,
     /// When the step's work last resumed: a move_f, a repartition or a move_x returned.
     opened: Option<Instant>,
-    /// The step's work before its move_x (the update since the last move_f or repartition).
+    /// The step's work so far outside the exchanges' waits: the update since the last move_f
+    /// or repartition, and the work while a split step's exchange was in flight.
     before_x: Duration,
     /// The engine's own measure of this step's load.
     recorded: Option<Duration>,
@@ -228,7 +231,7 @@ impl Balancer {
         if let Some(start) = self.step_start.replace(now) {
             self.step_time += now - start;
         }
-        self.before_x = self.opened.take().map_or(Duration::ZERO, |opened| now - opened);
+        self.before_x += self.opened.take().map_or(Duration::ZERO, |opened| now - opened);
     }
 
     /// A move_x returned: the force work starts.
@@ -242,6 +245,19 @@ impl Balancer {
     pub(crate) fn reopen(&mut self) {
         self.opened = Some(Instant::now());
         self.before_x = Duration::ZERO;
+    }
+
+    /// A finish of an exchange in flight starts: its wait is not the PE's load, the work
+    /// since the start was.
+    pub(crate) fn pauses(&mut self) {
+        if let Some(opened) = self.opened.take() {
+            self.before_x += opened.elapsed();
+        }
+    }
+
+    /// A start of an exchange in flight, or its finish, returned: the work goes on.
+    pub(crate) fn resumes(&mut self) {
+        self.opened = Some(Instant::now());
     }
 
     /// The engine's own measure of this step's load, replacing the work timed here.

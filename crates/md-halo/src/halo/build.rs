@@ -369,6 +369,7 @@ impl<'rt, R: Real> HaloBuilder<'rt, R> {
             images,
             image_table: Vec::new(),
             exchanged_pulses,
+            schedule: Default::default(),
             failed: false,
             anchors: Vec::new(),
             displacement_limit: buffer.map(|b| b / 2.0),

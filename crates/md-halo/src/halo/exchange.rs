@@ -5,6 +5,7 @@ use std::fmt;
 
 use onesided::{Collectives, Exchange, GlobalMaxArray, GrowthPolicy, Path, Runtime, SymArray};
 
+use super::schedule::Schedule;
 use crate::dlb::{Balancer, Dlb, LoadReport, RowBoard};
 use crate::error::{Error, Result};
 use crate::grid::DdGrid;
@@ -42,7 +43,9 @@ pub(super) struct Pulse<'rt, R: Real> {
 /// [`collective_build`](crate::HaloBuilder::collective_build)) and then, every step: moves
 /// its home atoms ([`home_mut`](Self::home_mut)), calls [`move_x`](Self::move_x), which
 /// returns the step's view, computes the forces of the pairs it owns into the view's forces
-/// ([`Step::local`](crate::Step::local)) and calls [`Step::move_f`](crate::Step::move_f).
+/// ([`Step::local`](crate::Step::local)) and calls [`Step::move_f`](crate::Step::move_f);
+/// or, to compute while the halo travels, the same step in halves
+/// ([`start_x`](Self::start_x), [`Step::start_f`](crate::Step::start_f)).
 /// Every few steps it calls [`collective_repartition`](Self::collective_repartition) with its
 /// per-atom state, which moves with the atoms.
 ///
@@ -92,6 +95,8 @@ pub struct HaloExchange<'rt, R: Real = f32> {
     pub(super) image_table: Vec<PeriodicImage<R>>,
     /// The pulses that cross between PEs come first; the rest make images.
     pub(super) exchanged_pulses: usize,
+    /// What of the step's exchanges travels while the kernel computes.
+    pub(super) schedule: Schedule,
     /// An exchange returned an error: a neighbour may still write the halo region, so only
     /// the home atoms are handed out and no further exchange is started.
     pub(super) failed: bool,
@@ -284,16 +289,22 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// [`reference_fractions`](Self::reference_fractions), which go on over the images the
     /// kernel makes. Valid until the next call that takes `&mut self`.
     ///
-    /// After an exchange returned an error, only the home atoms: a neighbour may still be
-    /// writing the halo region.
+    /// After an exchange returned an error, or with a view of the split step leaked, only the
+    /// home atoms: a neighbour may still be writing the halo region.
     pub fn coordinates(&self) -> &[[R; 3]] {
-        let len = if self.failed { self.n_home } else { self.stored_count() };
+        let len = if self.failed || self.in_flight() { self.n_home } else { self.stored_count() };
         // SAFETY: other PEs write this array only in the receive regions this PE announces
         // (behind the home atoms), inside exchanges this PE takes part in: move_x, the plan
         // build and repartition, which take &mut self, so `&self` excludes them while the
         // slice lives. When one of them failed, an announced region may still be written
         // later; then the slice covers the home atoms only.
         unsafe { self.coords.array().local_range(0..len) }
+    }
+
+    /// Whether a call of the step's exchanges is in flight outside a view of the split step
+    /// (whose `&mut` excludes every other use): a view was leaked.
+    pub(super) fn in_flight(&self) -> bool {
+        self.pulses.iter().any(|p| p.x.in_flight() || p.f.in_flight())
     }
 
     /// Global indices of the local atoms, in the order of [`coordinates`](Self::coordinates).

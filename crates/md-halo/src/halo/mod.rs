@@ -17,10 +17,13 @@ mod agree;
 mod build;
 mod exchange;
 mod migrate;
+mod overlap;
 mod plan;
+mod schedule;
 mod step;
 
 pub use build::HaloBuilder;
 pub use exchange::HaloExchange;
 pub use migrate::AtomState;
+pub use overlap::{FInFlight, Settled, XInFlight};
 pub use step::{Home, Local, Step};

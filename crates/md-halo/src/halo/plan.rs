@@ -27,6 +27,7 @@ use rayon::prelude::*;
 
 use super::agree::check_count;
 use super::exchange::HaloExchange;
+use super::schedule::{PulseShape, Schedule};
 use super::step::parallel;
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -182,15 +183,21 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
             self.n_local += count;
             // The first move_x brings the positions; images are made from their table, below.
             if q < self.exchanged_pulses {
-                self.move_x_pulse(q)?;
+                self.move_x_pulse(q, false)?;
             }
         }
         self.list_images();
         for q in self.exchanged_pulses..self.pulses.len() {
-            self.move_x_pulse(q)?;
+            self.move_x_pulse(q, false)?;
         }
-        let largest = self.pulses.iter().map(|p| p.send.len()).max().unwrap_or(0);
-        self.force_scratch.collective_ensure(largest)?;
+        let me = self.rt.my_pe();
+        let shapes: Vec<PulseShape<'_>> = self.pulses[..self.pulses_run()]
+            .iter()
+            .map(|p| PulseShape { exchanged: p.to != me, send: &p.send, offset: p.offset, count: p.count })
+            .collect();
+        self.schedule = Schedule::of(&shapes, self.n_home);
+        // Each pulse's returned forces have a region of their own: several may be in flight.
+        self.force_scratch.collective_ensure(self.schedule.scratch_len)?;
         // Room for every local atom, whoever makes the images.
         self.forces.collective_ensure(self.n_local)?;
         // The one-sided force exchanges stage each pulse's halo forces for their owner.
@@ -256,7 +263,10 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
     /// One pulse of move_x: the shifted coordinates of the send list are packed straight into
     /// the receiver's coordinate array where the path allows it (one-sided, same node), or
     /// into a buffer that is then sent.
-    pub(super) fn move_x_pulse(&mut self, q: usize) -> Result<()> {
+    ///
+    /// With `start`, the pulse's call is only started ([`onesided::Call::start`]): its
+    /// finish, in the split step, checks the count.
+    pub(super) fn move_x_pulse(&mut self, q: usize, start: bool) -> Result<()> {
         let coords = self.coords.array();
         let parallel_min = self.parallel_min;
         let pulse = &mut self.pulses[q];
@@ -304,13 +314,21 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
             }
             return Ok(());
         }
-        let received = pulse
-            .x
-            .call(&[coords])
-            .send(&[Outgoing::Packed { to: pulse.to, count: send.len() }])
-            .receive(&[Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count }])
-            .pack(fill)
-            .run()?[0];
+        let (outgoing, incoming) = (
+            [Outgoing::Packed { to: pulse.to, count: send.len() }],
+            [Incoming { from: pulse.from, buffer: 0, offset: pulse.offset, room: pulse.count }],
+        );
+        let buffers = [coords];
+        let call = pulse.x.call(&buffers).send(&outgoing).receive(&incoming).pack(fill);
+        if start {
+            // SAFETY: the coordinate array is a field of the exchange, which finishes or
+            // abandons every call in flight before it frees it (its Drop); while the call is
+            // in flight this PE reads the home atoms only (the view of the split step and
+            // `coordinates` stop there) and writes no coordinates, and a packed message
+            // leaves no data of the caller's behind.
+            return unsafe { call.start() }.map_err(Into::into);
+        }
+        let received = call.run()?[0];
         check_count(received, pulse.count, pulse.from, "coordinates")
     }
 }

@@ -1,9 +1,10 @@
-//! One step of the halo exchange: [`HaloExchange::move_x`] sends the coordinates along the
-//! plan and hands out a [`Step`], the view a force kernel works from ([`Local`]: coordinates,
-//! forces, pair ownership, periodic images), and [`Step::move_f`] sends the forces on halo
-//! atoms back in reverse, where their owners add them up. Afterwards
-//! [`HaloExchange::home_mut`] gives the home atoms' positions to move and their total forces
-//! ([`Home`]).
+//! The views of one step of the halo exchange: [`HaloExchange::move_x`] (or the split
+//! step's finish, `overlap.rs`) sends the coordinates along the plan and hands out a
+//! [`Step`], the view a force kernel works from ([`Local`]: coordinates, forces, pair
+//! ownership, periodic images), and [`Step::move_f`] sends the forces on halo atoms back in
+//! reverse, where their owners add them up. Afterwards [`HaloExchange::home_mut`] gives the
+//! home atoms' positions to move and their total forces ([`Home`]). The force exchange's
+//! arithmetic (the scatter-add of returned forces, the shift forces) lives here.
 //!
 //! The forces leave from where the kernel wrote them, in the exchange's own symmetric array,
 //! with no staging copy into a buffer the neighbour read the step before: in launches where
@@ -15,10 +16,9 @@
 
 use std::fmt;
 
-use onesided::{Incoming, Offer, Outgoing, Transport};
+use onesided::Transport;
 use rayon::prelude::*;
 
-use super::agree::check_count;
 use super::exchange::HaloExchange;
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -33,7 +33,7 @@ use crate::zone::{PairOwner, PeriodicImage, PeriodicImages, ShiftForces};
 /// (a benchmark of `move_x` alone does).
 #[must_use = "the forces go back only with move_f"]
 pub struct Step<'h, 'rt, R: Real = f32> {
-    halo: &'h mut HaloExchange<'rt, R>,
+    pub(super) halo: &'h mut HaloExchange<'rt, R>,
 }
 
 /// What a force kernel reads and writes in one step, for the stored local atoms
@@ -45,6 +45,8 @@ pub struct Local<'a, R: Real = f32> {
     /// The forces on them, in the exchange's own symmetric memory, which
     /// [`Step::move_f`] sends from without a copy. What they hold before the kernel writes
     /// them is left from the last step (or zero): a kernel that accumulates clears them first.
+    /// In the split step the home part holds what the kernel wrote into the home view
+    /// ([`XInFlight::home`](crate::XInFlight::home)) while the coordinates travelled.
     pub forces: &'a mut [[R; 3]],
     /// Which pairs of local atoms this domain computes.
     pub owner: PairOwner<'a>,
@@ -87,6 +89,11 @@ pub struct Home<'a, R: Real = f32> {
     /// The total force on each home atom after the last `move_f` (before the first, zero or
     /// what a kernel wrote), to which the engine adds its other forces.
     pub forces: &'a mut [[R; 3]],
+    /// The home atoms (increasing indices) in some neighbour's halo, whose forces the force
+    /// exchange's finish completes ([`HaloExchange::returning`]): an engine that moved the
+    /// others while the forces travelled ([`FInFlight::home`](crate::FInFlight::home)) moves
+    /// these now.
+    pub returning: &'a [u32],
 }
 
 impl<R: Real> fmt::Debug for Step<'_, '_, R> {
@@ -143,25 +150,6 @@ impl<'rt, R: Real> Step<'_, 'rt, R> {
         let owner = PairOwner { zones: &halo.zones };
         Local { coordinates, forces, owner, images: halo.images() }
     }
-
-    /// Sends the forces on this PE's halo atoms back to their home domains, pulse by pulse in
-    /// reverse, and adds the forces it receives to the atoms it had sent: afterwards the home
-    /// part of the forces ([`HaloExchange::home_mut`]) holds the total force on each home atom.
-    /// Returns the forces that crossed the periodic boundaries, which the virial needs. The
-    /// neighbours must call it too. On the one-sided path the halo atoms' forces are not
-    /// copied before they leave: each neighbour reads them where the kernel wrote them and
-    /// adds them to its atoms. Under [`PeriodicImages::Kernel`] the kernel has added the
-    /// images' forces to their atoms, and the shift forces returned are those of the
-    /// exchanged pulses alone.
-    ///
-    /// # Errors
-    /// As [`HaloExchange::move_x`].
-    pub fn move_f(self) -> Result<ShiftForces> {
-        self.halo.balancer.f_starts();
-        let outcome = self.halo.move_f_pulses();
-        self.halo.balancer.reopen();
-        self.halo.note(outcome)
-    }
 }
 
 impl<R: Real> Local<'_, R> {
@@ -197,32 +185,6 @@ impl<R: Real> Local<'_, R> {
 }
 
 impl<'rt, R: Real> HaloExchange<'rt, R> {
-    /// Sends the coordinates of this PE's halo atoms to the domains that need them and
-    /// receives its own halo, in place, with periodic shifts applied, and returns the step's
-    /// view for the force kernel. The neighbours along each pulse must call it too (every PE
-    /// does, once per step). Each pulse between PEs is one packed message, packed straight
-    /// into the neighbour's coordinate array where the path allows it (one-sided, on the
-    /// node). It returns once every neighbour has taken the forces of the last
-    /// [`Step::move_f`], so that the kernel may write the view's forces.
-    ///
-    /// # Errors
-    /// What the exchanges report (a neighbour that does not take part times out, naming it);
-    /// after any error, this and every further exchange call fails (end the job with
-    /// [`onesided::Runtime::abort`]).
-    pub fn move_x(&mut self) -> Result<Step<'_, 'rt, R>> {
-        self.usable()?;
-        self.balancer.x_starts();
-        for q in 0..self.pulses_run() {
-            let outcome = self.move_x_pulse(q);
-            self.note(outcome)?;
-        }
-        // The neighbours' reads of the last step's forces end before the kernel writes them.
-        let outcome = self.forces_taken();
-        self.note(outcome)?;
-        self.balancer.x_done();
-        Ok(Step { halo: self })
-    }
-
     /// The home atoms' positions, to move, and the total forces on them after the last
     /// [`Step::move_f`].
     pub fn home_mut(&mut self) -> Home<'_, R> {
@@ -237,12 +199,12 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
         // them while this slice is written); `&mut self` keeps this PE's own writers (a step)
         // and readers (move_f, a repartition) away while the slice lives.
         let forces = unsafe { self.forces.array().local_range_mut(0..n_home) };
-        Home { coordinates, forces }
+        Home { coordinates, forces, returning: &self.schedule.returning }
     }
 
     /// How many pulses move_x and move_f run: all, or under [`PeriodicImages::Kernel`] those
     /// that cross between PEs.
-    fn pulses_run(&self) -> usize {
+    pub(super) fn pulses_run(&self) -> usize {
         match self.images {
             PeriodicImages::Halo => self.pulses.len(),
             PeriodicImages::Kernel => self.exchanged_pulses,
@@ -251,6 +213,13 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 
     /// Fails when an earlier exchange failed.
     pub(super) fn usable(&self) -> Result<()> {
+        if self.in_flight() {
+            return Err(Error::Config(
+                "a step's exchange is still in flight: a view of the split step (XInFlight, FInFlight) \
+                 was leaked instead of finished or dropped; finish each view"
+                    .to_string(),
+            ));
+        }
         if self.failed {
             return Err(Error::Config(
                 "an earlier exchange of this halo failed, and a neighbour may still write into its \
@@ -270,63 +239,11 @@ impl<'rt, R: Real> HaloExchange<'rt, R> {
 
     /// Waits until every neighbour has taken the halo forces this PE last offered in
     /// [`Step::move_f`] (at once when it offered none).
-    fn forces_taken(&mut self) -> Result<()> {
+    pub(super) fn forces_taken(&mut self) -> Result<()> {
         for pulse in &mut self.pulses {
             pulse.f.wait_taken()?;
         }
         Ok(())
-    }
-
-    /// The pulses of `move_f` in reverse, on the exchange's own force array.
-    fn move_f_pulses(&mut self) -> Result<ShiftForces> {
-        let me = self.rt.my_pe();
-        let parallel_min = self.parallel_min;
-        let mut shift_forces = ShiftForces::default();
-        for q in (0..self.pulses_run()).rev() {
-            let pulse = &mut self.pulses[q];
-            let (offset, count) = (pulse.offset, pulse.count);
-            if pulse.to == me {
-                // The periodic image along a dimension with one domain: the forces on the
-                // images are added to their atoms here, with no message. Every sent atom lies
-                // before this pulse's region (send lists are built from earlier atoms).
-                // SAFETY: other PEs never write this array, and read only the regions this PE
-                // offered in this call and they have not yet taken: those of the later pulses
-                // (the earlier calls' were awaited in move_x), which lie beyond this range.
-                // `&mut self` keeps every other view of the array away.
-                let forces = unsafe { self.forces.array().local_range_mut(0..offset + count) };
-                let (atoms, images) = forces.split_at_mut(offset);
-                let along = Some(&mut shift_forces.along[pulse.dim]);
-                scatter_add(atoms, &pulse.send, images, along, parallel_min);
-                continue;
-            }
-            // The forces on this pulse's halo atoms go back to their owner, read where they
-            // lie on the one-sided path; the forces on the atoms this PE sent come back and
-            // are added where they lie (in the neighbour's memory on the one-sided path).
-            // SAFETY: as above; the atoms sent lie before this pulse's region, which is the
-            // one offered below, so the slice and the offer are apart.
-            let atoms = unsafe { self.forces.array().local_range_mut(0..offset) };
-            let send = &pulse.send;
-            let mut along = pulse.sends_shifted.then_some(&mut shift_forces.along[pulse.dim]);
-            let consume = |_: usize, returned: &[[R; 3]]| {
-                if returned.len() == send.len() {
-                    scatter_add(atoms, send, returned, along.as_deref_mut(), parallel_min);
-                }
-            };
-            // SAFETY: nobody writes this region until the neighbour has taken it: other PEs
-            // never write this array, and this PE writes it only through a step's view and
-            // this function, after move_x has awaited every pulse's taken signal (the later
-            // pulses of this call write below this region).
-            let offer = unsafe { Offer::new(pulse.from, 1, offset..offset + count) };
-            let received = pulse
-                .f
-                .call(&[self.force_scratch.array(), self.forces.array()])
-                .send(&[Outgoing::Offered(offer)])
-                .receive(&[Incoming { from: pulse.to, buffer: 0, offset: 0, room: send.len() }])
-                .consume(consume)
-                .run()?[0];
-            check_count(received, pulse.send.len(), pulse.to, "forces")?;
-        }
-        Ok(shift_forces)
     }
 }
 
@@ -403,7 +320,7 @@ pub(crate) fn parallel(len: usize, parallel_min: usize) -> bool {
 /// boundary, for the virial), in the same pass where the loop is serial. Send lists name local
 /// atoms in increasing order (each is a filtered range), so the targets are distinct and no two
 /// threads add to the same force; the parallel loop checks that order.
-fn scatter_add<R: Real>(
+pub(super) fn scatter_add<R: Real>(
     forces: &mut [[R; 3]],
     targets: &[u32],
     values: &[[R; 3]],
