@@ -127,10 +127,15 @@ pub fn reference(variants: &[&str]) -> Option<&'static str> {
 }
 
 /// The reference of one variant: two-way variants (`…-2way`) are compared with `mpi-2way`
-/// where the group has it, the others with the group's [`reference`](fn@reference).
+/// where the group has it, overlapped ones (`…-overlap`) with their path's blocking variant,
+/// the others with the group's [`reference`](fn@reference).
 pub fn reference_of(variant: &str, variants: &[&str]) -> Option<&'static str> {
     if variant.ends_with("-2way") && variant != "mpi-2way" && variants.contains(&"mpi-2way") {
         return Some("mpi-2way");
+    }
+    // An overlapped step against the blocking step of its path.
+    if let Some(base) = variant.strip_suffix("-overlap") {
+        return ["onesided", "mpi"].into_iter().find(|b| *b == base && variants.contains(b));
     }
     reference(variants).filter(|r| *r != variant)
 }
