@@ -299,5 +299,5 @@ fn main() {
         overlap_gives_the_blocking_bits,
         dropped_views_finish,
     ];
-    pe_test::main_with_variants("overlap", &cases, pe_test::DEFAULT);
+    pe_test::main_with_variants("overlap", &cases, pe_test::DIRECT_AND_LIBRARY);
 }
