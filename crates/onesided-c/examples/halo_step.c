@@ -1,9 +1,13 @@
 /*
  * examples/halo_step.rs in C, through onesided.h: the loop an MD engine writes around the
- * halo exchange. Build once, then every step move_x, the force kernel on the step's view,
- * move_f, and the motion of the home atoms, with a repartition every ten steps that takes the
- * velocities along. A Lennard-Jones fluid on a lattice; the kernel writes straight into the
- * exchange's force array, from which the halo forces go back without a copy.
+ * halo exchange, with the halo in flight while the kernel computes. Build once, then every
+ * step the coordinates out while the kernel computes the home pairs (start_x, finish_x), the
+ * pairs with halo atoms, the forces back while the atoms in no neighbour's halo move
+ * (start_f, finish_f), then the rest; a repartition every ten steps takes the velocities
+ * along. A Lennard-Jones fluid on a lattice; the kernel writes straight into the exchange's
+ * force array, from which the halo forces go back without a copy. Each atom's forces are
+ * summed in the order of one loop over the pairs i < j, so the bits are those of the
+ * blocking step (move_x, the kernel, move_f) that the C++ version runs.
  *
  *   mpicc -std=c99 -ffp-contract=off halo_step.c $(pkg-config --cflags --libs onesided)
  *   scripts/pe-run -n 2 ./halo_step [onesided|mpi|auto]
@@ -35,22 +39,46 @@ static void check(onesided_status status, const char *what) {
     onesided_abort(rt, 1, NULL);
 }
 
-/* The forces of the pairs this domain owns, within the cutoff, on both atoms. */
-static void lennard_jones(const onesided_halo_local *local) {
+/* The force of the pair i, j within the cutoff, added to i and taken from j. */
+static void pair(const float (*x)[3], float (*f)[3], size_t i, size_t j) {
+    float d[3] = {x[i][0] - x[j][0], x[i][1] - x[j][1], x[i][2] - x[j][2]};
+    float r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+    if (r2 >= CUTOFF * CUTOFF) return;
+    float inv6 = 1.0f / (r2 * r2 * r2);
+    float scale = (12.0f * C12 * inv6 - 6.0f * C6) * inv6 / r2;
+    for (int k = 0; k < 3; k++) {
+        f[i][k] += scale * d[k];
+        f[j][k] -= scale * d[k];
+    }
+}
+
+/* The pairs of home atoms (all this domain's), into the home forces cleared first. */
+static void home_pairs(const onesided_halo_local *home) {
+    const float (*x)[3] = home->coordinates;
+    float (*f)[3] = home->forces;
+    for (size_t i = 0; i < home->stored; i++) f[i][0] = f[i][1] = f[i][2] = 0.0f;
+    for (size_t i = 0; i < home->stored; i++)
+        for (size_t j = i + 1; j < home->stored; j++) pair(x, f, i, j);
+}
+
+/* The pairs with a halo atom this domain owns, halo atom by halo atom, added to what the home
+ * pairs left. */
+static void halo_pairs(const onesided_halo_local *local) {
     const float (*x)[3] = local->coordinates;
     float (*f)[3] = local->forces;
-    for (size_t i = 0; i < local->stored; i++) f[i][0] = f[i][1] = f[i][2] = 0.0f;
-    for (size_t i = 0; i < local->stored; i++) {
-        for (size_t j = i + 1; j < local->stored; j++) {
-            float d[3] = {x[i][0] - x[j][0], x[i][1] - x[j][1], x[i][2] - x[j][2]};
-            float r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-            if (r2 >= CUTOFF * CUTOFF || !onesided_halo_owns(local->zones[i], local->zones[j])) continue;
-            float inv6 = 1.0f / (r2 * r2 * r2);
-            float scale = (12.0f * C12 * inv6 - 6.0f * C6) * inv6 / r2;
-            for (int k = 0; k < 3; k++) {
-                f[i][k] += scale * d[k];
-                f[j][k] -= scale * d[k];
-            }
+    for (size_t i = local->home; i < local->stored; i++) f[i][0] = f[i][1] = f[i][2] = 0.0f;
+    for (size_t j = local->home; j < local->stored; j++)
+        for (size_t i = 0; i < j; i++)
+            if (onesided_halo_owns(local->zones[i], local->zones[j])) pair(x, f, i, j);
+}
+
+/* A kick and a drift for each of `n` home atoms `atoms`. */
+static void advance(float (*x)[3], float (*v)[3], const float (*f)[3], const uint32_t *atoms, size_t n) {
+    for (size_t a = 0; a < n; a++) {
+        uint32_t i = atoms[a];
+        for (int d = 0; d < 3; d++) {
+            v[i][d] += DT * f[i][d] / MASS;
+            x[i][d] += DT * v[i][d];
         }
     }
 }
@@ -96,20 +124,18 @@ int main(int argc, char **argv) {
     }
     onesided_atom_field fields[1] = {{velocities, sizeof velocities[0], 0, N}};
     for (int step = 1; step <= 50; step++) {
-        onesided_halo_local local;
-        check(onesided_halo_move_x(halo, &local), "move_x");
-        lennard_jones(&local);
+        onesided_halo_local view;
+        check(onesided_halo_start_x(halo, &view), "start_x");
+        home_pairs(&view); /* while the halo's coordinates travel */
+        check(onesided_halo_finish_x(halo, &view), "finish_x");
+        halo_pairs(&view);
+        onesided_halo_settled settled;
+        check(onesided_halo_start_f(halo, &settled), "start_f");
+        advance(settled.coordinates, velocities, settled.forces, settled.atoms, settled.n_atoms);
         double shift_forces[9]; /* for the virial */
-        check(onesided_halo_move_f(halo, shift_forces), "move_f");
+        check(onesided_halo_finish_f(halo, shift_forces), "finish_f");
         check(onesided_halo_home_atoms(halo, &home), "home");
-        float (*x)[3] = home.coordinates;
-        const float (*f)[3] = home.forces;
-        for (size_t i = 0; i < home.count; i++) {
-            for (int d = 0; d < 3; d++) {
-                velocities[i][d] += DT * f[i][d] / MASS;
-                x[i][d] += DT * velocities[i][d];
-            }
-        }
+        advance(home.coordinates, velocities, home.forces, home.returning, home.n_returning);
         if (step % 10 == 0) check(onesided_halo_repartition(halo, fields, 1), "repartition");
     }
 

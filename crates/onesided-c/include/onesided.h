@@ -289,6 +289,33 @@ typedef struct {
 } onesided_halo_local;
 
 /**
+ * The home atoms while their halo forces travel, between `onesided_halo_start_f` and
+ * `onesided_halo_finish_f`.
+ */
+typedef struct {
+  /**
+   * `count` coordinate triples of the home atoms, to move.
+   */
+  void *coordinates;
+  /**
+   * `count` force triples: final for `atoms`, still to be added to for the others.
+   */
+  void *forces;
+  /**
+   * The number of home atoms.
+   */
+  size_t count;
+  /**
+   * The home atoms (increasing indices) in no neighbour's halo, whose forces are final.
+   */
+  const uint32_t *atoms;
+  /**
+   * The number of them.
+   */
+  size_t n_atoms;
+} onesided_halo_settled;
+
+/**
  * The home atoms between steps.
  */
 typedef struct {
@@ -313,6 +340,16 @@ typedef struct {
    * The number of home and halo atoms in the steps until the next repartition.
    */
   size_t local;
+  /**
+   * The home atoms (increasing indices) in some neighbour's halo, whose forces
+   * `onesided_halo_finish_f` completes: a host that moved the others while the forces
+   * travelled (`onesided_halo_settled`) moves these now. Valid until the next repartition.
+   */
+  const uint32_t *returning;
+  /**
+   * The number of them.
+   */
+  size_t n_returning;
 } onesided_halo_home;
 
 /**
@@ -790,6 +827,65 @@ onesided_status onesided_halo_move_f(onesided_halo halo,
                                      double *shift_forces);
 
 /**
+ * Starts the step's coordinates: sends those that need no halo atom and returns at once
+ * with the home atoms' view through `home` (`stored` = `home` home atoms, their zone bytes,
+ * no images), on which the kernel computes the home pairs (every one this domain's) while
+ * the halo travels; across nodes it calls `onesided_progress` between chunks of pairs.
+ * `onesided_halo_finish_x` ends it. The same bits as `onesided_halo_move_x` when the kernel
+ * sums in the same order.
+ *
+ * # Collective
+ * Pairwise with the neighbours; every PE calls it (or `move_x`) each step.
+ *
+ * # Safety
+ * `home` points to writable memory for one `onesided_halo_local`.
+ */
+onesided_status onesided_halo_start_x(onesided_halo halo,
+                                      onesided_halo_local *home);
+
+/**
+ * Receives the halo the step's `onesided_halo_start_x` started, runs the pulses that
+ * forward halo atoms, and gives the step's local view through `local`, as
+ * `onesided_halo_move_x` does (the home forces hold what the kernel wrote in the home view).
+ *
+ * # Collective
+ * Pairwise with the neighbours.
+ *
+ * # Safety
+ * `local` points to writable memory for one `onesided_halo_local`.
+ */
+onesided_status onesided_halo_finish_x(onesided_halo halo,
+                                       onesided_halo_local *local);
+
+/**
+ * Starts sending the halo atoms' forces back and returns at once with the home atoms
+ * through `settled`, naming those in no neighbour's halo (their forces are final): the host
+ * integrates them while the rest arrive; `onesided_halo_finish_f` adds the returned forces
+ * (the others are `onesided_halo_home.returning`).
+ *
+ * # Collective
+ * Pairwise with the neighbours.
+ *
+ * # Safety
+ * `settled` points to writable memory for one `onesided_halo_settled`.
+ */
+onesided_status onesided_halo_start_f(onesided_halo halo,
+                                      onesided_halo_settled *settled);
+
+/**
+ * Adds the forces returned to the home atoms and gives the shift forces through
+ * `shift_forces` (9 doubles, or null), as `onesided_halo_move_f` does. Ends the step.
+ *
+ * # Collective
+ * Pairwise with the neighbours.
+ *
+ * # Safety
+ * `shift_forces` is null or points to 9 writable doubles.
+ */
+onesided_status onesided_halo_finish_f(onesided_halo halo,
+                                       double *shift_forces);
+
+/**
  * The home atoms through `home`: valid until the next repartition or free.
  *
  * # Safety
@@ -1163,6 +1259,15 @@ onesided_status onesided_n_pes(onesided_runtime rt,
  * Every PE calls it.
  */
 onesided_status onesided_barrier(onesided_runtime rt);
+
+/**
+ * Lets OpenSHMEM and MPI move what is in flight, without waiting: a force kernel calls it
+ * between chunks of its pairs while a split step's exchange is in flight
+ * (`onesided_halo_start_x`, `onesided_halo_start_f`), so that across nodes, where the
+ * transports move a message only while its PEs call into them, the data travels during the
+ * kernel. About a microsecond.
+ */
+onesided_status onesided_progress(onesided_runtime rt);
 
 /**
  * Waits until every put this PE issued is complete at its target.

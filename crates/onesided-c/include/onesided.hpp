@@ -131,6 +131,8 @@ class runtime {
     }
     /// Waits for every PE, every put complete. Collective.
     void barrier() const { check(onesided_barrier(handle_)); }
+    /// Lets the libraries move what is in flight (onesided_progress), between a kernel's chunks.
+    void progress() const { check(onesided_progress(handle_)); }
     /// Waits until this PE's puts are complete at their targets.
     void quiet() const { check(onesided_quiet(handle_)); }
     /// Ends the whole job from this PE, printing `message` first.
@@ -414,6 +416,30 @@ class halo {
     std::array<double, 9> move_f() {
         std::array<double, 9> shift{};
         check(onesided_halo_move_f(handle_, shift.data()));
+        return shift;
+    }
+    /// The coordinates out, in flight: the home atoms' view, for the home pairs meanwhile.
+    onesided_halo_local start_x() {
+        onesided_halo_local home;
+        check(onesided_halo_start_x(handle_, &home));
+        return home;
+    }
+    /// The halo in: the step's view, as move_x gives it.
+    onesided_halo_local finish_x() {
+        onesided_halo_local local;
+        check(onesided_halo_finish_x(handle_, &local));
+        return local;
+    }
+    /// The forces back, in flight: the home atoms, with those whose forces are final.
+    onesided_halo_settled start_f() {
+        onesided_halo_settled settled;
+        check(onesided_halo_start_f(handle_, &settled));
+        return settled;
+    }
+    /// The returned forces added; the shift forces, as move_f gives them.
+    std::array<double, 9> finish_f() {
+        std::array<double, 9> shift{};
+        check(onesided_halo_finish_f(handle_, shift.data()));
         return shift;
     }
     /// The home atoms between steps.

@@ -170,6 +170,19 @@ pub extern "C" fn onesided_barrier(rt: onesided_runtime) -> onesided_status {
     })
 }
 
+/// Lets OpenSHMEM and MPI move what is in flight, without waiting: a force kernel calls it
+/// between chunks of its pairs while a split step's exchange is in flight
+/// (`onesided_halo_start_x`, `onesided_halo_start_f`), so that across nodes, where the
+/// transports move a message only while its PEs call into them, the data travels during the
+/// kernel. About a microsecond.
+#[unsafe(no_mangle)]
+pub extern "C" fn onesided_progress(rt: onesided_runtime) -> onesided_status {
+    guard(|| {
+        runtime_of(rt)?.progress();
+        Ok(())
+    })
+}
+
 /// Waits until every put this PE issued is complete at its target.
 #[unsafe(no_mangle)]
 pub extern "C" fn onesided_quiet(rt: onesided_runtime) -> onesided_status {

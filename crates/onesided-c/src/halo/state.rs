@@ -1,12 +1,15 @@
-//! The halo behind a handle: the exchange of one precision, the step that borrows it, the
-//! state of a repartition that did not fit, and the agreement that refuses a collective some
-//! PE cannot make.
+//! The halo behind a handle: the exchange of one precision, the phase of the step that
+//! borrows it (coordinates in flight, the step's view, forces in flight), the state of a
+//! repartition that did not fit, and the agreement that refuses a collective some PE cannot
+//! make.
 
 use std::cell::RefCell;
 
-use md_halo::{AtomState, HaloExchange, Real, Step};
+use md_halo::{AtomState, FInFlight, HaloExchange, Local, Real, Step, XInFlight};
 
-use super::types::{onesided_atom_field, onesided_halo, onesided_halo_image, onesided_halo_local};
+use super::types::{
+    onesided_atom_field, onesided_halo, onesided_halo_image, onesided_halo_local, onesided_halo_settled,
+};
 use crate::memory::bytes_out;
 use crate::registry;
 use crate::runtime::write_out;
@@ -14,12 +17,24 @@ use crate::status::Failure;
 
 pub(super) const HALO: &str = "onesided_halo";
 
-/// The exchange of one precision, and the step under way, which borrows it.
+/// Where a step stands; every phase but `Idle` borrows the exchange.
+pub(super) enum Phase<R: Real> {
+    /// Between steps.
+    Idle,
+    /// The coordinates in flight (`onesided_halo_start_x`).
+    X(XInFlight<'static, 'static, R>),
+    /// The step's view, between the coordinates and the forces.
+    Step(Step<'static, 'static, R>),
+    /// The forces in flight (`onesided_halo_start_f`).
+    F(FInFlight<'static, 'static, R>),
+}
+
+/// The exchange of one precision, and the phase of the step under way, which borrows it.
 pub(super) struct Halo<R: Real> {
     pub(super) rt: &'static onesided::Runtime,
     /// From `Box::into_raw`; given back in `Drop`.
     pub(super) exchange: *mut HaloExchange<'static, R>,
-    pub(super) step: Option<Step<'static, 'static, R>>,
+    pub(super) phase: Phase<R>,
     /// The state of the last repartition that did not fit the host's fields.
     pub(super) pending: Option<Vec<Vec<u8>>>,
     /// The step's images and zone bytes, where the C view points.
@@ -32,32 +47,59 @@ impl<R: Real> Halo<R> {
         Halo {
             rt,
             exchange: Box::into_raw(Box::new(exchange)),
-            step: None,
+            phase: Phase::Idle,
             pending: None,
             images: Vec::new(),
             zones: Vec::new(),
         }
     }
 
+    /// What the host must call to end the phase under way.
+    fn phase_name(&self) -> &'static str {
+        match self.phase {
+            Phase::Idle => "no step is under way",
+            Phase::X(_) => {
+                "the coordinates are in flight (onesided_halo_start_x): call onesided_halo_finish_x first"
+            }
+            Phase::Step(_) => {
+                "a step is under way (onesided_halo_move_x was called): call onesided_halo_move_f first \
+                 (or onesided_halo_start_f)"
+            }
+            Phase::F(_) => {
+                "the forces are in flight (onesided_halo_start_f): call onesided_halo_finish_f first"
+            }
+        }
+    }
+
+    /// The refusal of `call` in the phase under way: what to call first (`when_idle` between
+    /// steps, else what ends the phase).
+    fn out_of_phase(&self, call: &str, when_idle: &str) -> Failure {
+        match self.phase {
+            Phase::Idle => Failure::argument(format!("{call}: no step is under way: {when_idle}")),
+            _ => Failure::argument(format!("{call}: {}", self.phase_name())),
+        }
+    }
+
     /// The exchange, outside a step.
     pub(super) fn idle(&mut self) -> Result<&mut HaloExchange<'static, R>, Failure> {
-        if self.step.is_some() {
-            return Err(Failure::argument(
-                "a step is under way (onesided_halo_move_x was called): call onesided_halo_move_f first",
-            ));
+        if !matches!(self.phase, Phase::Idle) {
+            return Err(Failure::argument(self.phase_name()));
         }
-        // SAFETY: the pointer came from Box::into_raw and is freed only in Drop; with no step
+        // SAFETY: the pointer came from Box::into_raw and is freed only in Drop; with no phase
         // alive nothing else borrows the exchange, and `&mut self` makes this the only borrow.
         Ok(unsafe { &mut *self.exchange })
     }
 
-    pub(super) fn move_x(&mut self) -> Result<onesided_halo_local, Failure> {
+    /// The exchange for a phase that borrows it until its end.
+    fn borrow_for_step(&mut self) -> Result<&'static mut HaloExchange<'static, R>, Failure> {
         self.idle()?;
-        // SAFETY: as in `idle`; the step keeps this borrow until `move_f` or Drop ends it, and
-        // meanwhile `idle` refuses every other borrow.
-        let exchange: &'static mut HaloExchange<'static, R> = unsafe { &mut *self.exchange };
-        let mut step = exchange.move_x()?;
-        let local = step.local();
+        // SAFETY: as in `idle`; the phase made from this borrow keeps it until the step ends
+        // or Drop ends it, and meanwhile `idle` refuses every other borrow.
+        Ok(unsafe { &mut *self.exchange })
+    }
+
+    /// The C view of `local`: its zone bytes and images kept here, where the view points.
+    fn view_of(&mut self, local: Local<'_, R>, home: usize, all: usize) -> onesided_halo_local {
         self.images = local
             .images
             .iter()
@@ -69,34 +111,104 @@ impl<R: Real> Halo<R> {
             .collect();
         self.zones.clear();
         self.zones.extend(local.owner.zones().iter().map(|z| z.bits()));
-        let view = onesided_halo_local {
+        onesided_halo_local {
             coordinates: local.coordinates.as_ptr().cast(),
             forces: local.forces.as_mut_ptr().cast(),
             stored: local.coordinates.len(),
-            home: step.halo().home_count(),
-            local: step.halo().local_count(),
+            home,
+            local: all,
             zones: self.zones.as_ptr(),
             images: if self.images.is_empty() { std::ptr::null() } else { self.images.as_ptr() },
             n_images: self.images.len(),
-        };
-        self.step = Some(step);
+        }
+    }
+
+    /// The step's view, and the step kept.
+    fn enter_step(&mut self, mut step: Step<'static, 'static, R>) -> onesided_halo_local {
+        let (home, all) = (step.halo().home_count(), step.halo().local_count());
+        let view = self.view_of(step.local(), home, all);
+        self.phase = Phase::Step(step);
+        view
+    }
+
+    pub(super) fn move_x(&mut self) -> Result<onesided_halo_local, Failure> {
+        let step = self.borrow_for_step()?.move_x()?;
+        Ok(self.enter_step(step))
+    }
+
+    /// Starts the coordinates; the home atoms' view while they travel.
+    pub(super) fn start_x(&mut self) -> Result<onesided_halo_local, Failure> {
+        let mut x = self.borrow_for_step()?.start_x()?;
+        let (home, all) = (x.halo().home_count(), x.halo().local_count());
+        let view = self.view_of(x.home(), home, all);
+        self.phase = Phase::X(x);
         Ok(view)
     }
 
+    pub(super) fn finish_x(&mut self) -> Result<onesided_halo_local, Failure> {
+        let x = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::X(x) => x,
+            other => {
+                self.phase = other;
+                return Err(self.out_of_phase("onesided_halo_finish_x", "call onesided_halo_start_x first"));
+            }
+        };
+        let step = x.finish()?;
+        Ok(self.enter_step(step))
+    }
+
+    /// The step, taken out of its phase for `call`, or the error naming the phase.
+    fn take_step(&mut self, call: &str) -> Result<Step<'static, 'static, R>, Failure> {
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Step(step) => Ok(step),
+            other => {
+                self.phase = other;
+                Err(self.out_of_phase(
+                    call,
+                    "call onesided_halo_move_x first (or onesided_halo_start_x and onesided_halo_finish_x)",
+                ))
+            }
+        }
+    }
+
     pub(super) fn move_f(&mut self) -> Result<[[f64; 3]; 3], Failure> {
-        let step = self
-            .step
-            .take()
-            .ok_or_else(|| Failure::argument("no step is under way: call onesided_halo_move_x first"))?;
-        let shift = step.move_f()?;
+        let shift = self.take_step("onesided_halo_move_f")?.move_f()?;
+        Ok([shift.along(0), shift.along(1), shift.along(2)])
+    }
+
+    /// Starts the forces; the home atoms while they travel, with those whose forces are final.
+    pub(super) fn start_f(&mut self) -> Result<onesided_halo_settled, Failure> {
+        let mut f = self.take_step("onesided_halo_start_f")?.start_f()?;
+        let settled = f.home();
+        let view = onesided_halo_settled {
+            coordinates: settled.coordinates.as_mut_ptr().cast(),
+            forces: settled.forces.as_mut_ptr().cast(),
+            count: settled.coordinates.len(),
+            atoms: settled.atoms.as_ptr(),
+            n_atoms: settled.atoms.len(),
+        };
+        self.phase = Phase::F(f);
+        Ok(view)
+    }
+
+    pub(super) fn finish_f(&mut self) -> Result<[[f64; 3]; 3], Failure> {
+        let f = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::F(f) => f,
+            other => {
+                self.phase = other;
+                return Err(self.out_of_phase("onesided_halo_finish_f", "call onesided_halo_start_f first"));
+            }
+        };
+        let shift = f.finish()?;
         Ok([shift.along(0), shift.along(1), shift.along(2)])
     }
 }
 
 impl<R: Real> Drop for Halo<R> {
     fn drop(&mut self) {
-        // The step's borrow ends before the exchange it borrows goes.
-        self.step = None;
+        // The step's borrow ends before the exchange it borrows goes (a phase in flight
+        // finishes its exchange as it drops).
+        self.phase = Phase::Idle;
         // SAFETY: from Box::into_raw in `new`, given back once; the step that borrowed it is
         // gone.
         drop(unsafe { Box::from_raw(self.exchange) });

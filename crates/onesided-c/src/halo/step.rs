@@ -1,10 +1,12 @@
 //! A step from C: coordinates out (`onesided_halo_move_x`, the kernel's view), forces back
-//! (`onesided_halo_move_f`), the home atoms between steps, and the pair-ownership rule.
+//! (`onesided_halo_move_f`), or each in two halves with the kernel's work in flight between
+//! (`onesided_halo_start_x` / `finish_x`, `start_f` / `finish_f`); the home atoms between
+//! steps, and the pair-ownership rule.
 
 use md_halo::Zone;
 
 use super::state::{either, with_halo};
-use super::types::{onesided_halo, onesided_halo_home, onesided_halo_local};
+use super::types::{onesided_halo, onesided_halo_home, onesided_halo_local, onesided_halo_settled};
 use crate::runtime::write_out;
 use crate::status::{Failure, guard, onesided_status};
 
@@ -54,13 +56,118 @@ pub unsafe extern "C" fn onesided_halo_move_f(
 ) -> onesided_status {
     guard(|| {
         let shift = with_halo(halo, |any| either!(any, h => h.move_f()))?;
-        if !shift_forces.is_null() {
-            // SAFETY: not null; the caller passes 9 writable doubles.
-            let out = unsafe { std::slice::from_raw_parts_mut(shift_forces, 9) };
-            out.copy_from_slice(shift.as_flattened());
-        }
+        // SAFETY: the caller passes null or 9 writable doubles.
+        unsafe { write_shift(shift_forces, shift) };
         Ok(())
     })
+}
+
+/// Starts the step's coordinates: sends those that need no halo atom and returns at once
+/// with the home atoms' view through `home` (`stored` = `home` home atoms, their zone bytes,
+/// no images), on which the kernel computes the home pairs (every one this domain's) while
+/// the halo travels; across nodes it calls `onesided_progress` between chunks of pairs.
+/// `onesided_halo_finish_x` ends it. The same bits as `onesided_halo_move_x` when the kernel
+/// sums in the same order.
+///
+/// # Collective
+/// Pairwise with the neighbours; every PE calls it (or `move_x`) each step.
+///
+/// # Safety
+/// `home` points to writable memory for one `onesided_halo_local`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onesided_halo_start_x(
+    halo: onesided_halo,
+    home: *mut onesided_halo_local,
+) -> onesided_status {
+    guard(|| {
+        if home.is_null() {
+            return Err(Failure::argument("home is a null pointer: pass where to write the home view"));
+        }
+        let view = with_halo(halo, |any| either!(any, h => h.start_x()))?;
+        write_out(home, "home", view)
+    })
+}
+
+/// Receives the halo the step's `onesided_halo_start_x` started, runs the pulses that
+/// forward halo atoms, and gives the step's local view through `local`, as
+/// `onesided_halo_move_x` does (the home forces hold what the kernel wrote in the home view).
+///
+/// # Collective
+/// Pairwise with the neighbours.
+///
+/// # Safety
+/// `local` points to writable memory for one `onesided_halo_local`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onesided_halo_finish_x(
+    halo: onesided_halo,
+    local: *mut onesided_halo_local,
+) -> onesided_status {
+    guard(|| {
+        if local.is_null() {
+            return Err(Failure::argument("local is a null pointer: pass where to write the view"));
+        }
+        let view = with_halo(halo, |any| either!(any, h => h.finish_x()))?;
+        write_out(local, "local", view)
+    })
+}
+
+/// Starts sending the halo atoms' forces back and returns at once with the home atoms
+/// through `settled`, naming those in no neighbour's halo (their forces are final): the host
+/// integrates them while the rest arrive; `onesided_halo_finish_f` adds the returned forces
+/// (the others are `onesided_halo_home.returning`).
+///
+/// # Collective
+/// Pairwise with the neighbours.
+///
+/// # Safety
+/// `settled` points to writable memory for one `onesided_halo_settled`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onesided_halo_start_f(
+    halo: onesided_halo,
+    settled: *mut onesided_halo_settled,
+) -> onesided_status {
+    guard(|| {
+        if settled.is_null() {
+            return Err(Failure::argument(
+                "settled is a null pointer: pass where to write the settled atoms",
+            ));
+        }
+        let view = with_halo(halo, |any| either!(any, h => h.start_f()))?;
+        write_out(settled, "settled", view)
+    })
+}
+
+/// Adds the forces returned to the home atoms and gives the shift forces through
+/// `shift_forces` (9 doubles, or null), as `onesided_halo_move_f` does. Ends the step.
+///
+/// # Collective
+/// Pairwise with the neighbours.
+///
+/// # Safety
+/// `shift_forces` is null or points to 9 writable doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onesided_halo_finish_f(
+    halo: onesided_halo,
+    shift_forces: *mut f64,
+) -> onesided_status {
+    guard(|| {
+        let shift = with_halo(halo, |any| either!(any, h => h.finish_f()))?;
+        // SAFETY: the caller passes null or 9 writable doubles.
+        unsafe { write_shift(shift_forces, shift) };
+        Ok(())
+    })
+}
+
+/// Writes `shift` into `out` (9 doubles) unless it is null.
+///
+/// # Safety
+/// `out` is null or points to 9 writable doubles.
+unsafe fn write_shift(out: *mut f64, shift: [[f64; 3]; 3]) {
+    if !out.is_null() {
+        // SAFETY: not null; the caller passes 9 writable doubles.
+        let out = unsafe { std::slice::from_raw_parts_mut(out, 9) };
+        out.copy_from_slice(shift.as_flattened());
+    }
 }
 
 /// The home atoms through `home`: valid until the next repartition or free.
@@ -85,6 +192,8 @@ pub unsafe extern "C" fn onesided_halo_home_atoms(
                     globals,
                     count: home.coordinates.len(),
                     local,
+                    returning: home.returning.as_ptr(),
+                    n_returning: home.returning.len(),
                 })
             })
         })?;

@@ -122,6 +122,30 @@ pub struct onesided_halo_home {
     pub count: usize,
     /// The number of home and halo atoms in the steps until the next repartition.
     pub local: usize,
+    /// The home atoms (increasing indices) in some neighbour's halo, whose forces
+    /// `onesided_halo_finish_f` completes: a host that moved the others while the forces
+    /// travelled (`onesided_halo_settled`) moves these now. Valid until the next repartition.
+    pub returning: *const u32,
+    /// The number of them.
+    pub n_returning: usize,
+}
+
+/// The home atoms while their halo forces travel, between `onesided_halo_start_f` and
+/// `onesided_halo_finish_f`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+#[allow(non_camel_case_types)]
+pub struct onesided_halo_settled {
+    /// `count` coordinate triples of the home atoms, to move.
+    pub coordinates: *mut core::ffi::c_void,
+    /// `count` force triples: final for `atoms`, still to be added to for the others.
+    pub forces: *mut core::ffi::c_void,
+    /// The number of home atoms.
+    pub count: usize,
+    /// The home atoms (increasing indices) in no neighbour's halo, whose forces are final.
+    pub atoms: *const u32,
+    /// The number of them.
+    pub n_atoms: usize,
 }
 
 /// One array of the host's per-atom state in home order, which a repartition moves with the

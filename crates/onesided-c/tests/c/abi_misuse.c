@@ -203,6 +203,31 @@ static int calls(void) {
                 "move_f first", 0);
     expect_case("move_x twice", onesided_halo_move_x(halo, &local), ONESIDED_ERROR_ARGUMENT, "move_f first", 0);
     CHECK(onesided_halo_move_f(halo, NULL));
+    /* The split step, each half in its turn. */
+    onesided_halo_settled settled;
+    expect_case("start_f first", onesided_halo_start_f(halo, &settled), ONESIDED_ERROR_ARGUMENT, "move_x first", 0);
+    expect_case("finish_x first", onesided_halo_finish_x(halo, &local), ONESIDED_ERROR_ARGUMENT, "start_x first", 0);
+    expect_case("finish_f first", onesided_halo_finish_f(halo, NULL), ONESIDED_ERROR_ARGUMENT, "start_f first", 0);
+    CHECK(onesided_halo_start_x(halo, &local));
+    if (local.stored != local.home || local.images != NULL) {
+        fprintf(stderr, "PE %d: the home view holds %zu atoms of %zu home\n", me, local.stored, local.home);
+        failures++;
+    }
+    expect_case("move_x in flight", onesided_halo_move_x(halo, &local), ONESIDED_ERROR_ARGUMENT,
+                "onesided_halo_finish_x first", 0);
+    expect_case("move_f in flight", onesided_halo_move_f(halo, NULL), ONESIDED_ERROR_ARGUMENT,
+                "onesided_halo_finish_x first", 0);
+    CHECK(onesided_halo_finish_x(halo, &local));
+    CHECK(onesided_halo_start_f(halo, &settled));
+    expect_case("home in flight", onesided_halo_home_atoms(halo, &home), ONESIDED_ERROR_ARGUMENT,
+                "onesided_halo_finish_f first", 0);
+    CHECK(onesided_halo_finish_f(halo, NULL));
+    CHECK(onesided_halo_home_atoms(halo, &home));
+    if (settled.n_atoms + home.n_returning != home.count) {
+        fprintf(stderr, "PE %d: %zu settled and %zu returning of %zu home atoms\n", me, settled.n_atoms,
+                home.n_returning, home.count);
+        failures++;
+    }
     onesided_exchange halo_as_exchange = {halo.id};
     expect_case("halo as exchange", onesided_exchange_free(&halo_as_exchange), ONESIDED_ERROR_HANDLE,
                 "is a onesided_halo", 0);
