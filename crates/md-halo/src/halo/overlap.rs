@@ -17,8 +17,11 @@
 //! the neighbour's memory (puts with a signal) and offers the forces where the kernel wrote
 //! them (the neighbour pulls them), with no work of the neighbour's; the MPI start posts
 //! `MPI_Irecv` and `MPI_Isend`, which travel while the kernel computes as far as MPI
-//! progresses them on its own (messages under its eager limit; larger ones need a call into
-//! MPI or a progress thread).
+//! progresses them on its own. Across nodes (UCX over TCP, Open MPI's TCP transport) both
+//! move a message only while its PEs call into the library: a kernel calls
+//! [`Runtime::progress`](onesided::Runtime::progress) between chunks of its pairs. Where the
+//! transfer is work of the same cores (copies on a node, a software TCP stack) the overlap
+//! hides the waiting, not that work (docs/bench/README.md, the step with the halo in flight).
 //!
 //! A view dropped without its finish finishes on drop (the forces added, the shift forces
 //! lost), so no call stays in flight; an exchange whose view was leaked refuses every
