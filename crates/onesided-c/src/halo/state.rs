@@ -146,29 +146,39 @@ impl<R: Real> Halo<R> {
     }
 
     pub(super) fn finish_x(&mut self) -> Result<onesided_halo_local, Failure> {
-        let x = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::X(x) => x,
-            other => {
-                self.phase = other;
-                return Err(self.out_of_phase("onesided_halo_finish_x", "call onesided_halo_start_x first"));
-            }
-        };
+        let x =
+            self.take("onesided_halo_finish_x", "call onesided_halo_start_x first", |phase| match phase {
+                Phase::X(x) => Ok(x),
+                other => Err(other),
+            })?;
         let step = x.finish()?;
         Ok(self.enter_step(step))
     }
 
-    /// The step, taken out of its phase for `call`, or the error naming the phase.
-    fn take_step(&mut self, call: &str) -> Result<Step<'static, 'static, R>, Failure> {
-        match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Step(step) => Ok(step),
-            other => {
+    /// What `pick` takes out of the phase under way for `call` (the phase is then idle), or,
+    /// leaving the phase as it was, the error naming what to call first.
+    fn take<T>(
+        &mut self,
+        call: &str,
+        when_idle: &str,
+        pick: impl FnOnce(Phase<R>) -> Result<T, Phase<R>>,
+    ) -> Result<T, Failure> {
+        match pick(std::mem::replace(&mut self.phase, Phase::Idle)) {
+            Ok(taken) => Ok(taken),
+            Err(other) => {
                 self.phase = other;
-                Err(self.out_of_phase(
-                    call,
-                    "call onesided_halo_move_x first (or onesided_halo_start_x and onesided_halo_finish_x)",
-                ))
+                Err(self.out_of_phase(call, when_idle))
             }
         }
+    }
+
+    /// The step, taken out of its phase for `call`, or the error naming the phase.
+    fn take_step(&mut self, call: &str) -> Result<Step<'static, 'static, R>, Failure> {
+        let first = "call onesided_halo_move_x first (or onesided_halo_start_x and onesided_halo_finish_x)";
+        self.take(call, first, |phase| match phase {
+            Phase::Step(step) => Ok(step),
+            other => Err(other),
+        })
     }
 
     pub(super) fn move_f(&mut self) -> Result<[[f64; 3]; 3], Failure> {
@@ -192,13 +202,11 @@ impl<R: Real> Halo<R> {
     }
 
     pub(super) fn finish_f(&mut self) -> Result<[[f64; 3]; 3], Failure> {
-        let f = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::F(f) => f,
-            other => {
-                self.phase = other;
-                return Err(self.out_of_phase("onesided_halo_finish_f", "call onesided_halo_start_f first"));
-            }
-        };
+        let f =
+            self.take("onesided_halo_finish_f", "call onesided_halo_start_f first", |phase| match phase {
+                Phase::F(f) => Ok(f),
+                other => Err(other),
+            })?;
         let shift = f.finish()?;
         Ok([shift.along(0), shift.along(1), shift.along(2)])
     }

@@ -5,7 +5,7 @@
 
 use md_halo::Zone;
 
-use super::state::{either, with_halo};
+use super::state::{AnyHalo, either, with_halo};
 use super::types::{onesided_halo, onesided_halo_home, onesided_halo_local, onesided_halo_settled};
 use crate::runtime::write_out;
 use crate::status::{Failure, guard, onesided_status};
@@ -30,13 +30,7 @@ pub unsafe extern "C" fn onesided_halo_move_x(
     halo: onesided_halo,
     local: *mut onesided_halo_local,
 ) -> onesided_status {
-    guard(|| {
-        if local.is_null() {
-            return Err(Failure::argument("local is a null pointer: pass where to write the view"));
-        }
-        let view = with_halo(halo, |any| either!(any, h => h.move_x()))?;
-        write_out(local, "local", view)
-    })
+    guard(|| view_out(halo, local, "local", "the view", |any| either!(any, h => h.move_x())))
 }
 
 /// Sends the halo atoms' forces back and adds those this PE receives to its home atoms'
@@ -79,13 +73,7 @@ pub unsafe extern "C" fn onesided_halo_start_x(
     halo: onesided_halo,
     home: *mut onesided_halo_local,
 ) -> onesided_status {
-    guard(|| {
-        if home.is_null() {
-            return Err(Failure::argument("home is a null pointer: pass where to write the home view"));
-        }
-        let view = with_halo(halo, |any| either!(any, h => h.start_x()))?;
-        write_out(home, "home", view)
-    })
+    guard(|| view_out(halo, home, "home", "the home view", |any| either!(any, h => h.start_x())))
 }
 
 /// Receives the halo the step's `onesided_halo_start_x` started, runs the pulses that
@@ -102,13 +90,7 @@ pub unsafe extern "C" fn onesided_halo_finish_x(
     halo: onesided_halo,
     local: *mut onesided_halo_local,
 ) -> onesided_status {
-    guard(|| {
-        if local.is_null() {
-            return Err(Failure::argument("local is a null pointer: pass where to write the view"));
-        }
-        let view = with_halo(halo, |any| either!(any, h => h.finish_x()))?;
-        write_out(local, "local", view)
-    })
+    guard(|| view_out(halo, local, "local", "the view", |any| either!(any, h => h.finish_x())))
 }
 
 /// Starts sending the halo atoms' forces back and returns at once with the home atoms
@@ -126,15 +108,7 @@ pub unsafe extern "C" fn onesided_halo_start_f(
     halo: onesided_halo,
     settled: *mut onesided_halo_settled,
 ) -> onesided_status {
-    guard(|| {
-        if settled.is_null() {
-            return Err(Failure::argument(
-                "settled is a null pointer: pass where to write the settled atoms",
-            ));
-        }
-        let view = with_halo(halo, |any| either!(any, h => h.start_f()))?;
-        write_out(settled, "settled", view)
-    })
+    guard(|| view_out(halo, settled, "settled", "the settled atoms", |any| either!(any, h => h.start_f())))
 }
 
 /// Adds the forces returned to the home atoms and gives the shift forces through
@@ -156,6 +130,22 @@ pub unsafe extern "C" fn onesided_halo_finish_f(
         unsafe { write_shift(shift_forces, shift) };
         Ok(())
     })
+}
+
+/// Runs `step` on the halo and writes the view it gives through `out` (`what`, which holds
+/// `desc`), refused before anything moves when `out` is null.
+fn view_out<T>(
+    halo: onesided_halo,
+    out: *mut T,
+    what: &str,
+    desc: &str,
+    step: impl FnOnce(&mut AnyHalo) -> Result<T, Failure>,
+) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::argument(format!("{what} is a null pointer: pass where to write {desc}")));
+    }
+    let view = with_halo(halo, step)?;
+    write_out(out, what, view)
 }
 
 /// Writes `shift` into `out` (9 doubles) unless it is null.

@@ -109,12 +109,8 @@ where
     /// call of several messages may hang its receiver there (an Open MPI defect, reproduced
     /// without this library); one message each way is refused cleanly.
     pub fn run(self) -> Result<&'e [usize]> {
+        self.check("run")?;
         let Call { exchange, buffers, outgoing, incoming, pack, consume } = self;
-        exchange.idle("run")?;
-        exchange.validate(buffers, outgoing, incoming)?;
-        if pack.is_none() && outgoing.iter().any(|o| matches!(o, Outgoing::Packed { .. })) {
-            return Err(exchange.chan.refuse(crate::ExchangeProblem::NoPacking));
-        }
         let Exchange { chan, transport, work, .. } = exchange;
         let Work { out_lanes, in_lanes, received, pack_buffer } = &mut *work;
         // One message each way, the common case of a halo pulse: lane 0 of each pair, kept
@@ -134,12 +130,7 @@ where
         } else {
             received.resize(incoming.len(), 0);
         }
-        let mut pack = pack;
-        let mut pack_once = |slices: &mut [&mut [T]]| {
-            if let Some(fill) = pack.take() {
-                fill(slices);
-            }
-        };
+        let mut pack_once = once(pack);
         let mut consume = consume;
         let mut consume_each = consume.as_mut().map(|c| c as &mut dyn FnMut(usize, &[T]));
         let mut job = Job {
@@ -156,6 +147,29 @@ where
         transport.exchange(chan, &mut job)?;
         let work: &'e Work<T> = work;
         Ok(&work.received)
+    }
+}
+
+impl<T: Pod, P, C> Call<'_, '_, '_, T, P, C> {
+    /// The checks a call makes before anything moves, `operation` (run, start) naming it:
+    /// no call in flight, the messages valid, a packing function for packed messages.
+    pub(super) fn check(&self, operation: &'static str) -> Result<()> {
+        self.exchange.idle(operation)?;
+        self.exchange.validate(self.buffers, self.outgoing, self.incoming)?;
+        if self.pack.is_none() && self.outgoing.iter().any(|o| matches!(o, Outgoing::Packed { .. })) {
+            return Err(self.exchange.chan.refuse(crate::ExchangeProblem::NoPacking));
+        }
+        Ok(())
+    }
+}
+
+/// A call's packing function as the transports call it: `pack` the first time, nothing after.
+pub(super) fn once<T, P: FnOnce(&mut [&mut [T]])>(pack: Option<P>) -> impl FnMut(&mut [&mut [T]]) {
+    let mut pack = pack;
+    move |slices| {
+        if let Some(fill) = pack.take() {
+            fill(slices);
+        }
     }
 }
 

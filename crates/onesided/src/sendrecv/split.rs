@@ -15,7 +15,7 @@
 
 use bytemuck::Pod;
 
-use super::call::{Call, NoConsume};
+use super::call::{Call, NoConsume, once};
 use super::exchange::{Exchange, Work};
 use super::job::Job;
 use crate::error::{ExchangeProblem, Result};
@@ -85,23 +85,14 @@ where
     /// Validates and starts the call, and hands back what its finish needs.
     #[allow(clippy::type_complexity)]
     fn start_parts(self) -> Result<(&'e mut Exchange<'rt, T>, &'c [&'c SymArray<'rt, T>], Option<C>)> {
+        self.check("start")?;
         let Call { exchange, buffers, outgoing, incoming, pack, consume } = self;
-        exchange.idle("start")?;
-        exchange.validate(buffers, outgoing, incoming)?;
-        if pack.is_none() && outgoing.iter().any(|o| matches!(o, crate::Outgoing::Packed { .. })) {
-            return Err(exchange.chan.refuse(ExchangeProblem::NoPacking));
-        }
         let Exchange { chan, transport, work, in_flight, .. } = &mut *exchange;
         let Work { out_lanes, in_lanes, received, pack_buffer } = work;
         chan.begin(out_lanes, in_lanes, outgoing, incoming)?;
         received.clear();
         received.resize(incoming.len(), 0);
-        let mut pack = pack;
-        let mut pack_once = |slices: &mut [&mut [T]]| {
-            if let Some(fill) = pack.take() {
-                fill(slices);
-            }
-        };
+        let mut pack_once = once(pack);
         let mut job = Job {
             buffers,
             outgoing,
